@@ -1,0 +1,37 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TORCH_WHEEL := $(wildcard /opt/wheels/torch-2.13.0+cpu-*.whl)
+LOCOMO ?= ../shared/data/locomo
+
+.PHONY: install demo test bench bench-quick clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# The CPU build of torch goes in first, so sentence-transformers finds it satisfied
+# and no CUDA build of several GB is downloaded.
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	@if [ -n "$(TORCH_WHEEL)" ]; then $(BIN)/pip install -q "$(TORCH_WHEEL)"; \
+	else $(BIN)/pip install -q torch==2.13.0 || $(BIN)/pip install -q torch --index-url https://download.pytorch.org/whl/cpu; fi
+	$(BIN)/pip install -q -e ".[all]"
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	RAGMEM_LOCOMO=$(LOCOMO) HF_HUB_OFFLINE=1 $(BIN)/python examples/demo.py
+
+test: install
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
+
+bench: install
+	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks.run_all
+
+bench-quick: install
+	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks.run_all --quick
+
+clean:
+	rm -rf $(VENV) .pytest_cache
