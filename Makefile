@@ -15,7 +15,7 @@ $(BIN)/python:
 # and no CUDA build of several GB is downloaded.
 $(VENV)/.installed: $(BIN)/python pyproject.toml
 	@if [ -n "$(TORCH_WHEEL)" ]; then $(BIN)/pip install -q "$(TORCH_WHEEL)"; \
-	else $(BIN)/pip install -q torch==2.13.0 || $(BIN)/pip install -q torch --index-url https://download.pytorch.org/whl/cpu; fi
+	else $(BIN)/pip install -q torch==2.13.0; fi
 	$(BIN)/pip install -q -e ".[all]"
 	touch $@
 
