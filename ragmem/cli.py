@@ -1,0 +1,792 @@
+"""The ``ragmem`` command line: a thin shell over :class:`ragmem.Memory`.
+
+Commands are nouns (``ingest``, ``search``, ``show``, ``state``, ``forget`` ...),
+every one takes ``--json``, and the store folder comes from ``--store`` or the
+``RAGMEM_STORE`` environment variable. ``ragmem`` itself is imported inside the
+commands, never at module level, so ``ragmem --help`` and the commands that
+need no embedding model start without loading torch.
+
+Errors a user can fix (a :class:`~ragmem.errors.RagmemError`, a missing or
+malformed file) print one line to stderr and exit with status 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+
+import click
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ragmem import Memory
+
+DEFAULT_STORE = "./.ragmem"
+#: Messages per add_many() call during ingest; whole tool exchanges are never split across batches.
+INGEST_BATCH = 256
+#: Ingests with more messages than this show a progress bar (on stderr, when it is a terminal).
+PROGRESS_MIN = 200
+
+
+class CliError(Exception):
+    """A user-facing failure: printed as one line, exit status 1."""
+
+
+# ------------------------------------------------------------------ options
+
+
+@dataclass
+class Config:
+    store: str = DEFAULT_STORE
+    namespace: str = "default"
+    session: str = "default"
+    json: bool = False
+
+
+def _common(fn: Callable) -> Callable:
+    """Add --store/--namespace/--session/--json to a command, so they work after it too."""
+    for opt in reversed(_COMMON_OPTIONS):
+        fn = opt(fn)
+    return fn
+
+
+_COMMON_OPTIONS = [
+    click.option(
+        "--store",
+        "store_",
+        metavar="PATH",
+        default=None,
+        help=f"Store folder [env RAGMEM_STORE; default {DEFAULT_STORE}].",
+    ),
+    click.option("--namespace", "namespace_", metavar="NAME", default=None, help="Namespace (user, agent or tenant)."),
+    click.option("--session", "session_", metavar="NAME", default=None, help="Session within the namespace."),
+    click.option("--json", "json_", is_flag=True, default=None, help="Print machine-readable JSON."),
+]
+
+
+def _cfg(store_: str | None, namespace_: str | None, session_: str | None, json_: bool | None) -> Config:
+    """Merge a command's own options over the group's (``ragmem --store X search ...``)."""
+    base: Config = click.get_current_context().find_object(Config) or Config()
+    return Config(
+        store=store_ or base.store,
+        namespace=namespace_ or base.namespace,
+        session=session_ or base.session,
+        json=bool(json_) or base.json,
+    )
+
+
+def _open(cfg: Config) -> "Memory":
+    from ragmem import Memory  # lazy: keeps --help and model-free commands fast
+
+    return Memory(cfg.store, session=cfg.session, namespace=cfg.namespace)
+
+
+def _emit(cfg: Config, data: Any, human: Callable[[], Iterable[str]] | str | None = None) -> None:
+    """Print ``data`` as JSON under --json, else the human lines."""
+    if cfg.json:
+        click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=_json_default))
+        return
+    if human is None:
+        return
+    lines = [human] if isinstance(human, str) else human()
+    for line in lines:
+        click.echo(line)
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, datetime):
+        return obj.isoformat()
+    if hasattr(obj, "to_record"):
+        return obj.to_record()
+    if hasattr(obj, "__dataclass_fields__"):
+        from dataclasses import asdict
+
+        return asdict(obj)
+    if isinstance(obj, (set, tuple)):
+        return list(obj)
+    return str(obj)
+
+
+def _when(value: str | None, option: str) -> datetime | None:
+    """Parse --since/--until: ISO date or datetime, or a relative age like 90m, 12h, 7d, 2w."""
+    if value is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", value)
+    if m:
+        unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
+        return datetime.now(timezone.utc) - timedelta(**{unit: float(m.group(1))})
+    try:
+        dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise CliError(f"{option} {value!r} is not a date; use ISO (2024-05-01, 2024-05-01T13:00) or an age (12h, 7d)")
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def _short(text: str, width: int = 100) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _msg_line(m: Any) -> str:
+    """One message as one human line: seq, time, role, text (or tool calls)."""
+    body = m.text if m.content is not None else ""
+    if m.tool_calls:
+        calls = ", ".join(f"{c.name}({_short(c.arguments, 60)})" for c in m.tool_calls)
+        body = (body + " " if body else "") + f"→ {calls}"
+    if m.role == "tool":
+        body = f"[{m.tool_call_id}] {body}"
+    who = m.role + (f":{m.name}" if m.name else "")
+    return f"{m.seq:>5}  {m.created_at:%Y-%m-%d %H:%M}  {who:<10} {_short(body)}  ({m.id})"
+
+
+# ------------------------------------------------------------------ the group
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option(
+    "--store",
+    envvar="RAGMEM_STORE",
+    default=DEFAULT_STORE,
+    show_default=True,
+    metavar="PATH",
+    help="Store folder (env RAGMEM_STORE).",
+)
+@click.option("--namespace", default="default", show_default=True, metavar="NAME", help="Namespace (user, agent or tenant).")
+@click.option("--session", default="default", show_default=True, metavar="NAME", help="Session within the namespace.")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.version_option(package_name="ragmem")
+@click.pass_context
+def cli(ctx: click.Context, store: str, namespace: str, session: str, as_json: bool) -> None:
+    """ragmem: retrieval-augmented memory over LLM conversation history.
+
+    Every message goes into a Chroma collection; `ragmem prompt` assembles a
+    token-budgeted prompt that never splits a tool call from its result.
+    Options given here apply to every command and may also follow the command.
+    """
+    ctx.obj = Config(store=store, namespace=namespace, session=session, json=as_json)
+
+
+# ------------------------------------------------------------------ ingest
+
+
+@cli.command()
+@click.argument("file", metavar="FILE")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["auto", "openai", "anthropic", "locomo"]),
+    default="auto",
+    show_default=True,
+    help="Input format; auto detects Anthropic blocks and LoCoMo conversations.",
+)
+@click.option("--progress/--no-progress", default=None, help="Force the progress bar on or off (default: on for long ingests on a terminal).")
+@_common
+def ingest(file: str, fmt: str, progress: bool | None, **opts: Any) -> None:
+    """Add the messages in FILE (JSONL or JSON; '-' reads stdin) to the session.
+
+    \b
+    Accepted shapes:
+      - JSONL, one OpenAI chat message per line;
+      - JSONL, one {"messages": [...]} conversation per line (fine-tuning files);
+      - JSON, a list of messages, or {"messages": [...], "system": "..."};
+      - Anthropic Messages format (tool_use / tool_result blocks), with --format anthropic or detected;
+      - a LoCoMo conversation (speaker_a, speaker_b, session_N ...), one ragmem
+        session per conversation (named by --session, or the sample id).
+    """
+    cfg = _cfg(**opts)
+    conversations = load_history(file, fmt, default_session=cfg.session)
+    total = sum(len(msgs) for _, msgs in conversations)
+    show = progress if progress is not None else (total > PROGRESS_MIN and sys.stderr.isatty())
+    from ragmem import Memory
+
+    stored = 0
+    sessions = []
+    with _progress(total, show) as bar:
+        for session, msgs in conversations:
+            mem = Memory(cfg.store, session=session or cfg.session, namespace=cfg.namespace)
+            try:
+                for batch in _batches(msgs, INGEST_BATCH):
+                    stored += len(mem.add_many(batch))
+                    bar.update(len(batch))
+            finally:
+                mem.close()
+            sessions.append(session or cfg.session)
+    _emit(cfg, {"messages": stored, "sessions": sessions, "namespace": cfg.namespace},
+          f"ingested {stored} messages into {', '.join(sessions) or cfg.session} ({cfg.namespace})")
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def __enter__(self) -> "_NoBar":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+
+def _progress(total: int, show: bool) -> Any:
+    if not show:
+        return _NoBar()
+    return click.progressbar(length=total, label="ingesting", file=sys.stderr, show_pos=True, show_eta=True)
+
+
+def _batches(msgs: list[dict], size: int) -> Iterator[list[dict]]:
+    """Chunks of about ``size`` messages that end only where no tool call awaits its result."""
+    batch: list[dict] = []
+    pending: set[str] = set()
+    for m in msgs:
+        batch.append(m)
+        for c in m.get("tool_calls") or []:
+            if isinstance(c, dict) and c.get("id"):
+                pending.add(c["id"])
+        if m.get("role") == "tool":
+            pending.discard(m.get("tool_call_id"))
+        if len(batch) >= size and not pending:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+# ------------------------------------------------------------------ file loading
+
+
+def _read_text(file: str) -> str:
+    if file == "-":
+        return sys.stdin.read()
+    path = Path(file)
+    if not path.exists():
+        raise CliError(f"{file}: no such file")
+    if path.is_dir():
+        raise CliError(f"{file}: is a directory, expected a JSON or JSONL file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{file}: not UTF-8 text (byte {exc.start}); is it really JSON/JSONL?") from None
+
+
+def _parse_json_or_jsonl(text: str, file: str) -> Any:
+    """A JSON document, or the list of JSON values of a JSONL file."""
+    stripped = text.strip()
+    if not stripped:
+        raise CliError(f"{file}: the file is empty")
+    try:
+        return json.loads(stripped)
+    except json.JSONDecodeError:
+        pass
+    values = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            values.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise CliError(f"{file}:{n}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    return values
+
+
+def load_history(file: str, fmt: str = "auto", *, default_session: str = "default") -> list[tuple[str | None, list[dict]]]:
+    """Read FILE into ``[(session or None, [OpenAI message dicts])]``.
+
+    ``None`` as a session means "the session the user chose".
+    """
+    data = _parse_json_or_jsonl(_read_text(file), file)
+    if fmt == "locomo" or (fmt == "auto" and _looks_locomo(data)):
+        return _from_locomo(data, file, default_session)
+    system = None
+    if isinstance(data, dict):
+        if not isinstance(data.get("messages"), list):
+            raise CliError(f"{file}: a JSON object needs a 'messages' list (or use a list of messages)")
+        system = data.get("system")
+        data = data["messages"]
+    if not isinstance(data, list):
+        raise CliError(f"{file}: expected a list of messages, got {type(data).__name__}")
+    # JSONL of conversations ({"messages": [...]} per line) is flattened in order.
+    flat: list[Any] = []
+    for item in data:
+        if isinstance(item, dict) and isinstance(item.get("messages"), list) and "role" not in item:
+            flat.extend(item["messages"])
+        else:
+            flat.append(item)
+    for i, m in enumerate(flat):
+        if not isinstance(m, dict):
+            raise CliError(f"{file}: message {i} is a {type(m).__name__}, expected an object with 'role' and 'content'")
+        if "seq" in m and "session" in m:
+            raise CliError(f"{file}: this is a ragmem export; restore it with `ragmem import {file}`")
+    from ragmem.messages import from_anthropic, looks_anthropic
+
+    if fmt == "anthropic" or (fmt == "auto" and (looks_anthropic(flat) or system is not None)):
+        flat = from_anthropic(flat, system=system)
+    return [(None, flat)]
+
+
+def _looks_locomo(data: Any) -> bool:
+    sample = data[0] if isinstance(data, list) and data else data
+    if not isinstance(sample, dict):
+        return False
+    conv = sample.get("conversation", sample)
+    return isinstance(conv, dict) and "speaker_a" in conv and "session_1" in conv
+
+
+def _locomo_time(value: str | None) -> datetime | None:
+    """LoCoMo's '1:56 pm on 8 May, 2023' as a UTC datetime."""
+    if not value:
+        return None
+    for pattern in ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y"):
+        try:
+            return datetime.strptime(value.strip(), pattern).replace(tzinfo=timezone.utc)
+        except ValueError:
+            continue
+    return None
+
+
+def _from_locomo(data: Any, file: str, default_session: str) -> list[tuple[str | None, list[dict]]]:
+    """Each LoCoMo conversation becomes one session; speaker_a speaks as 'user', speaker_b as 'assistant'.
+
+    Only the dialogue is read; the authors' QA, observations and summaries would
+    leak the answers and are ignored. A shared photo's caption joins the text.
+    """
+    samples = data if isinstance(data, list) else [data]
+    out: list[tuple[str | None, list[dict]]] = []
+    for i, sample in enumerate(samples):
+        conv = sample.get("conversation", sample)
+        if not isinstance(conv, dict) or "speaker_a" not in conv:
+            raise CliError(f"{file}: LoCoMo item {i} has no 'speaker_a'; is this a LoCoMo file?")
+        sample_id = sample.get("sample_id") or (Path(file).stem if file != "-" else None)
+        if len(samples) == 1:
+            session = None if default_session != "default" or not sample_id else str(sample_id)
+        else:
+            session = f"{default_session}-{sample_id or i}" if default_session != "default" else str(sample_id or i)
+        roles = {conv["speaker_a"]: "user", conv["speaker_b"]: "assistant"}
+        numbers = sorted(int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k))
+        msgs: list[dict] = []
+        for n in numbers:
+            start = _locomo_time(conv.get(f"session_{n}_date_time"))
+            for t, turn in enumerate(conv[f"session_{n}"]):
+                text = turn.get("text", "")
+                if turn.get("blip_caption"):
+                    text = f"{text}\n[shares a photo: {turn['blip_caption']}]".strip()
+                meta = {"locomo_session": n, "dia_id": turn.get("dia_id"), "speaker": turn.get("speaker")}
+                meta.update({k: turn[k] for k in ("img_url", "blip_caption", "query") if k in turn})
+                msg: dict[str, Any] = {
+                    "role": roles.get(turn.get("speaker"), "user"),
+                    "content": text or "(empty)",
+                    "metadata": meta,
+                }
+                if start is not None:  # one second apart keeps the turn order in time
+                    msg["created_at"] = (start + timedelta(seconds=t)).isoformat()
+                msgs.append(msg)
+        out.append((session, msgs))
+    return out
+
+
+# ------------------------------------------------------------------ search
+
+
+@cli.command()
+@click.argument("query")
+@click.option("-k", "k", type=click.IntRange(1, 1000), default=10, show_default=True, help="Number of hits.")
+@click.option("--role", type=click.Choice(["system", "user", "assistant", "tool"]), help="Only messages with this role.")
+@click.option("--since", metavar="WHEN", help="Only messages at or after WHEN (ISO date/time, or an age: 12h, 7d).")
+@click.option("--until", metavar="WHEN", help="Only messages before WHEN (same forms as --since).")
+@click.option("--all-sessions", is_flag=True, help="Search every session of the namespace, not just --session.")
+@_common
+def search(query: str, k: int, role: str | None, since: str | None, until: str | None, all_sessions: bool, **opts: Any) -> None:
+    """Search the history semantically for QUERY, best hits first."""
+    cfg = _cfg(**opts)
+    lo, hi = _when(since, "--since"), _when(until, "--until")
+    mem = _open(cfg)
+    try:
+        hits = mem.search(query, k=k, role=role, since=lo, until=hi, scope="namespace" if all_sessions else "session")
+    finally:
+        mem.close()
+    data = [{"score": h.score, "session": h.session, "message": h.message.to_record()} for h in hits]
+
+    def human() -> Iterator[str]:
+        if not hits:
+            yield "no matches"
+        for h in hits:
+            where = f"{h.session} " if all_sessions else ""
+            yield f"{h.score:6.3f}  {where}{_msg_line(h.message).lstrip()}"
+
+    _emit(cfg, data, human)
+
+
+# ------------------------------------------------------------------ show
+
+
+@cli.group()
+def show() -> None:
+    """Show a session's messages, or one message."""
+
+
+@show.command("session")
+@click.argument("name", required=False)
+@click.option("--limit", type=click.IntRange(1), help="Only the last N messages.")
+@_common
+def show_session(name: str | None, limit: int | None, **opts: Any) -> None:
+    """Print the messages of session NAME (default: --session) in order."""
+    cfg = _cfg(**opts)
+    mem = _open(cfg)
+    try:
+        msgs = mem.messages(name or cfg.session)
+    finally:
+        mem.close()
+    if limit:
+        msgs = msgs[-limit:]
+    _emit(cfg, [m.to_record() for m in msgs], lambda: (_msg_line(m) for m in msgs) if msgs else iter(["(empty session)"]))
+
+
+@show.command("message")
+@click.argument("message_id", metavar="ID")
+@_common
+def show_message(message_id: str, **opts: Any) -> None:
+    """Print one message by ID, in full."""
+    cfg = _cfg(**opts)
+    mem = _open(cfg)
+    try:
+        m = mem.get(message_id)
+    finally:
+        mem.close()
+    rec = m.to_record()
+
+    def human() -> Iterator[str]:
+        yield f"id:         {m.id}"
+        yield f"session:    {m.namespace}/{m.session}  seq {m.seq}"
+        yield f"role:       {m.role}" + (f"  name {m.name}" if m.name else "")
+        yield f"created_at: {m.created_at.isoformat()}"
+        if m.tool_call_id:
+            yield f"answers:    {m.tool_call_id}"
+        for c in m.tool_calls:
+            yield f"tool call:  {c.id} {c.name}({c.arguments})"
+        if m.metadata:
+            yield f"metadata:   {json.dumps(dict(m.metadata), ensure_ascii=False)}"
+        if m.content is not None:
+            yield ""
+            yield m.content if isinstance(m.content, str) else json.dumps(m.content, ensure_ascii=False, indent=2)
+
+    _emit(cfg, rec, human)
+
+
+# ------------------------------------------------------------------ export / import
+
+
+@cli.command("export")
+@click.option("-o", "--output", metavar="FILE", help="Write to FILE instead of stdout.")
+@_common
+def export_(output: str | None, **opts: Any) -> None:
+    """Export the session as JSONL, one lossless record per message.
+
+    The records (id, role, content, tool_calls, tool_call_id, name, created_at,
+    metadata, seq) restore exactly with `ragmem import`. With --json, one JSON
+    array instead of JSONL.
+    """
+    cfg = _cfg(**opts)
+    mem = _open(cfg)
+    try:
+        records = mem.export(cfg.session)
+    finally:
+        mem.close()
+    if cfg.json:
+        text = json.dumps(records, ensure_ascii=False, indent=2, default=_json_default) + "\n"
+    else:
+        text = "".join(json.dumps(r, ensure_ascii=False, default=_json_default) + "\n" for r in records)
+    if output:
+        try:
+            Path(output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"{output}: cannot write ({exc.strerror})") from None
+        click.echo(f"exported {len(records)} messages to {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+@cli.command("import")
+@click.argument("file", metavar="FILE")
+@_common
+def import_(file: str, **opts: Any) -> None:
+    """Restore records written by `ragmem export` (JSONL or a JSON array; '-' reads stdin).
+
+    Records keep their ids, times and metadata; ids already in the store are skipped.
+    """
+    cfg = _cfg(**opts)
+    records = _parse_json_or_jsonl(_read_text(file), file)
+    if isinstance(records, dict):
+        records = [records]
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise CliError(f"{file}: expected export records, one JSON object per line")
+    mem = _open(cfg)
+    try:
+        n = mem.import_records(records)
+    finally:
+        mem.close()
+    _emit(cfg, {"imported": n, "records": len(records)}, f"imported {n} of {len(records)} records")
+
+
+# ------------------------------------------------------------------ prompt
+
+
+@cli.command()
+@click.argument("turn")
+@click.option("--budget", type=click.IntRange(1), default=4000, show_default=True, help="Token budget for the whole prompt.")
+@click.option("--system", "system_", metavar="TEXT", help="System prompt.")
+@click.option("--format", "fmt", type=click.Choice(["openai", "anthropic"]), default="openai", show_default=True)
+@click.option(
+    "--strategy",
+    type=click.Choice(["ragmem", "sliding_window", "keep_first", "importance"]),
+    default="ragmem",
+    show_default=True,
+    help="Assembly strategy (the others are baselines).",
+)
+@click.option("-k", "k", type=click.IntRange(0), default=20, show_default=True, help="Recall candidates.")
+@_common
+def prompt(turn: str, budget: int, system_: str | None, fmt: str, strategy: str, k: int, **opts: Any) -> None:
+    """Assemble the prompt for user TURN within --budget tokens; print it and its trace."""
+    cfg = _cfg(**opts)
+    mem = _open(cfg)
+    try:
+        ctx = mem.prompt(turn, system=system_, budget=budget, format=fmt, strategy=strategy, k=k)
+    finally:
+        mem.close()
+    data = _jsonable(ctx.to_dict())
+    if data.get("system") is None:
+        data.pop("system", None)
+
+    def human() -> Iterator[str]:
+        if data.get("system"):
+            yield f"--- system\n{data['system']}"
+        for m in ctx.messages:
+            yield f"--- {m.get('role')}" + (f" ({m['tool_call_id']})" if m.get("tool_call_id") else "")
+            content = m.get("content")
+            if content is not None:
+                yield content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, indent=2)
+            for c in m.get("tool_calls") or []:
+                yield f"→ {c['id']} {c['function']['name']}({c['function']['arguments']})"
+        yield "=== trace"
+        yield str(ctx.trace)
+
+    _emit(cfg, data, human)
+
+
+def _jsonable(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, default=_json_default))
+
+
+# ------------------------------------------------------------------ state
+
+
+@cli.group()
+def state() -> None:
+    """Read and change the session's pinned state (goals, preferences, key facts)."""
+
+
+@state.command("get")
+@click.argument("key", required=False)
+@_common
+def state_get(key: str | None, **opts: Any) -> None:
+    """Print the pinned state, or one KEY of it."""
+    cfg = _cfg(**opts)
+    mem = _open(cfg)
+    try:
+        current = mem.state.get()
+    finally:
+        mem.close()
+    if key is not None:
+        if key not in current:
+            raise CliError(f"no key {key!r} in the pinned state of {cfg.namespace}/{cfg.session}")
+        value = current[key]
+        _emit(cfg, value, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+        return
+    _emit(cfg, current, lambda: [json.dumps(current, ensure_ascii=False, indent=2)])
+
+
+@state.command("set")
+@click.argument("pairs", nargs=-1, metavar="KEY=VALUE...")
+@click.option("--replace", is_flag=True, help="Replace the whole state instead of updating keys.")
+@click.option("--from-json", "from_json", metavar="OBJECT", help="Take the keys from a JSON object ('-' reads stdin).")
+@_common
+def state_set(pairs: tuple[str, ...], replace: bool, from_json: str | None, **opts: Any) -> None:
+    """Set keys of the pinned state: `ragmem state set goal="fix login" retries=3`.
+
+    A VALUE that parses as JSON (numbers, true, lists, objects) is stored as
+    that; anything else is stored as a string.
+    """
+    cfg = _cfg(**opts)
+    updates: dict[str, Any] = {}
+    if from_json is not None:
+        raw = sys.stdin.read() if from_json == "-" else from_json
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise CliError(f"--from-json is not valid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise CliError("--from-json must be a JSON object")
+        updates.update(obj)
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CliError(f"{pair!r} is not KEY=VALUE")
+        try:
+            updates[key] = json.loads(value)
+        except json.JSONDecodeError:
+            updates[key] = value
+    if not updates and not replace:
+        raise CliError("nothing to set; pass KEY=VALUE pairs or --from-json")
+    mem = _open(cfg)
+    try:
+        if replace:
+            mem.state.set(updates)
+        else:
+            mem.state.update(**updates)
+        current = mem.state.get()
+    finally:
+        mem.close()
+    _emit(cfg, current, lambda: [json.dumps(current, ensure_ascii=False, indent=2)])
+
+
+@state.command("clear")
+@_common
+def state_clear(**opts: Any) -> None:
+    """Empty the pinned state."""
+    cfg = _cfg(**opts)
+    mem = _open(cfg)
+    try:
+        mem.state.clear()
+    finally:
+        mem.close()
+    _emit(cfg, {}, f"cleared the pinned state of {cfg.namespace}/{cfg.session}")
+
+
+# ------------------------------------------------------------------ sessions
+
+
+@cli.command()
+@_common
+def sessions(**opts: Any) -> None:
+    """List the sessions of the namespace with message counts and time span."""
+    cfg = _cfg(**opts)
+    mem = _open(cfg)
+    try:
+        infos = mem.sessions()
+    finally:
+        mem.close()
+    data = [
+        {
+            "namespace": s.namespace,
+            "session": s.session,
+            "messages": s.messages,
+            "first_at": s.first_at.isoformat() if s.first_at else None,
+            "last_at": s.last_at.isoformat() if s.last_at else None,
+        }
+        for s in infos
+    ]
+
+    def human() -> Iterator[str]:
+        if not infos:
+            yield f"no sessions in {cfg.store}"
+            return
+        width = max(len(s.session) for s in infos)
+        for s in infos:
+            span = f"{s.first_at:%Y-%m-%d %H:%M} → {s.last_at:%Y-%m-%d %H:%M}" if s.first_at and s.last_at else ""
+            yield f"{s.session:<{width}}  {s.messages:>7} msgs  {span}"
+
+    _emit(cfg, data, human)
+
+
+# ------------------------------------------------------------------ forget
+
+
+@cli.group()
+def forget() -> None:
+    """Delete a message or a whole session, from the log and the index."""
+
+
+@forget.command("message")
+@click.argument("message_id", metavar="ID")
+@_common
+def forget_message(message_id: str, **opts: Any) -> None:
+    """Delete message ID (a tool exchange loses the whole unit, so no orphan is left)."""
+    cfg = _cfg(**opts)
+    mem = _open(cfg)
+    try:
+        mem.forget(message_id)
+    finally:
+        mem.close()
+    _emit(cfg, {"forgotten": message_id}, f"forgot message {message_id}")
+
+
+@forget.command("session")
+@click.argument("name")
+@_common
+def forget_session(name: str, **opts: Any) -> None:
+    """Delete every message, the pinned state and the summary of session NAME."""
+    cfg = _cfg(**opts)
+    mem = _open(cfg)
+    try:
+        mem.forget_session(name)
+    finally:
+        mem.close()
+    _emit(cfg, {"forgotten_session": name, "namespace": cfg.namespace}, f"forgot session {cfg.namespace}/{name}")
+
+
+# ------------------------------------------------------------------ mcp
+
+
+@cli.command()
+@_common
+def mcp(**opts: Any) -> None:
+    """Serve this store over MCP on stdio (for Claude Desktop, IDEs and agents).
+
+    Tools: add_messages, search_memory, get_context, get_pinned_state,
+    update_pinned_state, forget. See docs/mcp.md for client configuration.
+    """
+    cfg = _cfg(**opts)
+    from ragmem.mcp_server import serve
+
+    serve(store=cfg.store, namespace=cfg.namespace, session=cfg.session)
+
+
+# ------------------------------------------------------------------ entry point
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: run the CLI, turning user errors into one line on stderr."""
+    try:
+        cli.main(args=argv, prog_name="ragmem", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(1)
+    except click.ClickException as exc:  # usage errors: click's own message, exit 2
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except CliError as exc:
+        _fail(str(exc))
+    except Exception as exc:  # noqa: BLE001 - only known error families are reported, the rest re-raised
+        if _is_user_error(exc):
+            _fail(f"{type(exc).__name__}: {exc}")
+        raise
+
+
+def _is_user_error(exc: Exception) -> bool:
+    from ragmem.errors import RagmemError
+
+    return isinstance(exc, (RagmemError, OSError))
+
+
+def _fail(message: str) -> None:
+    first = " ".join(str(message).split())  # one line, whatever the message held
+    click.echo(f"ragmem: error: {first}", err=True)
+    sys.exit(1)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,64 @@
+"""Adapters that make ragmem the memory of other agent frameworks.
+
+Each lives in its own module and needs its framework, installed as an extra:
+
+=====================================  ===============================  ==================================
+module                                 exposes                          install
+=====================================  ===============================  ==================================
+``ragmem.integrations.langchain``      ``RagmemChatMessageHistory``,    ``pip install 'ragmem[langchain]'``
+                                       ``RagmemRetriever``
+``ragmem.integrations.llamaindex``     ``RagmemMemory``                 ``pip install 'ragmem[llamaindex]'``
+``ragmem.integrations.openai_agents``  ``RagmemSession``                ``pip install 'ragmem[agents]'``
+=====================================  ===============================  ==================================
+
+Every adapter is a thin shell over :class:`ragmem.Memory`: it converts the
+framework's message type to the OpenAI chat format ragmem stores, and keeps the
+framework's own serialised form in the message metadata so that reading the
+history back returns the same objects, tool calls included.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__: list[str] = []
+
+
+def _missing(extra: str, package: str, exc: ImportError) -> ImportError:
+    """The error raised when a framework is not installed; it names the fix."""
+    from ragmem.errors import MissingDependency
+
+    err = MissingDependency(
+        f"this adapter needs {package}, which is not installed: pip install 'ragmem[{extra}]'"
+    )
+    err.__cause__ = exc
+    return err
+
+
+def _memory(memory: Any, *, store: Any, session: str | None, namespace: str | None, **kwargs: Any) -> Any:
+    """The caller's Memory, or one opened on ``store`` for ``session``."""
+    if memory is not None:
+        if store is not None or kwargs:
+            raise TypeError("pass either memory=Memory(...) or store=/Memory options, not both")
+        return memory
+    from ragmem import Memory
+
+    return Memory(store if store is not None else "./.ragmem", session=session or "default", namespace=namespace or "default", **kwargs)
+
+
+def _jsonable(obj: Any) -> Any:
+    """``obj`` as plain JSON data (objects a framework left in a dict become strings)."""
+    return json.loads(json.dumps(obj, ensure_ascii=False, default=_default))
+
+
+def _default(o: Any) -> Any:
+    if hasattr(o, "model_dump"):
+        return o.model_dump(mode="json")
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    if isinstance(o, bytes):
+        import base64
+
+        return base64.b64encode(o).decode("ascii")
+    return str(o)
