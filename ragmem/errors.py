@@ -1,0 +1,58 @@
+"""The ragmem exception tree.
+
+One root, so callers can catch everything ragmem raises with a single clause::
+
+    RagmemError
+    ├── InvalidMessage          a message (or a batch) is malformed; nothing was stored
+    │   └── OrphanToolResult    a tool result answers a call that is not in the session
+    ├── BudgetTooSmall          the mandatory parts alone exceed the prompt budget
+    ├── MessageNotFound         no message with that id in the store
+    ├── StoreError              the store folder or server is missing, corrupt or unreachable
+    │   └── SchemaVersionError  the store was written by a newer ragmem
+    ├── EmbeddingMismatch       the store was built with another embedding model/dimension
+    └── MissingDependency       an optional extra is not installed (the message names the pip command)
+
+Caller mistakes (the first three) are kept apart from runtime faults (the rest).
+Every message says what is wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+
+class RagmemError(Exception):
+    """Root of every error ragmem raises."""
+
+
+class InvalidMessage(RagmemError, ValueError):
+    """A message is malformed. Nothing of the batch it came in was stored."""
+
+
+class OrphanToolResult(InvalidMessage):
+    """A tool result whose ``tool_call_id`` matches no assistant tool call in the session."""
+
+
+class BudgetTooSmall(RagmemError, ValueError):
+    """The system prompt, pinned state and user turn alone exceed the budget."""
+
+
+class MessageNotFound(RagmemError, KeyError):
+    """No message with the given id exists in this store."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else "message not found"
+
+
+class StoreError(RagmemError, RuntimeError):
+    """The store cannot be opened or used: missing, corrupt or unreachable."""
+
+
+class SchemaVersionError(StoreError):
+    """The store was written by a newer version of ragmem."""
+
+
+class EmbeddingMismatch(StoreError):
+    """The store's vectors come from another embedding model or dimension."""
+
+
+class MissingDependency(RagmemError, ImportError):
+    """An optional dependency is missing; the message names the install command."""

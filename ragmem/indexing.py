@@ -1,0 +1,123 @@
+"""From stored messages to vectors: what text is indexed, chunking, and the write to the index.
+
+Each message is indexed with the context it needs to be found: its role, and
+for a tool result the name and arguments of the call it answers (a bare
+``{"rows": 3}`` means nothing alone). Long texts are chunked to the model's
+window; every chunk carries its message id, so hits map back to messages.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Sequence
+
+from .embed import Embedder, chunk_text
+from .messages import Message, ToolCall
+from .store import MessageLog, VectorIndex
+from .store.index import chunk_ids
+
+
+def document_text(m: Message, call: ToolCall | None = None) -> str:
+    """The text embedded for a message."""
+    if m.role == "tool":
+        head = f"tool {call.name}({call.arguments}) returned:" if call else "tool returned:"
+        return f"{head} {m.text}"
+    if m.tool_calls:
+        calls = "; ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
+        return f"{m.role}: {m.text} [calls {calls}]".replace(":  [", ": [")
+    return f"{m.role}: {m.text}"
+
+
+def scalar_metadata(meta: dict[str, Any]) -> dict[str, Any]:
+    """User metadata that Chroma can filter on: scalar values, keys prefixed ``m_``."""
+    out = {}
+    for k, v in meta.items():
+        if isinstance(v, (str, int, float, bool)):
+            out[f"m_{k}"] = v
+    return out
+
+
+def chunk_metadata(m: Message, unit_id: str, chunk: int) -> dict[str, Any]:
+    return {
+        "message_id": m.id,
+        "unit_id": unit_id,
+        "session": m.session,
+        "role": m.role,
+        "seq": m.seq,
+        "created_at": m.created_at.timestamp(),
+        "chunk": chunk,
+        **scalar_metadata(dict(m.metadata)),
+    }
+
+
+def index_messages(
+    messages: Sequence[Message], *, log: MessageLog, index: VectorIndex, embedder: Embedder
+) -> int:
+    """Embed and index stored messages (any mix of sessions of one store), then mark them indexed.
+
+    Idempotent: chunks are upserted under stable ids, so running it twice on
+    the same messages (after a crash, say) leaves one copy. Returns the number
+    of chunks written.
+    """
+    if not messages:
+        return 0
+    units = log.unit_ids_of(m.id for m in messages)
+    # the calls tool results answer, so their text can carry the call's name and arguments
+    call_of: dict[tuple[str, str, str], ToolCall] = {}
+    owners = {units.get(m.id) for m in messages if m.role == "tool"}
+    owners.discard(None)
+    if owners:
+        for owner in log.get_many(owners).values():
+            for c in owner.tool_calls:
+                call_of[(owner.namespace, owner.session, c.id)] = c
+    for m in messages:
+        for c in m.tool_calls:
+            call_of[(m.namespace, m.session, c.id)] = c
+    texts: list[str] = []
+    rows: list[tuple[Message, int]] = []
+    chunker = getattr(embedder, "chunk", None) or chunk_text
+    for m in messages:
+        call = call_of.get((m.namespace, m.session, m.tool_call_id or ""))
+        pieces = chunker(document_text(m, call)) or [""]
+        for i, piece in enumerate(pieces):
+            texts.append(piece)
+            rows.append((m, i))
+    vectors = embedder.embed_batch(texts, kind="document")
+    by_ns: dict[str, tuple[list, list, list]] = {}
+    n_chunks: dict[str, int] = {}
+    for (m, i), vec in zip(rows, vectors):
+        ids, vecs, metas = by_ns.setdefault(m.namespace, ([], [], []))
+        ids.append(chunk_ids(m.id, i + 1)[-1])
+        vecs.append(vec)
+        metas.append(chunk_metadata(m, units.get(m.id, m.id), i))
+        n_chunks[m.id] = i + 1
+    for ns, (ids, vecs, metas) in by_ns.items():
+        for start in range(0, len(ids), 1000):
+            index.upsert(ns, ids[start : start + 1000], vecs[start : start + 1000], metas[start : start + 1000])
+    log.mark_indexed(n_chunks)
+    return len(texts)
+
+
+def build_where(
+    *,
+    session: str | None = None,
+    role: str | Sequence[str] | None = None,
+    since: datetime | float | None = None,
+    until: datetime | float | None = None,
+    where: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """A Chroma ``where`` clause for a search scope and filters (user metadata keys unprefixed)."""
+    conds: list[dict[str, Any]] = []
+    if session is not None:
+        conds.append({"session": session})
+    if role is not None:
+        conds.append({"role": role} if isinstance(role, str) else {"role": {"$in": list(role)}})
+    if since is not None:
+        conds.append({"created_at": {"$gte": since.timestamp() if isinstance(since, datetime) else float(since)}})
+    if until is not None:
+        conds.append({"created_at": {"$lte": until.timestamp() if isinstance(until, datetime) else float(until)}})
+    for k, v in (where or {}).items():
+        conds.append({f"m_{k}": v})
+    if not conds:
+        return None
+    return conds[0] if len(conds) == 1 else {"$and": conds}

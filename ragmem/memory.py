@@ -1,0 +1,498 @@
+"""The :class:`Memory` facade: ragmem's front door.
+
+    add(msg) -> validate -> id, seq -> unit grouping -> message log (durable)
+             -> embed (batched; long texts chunked) -> vector index (Chroma)
+
+    prompt(turn, budget) -> window (log tail, whole units)
+                         -> recall (embed query -> search this session -> expand to units)
+                         -> pinned state + summary -> assemble -> Context(messages, trace)
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Literal, Mapping, Sequence
+
+from .assemble import STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline
+from .embed import Embedder, default_embedder
+from .errors import InvalidMessage, MessageNotFound
+from .indexing import build_where, index_messages
+from .messages import MAX_CHARS, Message, from_anthropic, looks_anthropic, parse_message
+from .recall import Hit, best_per_key, embed_query, retrieve_units
+from .store import MessageLog, VectorIndex, make_client
+from .summary import ExtractiveSummarizer, Summarizer
+from .tokens import TokenCounter, default_counter
+from .trace import BudgetMonitor, Context
+from .units import group_units
+
+DEFAULT_PATH = ".ragmem"
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """A session and its size."""
+
+    namespace: str
+    session: str
+    messages: int
+    indexed: int
+    first_at: datetime | None
+    last_at: datetime | None
+
+class PinnedState:
+    """The pinned state of one session: a small JSON object that travels with every prompt."""
+
+    def __init__(self, log: MessageLog, namespace: str, session: str):
+        self._log, self._ns, self._session = log, namespace, session
+
+    def get(self) -> dict[str, Any]:
+        """The current state (a copy)."""
+        return self._log.get_state(self._ns, self._session)
+
+    def update(self, values: Mapping[str, Any] | None = None, /, **kw: Any) -> dict[str, Any]:
+        """Merge keys into the state; a value of ``None`` removes its key. Returns the new state."""
+        state = self.get()
+        for k, v in {**(values or {}), **kw}.items():
+            if v is None:
+                state.pop(k, None)
+            else:
+                state[k] = v
+        self.set(state)
+        return state
+
+    def set(self, value: Mapping[str, Any]) -> None:
+        """Replace the whole state."""
+        import json
+
+        try:
+            json.dumps(dict(value))
+        except (TypeError, ValueError) as exc:
+            raise InvalidMessage(f"pinned state must be JSON-serialisable: {exc}") from None
+        self._log.set_state(self._ns, self._session, dict(value))
+
+    def clear(self) -> None:
+        self._log.set_state(self._ns, self._session, {})
+
+class Memory:
+    """Memory of a conversation history: store every message, search it, and assemble budgeted prompts.
+
+    >>> mem = Memory("./.ragmem", session="incident-42")            # doctest: +SKIP
+    >>> mem.add({"role": "user", "content": "The DB pool keeps dropping connections"})  # doctest: +SKIP
+    >>> ctx = mem.prompt("What did we set the pool to?", system="You are ...", budget=4000)  # doctest: +SKIP
+    >>> ctx.messages, ctx.trace                                       # doctest: +SKIP
+
+    ``path`` is the store folder (created unless ``create=False``); it holds the
+    message log, and the embedded Chroma index unless ``chroma_url`` points at a
+    Chroma server. ``window`` caps the verbatim window in messages. ``orphans``
+    is ``"raise"`` (default) or ``"keep"`` (store orphan tool results flagged,
+    never in prompts). ``summarizer=False`` turns the running summary off.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        session: str = "default",
+        namespace: str = "default",
+        *,
+        chroma_url: str | None = None,
+        embedder: Embedder | None = None,
+        counter: TokenCounter | None = None,
+        summarizer: Summarizer | Literal[False] | None = None,
+        window: int = 12,
+        orphans: Literal["raise", "keep"] = "raise",
+        max_chars: int = MAX_CHARS,
+        clip_tool_results: int | None = None,
+        placement: Placement = "before_window",
+        recall_format: RecallFormat = "messages",
+        monitor: BudgetMonitor = BudgetMonitor(),
+        create: bool = True,
+        _shared: "Memory | None" = None,
+    ) -> None:
+        for name, value in (("session", session), ("namespace", namespace)):
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+        if orphans not in ("raise", "keep"):
+            raise ValueError("orphans must be 'raise' or 'keep'")
+        self.session = session
+        self.namespace = namespace
+        self.window = window
+        self.orphans = orphans
+        self.max_chars = max_chars
+        self.clip_tool_results = clip_tool_results
+        self.placement = placement
+        self.recall_format = recall_format
+        self.monitor = monitor
+        if _shared is not None:  # a view on another session of the same store
+            self.path, self.chroma_url = _shared.path, _shared.chroma_url
+            self._log, self._embedder, self.counter = _shared._log, _shared._embedder, _shared.counter
+            self.summarizer, self._index_holder = _shared.summarizer, _shared._index_holder
+            self._tokens = _shared._tokens
+            self._lock = _shared._lock
+            return
+        self.path = Path(path or os.environ.get("RAGMEM_STORE") or DEFAULT_PATH)
+        self.chroma_url = chroma_url
+        self._log = MessageLog(self.path, create=create)
+        self._embedder = embedder
+        self.counter = counter or default_counter()
+        self.summarizer: Summarizer | None = (
+            None if summarizer is False else (summarizer or ExtractiveSummarizer())
+        )
+        self._index_holder: list[VectorIndex] = []  # shared by session views; built on first use
+        self._tokens: dict[str, int] = {}
+        self._lock = threading.RLock()
+        self.repair()
+
+    # -- wiring ----------------------------------------------------------------
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = default_embedder()
+        return self._embedder
+
+    @property
+    def index(self) -> VectorIndex:
+        """The vector index (Chroma is imported and connected on first use)."""
+        with self._lock:
+            if not self._index_holder:
+                client = make_client(path=str(self.path / "chroma"), url=self.chroma_url)
+                name = getattr(self._embedder, "name", None) or "all-MiniLM-L6-v2"
+                self._index_holder.append(VectorIndex(client, name))
+            return self._index_holder[0]
+
+    @property
+    def log(self) -> MessageLog:
+        return self._log
+
+    @property
+    def state(self) -> PinnedState:
+        """The pinned state of this session."""
+        return PinnedState(self._log, self.namespace, self.session)
+
+    def for_session(self, session: str, namespace: str | None = None) -> "Memory":
+        """A Memory on another session of the same store, sharing the model, log and index."""
+        return Memory(
+            session=session, namespace=namespace or self.namespace, window=self.window, orphans=self.orphans,
+            max_chars=self.max_chars, clip_tool_results=self.clip_tool_results, placement=self.placement,
+            recall_format=self.recall_format, monitor=self.monitor, _shared=self,
+        )
+
+    def repair(self) -> dict[str, int]:
+        """Bring the index back into agreement with the log after a crash; run on open.
+
+        Finishes interrupted forgets (tombstoned messages) and indexes messages
+        that reached the log but not the index. Cheap when there is nothing to do.
+        """
+        done = {"purged": 0, "indexed": 0}
+        doomed = self._log.pending_delete()
+        if doomed:
+            by_ns: dict[str, list[str]] = {}
+            for mid, ns, _ in doomed:
+                by_ns.setdefault(ns, []).append(mid)
+            for ns, ids in by_ns.items():
+                self.index.delete_where(ns, {"message_id": {"$in": ids}})
+                self._log.purge(ids)
+            done["purged"] = len(doomed)
+        while True:
+            todo = self._log.pending_index(limit=2000)
+            if not todo:
+                break
+            index_messages(todo, log=self._log, index=self.index, embedder=self.embedder)
+            done["indexed"] += len(todo)
+        return done
+
+    def close(self) -> None:
+        """Close the log. The Memory cannot be used afterwards."""
+        self._log.close()
+
+    def __enter__(self) -> "Memory":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- writing ---------------------------------------------------------------
+    def add(
+        self,
+        message: Mapping[str, Any] | Message,
+        *,
+        id: str | None = None,
+        created_at: datetime | float | str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Message:
+        """Store one message (OpenAI chat dict or :class:`Message`) and index it.
+
+        Returns the stored message, with its id, time and sequence number. Adding
+        a message whose id is already stored is a no-op that returns the stored one.
+        """
+        raw = dict(message.to_record() if isinstance(message, Message) else message)
+        if isinstance(message, Message):
+            for k in ("seq", "session", "namespace"):
+                raw.pop(k, None)
+        if id is not None:
+            raw["id"] = id
+        if created_at is not None:
+            raw["created_at"] = created_at
+        if metadata is not None:
+            raw["metadata"] = dict(metadata)
+        stored = self.add_many([raw])
+        if stored:
+            return stored[0]
+        msg = parse_message(raw, max_chars=10**12)
+        existing = self._log.get(msg.id)
+        if existing is None:  # pragma: no cover - append skips only ids it holds
+            raise MessageNotFound(f"message {msg.id!r} vanished while being added")
+        return existing
+
+    def add_many(
+        self, messages: Iterable[Mapping[str, Any] | Message], *, format: Literal["auto", "openai", "anthropic"] = "auto",
+        system: str | None = None,
+    ) -> list[Message]:
+        """Store many messages in one transaction and index them in batches.
+
+        ``format="anthropic"`` (or auto-detected ``tool_use``/``tool_result``
+        blocks) converts Anthropic Messages-API turns first; ``system`` is then
+        the Anthropic system prompt. Validation happens before anything is
+        written: one bad message rejects the batch, naming it. Returns the
+        newly stored messages (re-added ids are skipped).
+        """
+        items = list(messages)
+        if format == "anthropic" or (format == "auto" and (system is not None or looks_anthropic(
+            m for m in items if isinstance(m, Mapping)
+        ))):
+            items = from_anthropic(items, system=system)
+        parsed = [
+            parse_message(m, max_chars=self.max_chars, clip_tool_results=self.clip_tool_results, index=i)
+            for i, m in enumerate(items)
+        ]
+        stored = self._log.append(self.namespace, self.session, parsed, orphans=self.orphans)
+        if stored:
+            with self._lock:
+                index_messages(stored, log=self._log, index=self.index, embedder=self.embedder)
+        return stored
+
+    def import_records(self, records: Iterable[Mapping[str, Any]]) -> int:
+        """Add exported records (see :meth:`export`) to this session, keeping ids, times and metadata."""
+        recs = sorted(records, key=lambda r: r.get("seq", 0))
+        clean = [{k: v for k, v in r.items() if k not in ("seq", "session", "namespace")} for r in recs]
+        return len(self.add_many(clean, format="openai"))
+
+    # -- reading ---------------------------------------------------------------
+    def get(self, message_id: str) -> Message:
+        """A stored message, verbatim, by id."""
+        m = self._log.get(message_id)
+        if m is None:
+            raise MessageNotFound(f"no message with id {message_id!r} in the store at {self.path}")
+        return m
+
+    def messages(self, session: str | None = None) -> list[Message]:
+        """All messages of a session (this one by default), in order."""
+        return self._log.messages(self.namespace, session or self.session)
+
+    def export(self, session: str | None = None) -> list[dict[str, Any]]:
+        """A session as lossless JSON-able records, in order (one JSONL line each)."""
+        return [m.to_record() for m in self.messages(session)]
+
+    def sessions(self, namespace: str | None = None) -> list[SessionInfo]:
+        """Sessions of this namespace (or of ``namespace``), with their sizes."""
+        ts = lambda x: datetime.fromtimestamp(x, tz=timezone.utc) if x is not None else None  # noqa: E731
+        return [
+            SessionInfo(r["namespace"], r["session"], r["messages"], r["indexed"], ts(r["first_at"]), ts(r["last_at"]))
+            for r in self._log.sessions(namespace or self.namespace)
+        ]
+
+    @property
+    def summary(self) -> str | None:
+        """The running summary of what has left the window, if any."""
+        s = self._log.get_summary(self.namespace, self.session)
+        return s[0] if s else None
+
+    # -- search ----------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        role: str | Sequence[str] | None = None,
+        since: datetime | float | None = None,
+        until: datetime | float | None = None,
+        where: Mapping[str, Any] | None = None,
+        scope: Literal["session", "namespace"] = "session",
+    ) -> list[Hit]:
+        """Semantic search of the history: the ``k`` most relevant messages, best first.
+
+        Filters run inside the store: ``role``, a time range, and equality on
+        scalar metadata (``where={"topic": "db"}``). ``scope="namespace"``
+        searches every session of the namespace.
+        """
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        clause = build_where(
+            session=self.session if scope == "session" else None, role=role, since=since, until=until,
+            where=dict(where or {}),
+        )
+        vec = embed_query(self.embedder, query)
+        hits = self.index.query(self.namespace, vec, n=3 * k, where=clause)
+        best = best_per_key(hits, "message_id")
+        top = sorted(best, key=lambda m: -best[m])[:k]
+        found = self._log.get_many(top)
+        return [
+            Hit(found[m], best[m], found[m].session, found[m].namespace, found[m].created_at)
+            for m in top
+            if m in found
+        ]
+
+    # -- prompts ---------------------------------------------------------------
+    def summarize(self, before_seq: int | None = None) -> str | None:
+        """Fold units that have left the window (or lie before ``before_seq``) into the summary."""
+        if self.summarizer is None:
+            return None
+        if before_seq is None:
+            tail = self._log.tail(self.namespace, self.session, self.window)
+            if not tail:
+                return None
+            before_seq = tail[0].seq
+        current = self._log.get_summary(self.namespace, self.session)
+        text, upto, covers = current if current else (None, -1, [])
+        new = [m for m in self._log.messages(self.namespace, self.session, after_seq=upto) if m.seq < before_seq]
+        units = []
+        for u in group_units(new):
+            if not u.complete or u.last_seq >= before_seq:
+                break  # cut only at unit boundaries, and never past an unfinished tool exchange
+            units.append(u)
+        if not units:
+            return text
+        text = self.summarizer.summarize(text, units)
+        covers = covers + [mid for u in units for mid in u.message_ids]
+        self._log.set_summary(self.namespace, self.session, text, units[-1].last_seq, covers)
+        return text
+
+    def prompt(
+        self,
+        user_turn: str | Mapping[str, Any],
+        *,
+        system: str | None = None,
+        budget: int | Budget = 4000,
+        shares: Mapping[str, float] | None = None,
+        strategy: str = "ragmem",
+        format: Format = "openai",
+        k: int = 20,
+        query: str | None = None,
+        placement: Placement | None = None,
+        recall_format: RecallFormat | None = None,
+    ) -> Context:
+        """Assemble the next prompt for ``user_turn`` within ``budget`` tokens.
+
+        Returns a :class:`~ragmem.trace.Context` with ``.messages`` (OpenAI chat
+        format, or Anthropic with ``format="anthropic"``) and ``.trace``.
+        ``strategy`` picks ragmem's retrieval (default) or a baseline:
+        ``sliding_window``, ``keep_first``, ``importance``. The user turn is not
+        stored; add it (and the reply) once the call is made.
+        """
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+        budget_obj = Budget.of(budget, shares)
+        timings: dict[str, float] = {}
+        t = time.perf_counter()
+        if strategy != "ragmem":
+            units = group_units(self._log.messages(self.namespace, self.session))
+            timings["log"] = time.perf_counter() - t
+            t = time.perf_counter()
+            ctx = assemble_baseline(
+                strategy, user_turn, units=units, budget=budget_obj, counter=self.counter, system=system,
+                state=self.state.get(), format=format, monitor=self.monitor, token_cache=self._tokens,
+            )
+            timings["assemble"] = time.perf_counter() - t
+            ctx.trace.timings = timings
+            return ctx
+        tail = self._log.tail(self.namespace, self.session, self.window)
+        window_units = group_units(tail)
+        state = self.state.get()
+        timings["log"] = time.perf_counter() - t
+        t = time.perf_counter()
+        if tail:
+            self.summarize(before_seq=tail[0].seq)
+        summary = self._log.get_summary(self.namespace, self.session)
+        timings["summary"] = time.perf_counter() - t
+        recalled = []
+        if tail and k > 0 and self._has_older(tail[0].seq):
+            text = query or (user_turn if isinstance(user_turn, str) else str(user_turn.get("content", "")))
+            t = time.perf_counter()
+            vec = embed_query(self.embedder, text)
+            timings["embed"] = time.perf_counter() - t
+            t = time.perf_counter()
+            recalled = retrieve_units(
+                vec, log=self._log, index=self.index, namespace=self.namespace, session=self.session,
+                k=k + len(window_units),
+            )
+            timings["search"] = time.perf_counter() - t
+        t = time.perf_counter()
+        ctx = assemble(
+            user_turn, budget=budget_obj, counter=self.counter, system=system, state=state,
+            summary=summary[0] if summary else None, summary_covers=summary[2] if summary else (),
+            window=window_units, recall=recalled[: k + len(window_units)], max_window_messages=self.window,
+            format=format, placement=placement or self.placement, recall_format=recall_format or self.recall_format,
+            monitor=self.monitor, token_cache=self._tokens,
+        )
+        timings["assemble"] = time.perf_counter() - t
+        ctx.trace.timings = timings
+        return ctx
+
+    def _has_older(self, first_window_seq: int) -> bool:
+        return first_window_seq > 0
+
+    # -- forgetting --------------------------------------------------------------
+    def forget(self, message_id: str) -> list[str]:
+        """Forget a message, and the rest of its unit (a tool call goes with its results).
+
+        Returns the ids forgotten. Removed from the log and the index; a crash
+        midway is finished by the repair on the next open.
+        """
+        m = self.get(message_id)
+        unit_id = self._log.unit_ids_of([m.id])[m.id]
+        ids = [x.id for x in self._log.unit_messages(m.namespace, m.session, [unit_id])]
+        self._log.mark_deleted(ids)
+        with self._lock:
+            self.index.delete_where(m.namespace, {"message_id": {"$in": ids}})
+        self._log.purge(ids)
+        return ids
+
+    def forget_session(self, session: str | None = None) -> int:
+        """Forget a whole session (this one by default): its messages, state and summary. Returns the count."""
+        session = session or self.session
+        ids = self._log.session_ids(self.namespace, session)
+        self._log.mark_deleted(ids)
+        with self._lock:
+            if ids:
+                self.index.delete_where(self.namespace, {"session": session})
+        self._log.purge(ids)
+        self._log.drop_session(self.namespace, session)
+        return len(ids)
+
+    def reindex(self) -> int:
+        """Rebuild this namespace's vector index from the log (after changing the embedder, say)."""
+        with self._lock:
+            self.index.drop_namespace(self.namespace)
+            msgs = [m for s in self.sessions() for m in self._log.messages(self.namespace, s.session)]
+            for start in range(0, len(msgs), 2000):
+                index_messages(msgs[start : start + 2000], log=self._log, index=self.index, embedder=self.embedder)
+        return len(msgs)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts and settings of this store, for ``ragmem sessions`` and monitoring."""
+        emb = self._embedder
+        return {
+            "path": str(self.path),
+            "chroma_url": self.chroma_url,
+            "namespace": self.namespace,
+            "session": self.session,
+            "messages": self._log.count(self.namespace, self.session),
+            "store_messages": self._log.count(),
+            "embedder": getattr(emb, "name", "all-MiniLM-L6-v2"),
+            "precision": getattr(emb, "precision_used", None),
+            "tokenizer": getattr(self.counter, "name", type(self.counter).__name__),
+        }
+

@@ -1,0 +1,406 @@
+"""Messages: the data model, validation at the edge, and format converters.
+
+The OpenAI chat format is the lingua franca. A message coming from outside
+(a user dict, a JSONL line, an MCP payload) is validated by pydantic here and
+turned into a plain :class:`Message`; everything below this layer trusts it.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any, Iterable, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import InvalidMessage
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+ROLES = ("system", "developer", "user", "assistant", "tool")
+
+#: Default cap on one message's text, in characters. Larger messages are refused
+#: (or clipped, for tool results, when the caller opts in) so one runaway tool
+#: output cannot blow up the log, the index and every later prompt.
+MAX_CHARS = 1_000_000
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call an assistant message asks for."""
+
+    id: str
+    name: str
+    arguments: str = "{}"  # JSON text, verbatim as the model produced it
+
+    def to_openai(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass(frozen=True)
+class Message:
+    """One stored chat message. Plain data; see :func:`parse_message` for validation.
+
+    ``content`` is a string, a list of OpenAI content parts (kept verbatim), or
+    ``None`` (an assistant message that only calls tools).
+    """
+
+    role: str
+    content: str | list[dict[str, Any]] | None
+    id: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    created_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    seq: int = -1
+    session: str = ""
+    namespace: str = ""
+
+    @property
+    def text(self) -> str:
+        """The message's text: the string content, or its text parts joined."""
+        return content_text(self.content)
+
+    @property
+    def is_tool_result(self) -> bool:
+        return self.role == "tool"
+
+    def to_openai(self) -> dict[str, Any]:
+        """The message as an OpenAI chat-completions dict, verbatim."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.tool_calls:
+            out["tool_calls"] = [c.to_openai() for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
+
+    def to_record(self) -> dict[str, Any]:
+        """A lossless, JSON-able record (the export format)."""
+        rec = self.to_openai()
+        rec.update(
+            id=self.id,
+            created_at=self.created_at.isoformat(),
+            metadata=dict(self.metadata),
+            seq=self.seq,
+            session=self.session,
+            namespace=self.namespace,
+        )
+        return rec
+
+    def with_(self, **changes: Any) -> "Message":
+        return replace(self, **changes)
+
+
+def content_text(content: str | list[dict[str, Any]] | None) -> str:
+    """Plain text of a content value (string or OpenAI/Anthropic content parts)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content:
+        if part.get("type") == "text":
+            parts.append(str(part.get("text", "")))
+    return "\n".join(parts)
+
+
+def new_id() -> str:
+    """A fresh message id: time-ordered hex (nanoseconds, then randomness), so ids sort by creation."""
+    return f"{time.time_ns():016x}{secrets.token_hex(6)}"
+
+
+# ---------------------------------------------------------------- validation
+
+
+class _FunctionIn(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str = Field(min_length=1)
+    arguments: str | dict[str, Any] = "{}"
+
+
+class _ToolCallIn(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str = Field(min_length=1)
+    type: str = "function"
+    function: _FunctionIn
+
+
+class _MessageIn(BaseModel):
+    """The edge schema of an OpenAI chat message, plus ragmem's own fields."""
+
+    model_config = ConfigDict(extra="forbid")
+    role: Role
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: list[_ToolCallIn] | None = None
+    tool_call_id: str | None = None
+    id: str | None = Field(default=None, min_length=1, max_length=512)
+    created_at: datetime | float | None = None
+    metadata: dict[str, Any] | None = None
+    # Fields some clients send along that carry no meaning for memory.
+    refusal: str | None = None
+    audio: Any = None
+    function_call: Any = None
+
+    @field_validator("content")
+    @classmethod
+    def _parts_have_type(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            for i, part in enumerate(v):
+                if not isinstance(part, dict) or "type" not in part:
+                    raise ValueError(f"content part {i} must be an object with a 'type' key")
+        return v
+
+    @model_validator(mode="after")
+    def _role_rules(self) -> "_MessageIn":
+        text = content_text(self.content)
+        if self.role == "tool":
+            if not self.tool_call_id:
+                raise ValueError("a 'tool' message needs the 'tool_call_id' of the call it answers")
+            if self.content is None:
+                raise ValueError("a 'tool' message needs 'content' (use \"\" for an empty result)")
+        elif self.tool_call_id is not None:
+            raise ValueError(f"'tool_call_id' is only allowed on role 'tool', not '{self.role}'")
+        if self.tool_calls is not None and self.role != "assistant":
+            raise ValueError(f"'tool_calls' is only allowed on role 'assistant', not '{self.role}'")
+        if self.role in ("system", "developer", "user") and not text.strip() and not (
+            isinstance(self.content, list) and self.content
+        ):
+            raise ValueError(f"a '{self.role}' message has empty content; pass some text or skip the message")
+        if self.role == "assistant" and not self.tool_calls and self.content is None:
+            raise ValueError("an 'assistant' message needs 'content' or 'tool_calls'")
+        if self.tool_calls:
+            ids = [c.id for c in self.tool_calls]
+            if len(set(ids)) != len(ids):
+                raise ValueError(f"duplicate tool call ids in one message: {ids}")
+        return self
+
+
+def _check_text(value: str, where: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidMessage(
+            f"{where} is not valid Unicode text (lone surrogate at position {exc.start}); "
+            "decode your input as UTF-8 with errors='replace' before adding it"
+        ) from None
+
+
+def _as_datetime(value: datetime | float | str | None) -> datetime:
+    if value is None:
+        return datetime.now(timezone.utc)
+    if isinstance(value, (int, float)):
+        return datetime.fromtimestamp(float(value), tz=timezone.utc)
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if value.tzinfo is None:  # naive times are taken as UTC, never as local time
+        value = value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+def clip_marker(original_chars: int) -> str:
+    """The visible marker left where ingestion clipped a giant tool result."""
+    return f"\n[... clipped by ragmem at ingestion: original result was {original_chars} characters ...]"
+
+
+def parse_message(
+    raw: Mapping[str, Any] | Message,
+    *,
+    max_chars: int = MAX_CHARS,
+    clip_tool_results: int | None = None,
+    index: int | None = None,
+) -> Message:
+    """Validate one message from outside and return a plain :class:`Message`.
+
+    Raises :class:`InvalidMessage` naming the message (by position when ``index``
+    is given) and the fix. ``clip_tool_results`` (characters) opts in to clipping
+    giant tool results with a visible marker instead of refusing them.
+    """
+    where = f"message {index}" if index is not None else "message"
+    if isinstance(raw, Message):
+        raw = {**raw.to_openai(), "id": raw.id or None, "created_at": raw.created_at, "metadata": dict(raw.metadata)}
+    if not isinstance(raw, Mapping):
+        raise InvalidMessage(f"{where} must be a dict in the OpenAI chat format, got {type(raw).__name__}")
+    try:
+        m = _MessageIn.model_validate(dict(raw))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise InvalidMessage(
+            f"{where} is malformed ({problems}). Expected an OpenAI chat message such as "
+            "{'role': 'user', 'content': 'hi'}; roles are " + ", ".join(ROLES)
+        ) from None
+
+    content = m.content
+    text = content_text(content)
+    _check_text(text, where)
+    if len(text) > max_chars:
+        if m.role == "tool" and clip_tool_results is not None:
+            keep = max(0, min(clip_tool_results, max_chars))
+            content = text[:keep] + clip_marker(len(text))
+        else:
+            raise InvalidMessage(
+                f"{where} has {len(text):,} characters, over the limit of {max_chars:,}. "
+                "Raise Memory(max_chars=...), split the content, or for tool results pass "
+                "Memory(clip_tool_results=N) to keep the first N characters with a visible marker"
+            )
+    calls = tuple(
+        ToolCall(
+            id=c.id,
+            name=c.function.name,
+            arguments=c.function.arguments
+            if isinstance(c.function.arguments, str)
+            else json.dumps(c.function.arguments, ensure_ascii=False),
+        )
+        for c in (m.tool_calls or [])
+    )
+    meta = m.metadata or {}
+    try:
+        json.dumps(meta)
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessage(f"{where} has metadata that is not JSON-serialisable: {exc}") from None
+    return Message(
+        role=m.role,
+        content=content,
+        id=m.id or new_id(),
+        tool_calls=calls,
+        tool_call_id=m.tool_call_id,
+        name=m.name,
+        created_at=_as_datetime(m.created_at),
+        metadata=meta,
+    )
+
+
+def message_from_record(rec: Mapping[str, Any]) -> Message:
+    """Rebuild a stored :class:`Message` from its :meth:`Message.to_record` form."""
+    base = {k: rec[k] for k in ("role", "content", "name", "tool_calls", "tool_call_id", "id", "metadata") if k in rec}
+    base["created_at"] = rec.get("created_at")
+    msg = parse_message(base, max_chars=10**12)
+    return msg.with_(seq=int(rec.get("seq", -1)), session=rec.get("session", ""), namespace=rec.get("namespace", ""))
+
+
+# ---------------------------------------------------------------- Anthropic
+
+_ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "image", "document", "thinking", "redacted_thinking"}
+
+
+def looks_anthropic(messages: Iterable[Mapping[str, Any]]) -> bool:
+    """True when any message carries Anthropic-only content blocks."""
+    for m in messages:
+        content = m.get("content") if isinstance(m, Mapping) else None
+        if isinstance(content, list) and any(
+            isinstance(b, Mapping) and b.get("type") in _ANTHROPIC_BLOCKS for b in content
+        ):
+            return True
+    return False
+
+
+def from_anthropic(messages: Iterable[Mapping[str, Any]], system: str | list | None = None) -> list[dict[str, Any]]:
+    """Convert Anthropic Messages-API messages to OpenAI chat dicts.
+
+    ``tool_use`` blocks become ``tool_calls``; each ``tool_result`` block becomes
+    its own ``tool`` message; text blocks are kept. Extra keys (id, created_at,
+    metadata) ride along on the first message produced from each input.
+
+    >>> from_anthropic([{"role": "user", "content": "hi"}], system="be brief")[0]
+    {'role': 'system', 'content': 'be brief'}
+    """
+    out: list[dict[str, Any]] = []
+    if system:
+        out.append({"role": "system", "content": content_text(system) if isinstance(system, list) else system})
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping) or m.get("role") not in ("user", "assistant"):
+            raise InvalidMessage(
+                f"Anthropic message {i} must have role 'user' or 'assistant' "
+                "(the system prompt goes in the separate `system` argument)"
+            )
+        extra = {k: m[k] for k in ("id", "created_at", "metadata") if k in m}
+        content = m.get("content")
+        if isinstance(content, str):
+            out.append({"role": m["role"], "content": content, **extra})
+            continue
+        if not isinstance(content, list):
+            raise InvalidMessage(f"Anthropic message {i} needs 'content' as a string or a list of blocks")
+        texts = [b.get("text", "") for b in content if b.get("type") == "text"]
+        if m["role"] == "assistant":
+            calls = [
+                {
+                    "id": b["id"],
+                    "type": "function",
+                    "function": {"name": b["name"], "arguments": json.dumps(b.get("input", {}), ensure_ascii=False)},
+                }
+                for b in content
+                if b.get("type") == "tool_use"
+            ]
+            msg: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) if texts else None, **extra}
+            if calls:
+                msg["tool_calls"] = calls
+            out.append(msg)
+            continue
+        results = [b for b in content if b.get("type") == "tool_result"]
+        for j, b in enumerate(results):
+            rc = b.get("content", "")
+            text = content_text(rc) if isinstance(rc, list) else str(rc)
+            if b.get("is_error"):
+                text = f"[error] {text}"
+            tool_extra = dict(extra) if j == 0 else {}
+            if "id" in tool_extra and (len(results) > 1 or texts):
+                tool_extra["id"] = f"{tool_extra['id']}#{j}"
+            out.append({"role": "tool", "tool_call_id": b["tool_use_id"], "content": text, **tool_extra})
+        if texts:
+            out.append({"role": "user", "content": "\n".join(texts), **({} if results else extra)})
+    return out
+
+
+def to_anthropic(messages: Iterable[Mapping[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
+    """Convert OpenAI chat dicts to ``(system, messages)`` for the Anthropic Messages API.
+
+    System messages are joined into the separate system prompt (those after the
+    first turn become bracketed user notes, to keep their position); tool
+    results become ``tool_result`` blocks in a user turn; consecutive turns of
+    one role are merged so roles alternate; the first turn is a user turn.
+    """
+    system_parts: list[str] = []
+    turns: list[dict[str, Any]] = []
+
+    def push(role: str, blocks: list[dict[str, Any]]) -> None:
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": list(blocks)})
+
+    for m in messages:
+        role = m["role"]
+        text = content_text(m.get("content"))
+        if role in ("system", "developer"):
+            if not turns:
+                system_parts.append(text)
+            else:
+                push("user", [{"type": "text", "text": f"[note] {text}"}])
+        elif role == "user":
+            push("user", [{"type": "text", "text": text}])
+        elif role == "assistant":
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+            for c in m.get("tool_calls") or []:
+                fn = c["function"]
+                try:
+                    args = json.loads(fn.get("arguments") or "{}")
+                except json.JSONDecodeError:
+                    args = {"_raw": fn.get("arguments")}
+                blocks.append({"type": "tool_use", "id": c["id"], "name": fn["name"], "input": args})
+            push("assistant", blocks or [{"type": "text", "text": "(no content)"}])
+        elif role == "tool":
+            push("user", [{"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": text}])
+    if turns and turns[0]["role"] != "user":
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": "(conversation continues)"}]})
+    # Anthropic wants tool_result blocks first in their user turn.
+    for t in turns:
+        if t["role"] == "user":
+            t["content"].sort(key=lambda b: b.get("type") != "tool_result")
+    return ("\n\n".join(p for p in system_parts if p) or None), turns

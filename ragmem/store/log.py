@@ -1,0 +1,385 @@
+"""The message log: a durable, ordered SQLite file, the store's source of truth.
+
+Every message is committed here (WAL, ``synchronous=FULL``) before ``add()``
+returns, so it survives a kill -9. The vector index is derived from the log and
+can always be rebuilt from it; ``indexed`` and ``deleted`` flags let
+:meth:`MessageLog.pending_index` and the repair on open bring the two back into
+agreement after a crash.
+
+Tables::
+
+    meta(key, value)                      schema_version, embedder, ...
+    sessions(namespace, session, next_seq, created_at)
+    messages(id, namespace, session, seq, unit_id, role, created_at, record,
+             indexed, n_chunks, deleted)
+    tool_calls(namespace, session, call_id, unit_id, answered)
+    state(namespace, session, value)      pinned state, JSON
+    summaries(namespace, session, text, upto_seq, covers)
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Literal
+
+from ..errors import InvalidMessage, OrphanToolResult, SchemaVersionError, StoreError
+from ..messages import Message, message_from_record
+
+SCHEMA_VERSION = 1
+LOG_FILE = "log.sqlite3"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    namespace TEXT NOT NULL, session TEXT NOT NULL, next_seq INTEGER NOT NULL,
+    created_at REAL NOT NULL, PRIMARY KEY (namespace, session));
+CREATE TABLE IF NOT EXISTS messages (
+    id TEXT PRIMARY KEY, namespace TEXT NOT NULL, session TEXT NOT NULL, seq INTEGER NOT NULL,
+    unit_id TEXT NOT NULL, role TEXT NOT NULL, created_at REAL NOT NULL, record TEXT NOT NULL,
+    indexed INTEGER NOT NULL DEFAULT 0, n_chunks INTEGER NOT NULL DEFAULT 0,
+    deleted INTEGER NOT NULL DEFAULT 0);
+CREATE UNIQUE INDEX IF NOT EXISTS messages_seq ON messages (namespace, session, seq);
+CREATE INDEX IF NOT EXISTS messages_unit ON messages (namespace, session, unit_id);
+CREATE INDEX IF NOT EXISTS messages_todo ON messages (indexed, deleted) WHERE indexed = 0 OR deleted = 1;
+CREATE TABLE IF NOT EXISTS tool_calls (
+    namespace TEXT NOT NULL, session TEXT NOT NULL, call_id TEXT NOT NULL, unit_id TEXT NOT NULL,
+    answered INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (namespace, session, call_id));
+CREATE TABLE IF NOT EXISTS state (
+    namespace TEXT NOT NULL, session TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (namespace, session));
+CREATE TABLE IF NOT EXISTS summaries (
+    namespace TEXT NOT NULL, session TEXT NOT NULL, text TEXT NOT NULL, upto_seq INTEGER NOT NULL,
+    covers TEXT NOT NULL, PRIMARY KEY (namespace, session));
+"""
+
+
+class MessageLog:
+    """The SQLite message log of one store folder. Thread-safe; several processes may share it."""
+
+    def __init__(self, folder: str | Path, *, create: bool = True) -> None:
+        self.folder = Path(folder)
+        if not self.folder.exists():
+            if not create:
+                raise StoreError(
+                    f"no ragmem store at {self.folder}; check the path, or open it with create=True to make a new one"
+                )
+            self.folder.mkdir(parents=True)
+        elif not self.folder.is_dir():
+            raise StoreError(f"{self.folder} is a file, not a ragmem store folder; pass a folder path")
+        self.path = self.folder / LOG_FILE
+        if not create and not self.path.exists():
+            raise StoreError(f"{self.folder} holds no ragmem log ({LOG_FILE}); is this the right folder?")
+        self._lock = threading.RLock()
+        try:
+            self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")  # add() returns only once the turn is on disk
+            self._db.executescript(_SCHEMA)
+            self._check_schema()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"the message log {self.path} is unreadable ({exc}); restore it from a backup "
+                "or move the folder aside and start a new store"
+            ) from exc
+
+    # -- plumbing -------------------------------------------------------------
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; BEGIN IMMEDIATE so sequence numbers are assigned under the write lock."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            else:
+                self._db.execute("COMMIT")
+
+    def _rows(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, tuple(args)).fetchall()
+
+    def _check_schema(self) -> None:
+        with self._tx() as db:
+            row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if row is None:
+                db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"the store at {self.folder} has schema version {row[0]}, newer than this ragmem "
+                    f"understands ({SCHEMA_VERSION}); upgrade ragmem (pip install -U ragmem)"
+                )
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def meta(self, key: str) -> str | None:
+        row = self._rows("SELECT value FROM meta WHERE key=?", (key,))
+        return row[0][0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    # -- writing --------------------------------------------------------------
+    def append(
+        self,
+        namespace: str,
+        session: str,
+        messages: list[Message],
+        *,
+        orphans: Literal["raise", "keep"] = "raise",
+    ) -> list[Message]:
+        """Append messages atomically; return those newly stored, with seq and session set.
+
+        A message whose id is already in the session is skipped (idempotent
+        re-adds). An id used in another scope, or an orphan tool result under
+        ``orphans="raise"``, aborts the whole batch: nothing of it is stored.
+        """
+        stored: list[Message] = []
+        with self._tx() as db:
+            row = db.execute(
+                "SELECT next_seq FROM sessions WHERE namespace=? AND session=?", (namespace, session)
+            ).fetchone()
+            if row is None:
+                next_seq = 0
+                db.execute("INSERT INTO sessions VALUES (?, ?, 0, ?)", (namespace, session, time.time()))
+            else:
+                next_seq = row[0]
+            seen_in_batch: set[str] = set()
+            for i, m in enumerate(messages):
+                if m.id in seen_in_batch:
+                    continue
+                seen_in_batch.add(m.id)
+                have = db.execute("SELECT namespace, session FROM messages WHERE id=?", (m.id,)).fetchone()
+                if have is not None:
+                    if tuple(have) != (namespace, session):
+                        raise InvalidMessage(
+                            f"message id {m.id!r} is already used in session {have[1]!r} of namespace "
+                            f"{have[0]!r}; ids are unique per store, pick another id"
+                        )
+                    continue
+                unit_id = m.id
+                if m.role == "tool":
+                    owner = db.execute(
+                        "SELECT unit_id FROM tool_calls WHERE namespace=? AND session=? AND call_id=? AND answered=0",
+                        (namespace, session, m.tool_call_id),
+                    ).fetchone()
+                    if owner is not None:
+                        unit_id = owner[0]
+                        db.execute(
+                            "UPDATE tool_calls SET answered=1 WHERE namespace=? AND session=? AND call_id=?",
+                            (namespace, session, m.tool_call_id),
+                        )
+                    elif orphans == "raise":
+                        raise OrphanToolResult(
+                            f"message {i} is a tool result for call {m.tool_call_id!r}, but no assistant message "
+                            f"in session {session!r} made that call (or it was already answered). Add the "
+                            "assistant message with the matching tool_calls first, or open the Memory with "
+                            "orphans='keep' to store it flagged and out of prompts. Nothing of this batch was stored."
+                        )
+                for c in m.tool_calls:
+                    try:
+                        db.execute(
+                            "INSERT INTO tool_calls VALUES (?, ?, ?, ?, 0)", (namespace, session, c.id, m.id)
+                        )
+                    except sqlite3.IntegrityError:
+                        raise InvalidMessage(
+                            f"message {i} reuses tool call id {c.id!r}, already used in session {session!r}; "
+                            "tool call ids must be unique within a session"
+                        ) from None
+                msg = m.with_(seq=next_seq, session=session, namespace=namespace)
+                db.execute(
+                    "INSERT INTO messages (id, namespace, session, seq, unit_id, role, created_at, record) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        msg.id, namespace, session, next_seq, unit_id, msg.role,
+                        msg.created_at.timestamp(), json.dumps(msg.to_record(), ensure_ascii=False),
+                    ),
+                )
+                stored.append(msg)
+                next_seq += 1
+            db.execute(
+                "UPDATE sessions SET next_seq=? WHERE namespace=? AND session=?", (next_seq, namespace, session)
+            )
+        return stored
+
+    def mark_indexed(self, chunks: dict[str, int]) -> None:
+        """Record that these messages (id -> number of chunks) are in the vector index."""
+        with self._tx() as db:
+            db.executemany("UPDATE messages SET indexed=1, n_chunks=? WHERE id=?", [(n, i) for i, n in chunks.items()])
+
+    def mark_deleted(self, ids: list[str]) -> None:
+        """Tombstone messages, the first step of forgetting (see :meth:`purge`)."""
+        with self._tx() as db:
+            db.executemany("UPDATE messages SET deleted=1 WHERE id=?", [(i,) for i in ids])
+
+    def purge(self, ids: list[str]) -> None:
+        """Remove tombstoned messages for good, once the index no longer holds them."""
+        with self._tx() as db:
+            for i in ids:
+                row = db.execute("SELECT namespace, session, record FROM messages WHERE id=?", (i,)).fetchone()
+                if row is None:
+                    continue
+                rec = json.loads(row[2])
+                for c in rec.get("tool_calls") or []:
+                    db.execute(
+                        "DELETE FROM tool_calls WHERE namespace=? AND session=? AND call_id=?", (row[0], row[1], c["id"])
+                    )
+                db.execute("DELETE FROM messages WHERE id=?", (i,))
+
+    def drop_session(self, namespace: str, session: str) -> None:
+        """Remove a session's bookkeeping (state, summary, counters) after its messages are purged."""
+        with self._tx() as db:
+            for table in ("sessions", "state", "summaries", "tool_calls"):
+                db.execute(f"DELETE FROM {table} WHERE namespace=? AND session=?", (namespace, session))
+
+    # -- reading --------------------------------------------------------------
+    _COLS = "record, seq, namespace, session"
+
+    @staticmethod
+    def _msg(row: tuple) -> Message:
+        rec = json.loads(row[0])
+        rec.update(seq=row[1], namespace=row[2], session=row[3])
+        return message_from_record(rec)
+
+    def get(self, message_id: str) -> Message | None:
+        rows = self._rows(f"SELECT {self._COLS} FROM messages WHERE id=? AND deleted=0", (message_id,))
+        return self._msg(rows[0]) if rows else None
+
+    def get_many(self, ids: Iterable[str]) -> dict[str, Message]:
+        ids = list(dict.fromkeys(ids))
+        out: dict[str, Message] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for row in self._rows(f"SELECT {self._COLS}, id FROM messages WHERE id IN ({marks}) AND deleted=0", part):
+                out[row[4]] = self._msg(row)
+        return out
+
+    def unit_ids_of(self, ids: Iterable[str]) -> dict[str, str]:
+        ids = list(dict.fromkeys(ids))
+        out: dict[str, str] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            out.update(self._rows(f"SELECT id, unit_id FROM messages WHERE id IN ({marks}) AND deleted=0", part))
+        return out
+
+    def unit_messages(self, namespace: str, session: str, unit_ids: Iterable[str]) -> list[Message]:
+        """Every message of the given units, in log order."""
+        unit_ids = list(dict.fromkeys(unit_ids))
+        rows: list[tuple] = []
+        for start in range(0, len(unit_ids), 500):
+            part = unit_ids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            rows += self._rows(
+                f"SELECT {self._COLS} FROM messages WHERE namespace=? AND session=? AND unit_id IN ({marks}) "
+                "AND deleted=0",
+                [namespace, session, *part],
+            )
+        return sorted((self._msg(r) for r in rows), key=lambda m: m.seq)
+
+    def tail(self, namespace: str, session: str, n: int) -> list[Message]:
+        """The last ``n`` messages of a session plus the rest of any unit they start inside, in order."""
+        rows = self._rows(
+            f"SELECT {self._COLS}, unit_id FROM messages WHERE namespace=? AND session=? AND deleted=0 "
+            "ORDER BY seq DESC LIMIT ?",
+            (namespace, session, n),
+        )
+        msgs = {r[1]: self._msg(r) for r in rows}
+        units = {r[4] for r in rows}
+        # a unit can begin before the tail: pull in its earlier messages so it stays whole
+        for m in self.unit_messages(namespace, session, units):
+            msgs.setdefault(m.seq, m)
+        return [msgs[s] for s in sorted(msgs)]
+
+    def messages(
+        self, namespace: str, session: str, *, after_seq: int = -1, limit: int | None = None
+    ) -> list[Message]:
+        """A session's messages in order, optionally those after a sequence number."""
+        sql = f"SELECT {self._COLS} FROM messages WHERE namespace=? AND session=? AND seq>? AND deleted=0 ORDER BY seq"
+        args: list[Any] = [namespace, session, after_seq]
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [self._msg(r) for r in self._rows(sql, args)]
+
+    def session_ids(self, namespace: str, session: str) -> list[str]:
+        return [r[0] for r in self._rows("SELECT id FROM messages WHERE namespace=? AND session=?", (namespace, session))]
+
+    def count(self, namespace: str | None = None, session: str | None = None) -> int:
+        sql, args = "SELECT COUNT(*) FROM messages WHERE deleted=0", []
+        if namespace is not None:
+            sql += " AND namespace=?"
+            args.append(namespace)
+        if session is not None:
+            sql += " AND session=?"
+            args.append(session)
+        return int(self._rows(sql, args)[0][0])
+
+    def pending_index(self, limit: int = 10_000) -> list[Message]:
+        """Messages stored but not yet in the vector index (after a crash, or deferred)."""
+        rows = self._rows(
+            f"SELECT {self._COLS} FROM messages WHERE indexed=0 AND deleted=0 ORDER BY rowid LIMIT ?", (limit,)
+        )
+        return [self._msg(r) for r in rows]
+
+    def pending_delete(self) -> list[tuple[str, str, int]]:
+        """Tombstoned messages as (id, namespace, n_chunks), left over by an interrupted forget."""
+        return [tuple(r) for r in self._rows("SELECT id, namespace, n_chunks FROM messages WHERE deleted=1")]
+
+    def indexed_chunk_count(self, namespace: str) -> int:
+        return int(
+            self._rows(
+                "SELECT COALESCE(SUM(n_chunks), 0) FROM messages WHERE namespace=? AND indexed=1 AND deleted=0",
+                (namespace,),
+            )[0][0]
+        )
+
+    def sessions(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        sql = (
+            "SELECT s.namespace, s.session, COUNT(m.id), MIN(m.created_at), MAX(m.created_at), "
+            "COALESCE(SUM(m.indexed), 0) FROM sessions s LEFT JOIN messages m ON m.namespace=s.namespace "
+            "AND m.session=s.session AND m.deleted=0"
+        )
+        args: list[Any] = []
+        if namespace is not None:
+            sql += " WHERE s.namespace=?"
+            args.append(namespace)
+        sql += " GROUP BY s.namespace, s.session ORDER BY s.namespace, s.session"
+        return [
+            {"namespace": r[0], "session": r[1], "messages": r[2], "first_at": r[3], "last_at": r[4], "indexed": r[5]}
+            for r in self._rows(sql, args)
+        ]
+
+    def namespaces(self) -> list[str]:
+        return [r[0] for r in self._rows("SELECT DISTINCT namespace FROM sessions ORDER BY namespace")]
+
+    # -- pinned state and summary ---------------------------------------------
+    def get_state(self, namespace: str, session: str) -> dict[str, Any]:
+        rows = self._rows("SELECT value FROM state WHERE namespace=? AND session=?", (namespace, session))
+        return json.loads(rows[0][0]) if rows else {}
+
+    def set_state(self, namespace: str, session: str, value: dict[str, Any]) -> None:
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO state VALUES (?, ?, ?)", (namespace, session, json.dumps(value)))
+
+    def get_summary(self, namespace: str, session: str) -> tuple[str, int, list[str]] | None:
+        rows = self._rows(
+            "SELECT text, upto_seq, covers FROM summaries WHERE namespace=? AND session=?", (namespace, session)
+        )
+        return (rows[0][0], rows[0][1], json.loads(rows[0][2])) if rows else None
+
+    def set_summary(self, namespace: str, session: str, text: str, upto_seq: int, covers: list[str]) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?)",
+                (namespace, session, text, upto_seq, json.dumps(covers)),
+            )

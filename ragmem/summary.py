@@ -1,0 +1,166 @@
+"""Summaries of what has left the window, through the :class:`Summarizer` interface.
+
+A summarizer folds newly evicted units into the previous summary:
+``summarize(previous, units) -> str``. ragmem only ever hands it whole units,
+and records which message ids each summary covers.
+
+* :class:`ExtractiveSummarizer` — the offline default: keeps the sentences that
+  carry decisions, preferences, requests, open questions and figures, verbatim.
+* :class:`LLMSummarizer` — any ``callable(prompt) -> str`` (an LLM client), told
+  explicitly to keep decisions, preferences, open questions and everything the
+  user asked for.
+* :class:`OpenAICompatibleSummarizer` — an :class:`LLMSummarizer` over any
+  OpenAI-compatible ``/v1/chat/completions`` endpoint (a local server, say).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+from typing import Callable, Protocol, Sequence, runtime_checkable
+
+from .units import Unit
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Folds evicted units into a running summary."""
+
+    def summarize(self, previous: str | None, units: Sequence[Unit]) -> str:
+        """Return the new summary covering ``previous`` plus ``units``."""
+        ...
+
+
+def transcript(units: Sequence[Unit]) -> str:
+    """Units as plain ``role: text`` lines, tool calls and results included."""
+    lines = []
+    for u in units:
+        for m in u.messages:
+            if m.tool_calls:
+                calls = ", ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
+                lines.append(f"{m.role}: {m.text} [calls {calls}]".replace(":  [", ": ["))
+            elif m.role == "tool":
+                lines.append(f"tool result ({m.tool_call_id}): {m.text}")
+            else:
+                lines.append(f"{m.role}: {m.text}")
+    return "\n".join(lines)
+
+
+_CUES = re.compile(
+    r"\b(decid\w*|agree\w*|prefer\w*|always|never|must|should|need|want|please|remember|important|"
+    r"goal|plan|deadline|todo|let's|we will|we'll|i'll|don't|do not|like|love|hate|set|chose|choose|"
+    r"fixed|bug|error|because)\b|\?|\d",
+    re.IGNORECASE,
+)
+_SENT = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+class ExtractiveSummarizer:
+    """Offline default: keep the salient sentences, verbatim, within ``max_chars``.
+
+    A sentence is salient when it states a decision, preference, request or
+    question, or carries a figure. User sentences rank before assistant ones;
+    when the summary outgrows ``max_chars`` the least salient, oldest lines go
+    first, so early goals stated emphatically survive.
+    """
+
+    def __init__(self, max_chars: int = 1600) -> None:
+        self.max_chars = max_chars
+
+    def _lines(self, units: Sequence[Unit]) -> list[tuple[float, str]]:
+        out = []
+        for u in units:
+            for m in u.messages:
+                if m.role == "tool" or not m.text.strip():
+                    continue
+                for sent in _SENT.split(m.text.strip()):
+                    sent = sent.strip()
+                    if len(sent) < 12:
+                        continue
+                    cues = len(_CUES.findall(sent))
+                    if cues == 0:
+                        continue
+                    score = cues + (1.5 if m.role == "user" else 0.0)
+                    out.append((score, f"- {m.role}: {sent}"))
+        return out
+
+    def summarize(self, previous: str | None, units: Sequence[Unit]) -> str:
+        old = [(2.0, line) for line in (previous or "").splitlines() if line.strip()]
+        lines = old + self._lines(units)
+        # keep the most salient lines, in their original order, within the size cap
+        keep: set[int] = set()
+        size = 0
+        for i in sorted(range(len(lines)), key=lambda i: (-lines[i][0], -i)):
+            n = len(lines[i][1]) + 1
+            if size + n <= self.max_chars:
+                keep.add(i)
+                size += n
+        return "\n".join(lines[i][1] for i in sorted(keep))
+
+
+INSTRUCTION = """You maintain the running summary of a conversation between a user and an AI assistant.
+Update the summary with the new messages below. Keep, in short bullet points:
+- every decision made and why;
+- the user's stated preferences and constraints, in their own words where exact wording matters;
+- everything the user asked for, done or not yet done;
+- open questions and unresolved problems;
+- exact names, numbers, identifiers and values from tool results that later turns may need.
+Drop small talk. Do not invent anything. Reply with the updated summary only, at most {max_words} words.
+
+Current summary:
+{previous}
+
+New messages:
+{transcript}
+"""
+
+
+class LLMSummarizer:
+    """A summarizer backed by any ``complete(prompt) -> str`` callable (an LLM).
+
+    >>> s = LLMSummarizer(lambda prompt: "- user wants the pool fixed")
+    >>> s.summarize(None, [])
+    '- user wants the pool fixed'
+    """
+
+    def __init__(self, complete: Callable[[str], str], *, max_words: int = 250, instruction: str = INSTRUCTION):
+        self.complete = complete
+        self.max_words = max_words
+        self.instruction = instruction
+
+    def build_prompt(self, previous: str | None, units: Sequence[Unit]) -> str:
+        return self.instruction.format(
+            max_words=self.max_words, previous=previous or "(empty)", transcript=transcript(units) or "(none)"
+        )
+
+    def summarize(self, previous: str | None, units: Sequence[Unit]) -> str:
+        out = self.complete(self.build_prompt(previous, units))
+        if not isinstance(out, str):
+            raise TypeError(f"the summarizer callable must return str, got {type(out).__name__}")
+        return out.strip()
+
+
+class OpenAICompatibleSummarizer(LLMSummarizer):
+    """An :class:`LLMSummarizer` calling an OpenAI-compatible chat-completions endpoint.
+
+    ``base_url`` is the API root, e.g. ``http://127.0.0.1:8080/v1``. Uses only the
+    standard library, so it adds no dependency.
+    """
+
+    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = 60, **kw):
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.api_key = api_key
+        self.timeout = timeout
+        super().__init__(self._complete, **kw)
+
+    def _complete(self, prompt: str) -> str:
+        body = json.dumps({"model": self.model, "messages": [{"role": "user", "content": prompt}]}).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        req = urllib.request.Request(f"{self.base_url}/chat/completions", data=body, headers=headers)
+        with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            data = json.load(resp)
+        return data["choices"][0]["message"]["content"]
