@@ -301,6 +301,8 @@ def load_history(file: str, fmt: str = "auto", *, default_session: str = "defaul
     if fmt == "locomo" or (fmt == "auto" and _looks_locomo(data)):
         return _from_locomo(data, file, default_session)
     system = None
+    if isinstance(data, dict) and "role" in data:  # a single message (a one-line JSONL file)
+        data = [data]
     if isinstance(data, dict):
         if not isinstance(data.get("messages"), list):
             raise CliError(f"{file}: a JSON object needs a 'messages' list (or use a list of messages)")

@@ -1,0 +1,433 @@
+"""The `ragmem` command line, against a real store (Chroma, the bundled model, tiktoken)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from ragmem.cli import cli, main  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "conv-26.json"
+
+HISTORY = [
+    {"role": "system", "content": "You are an SRE assistant."},
+    {"role": "user", "content": "The Postgres connection pool keeps dropping connections under load."},
+    {"role": "assistant", "content": "Let me look at the pool settings.", "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "read_config", "arguments": "{\"file\": \"db.yaml\"}"}},
+    ]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "pool_size: 5\nmax_overflow: 0\ntimeout: 30"},
+    {"role": "assistant", "content": "The pool size is 5 with no overflow; raise pool_size to 20."},
+    {"role": "user", "content": "Done. Also, my favourite colour is teal, remember that."},
+    {"role": "assistant", "content": "Noted: your favourite colour is teal."},
+    {"role": "user", "content": "Now the login page returns HTTP 500 errors after deploy."},
+    {"role": "assistant", "content": "That looks like a missing SECRET_KEY environment variable."},
+]
+
+
+def run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    """Run the CLI in-process through `main` (its real error handling); return (status, out, err)."""
+    out, err = io.StringIO(), io.StringIO()
+    old_stdin = sys.stdin
+    if stdin is not None:
+        sys.stdin = io.StringIO(stdin)
+    status = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main(list(args))
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        sys.stdin = old_stdin
+    return status, out.getvalue(), err.getvalue()
+
+
+def ok(*args: str, stdin: str | None = None) -> str:
+    status, out, err = run(*args, stdin=stdin)
+    assert status == 0, f"ragmem {' '.join(args)} failed ({status}): {err}"
+    return out
+
+
+def js(*args: str, stdin: str | None = None):
+    return json.loads(ok(*args, "--json", stdin=stdin))
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    path = tmp_path / "store"
+    monkeypatch.setenv("RAGMEM_STORE", str(path))
+    return path
+
+
+@pytest.fixture
+def history_file(tmp_path):
+    f = tmp_path / "history.jsonl"
+    f.write_text("".join(json.dumps(m) + "\n" for m in HISTORY))
+    return f
+
+
+@pytest.fixture
+def loaded(store, history_file):
+    data = js("ingest", str(history_file), "--session", "s1")
+    assert data["messages"] == len(HISTORY)
+    return store
+
+
+# ------------------------------------------------------------------ ingest
+
+
+def test_ingest_jsonl_then_sessions(loaded):
+    sessions = js("sessions")
+    assert [(s["session"], s["messages"]) for s in sessions] == [("s1", len(HISTORY))]
+    assert sessions[0]["first_at"] and sessions[0]["last_at"]
+    human = ok("sessions")
+    assert "s1" in human and str(len(HISTORY)) in human
+
+
+def test_ingest_json_list_and_global_options_before_command(store, tmp_path):
+    f = tmp_path / "h.json"
+    f.write_text(json.dumps(HISTORY[:3] + HISTORY[3:5]))
+    out = ok("--store", str(store), "--session", "other", "ingest", str(f))
+    assert "ingested 5 messages" in out
+    assert js("--session", "other", "show", "session")[0]["role"] == "system"
+
+
+def test_ingest_stdin(store):
+    data = js("ingest", "-", "--session", "piped", stdin=json.dumps({"role": "user", "content": "hello from a pipe"}) + "\n")
+    assert data == {"messages": 1, "sessions": ["piped"], "namespace": "default"}
+
+
+def test_ingest_anthropic_format(store, tmp_path):
+    convo = {
+        "system": "Be brief.",
+        "messages": [
+            {"role": "user", "content": "What's the weather in Paris?"},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "Checking."},
+                {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Paris"}},
+            ]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "18C, sunny"}]},
+            {"role": "assistant", "content": "It is 18C and sunny in Paris."},
+        ],
+    }
+    f = tmp_path / "anthropic.json"
+    f.write_text(json.dumps(convo))
+    js("ingest", str(f), "--session", "claude")
+    msgs = js("show", "session", "claude")
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "tool", "assistant"]
+    assert msgs[2]["tool_calls"][0]["function"]["name"] == "weather"
+    assert msgs[3]["tool_call_id"] == "toolu_1"
+
+
+def test_ingest_openai_finetune_jsonl(store, tmp_path):
+    f = tmp_path / "ft.jsonl"
+    f.write_text(json.dumps({"messages": HISTORY[1:3] + HISTORY[3:4]}) + "\n" + json.dumps({"messages": HISTORY[5:7]}) + "\n")
+    assert js("ingest", str(f), "--session", "ft")["messages"] == 5
+
+
+@pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo development data not present")
+def test_ingest_locomo(store):
+    data = js("ingest", str(LOCOMO), "--no-progress")
+    assert data["sessions"] == ["conv-26"]
+    assert data["messages"] == 419
+    msgs = js("show", "session", "conv-26", "--limit", "3")
+    assert msgs[-1]["metadata"]["dia_id"].startswith("D")
+    first = js("show", "session", "conv-26")[0]
+    assert first["role"] == "user" and first["created_at"].startswith("2023-05-08T13:56")
+    hits = js("search", "adoption agency", "--session", "conv-26", "-k", "3")
+    assert len(hits) == 3
+
+
+def test_ingest_progress_bar_goes_to_stderr(store, tmp_path):
+    f = tmp_path / "long.jsonl"
+    f.write_text("".join(json.dumps({"role": "user", "content": f"note number {i}"}) + "\n" for i in range(300)))
+    status, out, err = run("ingest", str(f), "--progress", "--session", "long")
+    assert status == 0
+    assert "ingesting" in err
+    assert out.strip() == "ingested 300 messages into long (default)"
+
+
+# ------------------------------------------------------------------ search / show
+
+
+def test_search_with_filters(loaded):
+    hits = js("search", "database pool size", "--session", "s1", "-k", "3")
+    assert len(hits) == 3
+    assert {"score", "session", "message"} <= set(hits[0])
+    assert any("pool" in (h["message"]["content"] or "") for h in hits)
+    scores = [h["score"] for h in hits]
+    assert scores == sorted(scores, reverse=True)
+
+    users = js("search", "colour", "--session", "s1", "--role", "user")
+    assert users and all(h["message"]["role"] == "user" for h in users)
+
+    assert js("search", "pool", "--session", "s1", "--since", "2999-01-01") == []
+    assert js("search", "pool", "--session", "s1", "--until", "2000-01-01") == []
+    assert js("search", "pool", "--session", "s1", "--since", "1h")  # relative age
+    human = ok("search", "favourite colour", "--session", "s1", "-k", "1")
+    assert "teal" in human
+
+
+def test_search_scopes_sessions(loaded, tmp_path):
+    f = tmp_path / "b.jsonl"
+    f.write_text(json.dumps({"role": "user", "content": "Kubernetes pods keep restarting"}) + "\n")
+    js("ingest", str(f), "--session", "s2")
+    only_s1 = js("search", "kubernetes pods", "--session", "s1", "-k", "20")
+    assert all(h["session"] == "s1" for h in only_s1)
+    everywhere = js("search", "kubernetes pods", "--session", "s1", "--all-sessions", "-k", "3")
+    assert everywhere[0]["session"] == "s2"
+
+
+def test_show_message(loaded):
+    msgs = js("show", "session", "s1")
+    assert [m["content"] for m in msgs] == [m["content"] for m in HISTORY]
+    assert [m["seq"] for m in msgs] == sorted(m["seq"] for m in msgs)
+    tool = msgs[3]
+    one = js("show", "message", tool["id"])
+    assert one["tool_call_id"] == "call_1" and one["content"] == HISTORY[3]["content"]
+    human = ok("show", "message", msgs[2]["id"])
+    assert "read_config" in human and "call_1" in human
+    assert "read_config" in ok("show", "session", "s1")
+
+
+# ------------------------------------------------------------------ export / import
+
+
+def test_export_import_round_trip_is_lossless(loaded, tmp_path):
+    exported = ok("export", "--session", "s1")
+    records = [json.loads(line) for line in exported.splitlines()]
+    assert len(records) == len(HISTORY)
+    assert records[2]["tool_calls"] == HISTORY[2]["tool_calls"]
+
+    other = tmp_path / "other-store"
+    dump = tmp_path / "dump.jsonl"
+    ok("export", "--session", "s1", "-o", str(dump))
+    assert dump.read_text() == exported
+    data = js("import", str(dump), "--store", str(other), "--session", "s1")
+    assert data["imported"] == len(HISTORY)
+    again = ok("export", "--store", str(other), "--session", "s1")
+    assert [json.loads(x) for x in again.splitlines()] == records
+
+    as_array = js("export", "--session", "s1")
+    assert as_array == records
+    # importing the same records again adds nothing
+    assert js("import", str(dump), "--store", str(other), "--session", "s1")["imported"] == 0
+
+
+# ------------------------------------------------------------------ prompt
+
+
+def test_prompt_prints_messages_and_trace(loaded):
+    data = js("prompt", "What pool size did we choose?", "--budget", "600", "--session", "s1", "--system", "Be brief.")
+    msgs = data["messages"]
+    assert msgs[0] == {"role": "system", "content": data["messages"][0]["content"]}
+    assert "Be brief." in msgs[0]["content"]
+    assert msgs[-1]["role"] == "user" and msgs[-1]["content"] == "What pool size did we choose?"
+    trace = data["trace"]
+    assert trace["total_tokens"] <= 600 and trace["budget"] == 600
+    assert trace["included"]
+    # no orphan tool message in the prompt
+    called = {c["id"] for m in msgs for c in m.get("tool_calls") or []}
+    assert all(m["tool_call_id"] in called for m in msgs if m["role"] == "tool")
+
+    human = ok("prompt", "What pool size did we choose?", "--budget", "600", "--session", "s1")
+    assert "=== trace" in human and "What pool size did we choose?" in human
+
+
+def test_prompt_anthropic_format(loaded):
+    data = js("prompt", "And the login errors?", "--budget", "800", "--session", "s1", "--format", "anthropic", "--system", "Be brief.")
+    assert "Be brief." in data["system"]
+    roles = [m["role"] for m in data["messages"]]
+    assert all(a != b for a, b in zip(roles, roles[1:]))
+
+
+def test_prompt_budget_too_small_is_one_line_error(loaded):
+    status, out, err = run("prompt", "What pool size did we choose? " * 20, "--budget", "10", "--session", "s1")
+    assert status == 1
+    assert err.count("\n") == 1 and err.startswith("ragmem: error: BudgetTooSmall")
+
+
+# ------------------------------------------------------------------ state
+
+
+def test_state_get_set_clear(store):
+    assert js("state", "get", "--session", "st") == {}
+    assert js("state", "set", "goal=fix login 500s", "retries=3", "tags=[\"db\",\"auth\"]", "--session", "st") == {
+        "goal": "fix login 500s", "retries": 3, "tags": ["db", "auth"],
+    }
+    assert js("state", "get", "retries", "--session", "st") == 3
+    assert ok("state", "get", "goal", "--session", "st").strip() == "fix login 500s"
+    assert js("state", "set", "--from-json", '{"lang": "en"}', "--session", "st")["lang"] == "en"
+    assert js("state", "set", "--replace", "only=1", "--session", "st") == {"only": 1}
+    assert js("state", "set", "--from-json", "-", "--session", "st", stdin='{"x": true}') == {"only": 1, "x": True}
+    js("state", "clear", "--session", "st")
+    assert js("state", "get", "--session", "st") == {}
+    status, _, err = run("state", "get", "nope", "--session", "st")
+    assert status == 1 and "nope" in err
+    status, _, err = run("state", "set", "novalue", "--session", "st")
+    assert status == 1 and "KEY=VALUE" in err
+
+
+# ------------------------------------------------------------------ forget
+
+
+def test_forget_message_and_session(loaded):
+    msgs = js("show", "session", "s1")
+    js("forget", "message", msgs[-1]["id"], "--session", "s1")
+    after = js("show", "session", "s1")
+    assert [m["id"] for m in after] == [m["id"] for m in msgs[:-1]]
+    status, _, err = run("show", "message", msgs[-1]["id"])
+    assert status == 1 and "MessageNotFound" in err
+
+    # forgetting the tool result takes the whole exchange: no orphan is left
+    js("forget", "message", msgs[3]["id"], "--session", "s1")
+    left = js("show", "session", "s1")
+    assert msgs[2]["id"] not in [m["id"] for m in left]
+
+    js("forget", "session", "s1")
+    assert js("show", "session", "s1") == []
+    assert js("sessions") == []
+
+
+# ------------------------------------------------------------------ errors
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (("ingest", "/nonexistent/file.jsonl"), "no such file"),
+        (("import", "/nonexistent/file.jsonl"), "no such file"),
+        (("search", "x", "--since", "yesterday-ish"), "--since"),
+        (("show", "message", "does-not-exist"), "MessageNotFound"),
+    ],
+)
+def test_errors_are_one_line_exit_1(store, args, needle):
+    status, out, err = run(*args)
+    assert status == 1, err
+    assert err.count("\n") == 1 and needle in err
+    assert "Traceback" not in err
+
+
+def test_bad_files_are_one_line_exit_1(store, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"role": "user", "content": "fine"}\n{not json\n')
+    status, _, err = run("ingest", str(bad))
+    assert status == 1 and err.count("\n") == 1 and "bad.jsonl:2" in err
+
+    invalid = tmp_path / "invalid.jsonl"
+    invalid.write_text(json.dumps({"role": "wizard", "content": "hi"}) + "\n")
+    status, _, err = run("ingest", str(invalid))
+    assert status == 1 and err.count("\n") == 1 and "InvalidMessage" in err
+
+    orphan = tmp_path / "orphan.jsonl"
+    orphan.write_text(json.dumps({"role": "tool", "tool_call_id": "nope", "content": "result"}) + "\n")
+    status, _, err = run("ingest", str(orphan))
+    assert status == 1 and err.count("\n") == 1 and "OrphanToolResult" in err
+
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    status, _, err = run("ingest", str(empty))
+    assert status == 1 and "empty" in err
+
+    status, _, err = run("ingest", str(tmp_path))
+    assert status == 1 and "directory" in err
+
+
+def test_ingest_refuses_export_with_hint(loaded, tmp_path):
+    dump = tmp_path / "dump.jsonl"
+    ok("export", "--session", "s1", "-o", str(dump))
+    status, _, err = run("ingest", str(dump))
+    assert status == 1 and "ragmem import" in err
+
+
+# ------------------------------------------------------------------ help and docs
+
+
+def _commands(group: click.Group, prefix: tuple[str, ...] = ()):
+    for name, cmd in sorted(group.commands.items()):
+        yield prefix + (name,), cmd
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, prefix + (name,))
+
+
+ALL_COMMANDS = list(_commands(cli))
+
+
+@pytest.mark.parametrize("path", [p for p, _ in ALL_COMMANDS], ids=" ".join)
+def test_every_command_has_help_and_json_and_docs(path):
+    cmd = dict(ALL_COMMANDS)[path]
+    status, out, err = run(*path, "--help")
+    assert status == 0 and out.startswith("Usage: ragmem " + " ".join(path))
+    assert (cmd.help or "").strip(), f"{path} has no help text"
+    if not isinstance(cmd, click.Group):
+        assert "--json" in out, f"ragmem {' '.join(path)} does not take --json"
+    docs = (ROOT / "docs" / "cli.md").read_text()
+    assert re.search(r"`ragmem " + re.escape(" ".join(path)) + r"[` ]", docs), f"ragmem {' '.join(path)} not in docs/cli.md"
+
+
+def test_top_level_help_lists_commands():
+    out = ok("--help")
+    for name in ("ingest", "search", "show", "export", "import", "prompt", "state", "sessions", "forget", "mcp"):
+        assert re.search(rf"^\s+{name}\b", out, re.M), name
+
+
+# ------------------------------------------------------------------ the real entry point
+
+
+def _python(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
+        timeout=300,
+    )
+
+
+NO_TORCH = """
+import sys
+from ragmem.cli import main
+try:
+    main({args!r})
+except SystemExit as e:
+    assert not e.code, e.code
+heavy = sorted(m for m in ("torch", "sentence_transformers", "transformers") if m in sys.modules)
+print("HEAVY", heavy, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["sessions"], ["state", "get"], ["export"], ["show", "session"]],
+    ids=" ".join,
+)
+def test_model_free_commands_do_not_import_torch(store, args):
+    proc = _python(NO_TORCH.format(args=args), env={"RAGMEM_STORE": str(store)})
+    assert proc.returncode == 0, proc.stderr
+    assert "HEAVY []" in proc.stderr, proc.stderr
+
+
+def test_console_script_errors_exit_1_without_traceback(store):
+    proc = subprocess.run(
+        [sys.executable, "-m", "ragmem.cli", "show", "message", "nope"],
+        capture_output=True, text=True, env={**os.environ, "RAGMEM_STORE": str(store), "HF_HUB_OFFLINE": "1"}, timeout=300,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_store_from_environment(store, history_file):
+    ok("ingest", str(history_file), "--session", "envcheck")
+    assert (store).exists()
