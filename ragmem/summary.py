@@ -50,19 +50,30 @@ def transcript(units: Sequence[Unit]) -> str:
 _CUES = re.compile(
     r"\b(decid\w*|agree\w*|prefer\w*|always|never|must|should|need|want|please|remember|important|"
     r"goal|plan|deadline|todo|let's|we will|we'll|i'll|don't|do not|like|love|hate|set|chose|choose|"
-    r"fixed|bug|error|because)\b|\?|\d",
+    r"fixed|bug|error|because)\b",
     re.IGNORECASE,
 )
 _SENT = re.compile(r"(?<=[.!?])\s+|\n+")
+_LINE = re.compile(r"^- (\w+): (.*)$")
+USER_BONUS = 3.0  # what the user said and asked for outranks what the assistant said
+
+
+def salience(role: str, sentence: str) -> float:
+    """How much a sentence deserves a place in the summary; 0 means never."""
+    cues = len({c.lower() for c in _CUES.findall(sentence)})
+    extra = (1.0 if any(ch.isdigit() for ch in sentence) else 0.0) + (1.0 if "?" in sentence else 0.0)
+    if cues + extra == 0:
+        return 0.0
+    return cues + extra + (USER_BONUS if role == "user" else 0.0)
 
 
 class ExtractiveSummarizer:
     """Offline default: keep the salient sentences, verbatim, within ``max_chars``.
 
     A sentence is salient when it states a decision, preference, request or
-    question, or carries a figure. User sentences rank before assistant ones;
-    when the summary outgrows ``max_chars`` the least salient, oldest lines go
-    first, so early goals stated emphatically survive.
+    question, or carries a figure (:func:`salience`). User sentences rank
+    before assistant ones; when the summary outgrows ``max_chars`` the least
+    salient, oldest lines go first, so early goals the user stated survive.
     """
 
     def __init__(self, max_chars: int = 1600) -> None:
@@ -76,17 +87,17 @@ class ExtractiveSummarizer:
                     continue
                 for sent in _SENT.split(m.text.strip()):
                     sent = sent.strip()
-                    if len(sent) < 12:
-                        continue
-                    cues = len(_CUES.findall(sent))
-                    if cues == 0:
-                        continue
-                    score = cues + (1.5 if m.role == "user" else 0.0)
-                    out.append((score, f"- {m.role}: {sent}"))
+                    score = salience(m.role, sent) if len(sent) >= 12 else 0.0
+                    if score > 0:
+                        out.append((score, f"- {m.role}: {sent}"))
         return out
 
     def summarize(self, previous: str | None, units: Sequence[Unit]) -> str:
-        old = [(2.0, line) for line in (previous or "").splitlines() if line.strip()]
+        old = []
+        for line in (previous or "").splitlines():
+            parsed = _LINE.match(line)
+            if parsed:  # re-score kept lines by the same rule, so old goals keep their rank
+                old.append((salience(parsed.group(1), parsed.group(2)), line))
         lines = old + self._lines(units)
         # keep the most salient lines, in their original order, within the size cap
         keep: set[int] = set()
