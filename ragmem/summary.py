@@ -76,7 +76,7 @@ class ExtractiveSummarizer:
     salient, oldest lines go first, so early goals the user stated survive.
     """
 
-    def __init__(self, max_chars: int = 1600) -> None:
+    def __init__(self, max_chars: int = 1000) -> None:
         self.max_chars = max_chars
 
     def _lines(self, units: Sequence[Unit]) -> list[tuple[float, str]]:
