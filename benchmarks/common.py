@@ -102,8 +102,29 @@ def machine_info() -> dict:
         "sentence-transformers": _version("sentence-transformers"),
         "tiktoken": _version("tiktoken"),
         "bm25s": _version("bm25s"),
-        "ragmem": _version("ragmem"),
+        "ragmem": ragmem_version(),
     }
+
+
+def ragmem_version() -> str:
+    """The package version and the commit, flagged when ragmem/ has local edits."""
+    import subprocess
+
+    try:
+        import ragmem
+
+        version = getattr(ragmem, "__version__", "?")
+    except ImportError:
+        return "not importable"
+    try:
+        git = ["git", "-C", str(REPO_ROOT)]
+        commit = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = subprocess.run(git + ["status", "--porcelain", "--", "ragmem"], capture_output=True,
+                               text=True, check=True).stdout.strip()
+        return f"{version} ({commit}{', with uncommitted changes in ragmem/' if dirty else ''})"
+    except (OSError, subprocess.CalledProcessError):
+        return version
 
 
 def _total_memory() -> int:

@@ -37,6 +37,7 @@ from .common import (
     log,
     markdown_table,
     p50_p95,
+    ragmem_version,
     result_path,
     stopwatch,
     write_json,
@@ -66,7 +67,7 @@ FILLER_NOISE = 0.05
 
 
 def turn_records(turns: list[Turn]) -> list[dict]:
-    return [{**t.to_openai(), "id": t.id, "created_at": t.created_at, "metadata": t.metadata} for t in turns]
+    return [t.to_message() for t in turns]
 
 
 def warm_up_embedder() -> None:
@@ -277,8 +278,7 @@ def grow_store(store: Path, convs: list[Conversation], target: int, state: dict)
         batch = []
         for _ in range(SESSION_SIZE):
             t = next(stream)
-            batch.append({**t.to_openai(), "id": f"{sid}/{t.id}", "created_at": t.created_at,
-                          "metadata": t.metadata})
+            batch.append({**t.to_message(), "id": f"{sid}/{t.id}"})
         mem = Memory(path=str(store), session=sid, embedder=embedder)
         try:
             with stopwatch() as t:
@@ -441,7 +441,8 @@ def tables(result: dict) -> str:
 
 
 def plot(result: dict, path: Path) -> Path:
-    """prompt() p50/p95 and the raw limit against store size."""
+    """Left: prompt() p50/p95 and the raw limit against size. Right: where
+    prompt()'s time goes (p50 of each stage the trace times)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -449,23 +450,35 @@ def plot(result: dict, path: Path) -> Path:
 
     rows = result["prompt_latency"]
     sizes = [r["size"] for r in rows]
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    labels = [f"{s:,}" for s in sizes]
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.5), dpi=120, gridspec_kw={"width_ratios": [3, 2]})
+
     ax.plot(sizes, [r["prompt"]["p50_ms"] for r in rows], "o-", color="C3", lw=2.4, label="prompt() p50")
     ax.plot(sizes, [r["prompt"]["p95_ms"] for r in rows], "o:", color="C3", lw=1.4, label="prompt() p95")
     ax.plot(sizes, [r["limit"]["p50_ms"] for r in rows], "s--", color="C0", lw=1.8,
-            label="limit p50: raw query embed + raw Chroma query")
-    names = sorted({k for r in rows for k in r["breakdown"]})
-    for i, name in enumerate(names):
-        ax.plot(sizes, [r["breakdown"].get(name, {}).get("p50_ms", np.nan) for r in rows], ".-",
-                color=f"C{i + 4}", lw=1, alpha=0.8, label=f"  {name} p50")
+            label="limit p50: raw query embedding + raw Chroma query")
     ax.set_xscale("log")
-    ax.set_xticks(sizes, [f"{s:,}" for s in sizes])
+    ax.set_xticks(sizes, labels)
     ax.set_xlabel("messages in the store")
     ax.set_ylabel("milliseconds")
     ax.set_ylim(bottom=0)
     ax.set_title("prompt() latency against store size")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+
+    names = [n for n in ("log", "summary", "embed", "search", "assemble")
+             if any(n in r["breakdown"] for r in rows)]
+    names += sorted({k for r in rows for k in r["breakdown"]} - set(names))
+    bottom = np.zeros(len(rows))
+    for i, name in enumerate(names):
+        vals = np.array([r["breakdown"].get(name, {}).get("p50_ms", 0.0) for r in rows])
+        bx.bar(labels, vals, bottom=bottom, label=name, color=f"C{i + 1}")
+        bottom += vals
+    bx.set_xlabel("messages in the store")
+    bx.set_ylabel("milliseconds (p50 per stage)")
+    bx.set_title("where prompt() spends its time")
+    bx.legend(fontsize=8)
+    bx.grid(alpha=0.3, axis="y")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -487,7 +500,7 @@ def run(quick: bool = False, out_dir: Path | None = None) -> dict:
 
     raw_model = load_raw_model()
     warm_up_embedder()
-    result: dict = {"benchmark": NAME, "quick": quick, "load_avg_start": os.getloadavg()}
+    result: dict = {"benchmark": NAME, "quick": quick, "ragmem": ragmem_version(), "load_avg_start": os.getloadavg()}
     with tempfile.TemporaryDirectory(prefix="ragmem-speed-") as tmp:
         log(f"[{NAME}] ingest: {sum(len(c.turns) for c in ingest_convs)} turns")
         result["ingest"] = bench_ingest(ingest_convs, raw_model, Path(tmp) / "ingest", repeat_raw=not quick)
