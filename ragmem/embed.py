@@ -223,14 +223,86 @@ class SentenceTransformerEmbedder:
         return chunks
 
 
-_DEFAULT: SentenceTransformerEmbedder | None = None
+class AutoEmbedder:
+    """The default embedder: the bundled model on the fastest path this machine runs safely.
+
+    * small batches (queries, live adds) run on ONNX Runtime (:mod:`ragmem.onnx_embed`):
+      no torch import, a few milliseconds per query;
+    * bulk batches run on torch with bf16 autocast where the CPU has native
+      bfloat16 and a probe set agrees with fp32 (cosine >= 0.999), else on ONNX.
+
+    Every path is checked against fp32 vectors before it is trusted, so their
+    vectors share one store. ``backend`` (or ``$RAGMEM_EMBED_BACKEND``) forces
+    ``"onnx"`` or ``"torch"``; ``precision`` forces torch's ``"fp32"`` or ``"bf16"``.
+    :attr:`last_path` tells which path ran last (shown in traces and stats).
+    """
+
+    name = DEFAULT_MODEL
+    #: Batches at least this large go to torch when bf16 is available.
+    BULK = 16
+
+    def __init__(self, backend: Literal["auto", "onnx", "torch"] | None = None,
+                 precision: Literal["auto", "fp32", "bf16"] = "auto") -> None:
+        self.backend = backend or os.environ.get("RAGMEM_EMBED_BACKEND", "auto")  # type: ignore[assignment]
+        if self.backend not in ("auto", "onnx", "torch"):
+            raise ValueError(f"embedding backend must be auto, onnx or torch, not {self.backend!r}")
+        self.torch = SentenceTransformerEmbedder(precision=precision)
+        from .onnx_embed import OnnxEmbedder
+
+        self.onnx = OnnxEmbedder()
+        self.last_path: str | None = None
+        self._onnx_failed: Exception | None = None
+
+    def _path_for(self, n: int) -> str:
+        if self.backend != "auto":
+            return self.backend
+        if self._onnx_failed is not None:
+            return "torch"
+        if n >= self.BULK and bf16_supported():
+            return "torch"
+        return "onnx"
+
+    def embed_batch(self, texts: Sequence[str], kind: Kind = "document") -> list[list[float]]:
+        path = self._path_for(len(texts))
+        if path == "onnx":
+            try:
+                out = self.onnx.embed_batch(texts, kind)
+                self.last_path = "onnx-fp32"
+                return out
+            except MissingDependency as exc:  # no onnx/onnxruntime here: torch is always there
+                if self.backend == "onnx":
+                    raise
+                self._onnx_failed = exc
+        out = self.torch.embed_batch(texts, kind)
+        self.last_path = f"torch-{self.torch.precision_used}"
+        return out
+
+    @property
+    def precision_used(self) -> str | None:
+        return self.last_path
+
+    @property
+    def max_tokens(self) -> int:
+        return 256
+
+    def chunk(self, text: str, overlap: int = 32) -> list[str]:
+        """Split long text to the model's window (the tokenizer alone, no model load)."""
+        if len(text) < self.max_tokens * 2:
+            return [text]
+        try:
+            return self.onnx.chunk(text, overlap)
+        except MissingDependency:
+            return self.torch.chunk(text, overlap)
+
+
+_DEFAULT: AutoEmbedder | None = None
 _DEFAULT_LOCK = threading.Lock()
 
 
-def default_embedder() -> SentenceTransformerEmbedder:
-    """The process-wide bundled embedder, so several Memory objects share one loaded model."""
+def default_embedder() -> AutoEmbedder:
+    """The process-wide default embedder, so several Memory objects share one loaded model."""
     global _DEFAULT
     with _DEFAULT_LOCK:
         if _DEFAULT is None:
-            _DEFAULT = SentenceTransformerEmbedder(precision="auto")
+            _DEFAULT = AutoEmbedder()
         return _DEFAULT

@@ -1,0 +1,206 @@
+"""A light embedding path: all-MiniLM-L6-v2 on ONNX Runtime, without torch at run time.
+
+Importing sentence-transformers costs seconds; onnxruntime and tokenizers load
+in a fraction of that, and a short query embeds several times faster. The ONNX
+graph is exported once per machine from the bundled, hash-checked weights
+(that one export needs torch), cached under ``$RAGMEM_CACHE`` (default
+``~/.cache/ragmem``), and trusted only if a probe set embeds with a cosine of
+at least 0.9999 to the fp32 sentence-transformers vectors, so vectors from
+both paths live side by side in one store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import warnings
+from pathlib import Path
+from typing import Sequence
+
+from .embed import DEFAULT_MODEL, DEFAULT_MODEL_SHA256, Kind, bundled_model_path
+from .errors import MissingDependency, StoreError
+
+PROBE = [
+    "The DB pool keeps dropping connections after the deploy.",
+    "Caroline went to the LGBTQ support group on 7 May 2023.",
+    "set pool_size=20 and max_overflow=5 in config/db.yaml",
+    "ok",
+]
+MIN_PROBE_COSINE = 0.9999
+MAX_TOKENS = 256
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("RAGMEM_CACHE") or Path.home() / ".cache" / "ragmem")
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def export_onnx(target: Path) -> dict:
+    """Export the bundled model to ONNX at ``target`` and check it against fp32; return the record.
+
+    Needs torch, transformers and onnx (all installed with ragmem).
+    """
+    try:
+        import numpy as np
+        import torch
+        from transformers import AutoModel
+    except ImportError as exc:
+        raise MissingDependency(f"exporting the ONNX model needs torch and transformers: {exc}") from exc
+    model_dir = bundled_model_path()
+    model = AutoModel.from_pretrained(str(model_dir)).eval()
+
+    class _Hidden(torch.nn.Module):  # a plain forward, so the tracer sees three tensors in, one out
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.m(input_ids=input_ids, attention_mask=attention_mask,
+                          token_type_ids=token_type_ids).last_hidden_state
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".tmp")
+    ids = torch.ones(2, 16, dtype=torch.long)
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the tracer's notes on constant shapes; the probe below checks the graph
+            torch.onnx.export(
+                _Hidden(model), (ids, ids, torch.zeros_like(ids)), str(tmp), input_names=names,
+                output_names=["last_hidden_state"],
+                dynamic_axes={n: {0: "batch", 1: "tokens"} for n in names + ["last_hidden_state"]},
+                opset_version=17, dynamo=False,
+            )
+    except Exception as exc:
+        tmp.unlink(missing_ok=True)
+        raise MissingDependency(f"could not export the ONNX model ({exc}); pip install onnx") from exc
+    # check the exported graph against the fp32 sentence-transformers vectors before trusting it
+    from .embed import SentenceTransformerEmbedder
+
+    ref = np.asarray(SentenceTransformerEmbedder(precision="fp32").embed_batch(PROBE))
+    got = np.asarray(OnnxEmbedder(onnx_path=tmp, verify=False).embed_batch(PROBE))
+    cos = float(np.min(np.sum(ref * got, axis=1)))
+    if cos < MIN_PROBE_COSINE:
+        tmp.unlink(missing_ok=True)
+        raise StoreError(f"the exported ONNX model disagrees with fp32 (probe cosine {cos:.6f}); not used")
+    os.replace(tmp, target)
+    record = {"onnx_sha256": _file_sha256(target), "weights_sha256": DEFAULT_MODEL_SHA256, "probe_cosine": cos}
+    target.with_suffix(".json").write_text(json.dumps(record))
+    return record
+
+
+def default_onnx_path() -> Path:
+    return cache_dir() / "onnx" / DEFAULT_MODEL_SHA256[:16] / "model.onnx"
+
+
+class OnnxEmbedder:
+    """all-MiniLM-L6-v2 on ONNX Runtime: mean pooling and normalisation as sentence-transformers does.
+
+    ``OnnxEmbedder()`` uses the cached export of the bundled model, exporting
+    it on first use if needed. Its vectors match fp32 within a cosine of 1e-4,
+    so it shares a store with :class:`~ragmem.embed.SentenceTransformerEmbedder`.
+    """
+
+    name = DEFAULT_MODEL
+    precision_used = "onnx-fp32"
+
+    def __init__(self, onnx_path: str | os.PathLike[str] | None = None, *, threads: int | None = None,
+                 batch_size: int = 32, verify: bool = True) -> None:
+        self.onnx_path = Path(onnx_path) if onnx_path else default_onnx_path()
+        self.threads = threads
+        self.batch_size = batch_size
+        self.verify = verify
+        self._session = None
+        self._tokenizer = None
+        self._lock = threading.Lock()
+
+    @property
+    def available(self) -> bool:
+        """True when the exported model is already cached (no export, no torch needed)."""
+        return self.onnx_path.exists() and self.onnx_path.with_suffix(".json").exists()
+
+    def _load(self) -> None:
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise MissingDependency("the ONNX path needs onnxruntime and tokenizers: pip install onnxruntime") from exc
+        if not self.onnx_path.exists() and self.onnx_path == default_onnx_path():
+            export_onnx(self.onnx_path)
+        if self.verify:
+            rec = json.loads(self.onnx_path.with_suffix(".json").read_text())
+            if _file_sha256(self.onnx_path) != rec["onnx_sha256"]:
+                raise StoreError(
+                    f"{self.onnx_path} changed since it was exported and checked; delete it to export it again"
+                )
+        tok = Tokenizer.from_file(str(bundled_model_path(verify=False) / "tokenizer.json"))
+        tok.enable_truncation(MAX_TOKENS)
+        tok.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest text of each batch
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = self.threads or min(4, os.cpu_count() or 1)
+        opts.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(str(self.onnx_path), opts, providers=["CPUExecutionProvider"])
+        self._tokenizer = tok
+
+    def _ready(self):
+        if self._session is None:
+            with self._lock:
+                if self._session is None:
+                    self._load()
+        return self._session, self._tokenizer
+
+    @property
+    def max_tokens(self) -> int:
+        return MAX_TOKENS
+
+    def embed_batch(self, texts: Sequence[str], kind: Kind = "document") -> list[list[float]]:
+        """Unit-length vectors, one per text; batches are formed from texts of similar length."""
+        import numpy as np
+
+        if not texts:
+            return []
+        session, tok = self._ready()
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.zeros((len(texts), 384), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            enc = tok.encode_batch([texts[i] for i in idx])
+            ids = np.asarray([e.ids for e in enc], dtype=np.int64)
+            mask = np.asarray([e.attention_mask for e in enc], dtype=np.int64)
+            hidden = session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
+            pooled = (hidden * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
+            out[idx] = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return out.tolist()
+
+    def chunk(self, text: str, overlap: int = 32) -> list[str]:
+        """Split ``text`` into pieces that fit the model's window, as the torch path does."""
+        if len(text) < MAX_TOKENS * 2:
+            return [text]
+        _, tok = self._ready()
+        offsets = tok.encode(text, add_special_tokens=False).offsets
+        # encode() truncates: tokenise without the window to see the whole text
+        tok.no_truncation()
+        try:
+            offsets = tok.encode(text, add_special_tokens=False).offsets
+        finally:
+            tok.enable_truncation(MAX_TOKENS)
+        size = MAX_TOKENS - 2
+        if len(offsets) <= size:
+            return [text]
+        chunks, start = [], 0
+        while start < len(offsets):
+            end = min(len(offsets), start + size)
+            chunks.append(text[offsets[start][0] : offsets[end - 1][1]])
+            if end == len(offsets):
+                break
+            start = end - overlap
+        return chunks
