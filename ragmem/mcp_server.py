@@ -93,26 +93,31 @@ Session = Annotated[
 
 
 class _Memories:
-    """One :class:`Memory` per session, opened on first use; calls are serialised."""
+    """The store's :class:`Memory`, opened on first use, and a view per session; calls are serialised."""
 
     def __init__(self, store: str, namespace: str, session: str, memory_kwargs: dict[str, Any]):
         self.store, self.namespace, self.default = store, namespace, session
         self.kwargs = memory_kwargs
-        self._open: dict[str, "Memory"] = {}
+        self._root: "Memory | None" = None
+        self._views: dict[str, "Memory"] = {}
         self.lock = threading.RLock()
 
     def __call__(self, session: str | None) -> "Memory":
         from ragmem import Memory  # lazy: the server answers `initialize` before torch loads
 
+        if self._root is None:
+            self._root = Memory(self.store, session=self.default, namespace=self.namespace, **self.kwargs)
         name = session or self.default
-        if name not in self._open:
-            self._open[name] = Memory(self.store, session=name, namespace=self.namespace, **self.kwargs)
-        return self._open[name]
+        if name == self.default:
+            return self._root
+        if name not in self._views:
+            self._views[name] = self._root.for_session(name)
+        return self._views[name]
 
     def close(self) -> None:
-        for mem in self._open.values():
-            mem.close()
-        self._open.clear()
+        if self._root is not None:
+            self._root.close()  # the views share its log
+        self._root, self._views = None, {}
 
 
 @contextlib.contextmanager
@@ -301,9 +306,25 @@ def build_server(
     return server
 
 
-def serve(store: str | None = None, *, namespace: str = "default", session: str = "default") -> None:
-    """Run the server on stdio until the client disconnects."""
+def _warm_up(memories: _Memories) -> None:
+    """Open the store and load the embedding model in the background, so the first tool call is quick."""
+    try:
+        # No stdout redirect here: this may run while the transport claims stdout.
+        with memories.lock:
+            memories(None).embedder.embed_batch(["warm up"], kind="query")
+    except Exception:  # noqa: BLE001 - the first tool call reports the real error
+        pass
+
+
+def serve(store: str | None = None, *, namespace: str = "default", session: str = "default", warm: bool = True) -> None:
+    """Run the server on stdio until the client disconnects.
+
+    ``warm`` loads the embedding model in a background thread at start-up;
+    the server answers ``initialize`` and ``tools/list`` meanwhile.
+    """
     server = build_server(store, namespace=namespace, session=session)
+    if warm:
+        threading.Thread(target=_warm_up, args=(server._ragmem_memories,), daemon=True).start()
     try:
         server.run("stdio")
     finally:

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from .assemble import STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline
 from .embed import Embedder, default_embedder
-from .errors import InvalidMessage, MessageNotFound
+from .errors import InvalidMessage, MessageNotFound, StoreError
 from .indexing import build_where, index_messages
 from .messages import MAX_CHARS, Message, from_anthropic, looks_anthropic, parse_message
 from .recall import Hit, best_per_key, embed_query, retrieve_units
@@ -132,6 +132,7 @@ class Memory:
             self.summarizer, self._index_holder = _shared.summarizer, _shared._index_holder
             self._tokens = _shared._tokens
             self._lock = _shared._lock
+            self._health = _shared._health
             return
         self.path = Path(path or os.environ.get("RAGMEM_STORE") or DEFAULT_PATH)
         self.chroma_url = chroma_url
@@ -144,7 +145,9 @@ class Memory:
         self._index_holder: list[VectorIndex] = []  # shared by session views; built on first use
         self._tokens: dict[str, int] = {}
         self._lock = threading.RLock()
-        self.repair()
+        # "behind": an index write failed, so the log holds messages the index lacks (shared by views)
+        self._health = {"behind": False}
+        self.repair(full=self._index_moved())
 
     # -- wiring ----------------------------------------------------------------
     @property
@@ -160,7 +163,8 @@ class Memory:
             if not self._index_holder:
                 client = make_client(path=str(self.path / "chroma"), url=self.chroma_url)
                 name = getattr(self._embedder, "name", None) or "all-MiniLM-L6-v2"
-                self._index_holder.append(VectorIndex(client, name))
+                store_id = self._log.store_id if self.chroma_url else None  # a server may hold many stores
+                self._index_holder.append(VectorIndex(client, name, store_id=store_id))
             return self._index_holder[0]
 
     @property
@@ -180,13 +184,32 @@ class Memory:
             recall_format=self.recall_format, monitor=self.monitor, _shared=self,
         )
 
-    def repair(self) -> dict[str, int]:
+    def _index_location(self) -> str:
+        return f"server:{self.chroma_url}" if self.chroma_url else "embedded"
+
+    def _index_moved(self) -> bool:
+        """True when the index may not be the one the log's ``indexed`` flags describe.
+
+        That is when the store is opened against another index than last time
+        (an embedded store moved to a Chroma server, a new server), or its
+        embedded Chroma folder is gone.
+        """
+        if self._log.count() == 0:
+            return False
+        if self._log.meta("index_location") != self._index_location():
+            return True
+        return not self.chroma_url and not (self.path / "chroma").exists()
+
+    def repair(self, full: bool = False) -> dict[str, int]:
         """Bring the index back into agreement with the log after a crash; run on open.
 
         Finishes interrupted forgets (tombstoned messages) and indexes messages
         that reached the log but not the index. Cheap when there is nothing to do.
+        ``full=True`` also compares every namespace's index with the log, message
+        by message, re-indexing what the index lacks and deleting what the log no
+        longer holds; open runs it when the index location changed.
         """
-        done = {"purged": 0, "indexed": 0}
+        done = {"purged": 0, "indexed": 0, "dropped": 0}
         doomed = self._log.pending_delete()
         if doomed:
             by_ns: dict[str, list[str]] = {}
@@ -196,13 +219,32 @@ class Memory:
                 self.index.delete_where(ns, {"message_id": {"$in": ids}})
                 self._log.purge(ids)
             done["purged"] = len(doomed)
+        if full:
+            for ns in self._log.namespaces():
+                flags = self._log.index_flags(ns)
+                held = self.index.all_message_ids(ns)
+                extra = sorted(held - flags.keys())
+                for start in range(0, len(extra), 500):
+                    self.index.delete_where(ns, {"message_id": {"$in": extra[start : start + 500]}})
+                done["dropped"] += len(extra)
+                self._log.mark_unindexed(ns, [i for i, f in flags.items() if f and i not in held])
         while True:
             todo = self._log.pending_index(limit=2000)
             if not todo:
                 break
             index_messages(todo, log=self._log, index=self.index, embedder=self.embedder)
             done["indexed"] += len(todo)
+        if full or self._log.meta("index_location") is None:
+            self._log.set_meta("index_location", self._index_location())
         return done
+
+    def _catch_up(self) -> None:
+        """After an index failure, index what reached the log meanwhile (before the next read or write)."""
+        if self._health["behind"]:
+            with self._lock:
+                if self._health["behind"]:
+                    self.repair()
+                    self._health["behind"] = False
 
     def close(self) -> None:
         """Close the log. The Memory cannot be used afterwards."""
@@ -268,10 +310,25 @@ class Memory:
             parse_message(m, max_chars=self.max_chars, clip_tool_results=self.clip_tool_results, index=i)
             for i, m in enumerate(items)
         ]
+        if parsed and not self._health["behind"]:
+            self.index.collection(self.namespace)  # another model's store raises EmbeddingMismatch before any write
         stored = self._log.append(self.namespace, self.session, parsed, orphans=self.orphans)
-        if stored:
-            with self._lock:
-                index_messages(stored, log=self._log, index=self.index, embedder=self.embedder)
+        with self._lock:
+            try:
+                if self._health["behind"]:
+                    self._catch_up()  # indexes these too
+                elif stored:
+                    index_messages(stored, log=self._log, index=self.index, embedder=self.embedder)
+            except Exception as exc:
+                # the log has them (durable, acknowledged by the store); only the derived index lags
+                self._health["behind"] = True
+                if isinstance(exc, StoreError):
+                    raise type(exc)(
+                        f"{exc} [The {len(stored)} message(s) of this call are stored durably in the log; "
+                        "they are indexed on the next add, search or prompt once the index is back, "
+                        "by Memory.repair(), or on the next open. Re-adding them by id is safe.]"
+                    ) from exc
+                raise
         return stored
 
     def import_records(self, records: Iterable[Mapping[str, Any]]) -> int:
@@ -334,6 +391,7 @@ class Memory:
             session=self.session if scope == "session" else None, role=role, since=since, until=until,
             where=dict(where or {}),
         )
+        self._catch_up()
         vec = embed_query(self.embedder, query)
         hits = self.index.query(self.namespace, vec, n=3 * k, where=clause)
         best = best_per_key(hits, "message_id")
@@ -419,6 +477,7 @@ class Memory:
         timings["summary"] = time.perf_counter() - t
         recalled = []
         if tail and k > 0 and self._has_older(tail[0].seq):
+            self._catch_up()
             text = query or (user_turn if isinstance(user_turn, str) else str(user_turn.get("content", "")))
             t = time.perf_counter()
             vec = embed_query(self.embedder, text)
@@ -475,6 +534,8 @@ class Memory:
     def reindex(self) -> int:
         """Rebuild this namespace's vector index from the log (after changing the embedder, say)."""
         with self._lock:
+            # flags first: a crash between the drop and the re-index leaves them pending, for repair
+            self._log.mark_unindexed(self.namespace)
             self.index.drop_namespace(self.namespace)
             msgs = [m for s in self.sessions() for m in self._log.messages(self.namespace, s.session)]
             for start in range(0, len(msgs), 2000):

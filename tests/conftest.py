@@ -55,3 +55,88 @@ def mem(tmp_path, embedder):
     m = Memory(tmp_path / "store", session="s1", embedder=embedder)
     yield m
     m.close()
+
+
+# ----------------------------------------------------------------- Chroma server
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ChromaServer:
+    """A real `chroma run` on 127.0.0.1 and a free port, over a data folder that outlives restarts."""
+
+    def __init__(self, path, port: int | None = None) -> None:
+        self.path = path
+        self.port = port or _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = None
+        self._log = None
+
+    def start(self, timeout: float = 60.0) -> None:
+        import shutil
+        import subprocess
+        import sys
+        import time
+        import urllib.request
+        from pathlib import Path
+
+        exe = Path(sys.executable).with_name("chroma")
+        exe = str(exe) if exe.exists() else shutil.which("chroma")
+        assert exe, "the `chroma` CLI (from the chromadb package) is not installed"
+        self._log = open(Path(self.path).parent / f"chroma-{self.port}.log", "ab")
+        self.proc = subprocess.Popen(
+            [exe, "run", "--path", str(self.path), "--host", "127.0.0.1", "--port", str(self.port)],
+            stdout=self._log, stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"`chroma run` exited with {self.proc.returncode}; see {self._log.name}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/api/v2/heartbeat", timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"`chroma run` did not come up on {self.url} within {timeout}s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+@pytest.fixture(scope="module")
+def chroma_server(tmp_path_factory):
+    """A `chroma run` server shared by a test module; tests that restart it use :func:`fresh_chroma_server`."""
+    server = ChromaServer(tmp_path_factory.mktemp("chroma-server") / "data")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fresh_chroma_server(tmp_path):
+    """A `chroma run` server of this test alone (free to stop and restart)."""
+    server = ChromaServer(tmp_path / "chroma-data")
+    server.start()
+    yield server
+    server.stop()

@@ -159,17 +159,29 @@ class RagmemMemory(BaseMemory):
         return self._memory
 
     def get(self, input: Optional[str] = None, initial_token_count: int = 0, **kwargs: Any) -> List[ChatMessage]:
-        """The token-budgeted history for ``input`` (default: the last stored user message)."""
-        log = self._memory.messages()
-        if not log:
+        """The token-budgeted history for ``input`` (default: the last stored user message).
+
+        When the session does not end with a user message and no ``input`` is
+        given, there is no turn to assemble for, and the whole log is returned.
+        """
+        mem = self._memory
+        tail = mem.log.tail(mem.namespace, mem.session, 1)
+        if not tail:
             return []
+        last = tail[-1]
         if input is None:
-            if log[-1].role != "user":
-                return [to_llamaindex(m) for m in _tail_within(log)]
-            input = log[-1].text
+            if last.role != "user":
+                return self.get_all()
+            input = last.text
         budget = self.token_limit - int(initial_token_count)
-        ctx = self._memory.prompt(input, system=self.system, budget=budget, **kwargs)
-        return [to_llamaindex(m) for m in ctx.messages]
+        messages = mem.prompt(input, system=self.system, budget=budget, **kwargs).messages
+        if last.role == "user" and last.text == input and len(messages) >= 2:
+            # The engine stored the turn before asking: it sits at the end of the window,
+            # just before the turn ragmem appends. Keep one copy.
+            prev = messages[-2]
+            if prev.get("role") == "user" and prev.get("content") == input:
+                del messages[-2]
+        return [to_llamaindex(m) for m in messages]
 
     def get_all(self) -> List[ChatMessage]:
         """Every message of the session, oldest first."""
@@ -191,7 +203,3 @@ class RagmemMemory(BaseMemory):
     def reset(self) -> None:
         """Forget the session: messages, pinned state and summary."""
         self._memory.forget_session()
-
-
-def _tail_within(log: list) -> list:
-    return log

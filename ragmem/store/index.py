@@ -31,9 +31,23 @@ class IndexHit:
     metadata: dict[str, Any]
 
 
-def collection_name(namespace: str) -> str:
-    """A Chroma-legal collection name for a namespace (any string maps to one)."""
-    return "ragmem_" + hashlib.sha1(namespace.encode("utf-8")).hexdigest()[:20]
+def _rejected(exc: Exception) -> bool:
+    """True for Chroma errors that say the request itself is wrong (retrying cannot help)."""
+    try:
+        from chromadb.errors import InvalidArgumentError
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(exc, InvalidArgumentError)
+
+
+def collection_name(namespace: str, store_id: str | None = None) -> str:
+    """A Chroma-legal collection name for a namespace (any string maps to one).
+
+    On a Chroma server, which many stores may share, the name also carries the
+    store's id (kept in its log), so two stores never write into one collection.
+    """
+    key = namespace if store_id is None else f"{store_id}\x00{namespace}"
+    return "ragmem_" + hashlib.sha1(key.encode("utf-8")).hexdigest()[:20]
 
 
 def chunk_ids(message_id: str, n: int) -> list[str]:
@@ -64,28 +78,37 @@ def make_client(path: str | None = None, url: str | None = None):
 class VectorIndex:
     """Chunks of messages with their vectors, over a Chroma client."""
 
-    def __init__(self, client, embedder_name: str, *, retries: int = 3, retry_delay: float = 0.5) -> None:
+    def __init__(
+        self, client, embedder_name: str, *, retries: int = 3, retry_delay: float = 0.5, store_id: str | None = None
+    ) -> None:
         self.client = client
+        self.store_id = store_id
         self.embedder_name = embedder_name
         self.retries = retries
         self.retry_delay = retry_delay
         self._collections: dict[str, Any] = {}
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
-        """Run a Chroma call, retrying transient faults (a restarting server); all our writes are upserts."""
+        """Run a Chroma call, retrying transient faults (a restarting server); all our writes are upserts.
+
+        A rejected argument (a vector of the wrong dimension, say) is not a
+        transient fault: it is raised at once, never retried.
+        """
         delay = self.retry_delay
         for attempt in range(self.retries + 1):
             try:
                 return fn()
-            except (EmbeddingMismatch, ValueError, TypeError) as exc:
+            except (EmbeddingMismatch, MissingDependency):
+                raise
+            except Exception as exc:
                 if "dimension" in str(exc).lower():
                     raise EmbeddingMismatch(
                         f"the vector index rejects these vectors ({exc}); the store was built with another "
                         "embedding model. Open it with the model it was built with, or rebuild the index "
                         "(Memory.reindex())"
                     ) from exc
-                raise
-            except Exception as exc:
+                if isinstance(exc, (ValueError, TypeError)) or _rejected(exc):
+                    raise
                 if attempt == self.retries:
                     raise StoreError(
                         f"the vector index failed to {what} after {self.retries + 1} tries ({exc}); "
@@ -99,13 +122,16 @@ class VectorIndex:
     def collection(self, namespace: str):
         col = self._collections.get(namespace)
         if col is None:
-            name = collection_name(namespace)
+            name = collection_name(namespace, self.store_id)
             col = self._call(
                 "open a collection",
                 lambda: self.client.get_or_create_collection(
                     name,
                     configuration={"hnsw": {"space": "cosine"}},
-                    metadata={"ragmem_schema": INDEX_SCHEMA, "embedder": self.embedder_name, "namespace": namespace},
+                    metadata={
+                        "ragmem_schema": INDEX_SCHEMA, "embedder": self.embedder_name, "namespace": namespace,
+                        **({"store_id": self.store_id} if self.store_id else {}),
+                    },
                     embedding_function=None,
                 ),
             )
@@ -166,6 +192,6 @@ class VectorIndex:
     def drop_namespace(self, namespace: str) -> None:
         self._collections.pop(namespace, None)
         try:
-            self.client.delete_collection(collection_name(namespace))
+            self.client.delete_collection(collection_name(namespace, self.store_id))
         except Exception:  # already gone
             pass

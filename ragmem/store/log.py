@@ -23,6 +23,7 @@ import json
 import sqlite3
 import threading
 import time
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal
@@ -114,6 +115,8 @@ class MessageLog:
                     f"the store at {self.folder} has schema version {row[0]}, newer than this ragmem "
                     f"understands ({SCHEMA_VERSION}); upgrade ragmem (pip install -U ragmem)"
                 )
+            # names this store's collections on a shared Chroma server
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)", (uuid.uuid4().hex,))
 
     def close(self) -> None:
         with self._lock:
@@ -122,6 +125,11 @@ class MessageLog:
     def meta(self, key: str) -> str | None:
         row = self._rows("SELECT value FROM meta WHERE key=?", (key,))
         return row[0][0] if row else None
+
+    @property
+    def store_id(self) -> str:
+        """A random id made when the store was created; it keys the store's collections on a Chroma server."""
+        return self.meta("store_id") or ""
 
     def set_meta(self, key: str, value: str) -> None:
         with self._tx() as db:
@@ -214,6 +222,16 @@ class MessageLog:
         """Record that these messages (id -> number of chunks) are in the vector index."""
         with self._tx() as db:
             db.executemany("UPDATE messages SET indexed=1, n_chunks=? WHERE id=?", [(n, i) for i, n in chunks.items()])
+
+    def mark_unindexed(self, namespace: str, ids: Iterable[str] | None = None) -> None:
+        """Flag messages (all of a namespace when ``ids`` is None) as missing from the index, so repair re-adds them."""
+        with self._tx() as db:
+            if ids is None:
+                db.execute("UPDATE messages SET indexed=0 WHERE namespace=?", (namespace,))
+            else:
+                db.executemany(
+                    "UPDATE messages SET indexed=0 WHERE id=? AND namespace=?", [(i, namespace) for i in ids]
+                )
 
     def mark_deleted(self, ids: list[str]) -> None:
         """Tombstone messages, the first step of forgetting (see :meth:`purge`)."""
@@ -330,6 +348,10 @@ class MessageLog:
             f"SELECT {self._COLS} FROM messages WHERE indexed=0 AND deleted=0 ORDER BY rowid LIMIT ?", (limit,)
         )
         return [self._msg(r) for r in rows]
+
+    def index_flags(self, namespace: str) -> dict[str, int]:
+        """Every live message id of a namespace with its ``indexed`` flag, to check the index against."""
+        return dict(self._rows("SELECT id, indexed FROM messages WHERE namespace=? AND deleted=0", (namespace,)))
 
     def pending_delete(self) -> list[tuple[str, str, int]]:
         """Tombstoned messages as (id, namespace, n_chunks), left over by an interrupted forget."""

@@ -1,0 +1,405 @@
+"""Framework adapters against the real libraries: LangChain, LlamaIndex, OpenAI Agents SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import importlib
+import json
+import os
+import sys
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from ragmem import Memory  # noqa: E402
+from ragmem.errors import MissingDependency  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """One store for the module (the model loads once); each test takes its own session."""
+    mem = Memory(tmp_path_factory.mktemp("integrations") / "store", session="root")
+    yield mem
+    mem.close()
+
+
+@pytest.fixture
+def mem(shared, request):
+    return shared.for_session(request.node.name)
+
+
+# ------------------------------------------------------------------ guarded imports
+
+
+@pytest.mark.parametrize(
+    "module, blocked, extra",
+    [
+        ("ragmem.integrations.langchain", "langchain_core", "langchain"),
+        ("ragmem.integrations.llamaindex", "llama_index", "llamaindex"),
+        ("ragmem.integrations.openai_agents", "agents", "agents"),
+    ],
+)
+def test_missing_extra_names_the_pip_command(monkeypatch, module, blocked, extra):
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name == blocked or name.startswith(blocked + "."):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    with pytest.raises(ImportError) as info:
+        importlib.import_module(module)
+    assert isinstance(info.value, MissingDependency)
+    assert f"pip install 'ragmem[{extra}]'" in str(info.value)
+    monkeypatch.undo()
+    importlib.import_module(module)
+
+
+# ------------------------------------------------------------------ LangChain
+
+lc_messages = pytest.importorskip("langchain_core.messages")
+
+
+def _lc_conversation():
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    return [
+        SystemMessage("You are a deploy assistant."),
+        HumanMessage("Deploy build 1432 to staging please", id="h-1", additional_kwargs={"source": "slack"}),
+        AIMessage(
+            content="Checking the build first.",
+            tool_calls=[
+                {"name": "build_status", "args": {"build": 1432}, "id": "call_a", "type": "tool_call"},
+                {"name": "env_health", "args": {"env": "staging"}, "id": "call_b", "type": "tool_call"},
+            ],
+            response_metadata={"model_name": "gpt-test", "finish_reason": "tool_calls"},
+            usage_metadata={"input_tokens": 10, "output_tokens": 5, "total_tokens": 15},
+            id="ai-1",
+        ),
+        ToolMessage("build 1432: green", tool_call_id="call_a", name="build_status", artifact={"raw": [1, 2]}),
+        ToolMessage("staging: degraded (disk 97%)", tool_call_id="call_b", status="error"),
+        AIMessage("Staging disk is at 97%; I will not deploy until it is cleaned up."),
+        HumanMessage(content=[{"type": "text", "text": "Here is the dashboard"}, {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]),
+    ]
+
+
+def test_langchain_history_round_trip_with_tool_calls(mem):
+    from ragmem.integrations.langchain import RagmemChatMessageHistory
+
+    history = RagmemChatMessageHistory(memory=mem)
+    convo = _lc_conversation()
+    history.add_messages(convo)
+    back = history.messages
+    assert back == convo  # pydantic equality: type, content, ids, kwargs, tool calls, artifact, status
+    assert [type(m) for m in back] == [type(m) for m in convo]
+    assert back[2].tool_calls == convo[2].tool_calls
+    assert back[3].artifact == {"raw": [1, 2]} and back[4].status == "error"
+
+    # ragmem holds them in the OpenAI format: searchable, with the tool exchange as one unit
+    stored = mem.messages()
+    assert stored[2].role == "assistant" and [c.id for c in stored[2].tool_calls] == ["call_a", "call_b"]
+    assert json.loads(stored[2].tool_calls[0].arguments) == {"build": 1432}
+    assert stored[3].role == "tool" and stored[3].tool_call_id == "call_a"
+    hits = mem.search("staging disk space", k=2)
+    assert any("97%" in h.message.text for h in hits)
+
+    # a second handle on the same session sees the same history; clear forgets it
+    again = RagmemChatMessageHistory(memory=mem)
+    assert again.messages == convo
+    asyncio.run(again.aadd_messages([lc_messages.HumanMessage("one more")]))
+    assert len(asyncio.run(history.aget_messages())) == len(convo) + 1
+    history.clear()
+    assert history.messages == []
+
+
+def test_langchain_history_by_store_and_session_id(tmp_path):
+    from ragmem.integrations.langchain import RagmemChatMessageHistory
+
+    store = tmp_path / "lc"
+    h1 = RagmemChatMessageHistory("alice", store=store)
+    h1.add_user_message("I prefer answers in French")
+    h1.add_ai_message("D'accord.")
+    h2 = RagmemChatMessageHistory("bob", store=store)
+    assert h2.messages == []
+    assert [m.content for m in RagmemChatMessageHistory("alice", store=store).messages] == [
+        "I prefer answers in French", "D'accord.",
+    ]
+    with pytest.raises(TypeError):
+        RagmemChatMessageHistory("x", memory=h1.memory, store=store)
+
+
+def test_langchain_context_is_budgeted_and_never_orphans(mem):
+    from langchain_core.messages import AIMessage, ToolMessage
+    from ragmem.integrations.langchain import RagmemChatMessageHistory
+
+    history = RagmemChatMessageHistory(memory=mem)
+    history.add_messages(_lc_conversation())
+    ctx = history.context("Is staging healthy now?", budget=500, system="Be brief.")
+    assert ctx[-1].content == "Is staging healthy now?"
+    calls = {c["id"] for m in ctx if isinstance(m, AIMessage) for c in m.tool_calls}
+    assert all(m.tool_call_id in calls for m in ctx if isinstance(m, ToolMessage))
+
+
+def test_langchain_with_runnable_with_message_history(tmp_path):
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+    from langchain_core.runnables.history import RunnableWithMessageHistory
+    from ragmem.integrations.langchain import RagmemChatMessageHistory
+
+    store = tmp_path / "rwmh"
+    prompt = ChatPromptTemplate.from_messages([MessagesPlaceholder("history"), ("human", "{question}")])
+    chain = prompt | FakeListChatModel(responses=["Paris.", "You asked about France."])
+    with_history = RunnableWithMessageHistory(
+        chain,
+        lambda session_id: RagmemChatMessageHistory(session_id, store=store),
+        input_messages_key="question",
+        history_messages_key="history",
+    )
+    cfg = {"configurable": {"session_id": "geo"}}
+    assert with_history.invoke({"question": "Capital of France?"}, config=cfg).content == "Paris."
+    with_history.invoke({"question": "What did I ask?"}, config=cfg)
+    stored = RagmemChatMessageHistory("geo", store=store).messages
+    assert [m.type for m in stored] == ["human", "ai", "human", "ai"]
+    assert stored[1].content == "Paris."
+
+
+def test_langchain_retriever(mem):
+    from ragmem.integrations.langchain import RagmemChatMessageHistory, RagmemRetriever
+
+    RagmemChatMessageHistory(memory=mem).add_messages(_lc_conversation())
+    retriever = RagmemRetriever(memory=mem, k=3)
+    docs = retriever.invoke("disk usage on staging")
+    assert len(docs) == 3
+    assert any("97%" in d.page_content for d in docs)
+    d = docs[0]
+    assert {"id", "role", "session", "score", "created_at", "seq"} <= set(d.metadata)
+    assert d.id == d.metadata["id"]
+    users = RagmemRetriever(memory=mem, k=5, role="user").invoke("deploy")
+    assert users and all(x.metadata["role"] == "user" for x in users)
+    adocs = asyncio.run(retriever.ainvoke("build status"))
+    assert len(adocs) == 3
+
+
+# ------------------------------------------------------------------ LlamaIndex
+
+
+def _li_conversation():
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
+
+    return [
+        ChatMessage(role=MessageRole.SYSTEM, content="You are a travel agent."),
+        ChatMessage(role=MessageRole.USER, content="Find me a flight to Lisbon on May 3"),
+        ChatMessage(
+            role=MessageRole.ASSISTANT,
+            content=None,
+            additional_kwargs={"tool_calls": [
+                {"id": "call_f", "type": "function", "function": {"name": "search_flights", "arguments": "{\"to\": \"LIS\"}"}},
+            ]},
+        ),
+        ChatMessage(role=MessageRole.TOOL, content="TP1351 09:40 EUR 89", additional_kwargs={"tool_call_id": "call_f", "name": "search_flights"}),
+        ChatMessage(
+            role=MessageRole.ASSISTANT,
+            blocks=[TextBlock(text="Checking hotels too."), ToolCallBlock(tool_call_id="call_h", tool_name="hotels", tool_kwargs={"city": "Lisbon"})],
+        ),
+        ChatMessage(role=MessageRole.TOOL, content="Hotel Avenida EUR 120", additional_kwargs={"tool_call_id": "call_h"}),
+        ChatMessage(role=MessageRole.ASSISTANT, content="TP1351 at 09:40 for EUR 89, and Hotel Avenida for EUR 120."),
+    ]
+
+
+def test_llamaindex_round_trip_with_tool_calls(mem):
+    from ragmem.integrations.llamaindex import RagmemMemory
+
+    memory = RagmemMemory.from_defaults(memory=mem, token_limit=2000)
+    convo = _li_conversation()
+    memory.put_messages(convo)
+    back = memory.get_all()
+    assert back == convo
+    assert back[2].additional_kwargs["tool_calls"][0]["id"] == "call_f"
+    assert back[4].blocks[1].tool_name == "hotels"
+
+    stored = mem.messages()
+    assert [c.id for c in stored[2].tool_calls] == ["call_f"]
+    assert [c.id for c in stored[4].tool_calls] == ["call_h"] and stored[4].text == "Checking hotels too."
+    assert stored[5].tool_call_id == "call_h"
+
+    memory.put(convo[1].model_copy())
+    assert len(asyncio.run(memory.aget_all())) == len(convo) + 1
+    memory.set(convo[:2])
+    assert memory.get_all() == convo[:2]
+    memory.reset()
+    assert memory.get_all() == []
+
+
+def test_llamaindex_get_assembles_budgeted_prompt(mem):
+    from llama_index.core.base.llms.types import ChatMessage
+    from ragmem.integrations.llamaindex import RagmemMemory
+
+    memory = RagmemMemory.from_defaults(memory=mem, token_limit=400)
+    memory.put_messages(_li_conversation())
+    memory.put(ChatMessage(role="user", content="Which flight did you find?"))
+    got = memory.get()
+    assert got[-1].content == "Which flight did you find?"
+    assert sum(1 for m in got if m.content == "Which flight did you find?") == 1  # the stored turn is not repeated
+    assert asyncio.run(memory.aget(input="Which flight did you find?"))[-1].content == "Which flight did you find?"
+    calls = {c["id"] for m in got for c in m.additional_kwargs.get("tool_calls", [])}
+    calls |= {b.tool_call_id for m in got for b in m.blocks if b.block_type == "tool_call"}
+    assert all(m.additional_kwargs["tool_call_id"] in calls for m in got if m.role.value == "tool")
+    mem.state.update(goal="Lisbon trip May 3")
+    assert "Lisbon trip May 3" in json.dumps([m.model_dump(mode="json") for m in memory.get()])
+
+
+def test_llamaindex_chat_engine(tmp_path):
+    from llama_index.core.chat_engine import SimpleChatEngine
+    from llama_index.core.llms import MockLLM
+    from ragmem.integrations.llamaindex import RagmemMemory
+
+    memory = RagmemMemory.from_defaults(store=tmp_path / "li", session_id="engine", token_limit=1000)
+    engine = SimpleChatEngine.from_defaults(llm=MockLLM(), memory=memory)
+    engine.chat("Remember that my dog is called Pixel")
+    engine.chat("What is my dog called?")
+    roles = [m.role.value for m in memory.get_all()]
+    assert roles == ["user", "assistant", "user", "assistant"]
+    assert memory.get_all()[0].content == "Remember that my dog is called Pixel"
+
+
+def test_llamaindex_function_agent_stores_tool_exchange(tmp_path):
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+    from llama_index.core.tools import FunctionTool
+    from ragmem.integrations.llamaindex import RagmemMemory
+
+    def pool_size(service: str = "postgres") -> str:
+        """Current connection pool size of a service."""
+        return f"{service} pool size is 20"
+
+    memory = RagmemMemory.from_defaults(store=tmp_path / "agent", session_id="agent", token_limit=2000)
+    agent = FunctionAgent(tools=[FunctionTool.from_defaults(pool_size)], llm=MockFunctionCallingLLM())
+
+    async def go():
+        return await agent.run("What is the pool size?", memory=memory)
+
+    asyncio.run(go())
+    log = memory.memory.messages()
+    roles = [m.role for m in log]
+    assert roles[0] == "user" and "tool" in roles
+    call_msg = next(m for m in log if m.tool_calls)
+    result = next(m for m in log if m.role == "tool")
+    assert result.tool_call_id == call_msg.tool_calls[0].id and "pool size is 20" in result.text
+    assert memory.memory.search("pool size", k=1)
+
+
+# ------------------------------------------------------------------ OpenAI Agents SDK
+
+
+def _agent_items():
+    return [
+        {"role": "user", "content": "Book a table for two at 8pm"},
+        {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
+         "content": [{"type": "output_text", "text": "Let me check availability.", "annotations": []}]},
+        {"type": "function_call", "call_id": "call_1", "name": "availability", "arguments": "{\"time\": \"20:00\"}", "id": "fc_1", "status": "completed"},
+        {"type": "function_call", "call_id": "call_2", "name": "weather", "arguments": "{}", "id": "fc_2", "status": "completed"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "table 12 free at 20:00"},
+        {"type": "function_call_output", "call_id": "call_2", "output": "clear skies"},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "The terrace is fine."}]},
+        {"type": "message", "role": "assistant", "id": "msg_2", "status": "completed",
+         "content": [{"type": "output_text", "text": "Booked table 12 on the terrace at 20:00.", "annotations": []}]},
+    ]
+
+
+def test_openai_agents_session_protocol_round_trip(mem):
+    from agents.memory import Session, SessionSettings
+    from ragmem.integrations.openai_agents import RagmemSession
+
+    session = RagmemSession(mem.session, memory=mem)
+    assert isinstance(session, Session)
+    items = _agent_items()
+
+    async def go():
+        assert await session.get_items() == []
+        assert await session.pop_item() is None
+        await session.add_items(items[:2])
+        await session.add_items(items[2:])
+        assert await session.get_items() == items
+        assert await session.get_items(limit=2) == items[-2:]
+
+        stored = mem.messages()
+        # parallel calls share one assistant message; every result follows it
+        call_msg = next(m for m in stored if m.tool_calls)
+        assert [c.id for c in call_msg.tool_calls] == ["call_1", "call_2"]
+        assert [m.tool_call_id for m in stored if m.role == "tool"] == ["call_1", "call_2"]
+        hits = mem.search("which table is free", k=2)
+        assert any("table 12" in h.message.text for h in hits)
+
+        assert await session.pop_item() == items[-1]
+        assert await session.get_items() == items[:-1]
+
+        limited = RagmemSession(mem.session, memory=mem, session_settings=SessionSettings(limit=3))
+        assert await limited.get_items() == items[-4:-1]
+
+        await session.clear_session()
+        assert await session.get_items() == []
+
+        # popping one of two parallel calls keeps the other
+        await session.add_items(items[:4])
+        assert await session.pop_item() == items[3]
+        assert await session.get_items() == items[:3]
+        assert [c.id for c in mem.messages()[-1].tool_calls] == ["call_1"]
+
+    asyncio.run(go())
+
+
+def test_openai_agents_runner_uses_the_session(tmp_path):
+    from agents import Agent, Runner, function_tool, set_tracing_disabled
+    from agents.items import ModelResponse
+    from agents.models.interface import Model
+    from agents.usage import Usage
+    from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+    from ragmem.integrations.openai_agents import RagmemSession
+
+    set_tracing_disabled(True)
+    seen_inputs: list = []
+
+    class ScriptedModel(Model):
+        """Calls the tool once, then answers with what the tool said."""
+
+        async def get_response(self, system_instructions, input, *args, **kwargs):
+            seen_inputs.append(input)
+            outputs = [i for i in input if isinstance(i, dict) and i.get("type") == "function_call_output"]
+            if not outputs or len(seen_inputs) == 3:
+                out = [ResponseFunctionToolCall(type="function_call", call_id=f"call_{len(seen_inputs)}", name="pool_size", arguments="{}", id=f"fc_{len(seen_inputs)}", status="completed")]
+            else:
+                text = outputs[-1]["output"]
+                out = [ResponseOutputMessage(type="message", id=f"msg_{len(seen_inputs)}", role="assistant", status="completed",
+                                             content=[ResponseOutputText(type="output_text", text=f"It is: {text}", annotations=[])])]
+            return ModelResponse(output=out, usage=Usage(), response_id=None)
+
+        def stream_response(self, *args, **kwargs):  # pragma: no cover - not used
+            raise NotImplementedError
+
+    @function_tool
+    def pool_size() -> str:
+        """Current Postgres pool size."""
+        return "20 connections"
+
+    agent = Agent(name="ops", instructions="Be brief.", tools=[pool_size], model=ScriptedModel())
+    session = RagmemSession("run", store=tmp_path / "agents")
+
+    async def go():
+        first = await Runner.run(agent, "What is the pool size?", session=session)
+        assert first.final_output == "It is: 20 connections"
+        second = await Runner.run(agent, "And now?", session=session)
+        assert second.final_output == "It is: 20 connections"
+        return await session.get_items()
+
+    items = asyncio.run(go())
+    # the second run was given the first run's history from ragmem
+    assert any(isinstance(i, dict) and i.get("content") == "What is the pool size?" for i in seen_inputs[2])
+    kinds = [i.get("type", "message") for i in items]
+    assert kinds.count("function_call") == 2 and kinds.count("function_call_output") == 2
+    log = session.memory.messages()
+    assert [m.role for m in log].count("tool") == 2
+    assert all(m.tool_call_id in {c.id for x in log for c in x.tool_calls} for m in log if m.role == "tool")

@@ -1,0 +1,142 @@
+"""The MCP server end to end: the SDK's real stdio client talks to `ragmem mcp` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from contextlib import asynccontextmanager
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+
+TOOLS = {"add_messages", "search_memory", "get_context", "get_pinned_state", "update_pinned_state", "forget"}
+
+CONVERSATION = [
+    {"role": "user", "content": "Our Redis cache evicts keys far too early."},
+    {"role": "assistant", "content": "Let me check the eviction policy.", "tool_calls": [
+        {"id": "call_redis", "type": "function", "function": {"name": "redis_config", "arguments": "{\"key\": \"maxmemory-policy\"}"}},
+    ]},
+    {"role": "tool", "tool_call_id": "call_redis", "content": "maxmemory-policy: allkeys-lru, maxmemory: 64mb"},
+    {"role": "assistant", "content": "maxmemory is only 64mb; raise it to 2gb and use volatile-lru."},
+    {"role": "user", "content": "Separately, the CI pipeline takes 40 minutes."},
+    {"role": "assistant", "content": "Cache the dependency install step to speed CI up."},
+]
+
+
+@asynccontextmanager
+async def connect(store, *command: str):
+    params = StdioServerParameters(
+        command=command[0],
+        args=list(command[1:]),
+        env={"RAGMEM_STORE": str(store), "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    with open(os.devnull, "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                yield session
+
+
+async def call(session: ClientSession, tool: str, /, **arguments):
+    result = await session.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text
+    data = result.structured_content
+    assert data is not None
+    # the text content carries the same JSON for clients that ignore structured output
+    assert json.loads(result.content[0].text) == data
+    return data
+
+
+async def call_error(session: ClientSession, tool: str, /, **arguments) -> str:
+    result = await session.call_tool(tool, arguments)
+    assert result.is_error
+    return result.content[0].text
+
+
+def test_mcp_server_end_to_end(tmp_path):
+    store = tmp_path / "store"
+
+    async def scenario():
+        async with connect(store, sys.executable, "-m", "ragmem.mcp_server", "--session", "ops") as s:
+            listed = await s.list_tools()
+            tools = {t.name: t for t in listed.tools}
+            assert set(tools) == TOOLS
+            for t in tools.values():
+                assert t.description and len(t.description) > 40, t.name
+                assert t.input_schema["type"] == "object"
+            add_schema = tools["add_messages"].input_schema
+            assert "messages" in add_schema["required"]
+            assert "query" in tools["search_memory"].input_schema["required"]
+            assert "user_turn" in tools["get_context"].input_schema["required"]
+            assert tools["forget"].annotations.destructive_hint is True
+            assert tools["search_memory"].annotations.read_only_hint is True
+
+            added = await call(s, "add_messages", messages=CONVERSATION)
+            assert added["added"] == len(CONVERSATION) and added["session"] == "ops"
+            ids = added["ids"]
+            assert len(set(ids)) == len(CONVERSATION)
+
+            hits = (await call(s, "search_memory", query="redis memory eviction", k=3))["hits"]
+            assert len(hits) == 3
+            assert {"score", "session", "message"} <= set(hits[0])
+            assert any("64mb" in (h["message"].get("content") or "") for h in hits)
+            users = (await call(s, "search_memory", query="slow builds", role="user"))["hits"]
+            assert users and all(h["message"]["role"] == "user" for h in users)
+            assert (await call(s, "search_memory", query="redis", since="2999-01-01"))["hits"] == []
+            assert "since" in await call_error(s, "search_memory", query="redis", since="not a date")
+
+            state = await call(s, "update_pinned_state", updates={"goal": "stop early Redis evictions", "owner": "ana"})
+            assert state["state"] == {"goal": "stop early Redis evictions", "owner": "ana"}
+            state = await call(s, "update_pinned_state", updates={"deadline": "friday"}, remove=["owner"])
+            assert state["state"] == {"goal": "stop early Redis evictions", "deadline": "friday"}
+            assert (await call(s, "get_pinned_state"))["state"] == state["state"]
+            assert (await call(s, "get_pinned_state", session="elsewhere"))["state"] == {}
+
+            ctx = await call(s, "get_context", user_turn="What maxmemory did we recommend?", budget=700, system="Be brief.")
+            msgs = ctx["messages"]
+            assert msgs[-1] == {"role": "user", "content": "What maxmemory did we recommend?"}
+            assert ctx["trace"]["total_tokens"] <= 700
+            prompt_text = json.dumps(msgs)
+            assert "stop early Redis evictions" in prompt_text  # pinned state travels with the prompt
+            called = {c["id"] for m in msgs for c in m.get("tool_calls") or []}
+            assert all(m["tool_call_id"] in called for m in msgs if m["role"] == "tool")
+
+            anth = await call(s, "get_context", user_turn="And CI?", budget=700, system="Be brief.", format="anthropic")
+            assert "Be brief." in anth["system"]
+
+            assert "BudgetTooSmall" in await call_error(s, "get_context", user_turn="word " * 200, budget=20)
+
+            # a second session in the same namespace, through the same server
+            other = await call(s, "add_messages", messages=[{"role": "user", "content": "Kafka consumer lag is growing"}], session="data")
+            assert other["session"] == "data"
+            only_ops = (await call(s, "search_memory", query="kafka consumer lag", k=10))["hits"]
+            assert all(h["session"] == "ops" for h in only_ops)
+            everywhere = (await call(s, "search_memory", query="kafka consumer lag", k=1, all_sessions=True))["hits"]
+            assert everywhere[0]["session"] == "data"
+
+            assert (await call(s, "forget", message_id=ids[-1]))["forgotten"] == ids[-1]
+            hits = (await call(s, "search_memory", query="cache the dependency install step", k=10))["hits"]
+            assert ids[-1] not in [h["message"]["id"] for h in hits]
+            assert "exactly one" in await call_error(s, "forget")
+            assert "MessageNotFound" in await call_error(s, "forget", message_id="no-such-id")
+            assert (await call(s, "forget", entire_session="data"))["forgotten_session"] == "data"
+            assert (await call(s, "search_memory", query="kafka", session="data"))["hits"] == []
+
+            bad = await s.call_tool("add_messages", {"messages": [{"role": "wizard", "content": "hi"}]})
+            assert bad.is_error
+            orphan = await call_error(s, "add_messages", messages=[{"role": "tool", "tool_call_id": "nope", "content": "x"}])
+            assert "OrphanToolResult" in orphan
+
+        # the data outlives the server process
+        async with connect(store, sys.executable, "-m", "ragmem.cli", "--session", "ops", "mcp") as s:
+            hits = (await call(s, "search_memory", query="redis eviction policy", k=2))["hits"]
+            assert hits and hits[0]["session"] == "ops"
+            assert (await call(s, "get_pinned_state"))["state"]["deadline"] == "friday"
+
+    anyio.run(scenario)
