@@ -187,7 +187,9 @@ def cli(ctx: click.Context, store: str, namespace: str, session: str, as_json: b
 @click.option("--progress/--no-progress", default=None, help="Force the progress bar on or off (default: on for long ingests on a terminal).")
 @_common
 def ingest(file: str, fmt: str, progress: bool | None, **opts: Any) -> None:
-    """Add the messages in FILE (JSONL or JSON; '-' reads stdin) to the session.
+    """Add the messages of a JSON or JSONL file to the session.
+
+    FILE may be '-' to read stdin.
 
     \b
     Accepted shapes:
@@ -337,55 +339,30 @@ def _looks_locomo(data: Any) -> bool:
     return isinstance(conv, dict) and "speaker_a" in conv and "session_1" in conv
 
 
-def _locomo_time(value: str | None) -> datetime | None:
-    """LoCoMo's '1:56 pm on 8 May, 2023' as a UTC datetime."""
-    if not value:
-        return None
-    for pattern in ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y"):
-        try:
-            return datetime.strptime(value.strip(), pattern).replace(tzinfo=timezone.utc)
-        except ValueError:
-            continue
-    return None
-
-
 def _from_locomo(data: Any, file: str, default_session: str) -> list[tuple[str | None, list[dict]]]:
-    """Each LoCoMo conversation becomes one session; speaker_a speaks as 'user', speaker_b as 'assistant'.
+    """Each LoCoMo conversation becomes one session, through the library's loader.
 
-    Only the dialogue is read; the authors' QA, observations and summaries would
-    leak the answers and are ignored. A shared photo's caption joins the text.
+    speaker_a speaks as 'user', speaker_b as 'assistant'; ids are
+    ``<sample>/<dia_id>``, as in the benchmarks. Only the dialogue is read.
     """
+    from ragmem.locomo import parse_conversation
+
     samples = data if isinstance(data, list) else [data]
+    stem = Path(file).stem if file != "-" else "locomo"
     out: list[tuple[str | None, list[dict]]] = []
     for i, sample in enumerate(samples):
-        conv = sample.get("conversation", sample)
-        if not isinstance(conv, dict) or "speaker_a" not in conv:
+        if not isinstance(sample, dict) or "speaker_a" not in sample.get("conversation", sample):
             raise CliError(f"{file}: LoCoMo item {i} has no 'speaker_a'; is this a LoCoMo file?")
-        sample_id = sample.get("sample_id") or (Path(file).stem if file != "-" else None)
-        if len(samples) == 1:
-            session = None if default_session != "default" or not sample_id else str(sample_id)
+        name = str(sample.get("sample_id") or (stem if len(samples) == 1 else f"{stem}-{i}"))
+        try:
+            conv = parse_conversation(name, sample)
+        except (KeyError, ValueError) as exc:
+            raise CliError(f"{file}: LoCoMo conversation {name} is malformed ({type(exc).__name__}: {exc})") from None
+        if default_session != "default":  # the user named the session
+            session = default_session if len(samples) == 1 else f"{default_session}-{name}"
         else:
-            session = f"{default_session}-{sample_id or i}" if default_session != "default" else str(sample_id or i)
-        roles = {conv["speaker_a"]: "user", conv["speaker_b"]: "assistant"}
-        numbers = sorted(int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k))
-        msgs: list[dict] = []
-        for n in numbers:
-            start = _locomo_time(conv.get(f"session_{n}_date_time"))
-            for t, turn in enumerate(conv[f"session_{n}"]):
-                text = turn.get("text", "")
-                if turn.get("blip_caption"):
-                    text = f"{text}\n[shares a photo: {turn['blip_caption']}]".strip()
-                meta = {"locomo_session": n, "dia_id": turn.get("dia_id"), "speaker": turn.get("speaker")}
-                meta.update({k: turn[k] for k in ("img_url", "blip_caption", "query") if k in turn})
-                msg: dict[str, Any] = {
-                    "role": roles.get(turn.get("speaker"), "user"),
-                    "content": text or "(empty)",
-                    "metadata": meta,
-                }
-                if start is not None:  # one second apart keeps the turn order in time
-                    msg["created_at"] = (start + timedelta(seconds=t)).isoformat()
-                msgs.append(msg)
-        out.append((session, msgs))
+            session = name
+        out.append((session, [t.to_message() for t in conv.turns]))
     return out
 
 
@@ -484,7 +461,7 @@ def show_message(message_id: str, **opts: Any) -> None:
 @click.option("-o", "--output", metavar="FILE", help="Write to FILE instead of stdout.")
 @_common
 def export_(output: str | None, **opts: Any) -> None:
-    """Export the session as JSONL, one lossless record per message.
+    """Export the session as lossless JSONL records.
 
     The records (id, role, content, tool_calls, tool_call_id, name, created_at,
     metadata, seq) restore exactly with `ragmem import`. With --json, one JSON
@@ -514,9 +491,9 @@ def export_(output: str | None, **opts: Any) -> None:
 @click.argument("file", metavar="FILE")
 @_common
 def import_(file: str, **opts: Any) -> None:
-    """Restore records written by `ragmem export` (JSONL or a JSON array; '-' reads stdin).
+    """Restore records written by `ragmem export`.
 
-    Records keep their ids, times and metadata; ids already in the store are skipped.
+    FILE is JSONL or a JSON array; '-' reads stdin. Records keep their ids, times and metadata; ids already in the store are skipped.
     """
     cfg = _cfg(**opts)
     records = _parse_json_or_jsonl(_read_text(file), file)
@@ -550,7 +527,11 @@ def import_(file: str, **opts: Any) -> None:
 @click.option("-k", "k", type=click.IntRange(0), default=20, show_default=True, help="Recall candidates.")
 @_common
 def prompt(turn: str, budget: int, system_: str | None, fmt: str, strategy: str, k: int, **opts: Any) -> None:
-    """Assemble the prompt for user TURN within --budget tokens; print it and its trace."""
+    """Assemble and print the prompt for a user TURN, with its trace.
+
+    The prompt fits --budget tokens (tiktoken, message overhead included) and
+    never splits a tool call from its result. The turn is not stored.
+    """
     cfg = _cfg(**opts)
     mem = _open(cfg)
     try:
@@ -586,7 +567,11 @@ def _jsonable(obj: Any) -> Any:
 
 @cli.group()
 def state() -> None:
-    """Read and change the session's pinned state (goals, preferences, key facts)."""
+    """Read and change the pinned state.
+
+    The pinned state (goals, preferences, key facts) travels uncompressed with
+    every prompt of the session.
+    """
 
 
 @state.command("get")
@@ -672,7 +657,7 @@ def state_clear(**opts: Any) -> None:
 @cli.command()
 @_common
 def sessions(**opts: Any) -> None:
-    """List the sessions of the namespace with message counts and time span."""
+    """List the namespace's sessions with their stats."""
     cfg = _cfg(**opts)
     mem = _open(cfg)
     try:
@@ -684,6 +669,7 @@ def sessions(**opts: Any) -> None:
             "namespace": s.namespace,
             "session": s.session,
             "messages": s.messages,
+            "indexed": s.indexed,
             "first_at": s.first_at.isoformat() if s.first_at else None,
             "last_at": s.last_at.isoformat() if s.last_at else None,
         }
@@ -707,7 +693,7 @@ def sessions(**opts: Any) -> None:
 
 @cli.group()
 def forget() -> None:
-    """Delete a message or a whole session, from the log and the index."""
+    """Delete a message or a whole session."""
 
 
 @forget.command("message")
@@ -718,10 +704,11 @@ def forget_message(message_id: str, **opts: Any) -> None:
     cfg = _cfg(**opts)
     mem = _open(cfg)
     try:
-        mem.forget(message_id)
+        ids = mem.forget(message_id)
     finally:
         mem.close()
-    _emit(cfg, {"forgotten": message_id}, f"forgot message {message_id}")
+    extra = f" and {len(ids) - 1} more of its tool exchange" if len(ids) > 1 else ""
+    _emit(cfg, {"forgotten": ids}, f"forgot message {message_id}{extra}")
 
 
 @forget.command("session")
@@ -732,10 +719,11 @@ def forget_session(name: str, **opts: Any) -> None:
     cfg = _cfg(**opts)
     mem = _open(cfg)
     try:
-        mem.forget_session(name)
+        n = mem.forget_session(name)
     finally:
         mem.close()
-    _emit(cfg, {"forgotten_session": name, "namespace": cfg.namespace}, f"forgot session {cfg.namespace}/{name}")
+    _emit(cfg, {"forgotten_session": name, "namespace": cfg.namespace, "messages": n},
+          f"forgot session {cfg.namespace}/{name} ({n} messages)")
 
 
 # ------------------------------------------------------------------ mcp
@@ -744,7 +732,9 @@ def forget_session(name: str, **opts: Any) -> None:
 @cli.command()
 @_common
 def mcp(**opts: Any) -> None:
-    """Serve this store over MCP on stdio (for Claude Desktop, IDEs and agents).
+    """Serve the store as an MCP server on stdio.
+
+    For Claude Desktop, IDEs and agents.
 
     Tools: add_messages, search_memory, get_context, get_pinned_state,
     update_pinned_state, forget. See docs/mcp.md for client configuration.

@@ -292,16 +292,16 @@ def build_server(
     ) -> dict[str, Any]:
         """Permanently delete one message (by id) or an entire session. Pass exactly one of the two.
 
-        Deleting a message of a tool exchange removes the whole exchange, so no orphan is left.
+        Deleting a message of a tool exchange removes the whole exchange, so no orphan is left;
+        `forgotten` lists every id removed.
         """
         if (message_id is None) == (entire_session is None):
             raise ToolError("pass exactly one of message_id or entire_session")
         with _guard(memories):
             if message_id is not None:
-                memories(session).forget(message_id)
-                return {"forgotten": message_id}
-            memories(session).forget_session(entire_session)
-            return {"forgotten_session": entire_session}
+                return {"forgotten": memories(session).forget(message_id)}
+            n = memories(session).forget_session(entire_session)
+            return {"forgotten_session": entire_session, "messages": n}
 
     return server
 

@@ -145,6 +145,7 @@ def test_ingest_locomo(store):
     assert msgs[-1]["metadata"]["dia_id"].startswith("D")
     first = js("show", "session", "conv-26")[0]
     assert first["role"] == "user" and first["created_at"].startswith("2023-05-08T13:56")
+    assert first["id"] == "conv-26/D1:1" and first["content"].startswith("Caroline: ")
     hits = js("search", "adoption agency", "--session", "conv-26", "-k", "3")
     assert len(hits) == 3
 
@@ -291,11 +292,12 @@ def test_forget_message_and_session(loaded):
     assert status == 1 and "MessageNotFound" in err
 
     # forgetting the tool result takes the whole exchange: no orphan is left
-    js("forget", "message", msgs[3]["id"], "--session", "s1")
+    gone = js("forget", "message", msgs[3]["id"], "--session", "s1")["forgotten"]
+    assert sorted(gone) == sorted([msgs[2]["id"], msgs[3]["id"]])
     left = js("show", "session", "s1")
     assert msgs[2]["id"] not in [m["id"] for m in left]
 
-    js("forget", "session", "s1")
+    assert js("forget", "session", "s1")["messages"] == len(HISTORY) - 3
     assert js("show", "session", "s1") == []
     assert js("sessions") == []
 

@@ -120,12 +120,14 @@ def test_mcp_server_end_to_end(tmp_path):
             everywhere = (await call(s, "search_memory", query="kafka consumer lag", k=1, all_sessions=True))["hits"]
             assert everywhere[0]["session"] == "data"
 
-            assert (await call(s, "forget", message_id=ids[-1]))["forgotten"] == ids[-1]
+            assert (await call(s, "forget", message_id=ids[-1]))["forgotten"] == [ids[-1]]
+            # forgetting a tool result takes its whole exchange
+            assert sorted((await call(s, "forget", message_id=ids[2]))["forgotten"]) == sorted(ids[1:3])
             hits = (await call(s, "search_memory", query="cache the dependency install step", k=10))["hits"]
             assert ids[-1] not in [h["message"]["id"] for h in hits]
             assert "exactly one" in await call_error(s, "forget")
             assert "MessageNotFound" in await call_error(s, "forget", message_id="no-such-id")
-            assert (await call(s, "forget", entire_session="data"))["forgotten_session"] == "data"
+            assert (await call(s, "forget", entire_session="data")) == {"forgotten_session": "data", "messages": 1}
             assert (await call(s, "search_memory", query="kafka", session="data"))["hits"] == []
 
             bad = await s.call_tool("add_messages", {"messages": [{"role": "wizard", "content": "hi"}]})
@@ -135,7 +137,7 @@ def test_mcp_server_end_to_end(tmp_path):
 
         # the data outlives the server process
         async with connect(store, sys.executable, "-m", "ragmem.cli", "--session", "ops", "mcp") as s:
-            hits = (await call(s, "search_memory", query="redis eviction policy", k=2))["hits"]
+            hits = (await call(s, "search_memory", query="redis maxmemory", k=2))["hits"]
             assert hits and hits[0]["session"] == "ops"
             assert (await call(s, "get_pinned_state"))["state"]["deadline"] == "friday"
 
