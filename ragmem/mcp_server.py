@@ -83,6 +83,46 @@ class ChatMessage(BaseModel):
     metadata: dict[str, Any] | None = Field(default=None, description="Optional JSON metadata kept with the message.")
 
 
+class AddResult(BaseModel):
+    session: str = Field(description="The session the messages went to.")
+    added: int = Field(description="How many messages were newly stored (ids already stored are skipped).")
+    ids: list[str] = Field(description="Ids of the newly stored messages, in order.")
+
+
+class StoredMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+    created_at: str
+    seq: int
+
+
+class SearchHit(BaseModel):
+    score: float = Field(description="Relevance, higher is better.")
+    session: str
+    message: StoredMessage = Field(description="The stored message: id, role, content, tool_calls, tool_call_id, created_at, seq, metadata.")
+
+
+class SearchResult(BaseModel):
+    hits: list[SearchHit] = Field(description="Best first.")
+
+
+class ContextResult(BaseModel):
+    messages: list[dict[str, Any]] = Field(description="The prompt, ready to send; the user turn is last.")
+    system: str | None = Field(default=None, description="The separate system prompt (Anthropic format only).")
+    trace: dict[str, Any] = Field(description="budget, total_tokens, sections (tokens each), included and dropped units.")
+
+
+class StateResult(BaseModel):
+    state: dict[str, Any] = Field(description="The pinned state.")
+
+
+class ForgetResult(BaseModel):
+    forgotten: list[str] = Field(default_factory=list, description="Ids of the messages deleted.")
+    forgotten_session: str | None = Field(default=None, description="The session deleted, if any.")
+
+
 Session = Annotated[
     str | None,
     Field(description="Session (conversation) to act on; omit for the server's default session."),
@@ -190,7 +230,7 @@ def build_server(
             ),
         ],
         session: Session = None,
-    ) -> dict[str, Any]:
+    ) -> AddResult:
         """Store messages in the session's memory (durable once this returns) and index them for search.
 
         Returns the stored ids and the session's new message count.
@@ -198,11 +238,7 @@ def build_server(
         with _guard(memories):
             mem = memories(session)
             added = mem.add_many([m.model_dump(exclude_none=True) for m in messages])
-            return {
-                "session": session or memories.default,
-                "added": len(added),
-                "ids": [m.id for m in added],
-            }
+            return AddResult(session=session or memories.default, added=len(added), ids=[m.id for m in added])
 
     @server.tool(annotations=ToolAnnotations(title="Search memory", read_only_hint=True))
     def search_memory(
@@ -216,7 +252,7 @@ def build_server(
         until: Annotated[str | None, Field(description="Only messages before this ISO 8601 time.")] = None,
         all_sessions: Annotated[bool, Field(description="Search every session of the namespace, not just one.")] = False,
         session: Session = None,
-    ) -> dict[str, Any]:
+    ) -> SearchResult:
         """Semantic search over stored messages, best first, each with a relevance score (higher is better).
 
         Use it to recall what was said or decided earlier, e.g. "what port did we choose".
@@ -226,9 +262,9 @@ def build_server(
             hits = memories(session).search(
                 query, k=k, role=role, since=lo, until=hi, scope="namespace" if all_sessions else "session"
             )
-            return {
-                "hits": [{"score": round(float(h.score), 4), "session": h.session, "message": _record(h.message)} for h in hits]
-            }
+            return SearchResult(
+                hits=[SearchHit(score=round(float(h.score), 4), session=h.session, message=_record(h.message)) for h in hits]
+            )
 
     @server.tool(annotations=ToolAnnotations(title="Get the prompt context for a turn", read_only_hint=True))
     def get_context(
@@ -240,7 +276,7 @@ def build_server(
             Field(description="openai: chat messages; anthropic: messages plus a separate system prompt."),
         ] = "openai",
         session: Session = None,
-    ) -> dict[str, Any]:
+    ) -> ContextResult:
         """Assemble the prompt for the next turn: relevant old turns recalled, recent turns verbatim,
         pinned state and summary, all within the token budget, never splitting a tool call from its result.
 
@@ -250,16 +286,13 @@ def build_server(
         """
         with _guard(memories):
             ctx = memories(session).prompt(user_turn, system=system, budget=budget, format=format)
-            out = _plain(ctx.to_dict())
-            if out.get("system") is None:
-                out.pop("system", None)
-            return out
+            return ContextResult(**_plain(ctx.to_dict()))
 
     @server.tool(annotations=ToolAnnotations(title="Read pinned state", read_only_hint=True))
-    def get_pinned_state(session: Session = None) -> dict[str, Any]:
+    def get_pinned_state(session: Session = None) -> StateResult:
         """Read the session's pinned state: goals, preferences and key facts that go into every prompt."""
         with _guard(memories):
-            return {"state": memories(session).state.get()}
+            return StateResult(state=memories(session).state.get())
 
     @server.tool(annotations=ToolAnnotations(title="Update pinned state", read_only_hint=False, idempotent_hint=True))
     def update_pinned_state(
@@ -270,7 +303,7 @@ def build_server(
         replace: Annotated[bool, Field(description="Replace the whole state with `updates` instead of merging.")] = False,
         remove: Annotated[list[str] | None, Field(description="Keys to delete from the state.")] = None,
         session: Session = None,
-    ) -> dict[str, Any]:
+    ) -> StateResult:
         """Change the session's pinned state (kept verbatim and sent with every prompt). Returns the new state."""
         with _guard(memories):
             mem = memories(session)
@@ -279,7 +312,7 @@ def build_server(
             for key in remove or []:
                 current.pop(key, None)
             mem.state.set(current)
-            return {"state": mem.state.get()}
+            return StateResult(state=mem.state.get())
 
     @server.tool(annotations=ToolAnnotations(title="Forget", read_only_hint=False, destructive_hint=True))
     def forget(
@@ -289,7 +322,7 @@ def build_server(
             Field(description="Name of a session to delete entirely: messages, pinned state and summary."),
         ] = None,
         session: Session = None,
-    ) -> dict[str, Any]:
+    ) -> ForgetResult:
         """Permanently delete one message (by id) or an entire session. Pass exactly one of the two.
 
         Deleting a message of a tool exchange removes the whole exchange, so no orphan is left;
@@ -299,9 +332,10 @@ def build_server(
             raise ToolError("pass exactly one of message_id or entire_session")
         with _guard(memories):
             if message_id is not None:
-                return {"forgotten": memories(session).forget(message_id)}
-            n = memories(session).forget_session(entire_session)
-            return {"forgotten_session": entire_session, "messages": n}
+                return ForgetResult(forgotten=memories(session).forget(message_id))
+            ids = [m.id for m in memories(session).messages(entire_session)]
+            memories(session).forget_session(entire_session)
+            return ForgetResult(forgotten=ids, forgotten_session=entire_session)
 
     return server
 
