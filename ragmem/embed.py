@@ -150,8 +150,11 @@ class SentenceTransformerEmbedder:
             path = str(self.model_ref)
         try:
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
         except ImportError as exc:
             raise MissingDependency("sentence-transformers is missing: pip install sentence-transformers") from exc
+        hf_logging.disable_progress_bar()  # a library must not draw progress bars on the user's terminal
+        hf_logging.set_verbosity_error()
         model = SentenceTransformer(path, device=self.device)
         self.precision_used = self._choose_precision(model)
         return model
