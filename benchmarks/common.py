@@ -67,6 +67,12 @@ def stopwatch() -> Iterator[dict]:
         t["s"] = time.perf_counter() - start
 
 
+def invocation() -> str:
+    """The command line this process was started with, as ``python -m ...``."""
+    module = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "run_all"
+    return " ".join([f"python -m benchmarks.{module}"] + sys.argv[1:])
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

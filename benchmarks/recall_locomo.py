@@ -28,7 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from .baselines import BM25Turns, BudgetPacker, DenseTurns
-from .common import load_raw_model, log, ragmem_version, markdown_table, result_path, stopwatch, write_json
+from .common import invocation, load_raw_model, log, ragmem_version, markdown_table, result_path, stopwatch, write_json
 from .locomo import CATEGORIES, Conversation, Question, evidence_report, load_conversations
 
 NAME = "recall_locomo"
@@ -336,6 +336,7 @@ def run(quick: bool = False, out_dir: Path | None = None, dense: bool = True) ->
         "benchmark": NAME,
         "quick": quick,
         "ragmem": ragmem_version(),
+        "command": invocation(),
         "window": WINDOW,
         "budgets": list(budgets),
         "ks": list(KS),

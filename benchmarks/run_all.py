@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from . import recall_locomo, report, speed
-from .common import REPO_ROOT, RESULTS_DIR, machine_info, result_path, write_json
+from .common import REPO_ROOT, RESULTS_DIR, invocation, machine_info, result_path, write_json
 
 BENCHMARKS = {"recall_locomo": recall_locomo.run, "speed": speed.run}
 
@@ -28,19 +28,24 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--quick", action="store_true", help="a small slice (the CI smoke run)")
     parser.add_argument("--out", type=Path, default=None, help="results folder (default benchmarks/results)")
     parser.add_argument("--only", choices=sorted(BENCHMARKS), action="append", help="run only these")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing; rewrite the report from the results already in the folder")
     args = parser.parse_args(argv)
+    if args.report_only:
+        args.only = ["none"]
 
     start = time.perf_counter()
     info = machine_info()
     results = {}
     for name, run in BENCHMARKS.items():
-        if args.only and name not in args.only:
+        if args.only and name not in args.only:  # --report-only leaves this empty
             continue
         results[name] = run(quick=args.quick, out_dir=args.out)
     elapsed = time.perf_counter() - start
 
-    command = "python -m benchmarks.run_all" + (" --quick" if args.quick else "")
-    write_json(result_path("machine", args.quick, out_dir=args.out), {**info, "elapsed_s": round(elapsed, 1)})
+    command = invocation()
+    if not args.report_only:
+        write_json(result_path("machine", args.quick, out_dir=args.out), {**info, "elapsed_s": round(elapsed, 1)})
     # A partial run (--only) still reports the benchmarks it skipped, from
     # their last results of the same mode, so the report stays whole.
     for name in BENCHMARKS:

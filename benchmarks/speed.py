@@ -33,6 +33,7 @@ import numpy as np
 
 from .common import (
     REPO_ROOT,
+    invocation,
     load_raw_model,
     log,
     markdown_table,
@@ -500,7 +501,8 @@ def run(quick: bool = False, out_dir: Path | None = None) -> dict:
 
     raw_model = load_raw_model()
     warm_up_embedder()
-    result: dict = {"benchmark": NAME, "quick": quick, "ragmem": ragmem_version(), "load_avg_start": os.getloadavg()}
+    result: dict = {"benchmark": NAME, "quick": quick, "ragmem": ragmem_version(), "command": invocation(),
+                    "load_avg_start": os.getloadavg()}
     with tempfile.TemporaryDirectory(prefix="ragmem-speed-") as tmp:
         log(f"[{NAME}] ingest: {sum(len(c.turns) for c in ingest_convs)} turns")
         result["ingest"] = bench_ingest(ingest_convs, raw_model, Path(tmp) / "ingest", repeat_raw=not quick)
