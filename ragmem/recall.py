@@ -1,26 +1,50 @@
-"""Recall: retrieve the units of a session most relevant to a query.
+"""Recall: retrieve the messages and units of a session most relevant to a query.
 
-embed the query -> search this session's chunks (the scope is a ``where``
-clause inside the store) -> best score per unit -> expand every hit to its
-whole unit from the log. Dropping what the window holds and packing are left
-to assembly, which knows the window.
+Two retrievers run side by side, both scoped to the session inside their store:
+
+* dense: the query vector against the Chroma index (cosine, chunks folded per message);
+* lexical: BM25 over the FTS5 index in the log (:mod:`ragmem.lexical`), whose
+  rows carry each message's date and the turn before it.
+
+Their scores are fused by weight after normalising each list to [0, 1] (dense
+min-max over its candidates, BM25 by its best score), which beats
+reciprocal-rank fusion on LoCoMo because it keeps how far apart scores are.
+A message then gains a share of its best neighbour's score: the turn that
+asks is often found while the turn after it carries the answer. Every hit is
+expanded to its whole unit from the log. Dropping what the window holds and
+packing are left to assembly, which knows the window and the budget.
+
+The constants are tuned on the five shared LoCoMo conversations with
+``python -m benchmarks.recall_dev``; see its ablation table.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
+from . import lexical
 from .embed import Embedder
 from .messages import Message
 from .store import IndexHit, MessageLog, VectorIndex
 from .units import Unit, group_units
 
+#: Weight of the dense score in the fusion; BM25 gets the rest. 1.0 turns lexical retrieval off.
+DENSE_WEIGHT = 0.3
+#: Share of the best adjacent message's fused score a message gains.
+NEIGHBOUR_WEIGHT = 0.15
+#: Candidates each retriever returns before fusion (at least; more when k is large).
+CANDIDATES = 100
+
 
 @dataclass(frozen=True)
 class Hit:
-    """One search result: a stored message and its relevance (cosine similarity, higher is closer)."""
+    """One search result: a stored message and its relevance (higher is closer).
+
+    With lexical retrieval on (the default) the score is the fused score in
+    [0, ~1.15]; dense-only, it is the cosine similarity.
+    """
 
     message: Message
     score: float
@@ -30,6 +54,17 @@ class Hit:
 
     def to_dict(self) -> dict[str, Any]:
         return {"score": round(self.score, 6), **self.message.to_record()}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A message found by a retriever, with where it sits (to find its neighbours and unit)."""
+
+    message_id: str
+    unit_id: str
+    session: str
+    seq: int
+    score: float
 
 
 def best_per_key(hits: Sequence[IndexHit], key: str) -> dict[str, float]:
@@ -42,6 +77,118 @@ def best_per_key(hits: Sequence[IndexHit], key: str) -> dict[str, float]:
     return best
 
 
+def dense_candidates(hits: Sequence[IndexHit]) -> list[Candidate]:
+    """Index hits folded to one candidate per message (its best chunk), best first."""
+    best: dict[str, Candidate] = {}
+    for h in hits:
+        c = best.get(h.message_id)
+        if c is None or h.score > c.score:
+            md = h.metadata
+            best[h.message_id] = Candidate(
+                h.message_id, str(md.get("unit_id", h.message_id)), str(md.get("session", "")),
+                int(md.get("seq", -1)), h.score,
+            )
+    return sorted(best.values(), key=lambda c: -c.score)
+
+
+def lexical_filters(
+    *,
+    role: str | Sequence[str] | None = None,
+    since: datetime | float | None = None,
+    until: datetime | float | None = None,
+    where: Mapping[str, Any] | None = None,
+) -> tuple[str, list[Any]] | None:
+    """SQL over the joined message row for a search's filters; None when one cannot be expressed."""
+    sql, args = "", []
+    if role is not None:
+        roles = [role] if isinstance(role, str) else list(role)
+        sql += f" AND m.role IN ({','.join('?' * len(roles))})"
+        args += roles
+    for op, t in ((">=", since), ("<=", until)):
+        if t is not None:
+            sql += f" AND m.created_at {op} ?"
+            args.append(t.timestamp() if isinstance(t, datetime) else float(t))
+    for k, v in (where or {}).items():
+        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+            return None  # operators and booleans: leave them to the vector index alone
+        sql += " AND json_extract(m.record, ?) = ?"
+        args += ['$.metadata."' + k.replace('"', '""') + '"', v]
+    return sql, args
+
+
+def lexical_candidates(
+    log: MessageLog, text: str, *, namespace: str, session: str | None, n: int,
+    filters: tuple[str, list[Any]] = ("", []),
+) -> list[Candidate]:
+    """The ``n`` best BM25 matches of a query text in a session (or a whole namespace), best first."""
+    match = lexical.match_query(lexical.tokenize(text), lexical.scope_token(namespace, session))
+    if match is None:
+        return []
+    rows = log.lexical_search(match, n, filters=filters[0], args=filters[1])
+    return [Candidate(mid, uid, sess, seq, score) for mid, uid, sess, seq, score in rows]
+
+
+def fuse(
+    dense: Sequence[Candidate],
+    lex: Sequence[Candidate],
+    *,
+    dense_weight: float | None = None,
+    neighbour: float | None = None,
+) -> list[Candidate]:
+    """Weighted fusion of normalised dense and BM25 scores, plus a share of the best neighbour's.
+
+    Dense scores are min-max scaled over the candidates (cosines of a small
+    model crowd into a narrow band); BM25 scores are divided by the best.
+    A candidate missing from one list scores 0 there. The weights default to
+    the module's :data:`DENSE_WEIGHT` and :data:`NEIGHBOUR_WEIGHT`.
+    """
+    dense_weight = DENSE_WEIGHT if dense_weight is None else dense_weight
+    neighbour = NEIGHBOUR_WEIGHT if neighbour is None else neighbour
+    fused: dict[str, float] = {}
+    where: dict[str, Candidate] = {}
+    if dense:
+        hi, lo = dense[0].score, min(c.score for c in dense)
+        span = hi - lo
+        for c in dense:
+            where[c.message_id] = c
+            fused[c.message_id] = dense_weight * ((c.score - lo) / span if span > 0 else 1.0)
+    if lex and lex[0].score > 0:
+        top = lex[0].score
+        for c in lex:
+            where.setdefault(c.message_id, c)
+            fused[c.message_id] = fused.get(c.message_id, 0.0) + (1 - dense_weight) * c.score / top
+    if neighbour:
+        at = {(c.session, c.seq): fused[m] for m, c in where.items()}
+        fused = {
+            m: s + neighbour * max(at.get((where[m].session, where[m].seq - 1), 0.0),
+                                   at.get((where[m].session, where[m].seq + 1), 0.0))
+            for m, s in fused.items()
+        }
+    out = [Candidate(m, c.unit_id, c.session, c.seq, fused[m]) for m, c in where.items()]
+    return sorted(out, key=lambda c: -c.score)
+
+
+def search_candidates(
+    *,
+    text: str | None,
+    vector: Sequence[float],
+    log: MessageLog,
+    index: VectorIndex,
+    namespace: str,
+    session: str | None,
+    n: int,
+    where: dict[str, Any] | None,
+    filters: tuple[str, list[Any]] | None = ("", []),
+) -> list[Candidate]:
+    """Fused candidates for a query, best first (dense alone when ``text`` or ``filters`` is None)."""
+    pool = max(CANDIDATES, n)
+    dense = dense_candidates(index.query(namespace, vector, n=pool, where=where))
+    if text is None or filters is None or DENSE_WEIGHT >= 1.0:
+        return dense
+    lex = lexical_candidates(log, text, namespace=namespace, session=session, n=pool, filters=filters)
+    return fuse(dense, lex)
+
+
 def retrieve_units(
     query_vector: Sequence[float],
     *,
@@ -51,11 +198,22 @@ def retrieve_units(
     session: str,
     k: int,
     where: dict[str, Any] | None = None,
+    text: str | None = None,
 ) -> list[tuple[Unit, float]]:
-    """The top ``k`` units of a session for a query vector, whole, best first."""
+    """The top ``k`` units of a session for a query, whole, best first.
+
+    With ``text`` the query also runs through the lexical index and the scores
+    are fused; without it, recall is dense only.
+    """
     clause = {"session": session} if where is None else {"$and": [{"session": session}, where]}
-    hits = index.query(namespace, query_vector, n=max(1, 3 * k), where=clause)
-    scores = best_per_key(hits, "unit_id")
+    cands = search_candidates(
+        text=text if where is None else None, vector=query_vector, log=log, index=index, namespace=namespace,
+        session=session, n=3 * k, where=clause,
+    )
+    scores: dict[str, float] = {}
+    for c in cands:
+        if c.score > scores.get(c.unit_id, float("-inf")):
+            scores[c.unit_id] = c.score
     top = sorted(scores, key=lambda u: -scores[u])[:k]
     units = {u.id: u for u in group_units(log.unit_messages(namespace, session, top))}
     return [(units[u], scores[u]) for u in top if u in units]

@@ -15,6 +15,8 @@ Tables::
     tool_calls(namespace, session, call_id, unit_id, answered)
     state(namespace, session, value)      pinned state, JSON
     summaries(namespace, session, text, upto_seq, covers)
+    lexical(scope, body, mid)             FTS5 over pre-tokenised text (see ragmem.lexical)
+    lexical_map(mid, rid)                 message id -> lexical rowid, for removal
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ CREATE TABLE IF NOT EXISTS state (
 CREATE TABLE IF NOT EXISTS summaries (
     namespace TEXT NOT NULL, session TEXT NOT NULL, text TEXT NOT NULL, upto_seq INTEGER NOT NULL,
     covers TEXT NOT NULL, PRIMARY KEY (namespace, session));
+CREATE VIRTUAL TABLE IF NOT EXISTS lexical USING fts5(
+    scope, body, mid UNINDEXED, tokenize="unicode61 remove_diacritics 0 tokenchars '_.:,/'");
+CREATE TABLE IF NOT EXISTS lexical_map (mid TEXT PRIMARY KEY, rid INTEGER NOT NULL);
 """
 
 
@@ -218,10 +223,62 @@ class MessageLog:
             )
         return stored
 
-    def mark_indexed(self, chunks: dict[str, int]) -> None:
-        """Record that these messages (id -> number of chunks) are in the vector index."""
+    def mark_indexed(self, chunks: dict[str, int], lexical: Iterable[tuple[str, str, str]] = ()) -> None:
+        """Record that these messages (id -> number of chunks) are in the vector index.
+
+        ``lexical`` rows (message id, scope terms, body terms) go into the
+        lexical index in the same transaction, replacing any earlier row.
+        """
         with self._tx() as db:
             db.executemany("UPDATE messages SET indexed=1, n_chunks=? WHERE id=?", [(n, i) for i, n in chunks.items()])
+            self._put_lexical(db, lexical)
+
+    def put_lexical(self, rows: Iterable[tuple[str, str, str]]) -> None:
+        """Write lexical rows (message id, scope terms, body terms), replacing earlier ones."""
+        with self._tx() as db:
+            self._put_lexical(db, rows)
+
+    @staticmethod
+    def _put_lexical(db: sqlite3.Connection, rows: Iterable[tuple[str, str, str]]) -> None:
+        for mid, scope, body in rows:
+            MessageLog._drop_lexical(db, mid)
+            rid = db.execute("INSERT INTO lexical (scope, body, mid) VALUES (?, ?, ?)", (scope, body, mid)).lastrowid
+            db.execute("INSERT INTO lexical_map VALUES (?, ?)", (mid, rid))
+
+    @staticmethod
+    def _drop_lexical(db: sqlite3.Connection, mid: str) -> None:
+        row = db.execute("SELECT rid FROM lexical_map WHERE mid=?", (mid,)).fetchone()
+        if row is not None:
+            db.execute("DELETE FROM lexical WHERE rowid=?", (row[0],))
+            db.execute("DELETE FROM lexical_map WHERE mid=?", (mid,))
+
+    def lexical_missing(self, limit: int = 2000) -> list[Message]:
+        """Indexed messages without a lexical row (a store from before the lexical index, say)."""
+        have = self._rows("SELECT COUNT(*) FROM lexical_map")[0][0]
+        want = self._rows("SELECT COUNT(*) FROM messages WHERE indexed=1 AND deleted=0")[0][0]
+        if have >= want:
+            return []
+        rows = self._rows(
+            f"SELECT {self._COLS} FROM messages WHERE indexed=1 AND deleted=0 "
+            "AND id NOT IN (SELECT mid FROM lexical_map) ORDER BY rowid LIMIT ?",
+            (limit,),
+        )
+        return [self._msg(r) for r in rows]
+
+    def lexical_search(
+        self, match: str, n: int, *, filters: str = "", args: Iterable[Any] = ()
+    ) -> list[tuple[str, str, str, int, float]]:
+        """The ``n`` best BM25 matches of an FTS5 expression, as (id, unit_id, session, seq, score).
+
+        ``filters`` is extra SQL over the joined ``messages m`` row (role, time,
+        metadata), with its ``args``. Scores are positive, higher is better.
+        """
+        sql = (
+            "SELECT m.id, m.unit_id, m.session, m.seq, -bm25(lexical, 0.0, 1.0, 0.0) AS s FROM lexical "
+            "JOIN messages m ON m.id = lexical.mid WHERE lexical MATCH ? AND m.deleted=0"
+            f"{filters} ORDER BY s DESC LIMIT ?"
+        )
+        return [tuple(r) for r in self._rows(sql, [match, *args, n])]  # type: ignore[misc]
 
     def mark_unindexed(self, namespace: str, ids: Iterable[str] | None = None) -> None:
         """Flag messages (all of a namespace when ``ids`` is None) as missing from the index, so repair re-adds them."""
@@ -250,6 +307,7 @@ class MessageLog:
                     db.execute(
                         "DELETE FROM tool_calls WHERE namespace=? AND session=? AND call_id=?", (row[0], row[1], c["id"])
                     )
+                self._drop_lexical(db, i)
                 db.execute("DELETE FROM messages WHERE id=?", (i,))
 
     def drop_session(self, namespace: str, session: str) -> None:

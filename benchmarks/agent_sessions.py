@@ -1,0 +1,265 @@
+"""Long agent sessions with tool calls: is the evidence in a 2,000-token prompt?
+
+Synthetic but shaped like real coding/ops agent work, built from a seed:
+
+* **facts in tool results**: ``get_config``/``query_metrics``/``read_file``
+  results (JSON, 60-250 tokens) that state a value for one service;
+* **distractors with near-identical values**: the same tool on sibling
+  services (``billing-db`` vs ``billing-cache``) with values a few units apart;
+* **preferences stated early**: the user states a convention in the first turns;
+* **decisions explained in the turn after a tool result**: the assistant reads
+  a result, then says what it decided and why, naming the service but not
+  every figure;
+* filler: routine chat, test runs, deploy logs.
+
+After each session is stored, probes ask for each planted item with the
+wording a user would use later. Evidence in prompt is the share of the probe's
+evidence messages in ``Memory.prompt(probe, budget=2000).message_ids()``. Each
+prompt is also checked: nothing over budget, every tool result right after
+its call, no assistant tool call without all its results.
+
+Run: ``python -m benchmarks.agent_sessions [--sessions N] [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from .common import log, markdown_table
+
+BUDGET = 2000
+WINDOW = 12
+
+SERVICES = ["billing-db", "billing-cache", "orders-db", "orders-api", "auth-api", "auth-db", "search-index",
+            "search-api", "payments-api", "payments-queue", "inventory-db", "inventory-api"]
+SETTINGS = {"pool_size": (10, 80), "timeout_ms": (500, 9000), "max_retries": (2, 9), "replicas": (2, 7),
+            "cache_ttl_s": (30, 900), "batch_size": (16, 512)}
+METRICS = {"p95_latency_ms": (80, 900), "error_rate_pct": (0.1, 4.0), "cpu_pct": (20, 95), "qps": (150, 4000)}
+PREFERENCES = [
+    ("Please always write commit messages in the imperative mood, like 'Fix pool leak'.",
+     "How should commit messages be written?"),
+    ("I prefer pytest fixtures over unittest setUp methods, keep that in mind for every test.",
+     "Which style of test setup do I prefer?"),
+    ("For this project, never deploy on Fridays; schedule rollouts Monday to Thursday only.",
+     "Which days are we allowed to deploy on?"),
+    ("Use metric units and UTC timestamps in every report you write for me.",
+     "What units and time zone should reports use?"),
+    ("Keep log lines structured as JSON with a request_id field, no free-form prints.",
+     "How should log lines be formatted?"),
+]
+FILLER_USER = [
+    "Run the unit tests again.", "Can you check the CI status?", "Thanks, that looks fine.",
+    "Let's move on to the next ticket.", "What does the linter say now?", "Open the README and tidy the intro.",
+    "Rebase on main please.", "OK, continue.", "Any warnings left in the build?", "Format the code with ruff.",
+]
+FILLER_ASSISTANT = [
+    "All {n} tests passed in {s:.1f}s.", "CI is green on commit {h}.", "The linter reports {n} style warnings, all minor.",
+    "Rebased onto main; no conflicts.", "Formatted {n} files.", "The build finished with {n} deprecation warnings.",
+    "I updated the README intro and fixed two broken links.", "Done. Next up is ticket {t}.",
+]
+
+
+@dataclass
+class Probe:
+    question: str
+    evidence: list[str]
+    kind: str
+
+
+@dataclass
+class Session:
+    name: str
+    messages: list[dict] = field(default_factory=list)
+    probes: list[Probe] = field(default_factory=list)
+
+
+def _value(rng: random.Random, lo, hi):
+    return round(rng.uniform(lo, hi), 1) if isinstance(lo, float) else rng.randint(lo, hi)
+
+
+def make_session(seed: int, turns: int = 400) -> Session:
+    """One agent session of about ``turns`` messages with its probes."""
+    rng = random.Random(seed)
+    s = Session(f"agent-{seed}")
+    t0 = datetime(2024, 3, 4, 9, 0, tzinfo=timezone.utc) + timedelta(days=seed)
+    clock = [t0]
+    call_no = [0]
+
+    def add(msg: dict) -> str:
+        clock[0] += timedelta(seconds=rng.randint(5, 90))
+        mid = f"{s.name}/m{len(s.messages)}"
+        s.messages.append({**msg, "id": mid, "created_at": clock[0].isoformat()})
+        return mid
+
+    def tool(name: str, args: dict, result: dict, say: str | None = None) -> tuple[str, str]:
+        call_no[0] += 1
+        cid = f"call_{seed}_{call_no[0]}"
+        a = add({"role": "assistant", "content": say, "tool_calls": [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]})
+        r = add({"role": "tool", "tool_call_id": cid, "content": json.dumps(result)})
+        return a, r
+
+    def filler(n: int) -> None:
+        for _ in range(n):
+            add({"role": "user", "content": rng.choice(FILLER_USER)})
+            if rng.random() < 0.35:
+                svc = rng.choice(SERVICES)
+                tool("run_tests", {"path": f"tests/test_{svc.replace('-', '_')}.py"},
+                     {"passed": rng.randint(20, 90), "failed": 0, "duration_s": round(rng.uniform(2, 40), 1),
+                      "log": " ".join(f"test_{w}_{rng.randint(1, 99)} PASSED" for w in rng.sample(
+                          ["init", "load", "retry", "pool", "cache", "auth", "parse", "flush", "sync", "merge"], 6))})
+            add({"role": "assistant", "content": rng.choice(FILLER_ASSISTANT).format(
+                n=rng.randint(1, 60), s=rng.uniform(1, 50), h=f"{rng.getrandbits(28):07x}",
+                t=f"OPS-{rng.randint(100, 999)}")})
+
+    # preferences early
+    prefs = rng.sample(PREFERENCES, 2)
+    add({"role": "system", "content": "You are a careful DevOps coding agent."})
+    for text, q in prefs:
+        mid = add({"role": "user", "content": text})
+        add({"role": "assistant", "content": "Understood, I will follow that."})
+        s.probes.append(Probe(q, [mid], "preference"))
+    filler(3)
+
+    families = rng.sample(
+        [("billing-db", "billing-cache"), ("orders-db", "orders-api"), ("auth-api", "auth-db"),
+         ("search-index", "search-api"), ("payments-api", "payments-queue"), ("inventory-db", "inventory-api")], 4)
+    while len(s.messages) < turns:
+        fam = families[len(s.probes) % len(families)]
+        target, sibling = fam if rng.random() < 0.5 else fam[::-1]
+        kind = rng.choice(["config", "metrics", "decision"])
+        if kind == "config":
+            key = rng.choice(list(SETTINGS))
+            v = _value(rng, *SETTINGS[key])
+            others = {k: _value(rng, *r) for k, r in SETTINGS.items() if k != key}
+            add({"role": "user", "content": f"What is {target} configured with right now?"})
+            _, r = tool("get_config", {"service": target}, {"service": target, key: v, **others,
+                        "updated_by": rng.choice(["ci", "alice", "bob"])})
+            add({"role": "assistant", "content": f"Here is the current configuration of {target}."})
+            filler(rng.randint(1, 3))
+            # the distractor: a sibling service with a near-identical value
+            add({"role": "user", "content": f"And {sibling}?"})
+            tool("get_config", {"service": sibling}, {"service": sibling, key: v + (1 if isinstance(v, int) else 0.1),
+                 **{k: x for k, x in others.items()}, "updated_by": "ci"})
+            add({"role": "assistant", "content": f"{sibling} is configured almost the same way."})
+            s.probes.append(Probe(f"What {key} did get_config report for {target}?", [r], "tool fact"))
+        elif kind == "metrics":
+            m = rng.choice(list(METRICS))
+            v = _value(rng, *METRICS[m])
+            day = (clock[0] + timedelta(hours=rng.randint(1, 30))).strftime("%Y-%m-%d")
+            add({"role": "user", "content": f"Pull yesterday's metrics for {target}."})
+            rows = {k: _value(rng, *r) for k, r in METRICS.items()}
+            rows[m] = v
+            _, r = tool("query_metrics", {"service": target, "day": day}, {"service": target, "day": day, **rows})
+            add({"role": "assistant", "content": f"Metrics for {target} are in; nothing alarming at first glance."})
+            add({"role": "user", "content": f"Same for {sibling}."})
+            rows2 = dict(rows)
+            rows2[m] = round(v * 1.02, 1) if isinstance(v, float) else v + 3
+            tool("query_metrics", {"service": sibling, "day": day}, {"service": sibling, "day": day, **rows2})
+            add({"role": "assistant", "content": f"{sibling} looks similar."})
+            s.probes.append(Probe(f"What was the {m} of {target} in the metrics we pulled?", [r], "tool fact"))
+        else:
+            key = rng.choice(["pool_size", "timeout_ms", "max_retries"])
+            v = _value(rng, *SETTINGS[key])
+            add({"role": "user", "content": f"{target} keeps timing out under load. Investigate."})
+            _, r = tool("read_file", {"path": f"deploy/{target}/values.yaml"},
+                        {"path": f"deploy/{target}/values.yaml", "content": f"{key}: {v}\nreplicas: "
+                         f"{rng.randint(2, 6)}\nimage: registry/{target}:{rng.randint(100, 999)}"})
+            new = v * 2 if key != "max_retries" else max(2, v - 1)
+            reason = {"pool_size": "the pool is exhausted at peak traffic, so requests queue until they time out",
+                      "timeout_ms": "slow upstream calls exceed the budget during batch jobs",
+                      "max_retries": "retry storms amplify the load on the upstream"}[key]
+            d = add({"role": "assistant", "content": f"I decided to change {key} for {target} to {new}, because "
+                     f"{reason}. I will open a pull request with that change."})
+            add({"role": "user", "content": "Sounds good."})
+            s.probes.append(Probe(f"Why did we decide to change {key} on {target}?", [d], "decision"))
+            s.probes.append(Probe(f"What was {key} set to in the values.yaml of {target} before the change?",
+                                  [r], "tool fact"))
+        filler(rng.randint(2, 6))
+    filler(8)  # recent chatter: the probes' evidence lies outside the window
+    return s
+
+
+def check_prompt(ctx, budget: int) -> list[str]:
+    """Problems with an assembled OpenAI prompt: over budget, broken tool pairs."""
+    problems = []
+    if ctx.trace.total_tokens > budget:
+        problems.append(f"over budget: {ctx.trace.total_tokens} > {budget}")
+    msgs = ctx.messages
+    i = 0
+    while i < len(msgs):
+        m = msgs[i]
+        if m.get("role") == "tool":
+            problems.append("orphan tool message")
+        calls = [c["id"] for c in m.get("tool_calls") or []]
+        j = i + 1
+        got = []
+        while j < len(msgs) and msgs[j].get("role") == "tool":
+            got.append(msgs[j].get("tool_call_id"))
+            j += 1
+        if calls and sorted(got) != sorted(calls):
+            problems.append("assistant tool_calls without all their results")
+        if got and not calls:
+            problems.append("orphan tool message")
+        i = j if calls else i + 1
+    return problems
+
+
+def run(sessions: int, turns: int, store: Path) -> dict:
+    from ragmem import Memory
+
+    per: list[dict] = []
+    problems: list[str] = []
+    lat: list[float] = []
+    base = None
+    for seed in range(sessions):
+        s = make_session(seed, turns)
+        mem = Memory(path=str(store), session=s.name, window=WINDOW) if base is None else base.for_session(s.name)
+        base = base or mem
+        mem.add_many(s.messages)
+        for p in s.probes:
+            t = time.perf_counter()
+            ctx = mem.prompt(p.question, system="You are a careful DevOps coding agent.", budget=BUDGET)
+            lat.append(time.perf_counter() - t)
+            problems += check_prompt(ctx, BUDGET)
+            got = set(ctx.message_ids())
+            hits = [h.message.id for h in mem.search(p.question, k=10)]
+            per.append({"kind": p.kind, "ev": sum(e in got for e in p.evidence) / len(p.evidence),
+                        "@10": sum(e in hits for e in p.evidence) / len(p.evidence)})
+        log(f"[agent_sessions] {s.name}: {len(s.messages)} messages, {len(s.probes)} probes")
+    if base is not None:
+        base.close()
+    return {"per": per, "problems": problems, "latency": lat}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sessions", type=int, default=8)
+    p.add_argument("--turns", type=int, default=400)
+    p.add_argument("--quick", action="store_true", help="two short sessions")
+    args = p.parse_args(argv)
+    sessions, turns = (2, 150) if args.quick else (args.sessions, args.turns)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="ragmem-agent-") as tmp:
+        res = run(sessions, turns, Path(tmp))
+    kinds = sorted({r["kind"] for r in res["per"]})
+    rows = [[k, sum(r["kind"] == k for r in res["per"]),
+             statistics.fmean(r["ev"] for r in res["per"] if r["kind"] == k),
+             statistics.fmean(r["@10"] for r in res["per"] if r["kind"] == k)] for k in kinds]
+    rows.append(["all", len(res["per"]), statistics.fmean(r["ev"] for r in res["per"]),
+                 statistics.fmean(r["@10"] for r in res["per"])])
+    print(markdown_table(["probe", "n", f"evidence@{BUDGET}", "search recall@10"], rows))
+    print(f"broken tool pairs / over budget: {len(res['problems'])} {res['problems'][:5]}")
+    print(f"prompt p50 {statistics.median(res['latency']) * 1000:.1f} ms; took {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

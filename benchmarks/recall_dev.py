@@ -1,0 +1,122 @@
+"""Recall development loop: search recall@k and evidence in a 2,000-token prompt on LoCoMo, per recall setting.
+
+The tuning harness of the recall issue: each LoCoMo conversation is ingested
+once into a cached store (``--cache``, default a temp folder), then every
+question with evidence is asked under each recall configuration (the
+constants of :mod:`ragmem.recall`, switched in-process), printing the ablation
+table: recall@5/@10/@50 overall and per category, evidence in the prompt at
+2,000 tokens, and the mean ``prompt()`` latency against dense-only.
+
+Run: ``python -m benchmarks.recall_dev [--configs dense,fused,full] [--cache DIR]``.
+The benchmark of record is :mod:`benchmarks.recall_locomo`; this script only
+serves to measure each recall step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from .common import log, markdown_table
+from .locomo import CATEGORIES, load_conversations
+from .recall_locomo import WINDOW, turn_records
+
+KS = (5, 10, 50)
+BUDGET = 2000
+
+#: Recall settings to compare: overrides of ragmem.recall's constants.
+CONFIGS: dict[str, dict] = {
+    "dense": {"DENSE_WEIGHT": 1.0, "NEIGHBOUR_WEIGHT": 0.0},
+    "fused": {"DENSE_WEIGHT": 0.3, "NEIGHBOUR_WEIGHT": 0.0},
+    "full": {},
+}
+
+
+def open_store(cache: Path, conv):
+    from ragmem import Memory
+
+    path = cache / conv.sample
+    fresh = not path.exists()
+    mem = Memory(path=str(path), session=conv.sample, window=WINDOW)
+    if fresh or mem.log.count() != len(conv.turns):
+        mem.add_many(turn_records(conv))
+    return mem
+
+
+def rebuild_lexical(mem) -> None:
+    """Drop and rebuild the lexical rows (after a tokenisation change during development)."""
+    db = mem.log._db
+    with mem.log._lock:
+        db.execute("DELETE FROM lexical")
+        db.execute("DELETE FROM lexical_map")
+    mem.repair()
+
+
+def run(configs: list[str], cache: Path, relex: bool, limit: int | None) -> dict:
+    import ragmem.recall as recall
+
+    defaults = {k: getattr(recall, k) for k in ("DENSE_WEIGHT", "NEIGHBOUR_WEIGHT", "CANDIDATES")}
+    convs = load_conversations(limit=limit)
+    per: dict[str, list[dict]] = defaultdict(list)
+    lat: dict[str, list[float]] = defaultdict(list)
+    for conv in convs:
+        t0 = time.perf_counter()
+        mem = open_store(cache, conv)
+        if relex:
+            rebuild_lexical(mem)
+        log(f"[recall_dev] {conv.sample}: {len(conv.turns)} turns ready in {time.perf_counter() - t0:.1f} s")
+        qs = [q for q in conv.questions if q.evidence]
+        try:
+            for name in configs:
+                for k, v in {**defaults, **CONFIGS[name]}.items():
+                    setattr(recall, k, v)
+                for q in qs:
+                    ev = set(q.evidence_ids)
+                    ids = list(dict.fromkeys(h.message.id for h in mem.search(q.question, k=max(KS))))
+                    rec = {"cat": q.category, **{f"@{k}": len(ev & set(ids[:k])) / len(ev) for k in KS}}
+                    t = time.perf_counter()
+                    ctx = mem.prompt(q.question, budget=BUDGET)
+                    lat[name].append(time.perf_counter() - t)
+                    assert ctx.trace.total_tokens <= BUDGET
+                    rec["ev"] = len(ev & set(ctx.message_ids())) / len(ev)
+                    per[name].append(rec)
+        finally:
+            for k, v in defaults.items():
+                setattr(recall, k, v)
+            mem.close()
+    return {"per": per, "latency": lat}
+
+
+def table(result: dict) -> str:
+    rows = []
+    base = statistics.fmean(result["latency"].get("dense", [float("nan")]))
+    for name, recs in result["per"].items():
+        mean = lambda key, rs=recs: statistics.fmean(r[key] for r in rs)  # noqa: E731
+        row = [name] + [mean(f"@{k}") for k in KS]
+        row += [statistics.fmean(r["@10"] for r in recs if r["cat"] == c) for c in CATEGORIES]
+        row += [mean("ev"), statistics.fmean(result["latency"][name]) / base]
+        rows.append(row)
+    heads = ["config"] + [f"@{k}" for k in KS] + [f"{v}@10" for v in CATEGORIES.values()]
+    return markdown_table(heads + [f"evidence@{BUDGET}", "prompt latency / dense"], rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--configs", default=",".join(CONFIGS))
+    p.add_argument("--cache", type=Path, default=None, help="keep the ingested stores here between runs")
+    p.add_argument("--relex", action="store_true", help="rebuild the lexical index of cached stores")
+    p.add_argument("--limit", type=int, default=None, help="first N conversations only")
+    args = p.parse_args(argv)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="ragmem-dev-") as tmp:
+        result = run(args.configs.split(","), args.cache or Path(tmp), args.relex, args.limit)
+    print(table(result))
+    print(f"[recall_dev] took {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

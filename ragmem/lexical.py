@@ -1,0 +1,120 @@
+"""Lexical retrieval: BM25 over the message log, in an SQLite FTS5 table of the log's own database.
+
+Dense retrieval with a small model misses exact words: names, figures,
+identifiers, rare nouns. BM25 finds them. The index lives in ``log.sqlite3``
+beside the messages, so it is written in the same transaction that marks a
+message indexed, removed in the same transaction that purges it, and scoped by
+namespace and session inside the query (invariant 5).
+
+Tokenisation is done here, in Python, and FTS5 only splits on spaces:
+
+* text is NFKC-folded and lower-cased; possessive ``'s`` is dropped;
+* identifiers are split into their parts and kept whole as well:
+  ``pool_size`` -> ``pool_size pool size``, ``maxRetries`` -> ``maxretries max retri``;
+* numbers are kept as written (``3.5``, ``10:30``, ``2023``), never stemmed;
+* English stop words (question words included) are removed;
+* words are stemmed with the Snowball English stemmer (PyStemmer).
+
+>>> tokenize("What did we set pool_size to? It was 3.5 GB at 10:30")
+['set', 'pool_size', 'pool', 'size', '3.5', 'gb', '10:30']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from functools import lru_cache
+from typing import Iterable
+
+from .errors import MissingDependency
+
+#: Bumped when tokenisation changes, so stores rebuild their lexical index on open.
+LEXICAL_VERSION = 1
+
+# English stop words: function words and the question words of a query ("what did ...").
+STOPWORDS = frozenset(
+    """
+    a about above after again against all am an and any are aren't as at be because been before being below
+    between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during each
+    few for from further had hadn't has hasn't have haven't having he he'd he'll he's her here here's hers herself
+    him himself his how how's i i'd i'll i'm i've if in into is isn't it it's its itself let's me more most mustn't
+    my myself no nor not of off on once only or other ought our ours ourselves out over own same shan't she she'd
+    she'll she's should shouldn't so some such than that that's the their theirs them themselves then there
+    there's these they they'd they'll they're they've this those through to too under until up very was wasn't we
+    we'd we'll we're we've were weren't what what's when when's where where's which while who who's whom why
+    why's with won't would wouldn't you you'd you'll you're you've your yours yourself yourselves
+    s t d ll m re ve also just yes yeah oh hey hi ok okay really may might must shall will
+    """.replace("'", "").split()
+)
+
+_WORD = re.compile(r"\d+(?:[.,:/]\d+)*|[^\W_](?:[\w']*[^\W_])?", re.UNICODE)
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+@lru_cache(maxsize=1)
+def _stemmer():
+    try:
+        import Stemmer
+    except ImportError as exc:  # pragma: no cover - a core dependency
+        raise MissingDependency("PyStemmer is missing: pip install PyStemmer") from exc
+    return Stemmer.Stemmer("english")
+
+
+@lru_cache(maxsize=200_000)
+def _stem(word: str) -> str:
+    return _stemmer().stemWord(word)
+
+
+def _word_tokens(raw: str) -> list[str]:
+    """Tokens of one word as written (before stop words and stemming)."""
+    if raw[0].isdigit() and all(c.isdigit() or c in ".,:/" for c in raw):
+        return [raw.rstrip(".,:/")]
+    word = raw[:-2] if raw.endswith(("'s", "’s")) else raw
+    word = word.replace("'", "").replace("’", "")
+    if not word:
+        return []
+    parts = [p for p in re.split(r"_+", word) if p]
+    split: list[str] = []
+    for p in parts:
+        pieces = _CAMEL.findall(p) if not p.islower() and not p.isupper() else [p]
+        split.extend(pieces or [p])
+    lower = word.lower()
+    if len(split) <= 1:
+        return [lower]
+    return [lower] + [s.lower() for s in split]
+
+
+def tokenize(text: str) -> list[str]:
+    """The index terms of a text, in order (see the module docstring)."""
+    text = unicodedata.normalize("NFKC", text)
+    out: list[str] = []
+    for raw in _WORD.findall(text):
+        toks = _word_tokens(raw)
+        for i, t in enumerate(toks):
+            if not t or t in STOPWORDS or (len(t) == 1 and not t.isdigit()):
+                continue
+            if t[0].isdigit() or (i == 0 and len(toks) > 1):
+                out.append(t)  # numbers and whole identifiers are kept as written
+            else:
+                out.append(_stem(t))
+    return out
+
+
+def scope_token(namespace: str, session: str | None = None) -> str:
+    """The term that marks a namespace (or one session of it) in the index's scope column."""
+    key = namespace if session is None else f"{namespace}\x00{session}"
+    return ("n" if session is None else "s") + hashlib.sha1(key.encode("utf-8")).hexdigest()[:20]
+
+
+def scope_text(namespace: str, session: str) -> str:
+    return f"{scope_token(namespace)} {scope_token(namespace, session)}"
+
+
+def match_query(terms: Iterable[str], scope: str) -> str | None:
+    """An FTS5 MATCH expression: the scope term AND any of the query terms. None if no term is left."""
+    uniq = list(dict.fromkeys(t for t in terms if t))
+    if not uniq:
+        return None
+    ors = " OR ".join('"' + t.replace('"', '""') + '"' for t in uniq)
+    return f'scope : "{scope}" AND body : ({ors})'
