@@ -159,7 +159,8 @@ def _msg_line(m: Any) -> str:
 @click.option("--namespace", default="default", show_default=True, metavar="NAME", help="Namespace (user, agent or tenant).")
 @click.option("--session", default="default", show_default=True, metavar="NAME", help="Session within the namespace.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-@click.version_option(package_name="ragmem")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=lambda c, p, v: _version(c, v),
+              help="Show the version and exit.")
 @click.pass_context
 def cli(ctx: click.Context, store: str, namespace: str, session: str, as_json: bool) -> None:
     """ragmem: retrieval-augmented memory over LLM conversation history.
@@ -169,6 +170,14 @@ def cli(ctx: click.Context, store: str, namespace: str, session: str, as_json: b
     Options given here apply to every command and may also follow the command.
     """
     ctx.obj = Config(store=store, namespace=namespace, session=session, json=as_json)
+
+
+def _version(ctx: click.Context, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        from ragmem import __version__
+
+        click.echo(f"ragmem {__version__}")
+        ctx.exit()
 
 
 # ------------------------------------------------------------------ ingest
@@ -393,7 +402,7 @@ def search(query: str, k: int, role: str | None, since: str | None, until: str |
             yield "no matches"
         for h in hits:
             where = f"{h.session} " if all_sessions else ""
-            yield f"{h.score:6.3f}  {where}{_msg_line(h.message).lstrip()}"
+            yield f"{h.score:6.3f}  {where}{_msg_line(h.message)}"
 
     _emit(cfg, data, human)
 
@@ -762,6 +771,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except CliError as exc:
         _fail(str(exc))
+    except BrokenPipeError:  # `ragmem export | head`: the reader left; not an error worth a message
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(1)
     except Exception as exc:  # noqa: BLE001 - only known error families are reported, the rest re-raised
         if _is_user_error(exc):
             _fail(f"{type(exc).__name__}: {exc}")

@@ -136,27 +136,59 @@ def test_ingest_openai_finetune_jsonl(store, tmp_path):
     assert js("ingest", str(f), "--session", "ft")["messages"] == 5
 
 
-@pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo development data not present")
-def test_ingest_locomo(store):
-    data = js("ingest", str(LOCOMO), "--no-progress")
-    assert data["sessions"] == ["conv-26"]
-    assert data["messages"] == 419
-    msgs = js("show", "session", "conv-26", "--limit", "3")
-    assert msgs[-1]["metadata"]["dia_id"].startswith("D")
-    first = js("show", "session", "conv-26")[0]
-    assert first["role"] == "user" and first["created_at"].startswith("2023-05-08T13:56")
+def _locomo_sample() -> dict:
+    """The first two sessions of LoCoMo conversation 26 when the data is present, else a look-alike."""
+    if LOCOMO.exists():
+        full = json.loads(LOCOMO.read_text())
+        keep = {"speaker_a", "speaker_b", "session_1", "session_1_date_time", "session_2", "session_2_date_time"}
+        return {k: v for k, v in full.items() if k in keep} | {"qa": full["qa"][:3]}
+    return {
+        "speaker_a": "Caroline",
+        "speaker_b": "Melanie",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Caroline", "dia_id": "D1:1", "text": "Hey Mel! I went to an LGBTQ support group yesterday."},
+            {"speaker": "Melanie", "dia_id": "D1:2", "text": "That's great, Caroline! How did it go?"},
+        ],
+        "session_2_date_time": "1:14 pm on 25 May, 2023",
+        "session_2": [
+            {"speaker": "Caroline", "dia_id": "D2:1", "text": "I'm researching adoption agencies now.",
+             "img_url": ["https://example.com/x.jpg"], "blip_caption": "a photo of a brochure"},
+            {"speaker": "Melanie", "dia_id": "D2:2", "text": "Adoption is a wonderful way to build a family."},
+        ],
+        "qa": [{"question": "What did Caroline research?", "answer": "Adoption agencies", "evidence": ["D2:1"], "category": 4}],
+    }
+
+
+def test_ingest_locomo(store, tmp_path):
+    sample = _locomo_sample()
+    f = tmp_path / "conv-26.json"
+    f.write_text(json.dumps(sample))
+    turns = len(sample["session_1"]) + len(sample["session_2"])
+    data = js("ingest", str(f), "--no-progress")
+    assert data["sessions"] == ["conv-26"] and data["messages"] == turns
+    msgs = js("show", "session", "conv-26")
+    first = msgs[0]
     assert first["id"] == "conv-26/D1:1" and first["content"].startswith("Caroline: ")
-    hits = js("search", "adoption agency", "--session", "conv-26", "-k", "3")
-    assert len(hits) == 3
+    assert first["role"] == "user" and first["created_at"].startswith("2023-05-08T13:56")
+    assert {m["role"] for m in msgs} == {"user", "assistant"}
+    assert msgs[-1]["metadata"]["dia_id"].startswith("D2:")
+    assert not any("adoption agencies" in json.dumps(m["metadata"]) for m in msgs)  # no QA leaks in
+    hits = js("search", "adoption agency", "--session", "conv-26", "-k", "2")
+    assert len(hits) == 2
+    # the original locomo10.json shape: a list of samples with sample_id and a nested conversation
+    g = tmp_path / "locomo10.json"
+    g.write_text(json.dumps([{"sample_id": "conv-x", "conversation": sample, "qa": []}]))
+    assert js("ingest", str(g), "--format", "locomo", "--session", "named")["sessions"] == ["named"]
 
 
 def test_ingest_progress_bar_goes_to_stderr(store, tmp_path):
     f = tmp_path / "long.jsonl"
-    f.write_text("".join(json.dumps({"role": "user", "content": f"note number {i}"}) + "\n" for i in range(300)))
+    f.write_text("".join(json.dumps({"role": "user", "content": f"note {i}"}) + "\n" for i in range(40)))
     status, out, err = run("ingest", str(f), "--progress", "--session", "long")
     assert status == 0
     assert "ingesting" in err
-    assert out.strip() == "ingested 300 messages into long (default)"
+    assert out.strip() == "ingested 40 messages into long (default)"
 
 
 # ------------------------------------------------------------------ search / show
