@@ -213,20 +213,19 @@ def ingest(file: str, fmt: str, progress: bool | None, **opts: Any) -> None:
     conversations = load_history(file, fmt, default_session=cfg.session)
     total = sum(len(msgs) for _, msgs in conversations)
     show = progress if progress is not None else (total > PROGRESS_MIN and sys.stderr.isatty())
-    from ragmem import Memory
-
     stored = 0
     sessions = []
-    with _progress(total, show) as bar:
-        for session, msgs in conversations:
-            mem = Memory(cfg.store, session=session or cfg.session, namespace=cfg.namespace)
-            try:
+    root = _open(cfg)
+    try:
+        with _progress(total, show) as bar:
+            for session, msgs in conversations:
+                mem = root if session in (None, cfg.session) else root.for_session(session)
                 for batch in _batches(msgs, INGEST_BATCH):
                     stored += len(mem.add_many(batch))
                     bar.update(len(batch))
-            finally:
-                mem.close()
-            sessions.append(session or cfg.session)
+                sessions.append(mem.session)
+    finally:
+        root.close()
     _emit(cfg, {"messages": stored, "sessions": sessions, "namespace": cfg.namespace},
           f"ingested {stored} messages into {', '.join(sessions) or cfg.session} ({cfg.namespace})")
 

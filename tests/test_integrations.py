@@ -130,6 +130,9 @@ def test_langchain_history_by_store_and_session_id(tmp_path):
     ]
     with pytest.raises(TypeError):
         RagmemChatMessageHistory("x", memory=h1.memory, store=store)
+    # an open Memory plus another session id gives a view on that session of the same store
+    view = RagmemChatMessageHistory("alice", memory=h2.memory)
+    assert view.memory.session == "alice" and len(view.messages) == 2
 
 
 def test_langchain_context_is_budgeted_and_never_orphans(mem):

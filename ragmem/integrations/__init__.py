@@ -37,10 +37,12 @@ def _missing(extra: str, package: str, exc: ImportError) -> ImportError:
 
 
 def _memory(memory: Any, *, store: Any, session: str | None, namespace: str | None, **kwargs: Any) -> Any:
-    """The caller's Memory, or one opened on ``store`` for ``session``."""
+    """The caller's Memory (a view on ``session`` if that differs), or one opened on ``store``."""
     if memory is not None:
         if store is not None or kwargs:
             raise TypeError("pass either memory=Memory(...) or store=/Memory options, not both")
+        if (session and session != memory.session) or (namespace and namespace != memory.namespace):
+            return memory.for_session(session or memory.session, namespace=namespace)
         return memory
     from ragmem import Memory
 
