@@ -60,13 +60,17 @@ class Budget:
     recall: float = 0.45
 
     def __post_init__(self) -> None:
-        if not isinstance(self.total, int) or self.total <= 0:
-            raise ValueError(f"budget must be a positive number of tokens, got {self.total!r}")
+        if not isinstance(self.total, int) or isinstance(self.total, bool):
+            raise ValueError(f"budget must be a whole number of tokens, got {self.total!r}")
+        if self.total <= 0:
+            raise BudgetTooSmall(f"budget must be a positive number of tokens, got {self.total}")
         shares = (self.summary, self.window, self.recall)
         if any(s < 0 for s in shares) or sum(shares) > 1.0001:
             raise ValueError(f"section shares must be >= 0 and sum to at most 1, got {shares}")
-        if self.reserve < 0 or (self.reserve >= 1 and self.reserve >= self.total):
-            raise ValueError(f"reserve {self.reserve!r} leaves no room in a budget of {self.total}")
+        if self.reserve < 0:
+            raise ValueError(f"reserve must be >= 0, got {self.reserve!r}")
+        if self.reserve >= 1 and self.reserve >= self.total:
+            raise BudgetTooSmall(f"reserve {self.reserve!r} leaves no room in a budget of {self.total}")
 
     @property
     def limit(self) -> int:

@@ -115,6 +115,8 @@ class Memory:
         for name, value in (("session", session), ("namespace", namespace)):
             if not isinstance(value, str) or not value:
                 raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+            if not value.isprintable() and any(0xD800 <= ord(ch) <= 0xDFFF for ch in value):
+                raise ValueError(f"{name} {value!r} holds a lone surrogate, which is not valid Unicode text")
         if orphans not in ("raise", "keep"):
             raise ValueError("orphans must be 'raise' or 'keep'")
         self.session = session
@@ -276,6 +278,10 @@ class Memory:
         Returns the stored message, with its id, time and sequence number. Adding
         a message whose id is already stored is a no-op that returns the stored one.
         """
+        if not isinstance(message, (Mapping, Message)):
+            raise InvalidMessage(
+                f"message must be a dict in the OpenAI chat format (or a Message), got {type(message).__name__}"
+            )
         raw = dict(message.to_record() if isinstance(message, Message) else message)
         if isinstance(message, Message):
             for k in ("seq", "session", "namespace"):
@@ -339,7 +345,14 @@ class Memory:
 
     def import_records(self, records: Iterable[Mapping[str, Any]]) -> int:
         """Add exported records (see :meth:`export`) to this session, keeping ids, times and metadata."""
-        recs = sorted(records, key=lambda r: r.get("seq", 0))
+        recs = list(records)
+        for i, r in enumerate(recs):
+            if not isinstance(r, Mapping):
+                raise InvalidMessage(
+                    f"record {i} must be a JSON object (one exported message), got {type(r).__name__}; "
+                    "nothing was imported"
+                )
+        recs = sorted(recs, key=lambda r: r["seq"] if isinstance(r.get("seq"), int) else 0)
         clean = [{k: v for k, v in r.items() if k not in ("seq", "session", "namespace")} for r in recs]
         return len(self.add_many(clean, format="openai"))
 

@@ -240,6 +240,15 @@ def parse_message(
     content = m.content
     text = content_text(content)
     _check_text(text, where)
+    # the rest of the message is stored too: a lone surrogate there would fail deep in SQLite
+    rest = [m.name, m.tool_call_id, m.metadata, [c.model_dump() for c in m.tool_calls or ()], content]
+    try:
+        json.dumps(rest, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidMessage(
+            f"{where} holds text that is not valid Unicode (a lone surrogate) in its name, tool calls, "
+            "tool_call_id, metadata or content parts; decode your input as UTF-8 with errors='replace'"
+        ) from None
     if len(text) > max_chars:
         if m.role == "tool" and clip_tool_results is not None:
             keep = max(0, min(clip_tool_results, max_chars))

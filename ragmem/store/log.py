@@ -63,6 +63,12 @@ CREATE TABLE IF NOT EXISTS lexical_map (mid TEXT PRIMARY KEY, rid INTEGER NOT NU
 """
 
 
+def _differs(stored: dict[str, Any], m: Message) -> bool:
+    """True when ``m`` is not the message already stored under its id (times and metadata aside)."""
+    new = m.to_openai()
+    return any(stored.get(k) != new.get(k) for k in ("role", "content", "name", "tool_calls", "tool_call_id"))
+
+
 class MessageLog:
     """The SQLite message log of one store folder. Thread-safe; several processes may share it."""
 
@@ -165,17 +171,28 @@ class MessageLog:
                 db.execute("INSERT INTO sessions VALUES (?, ?, 0, ?)", (namespace, session, time.time()))
             else:
                 next_seq = row[0]
-            seen_in_batch: set[str] = set()
+            seen_in_batch: dict[str, Message] = {}
             for i, m in enumerate(messages):
                 if m.id in seen_in_batch:
+                    if _differs(seen_in_batch[m.id].to_openai(), m):
+                        raise InvalidMessage(
+                            f"message {i} reuses id {m.id!r} of an earlier message of this batch with other "
+                            "content; ids are unique per store. Nothing of this batch was stored."
+                        )
                     continue
-                seen_in_batch.add(m.id)
-                have = db.execute("SELECT namespace, session FROM messages WHERE id=?", (m.id,)).fetchone()
+                seen_in_batch[m.id] = m
+                have = db.execute("SELECT namespace, session, record FROM messages WHERE id=?", (m.id,)).fetchone()
                 if have is not None:
-                    if tuple(have) != (namespace, session):
+                    if tuple(have[:2]) != (namespace, session):
                         raise InvalidMessage(
                             f"message id {m.id!r} is already used in session {have[1]!r} of namespace "
                             f"{have[0]!r}; ids are unique per store, pick another id"
+                        )
+                    if _differs(json.loads(have[2]), m):
+                        raise InvalidMessage(
+                            f"message {i} reuses id {m.id!r}, already stored with other content. Re-adding the "
+                            "same message is a no-op; a new message needs a new id. Nothing of this batch "
+                            "was stored."
                         )
                     continue
                 unit_id = m.id
