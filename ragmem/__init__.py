@@ -3,6 +3,7 @@
 >>> from ragmem import Memory  # doctest: +SKIP
 """
 
+from .aio import AsyncMemory
 from .assemble import Budget, assemble, assemble_baseline
 from .embed import Embedder, SentenceTransformerEmbedder
 from .errors import (
@@ -27,6 +28,7 @@ from .units import Unit, group_units
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncMemory",
     "Budget",
     "BudgetMonitor",
     "BudgetTooSmall",
