@@ -22,19 +22,15 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-try:  # mcp >= 2
-    from mcp.server.mcpserver import MCPServer as _Server
-    from mcp.server.mcpserver.exceptions import ToolError
-except ImportError:  # pragma: no cover - mcp 1.x names
-    try:
-        from mcp.server.fastmcp import FastMCP as _Server
-        from mcp.server.fastmcp.exceptions import ToolError
-    except ImportError as exc:
-        raise ImportError(
-            "the ragmem MCP server needs the MCP SDK: pip install 'ragmem[mcp]'"
-        ) from exc
+from ragmem.errors import MissingDependency
 
-from mcp.types import ToolAnnotations
+try:
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
+except ImportError as exc:  # no SDK, or the 1.x SDK (FastMCP) whose API differs
+    raise MissingDependency("the ragmem MCP server needs the MCP SDK 2.x: pip install 'ragmem[mcp]'") from exc
+
 
 if TYPE_CHECKING:  # pragma: no cover
     from ragmem import Memory
@@ -210,11 +206,11 @@ def build_server(
     namespace: str = "default",
     session: str = "default",
     **memory_kwargs: Any,
-) -> Any:
+) -> MCPServer:
     """Create the MCP server (not yet running) for a store; ``memory_kwargs`` go to every ``Memory``."""
     store = store or os.environ.get("RAGMEM_STORE") or DEFAULT_STORE
     memories = _Memories(store, namespace, session, memory_kwargs)
-    server = _Server("ragmem", instructions=INSTRUCTIONS)
+    server = MCPServer("ragmem", instructions=INSTRUCTIONS)
     server._ragmem_memories = memories  # for tests and embedding hosts that want to close it
 
     @server.tool(

@@ -20,15 +20,17 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragmem.integrations import _jsonable, _memory, _missing
 
 try:
-    from agents.memory import SessionSettings
     from agents.memory.session import SessionABC
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise _missing("agents", "openai-agents", exc) from exc
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agents.memory import SessionSettings
 
 __all__ = ["RagmemSession", "items_to_messages", "messages_to_items"]
 
@@ -139,7 +141,7 @@ class RagmemSession(SessionABC):
         memory: Any = None,
         store: Any = None,
         namespace: str | None = None,
-        session_settings: SessionSettings | None = None,
+        session_settings: "SessionSettings | None" = None,
         **memory_kwargs: Any,
     ) -> None:
         self.session_id = session_id
@@ -157,7 +159,7 @@ class RagmemSession(SessionABC):
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The history, oldest first; with ``limit``, only the latest ``limit`` items."""
         if limit is None and self.session_settings is not None:
-            limit = self.session_settings.limit
+            limit = getattr(self.session_settings, "limit", None)
         items = messages_to_items(await self._run(self.memory.messages))
         if limit is not None:
             items = items[-limit:] if limit > 0 else []
