@@ -294,7 +294,8 @@ def build_server(
     def update_pinned_state(
         updates: Annotated[
             dict[str, Any],
-            Field(description='Keys to set, e.g. {"goal": "fix login 500s", "user_prefers": "short answers"}.'),
+            Field(description='Keys to set, e.g. {"goal": "fix login 500s", "user_prefers": "short answers"}; '
+                  "a null value removes its key."),
         ],
         replace: Annotated[bool, Field(description="Replace the whole state with `updates` instead of merging.")] = False,
         remove: Annotated[list[str] | None, Field(description="Keys to delete from the state.")] = None,
@@ -303,11 +304,9 @@ def build_server(
         """Change the session's pinned state (kept verbatim and sent with every prompt). Returns the new state."""
         with _guard(memories):
             mem = memories(session)
-            current = {} if replace else mem.state.get()
-            current.update(updates)
-            for key in remove or []:
-                current.pop(key, None)
-            mem.state.set(current)
+            if replace:
+                mem.state.clear()
+            mem.state.update({**updates, **{key: None for key in remove or []}})  # None removes a key
             return StateResult(state=mem.state.get())
 
     @server.tool(annotations=ToolAnnotations(title="Forget", read_only_hint=False, destructive_hint=True))

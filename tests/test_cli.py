@@ -304,6 +304,7 @@ def test_state_get_set_clear(store):
     assert js("state", "set", "--from-json", '{"lang": "en"}', "--session", "st")["lang"] == "en"
     assert js("state", "set", "--replace", "only=1", "--session", "st") == {"only": 1}
     assert js("state", "set", "--from-json", "-", "--session", "st", stdin='{"x": true}') == {"only": 1, "x": True}
+    assert js("state", "set", "only=null", "--session", "st") == {"x": True}
     js("state", "clear", "--session", "st")
     assert js("state", "get", "--session", "st") == {}
     status, _, err = run("state", "get", "nope", "--session", "st")

@@ -93,7 +93,9 @@ def test_mcp_server_end_to_end(tmp_path):
 
             state = await call(s, "update_pinned_state", updates={"goal": "stop early Redis evictions", "owner": "ana"})
             assert state["state"] == {"goal": "stop early Redis evictions", "owner": "ana"}
-            state = await call(s, "update_pinned_state", updates={"deadline": "friday"}, remove=["owner"])
+            state = await call(s, "update_pinned_state", updates={"deadline": "friday", "scratch": 1}, remove=["owner"])
+            assert state["state"] == {"goal": "stop early Redis evictions", "deadline": "friday", "scratch": 1}
+            state = await call(s, "update_pinned_state", updates={"scratch": None})
             assert state["state"] == {"goal": "stop early Redis evictions", "deadline": "friday"}
             assert (await call(s, "get_pinned_state"))["state"] == state["state"]
             assert (await call(s, "get_pinned_state", session="elsewhere"))["state"] == {}
