@@ -145,3 +145,16 @@ def test_mcp_server_end_to_end(tmp_path):
             assert (await call(s, "get_pinned_state"))["state"]["deadline"] == "friday"
 
     anyio.run(scenario)
+
+
+def test_docs_client_configurations_are_valid_json():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "mcp.md").read_text()
+    blocks = re.findall(r"```json\n(.*?)```", text, re.S)
+    assert len(blocks) >= 2
+    for block in blocks:
+        config = json.loads(block)
+        for server in config["mcpServers"].values():
+            assert server["command"] and "mcp" in " ".join([server["command"], *server["args"]])
