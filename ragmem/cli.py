@@ -73,9 +73,9 @@ def _cfg(store_: str | None, namespace_: str | None, session_: str | None, json_
     """Merge a command's own options over the group's (``ragmem --store X search ...``)."""
     base: Config = click.get_current_context().find_object(Config) or Config()
     return Config(
-        store=store_ or base.store,
-        namespace=namespace_ or base.namespace,
-        session=session_ or base.session,
+        store=base.store if store_ is None else store_,
+        namespace=base.namespace if namespace_ is None else namespace_,
+        session=base.session if session_ is None else session_,
         json=bool(json_) or base.json,
     )
 
@@ -783,7 +783,8 @@ def main(argv: list[str] | None = None) -> None:
 def _is_user_error(exc: Exception) -> bool:
     from ragmem.errors import RagmemError
 
-    return isinstance(exc, (RagmemError, OSError))
+    # ValueError: the core's plain argument checks (an empty session name, say) are caller mistakes too.
+    return isinstance(exc, (RagmemError, OSError, ValueError))
 
 
 def _fail(message: str) -> None:

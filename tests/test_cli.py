@@ -345,6 +345,7 @@ def test_forget_message_and_session(loaded):
         (("import", "/nonexistent/file.jsonl"), "no such file"),
         (("search", "x", "--since", "yesterday-ish"), "--since"),
         (("show", "message", "does-not-exist"), "MessageNotFound"),
+        (("sessions", "--session", ""), "session"),
     ],
 )
 def test_errors_are_one_line_exit_1(store, args, needle):
