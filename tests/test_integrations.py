@@ -148,6 +148,7 @@ def test_langchain_context_is_budgeted_and_never_orphans(mem):
     assert all(m.tool_call_id in calls for m in ctx if isinstance(m, ToolMessage))
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # deprecated for LangGraph, still the history's main user
 def test_langchain_with_runnable_with_message_history(tmp_path):
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
     from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
@@ -270,6 +271,7 @@ def test_llamaindex_chat_engine(tmp_path):
     assert memory.get_all()[0].content == "Remember that my dog is called Pixel"
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # llama-index's workflows inspect pydantic internals
 def test_llamaindex_function_agent_stores_tool_exchange(tmp_path):
     from llama_index.core.agent.workflow import FunctionAgent
     from llama_index.core.llms.mock import MockFunctionCallingLLM
