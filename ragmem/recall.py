@@ -34,6 +34,10 @@ from .units import Unit, group_units
 DENSE_WEIGHT = 0.3
 #: Share of the best adjacent message's fused score a message gains.
 NEIGHBOUR_WEIGHT = 0.15
+#: Query terms in more rows than this share of a large index are dropped (they score little and cost most).
+COMMON_TERM_SHARE = 0.05
+#: ... but only once the index is larger than this many rows (small stores keep every term).
+COMMON_TERM_MIN_ROWS = 20_000
 #: Candidates each retriever returns before fusion (at least; more when k is large).
 CANDIDATES = 100
 
@@ -121,7 +125,13 @@ def lexical_candidates(
     filters: tuple[str, list[Any]] = ("", []),
 ) -> list[Candidate]:
     """The ``n`` best BM25 matches of a query text in a session (or a whole namespace), best first."""
-    match = lexical.match_query(lexical.tokenize(text), lexical.scope_token(namespace, session))
+    terms = list(dict.fromkeys(lexical.tokenize(text)))
+    total, df = log.lexical_df(terms)
+    if total > COMMON_TERM_MIN_ROWS:
+        rare = [t for t in terms if df.get(t, 0) <= COMMON_TERM_SHARE * total]
+        terms = rare or terms
+    terms = [t for t in terms if df.get(t, 0) > 0]
+    match = lexical.match_query(terms, lexical.scope_token(namespace, session))
     if match is None:
         return []
     rows = log.lexical_search(match, n, filters=filters[0], args=filters[1])
