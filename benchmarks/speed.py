@@ -355,7 +355,7 @@ def chroma_handle(mem):
     ``Memory.index`` is the store's VectorIndex; its collection is the raw
     chromadb object, so the limit queries the very same HNSW index.
     """
-    return mem.index.collection(mem.namespace), {"session": mem.session}
+    return mem.index.collection(mem.namespace, mem.session), None
 
 
 # -- memory -------------------------------------------------------------------

@@ -25,6 +25,7 @@ from .indexing import build_where, index_messages, lexical_rows
 from .messages import MAX_CHARS, Message, from_anthropic, looks_anthropic, parse_message
 from .recall import Hit, embed_query, lexical_filters, retrieve_units, search_candidates
 from .store import MessageLog, VectorIndex, make_client
+from .store.index import INDEX_SCHEMA
 from .summary import ExtractiveSummarizer, Summarizer
 from .tokens import TokenCounter, default_counter
 from .trace import BudgetMonitor, Context
@@ -186,8 +187,13 @@ class Memory:
             recall_format=self.recall_format, monitor=self.monitor, _shared=self,
         )
 
+    def _session_names(self, namespace: str) -> list[str]:
+        """Every session of a namespace, from the log (each has its own vector collection)."""
+        return [r["session"] for r in self._log.sessions(namespace)]
+
     def _index_location(self) -> str:
-        return f"server:{self.chroma_url}" if self.chroma_url else "embedded"
+        # the layout version is part of the location: a store indexed with another layout is re-indexed on open
+        return f"{'server:' + self.chroma_url if self.chroma_url else 'embedded'};layout={INDEX_SCHEMA}"
 
     def _index_moved(self) -> bool:
         """True when the index may not be the one the log's ``indexed`` flags describe.
@@ -218,16 +224,18 @@ class Memory:
             for mid, ns, _ in doomed:
                 by_ns.setdefault(ns, []).append(mid)
             for ns, ids in by_ns.items():
-                self.index.delete_where(ns, {"message_id": {"$in": ids}})
+                self.index.delete_where(ns, {"message_id": {"$in": ids}}, self._session_names(ns))
                 self._log.purge(ids)
             done["purged"] = len(doomed)
         if full:
             for ns in self._log.namespaces():
                 flags = self._log.index_flags(ns)
-                held = self.index.all_message_ids(ns)
+                held = self.index.all_message_ids(ns, self._session_names(ns))
                 extra = sorted(held - flags.keys())
                 for start in range(0, len(extra), 500):
-                    self.index.delete_where(ns, {"message_id": {"$in": extra[start : start + 500]}})
+                    self.index.delete_where(
+                        ns, {"message_id": {"$in": extra[start : start + 500]}}, self._session_names(ns)
+                    )
                 done["dropped"] += len(extra)
                 self._log.mark_unindexed(ns, [i for i, f in flags.items() if f and i not in held])
         while True:
@@ -323,7 +331,7 @@ class Memory:
             for i, m in enumerate(items)
         ]
         if parsed and not self._health["behind"]:
-            self.index.collection(self.namespace)  # another model's store raises EmbeddingMismatch before any write
+            self.index.collection(self.namespace, self.session)  # another model's store raises before any write
         stored = self._log.append(self.namespace, self.session, parsed, orphans=self.orphans)
         with self._lock:
             try:
@@ -406,10 +414,8 @@ class Memory:
         """
         if k < 1:
             raise ValueError("k must be at least 1")
-        clause = build_where(
-            session=self.session if scope == "session" else None, role=role, since=since, until=until,
-            where=dict(where or {}),
-        )
+        # the session scope is the collection searched, so the clause holds only the caller's filters
+        clause = build_where(role=role, since=since, until=until, where=dict(where or {}))
         self._catch_up()
         vec = embed_query(self.embedder, query)
         cands = search_candidates(
@@ -537,7 +543,7 @@ class Memory:
         ids = [x.id for x in self._log.unit_messages(m.namespace, m.session, [unit_id])]
         self._log.mark_deleted(ids)
         with self._lock:
-            self.index.delete_where(m.namespace, {"message_id": {"$in": ids}})
+            self.index.delete_where(m.namespace, {"message_id": {"$in": ids}}, [m.session])
         self._log.purge(ids)
         return ids
 
@@ -548,7 +554,7 @@ class Memory:
         self._log.mark_deleted(ids)
         with self._lock:
             if ids:
-                self.index.delete_where(self.namespace, {"session": session})
+                self.index.drop_session(self.namespace, session)
         self._log.purge(ids)
         self._log.drop_session(self.namespace, session)
         return len(ids)
@@ -558,7 +564,8 @@ class Memory:
         with self._lock:
             # flags first: a crash between the drop and the re-index leaves them pending, for repair
             self._log.mark_unindexed(self.namespace)
-            self.index.drop_namespace(self.namespace)
+            for name in self._session_names(self.namespace):
+                self.index.drop_session(self.namespace, name)
             msgs = [m for s in self.sessions() for m in self._log.messages(self.namespace, s.session)]
             for start in range(0, len(msgs), 2000):
                 index_messages(msgs[start : start + 2000], log=self._log, index=self.index, embedder=self.embedder)

@@ -192,7 +192,9 @@ def search_candidates(
 ) -> list[Candidate]:
     """Fused candidates for a query, best first (dense alone when ``text`` or ``filters`` is None)."""
     pool = max(CANDIDATES, n)
-    dense = dense_candidates(index.query(namespace, vector, n=pool, where=where))
+    # each session has its own collection: the scope is the list of collections asked, never a filter
+    sessions = [session] if session is not None else [r["session"] for r in log.sessions(namespace)]
+    dense = dense_candidates(index.query(namespace, vector, n=pool, where=where, sessions=sessions))
     if text is None or filters is None or DENSE_WEIGHT >= 1.0:
         return dense
     lex = lexical_candidates(log, text, namespace=namespace, session=session, n=pool, filters=filters)
@@ -215,10 +217,9 @@ def retrieve_units(
     With ``text`` the query also runs through the lexical index and the scores
     are fused; without it, recall is dense only.
     """
-    clause = {"session": session} if where is None else {"$and": [{"session": session}, where]}
     cands = search_candidates(
         text=text if where is None else None, vector=query_vector, log=log, index=index, namespace=namespace,
-        session=session, n=3 * k, where=clause,
+        session=session, n=3 * k, where=where,
     )
     scores: dict[str, float] = {}
     for c in cands:
