@@ -111,6 +111,7 @@ class Memory:
         recall_format: RecallFormat = "messages",
         monitor: BudgetMonitor = BudgetMonitor(),
         create: bool = True,
+        index: Literal["sync", "background"] = "sync",
         _shared: "Memory | None" = None,
     ) -> None:
         for name, value in (("session", session), ("namespace", namespace)):
@@ -120,6 +121,9 @@ class Memory:
                 raise ValueError(f"{name} {value!r} holds a lone surrogate, which is not valid Unicode text")
         if orphans not in ("raise", "keep"):
             raise ValueError("orphans must be 'raise' or 'keep'")
+        if index not in ("sync", "background"):
+            raise ValueError("index must be 'sync' or 'background'")
+        self.index_mode = index
         self.session = session
         self.namespace = namespace
         self.window = window
@@ -136,6 +140,7 @@ class Memory:
             self._tokens = _shared._tokens
             self._lock = _shared._lock
             self._health = _shared._health
+            self._indexer = _shared._indexer
             return
         self.path = Path(path or os.environ.get("RAGMEM_STORE") or DEFAULT_PATH)
         self.chroma_url = chroma_url
@@ -151,6 +156,9 @@ class Memory:
         # "behind": an index write failed, so the log holds messages the index lacks (shared by views)
         self._health = {"behind": False}
         self.repair(full=self._index_moved())
+        # index="background": add() returns once the message is durable in the log; a worker embeds
+        # behind it in batches, and every read that needs the index flushes first (see flush()).
+        self._indexer = _Indexer(self) if index == "background" else None
 
     # -- wiring ----------------------------------------------------------------
     @property
@@ -255,15 +263,29 @@ class Memory:
         return done
 
     def _catch_up(self) -> None:
-        """After an index failure, index what reached the log meanwhile (before the next read or write)."""
-        if self._health["behind"]:
+        """Index what reached the log but not the index (after a failure, or behind a background add).
+
+        Runs before every read that needs the index, so search and recall never
+        miss a stored turn.
+        """
+        if self._health["behind"] or (self._indexer is not None and self._log.has_pending_index()):
             with self._lock:
-                if self._health["behind"]:
+                if self._health["behind"] or self._log.has_pending_index():
                     self.repair()
                     self._health["behind"] = False
 
+    def flush(self) -> None:
+        """Make the index hold every stored message (a no-op in the default ``index="sync"`` mode)."""
+        self._catch_up()
+
     def close(self) -> None:
-        """Close the log. The Memory cannot be used afterwards."""
+        """Stop the background indexer (indexing what it can), then close the log."""
+        if self._indexer is not None:
+            self._indexer.stop()
+            try:
+                self.flush()
+            except Exception:  # the index is down: the log has everything, the next open indexes it
+                pass
         self._log.close()
 
     def __enter__(self) -> "Memory":
@@ -333,6 +355,10 @@ class Memory:
         if parsed and not self._health["behind"]:
             self.index.collection(self.namespace, self.session)  # another model's store raises before any write
         stored = self._log.append(self.namespace, self.session, parsed, orphans=self.orphans)
+        if self._indexer is not None:
+            if stored:
+                self._indexer.wake()
+            return stored
         with self._lock:
             try:
                 if self._health["behind"]:
@@ -541,22 +567,22 @@ class Memory:
         m = self.get(message_id)
         unit_id = self._log.unit_ids_of([m.id])[m.id]
         ids = [x.id for x in self._log.unit_messages(m.namespace, m.session, [unit_id])]
-        self._log.mark_deleted(ids)
-        with self._lock:
+        with self._lock:  # no indexing may run between the tombstone and the purge
+            self._log.mark_deleted(ids)
             self.index.delete_where(m.namespace, {"message_id": {"$in": ids}}, [m.session])
-        self._log.purge(ids)
+            self._log.purge(ids)
         return ids
 
     def forget_session(self, session: str | None = None) -> int:
         """Forget a whole session (this one by default): its messages, state and summary. Returns the count."""
         session = session or self.session
-        ids = self._log.session_ids(self.namespace, session)
-        self._log.mark_deleted(ids)
-        with self._lock:
+        with self._lock:  # no indexing may run between the tombstones and the purge
+            ids = self._log.session_ids(self.namespace, session)
+            self._log.mark_deleted(ids)
             if ids:
                 self.index.drop_session(self.namespace, session)
-        self._log.purge(ids)
-        self._log.drop_session(self.namespace, session)
+            self._log.purge(ids)
+            self._log.drop_session(self.namespace, session)
         return len(ids)
 
     def reindex(self) -> int:
@@ -586,3 +612,49 @@ class Memory:
             "tokenizer": getattr(self.counter, "name", type(self.counter).__name__),
         }
 
+
+class _Indexer:
+    """The background worker of ``index="background"``: embeds what the log holds and the index lacks.
+
+    One per store (shared by session views). It wakes on every add, drains the
+    log's unindexed messages in batches (so a burst of live adds is embedded
+    together), and backs off while the index is unreachable; the messages are
+    durable in the log meanwhile, and reads flush before they search.
+    """
+
+    #: Seconds the worker waits after a wake-up before it embeds what has arrived.
+    DEBOUNCE = 0.05
+
+    def __init__(self, memory: "Memory") -> None:
+        self._memory = memory
+        self._wake = threading.Event()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="ragmem-indexer", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._wake.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        delay = 0.1
+        while not self._stopped:
+            self._wake.wait()
+            if self._stopped:
+                return
+            # gather a burst: live adds return at once instead of racing the embedding for the GIL,
+            # and turns that arrive together are embedded as one batch
+            time.sleep(self.DEBOUNCE)
+            self._wake.clear()
+            try:
+                self._memory._catch_up()
+                delay = 0.1
+            except Exception:  # surfaced to the caller by the next flush; retry later
+                self._memory._health["behind"] = True
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                self._wake.set()

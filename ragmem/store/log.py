@@ -440,6 +440,10 @@ class MessageLog:
         """Every live message id of a namespace with its ``indexed`` flag, to check the index against."""
         return dict(self._rows("SELECT id, indexed FROM messages WHERE namespace=? AND deleted=0", (namespace,)))
 
+    def has_pending_index(self) -> bool:
+        """True when some stored message is not yet in the vector index (a cheap, indexed lookup)."""
+        return bool(self._rows("SELECT 1 FROM messages WHERE indexed=0 AND deleted=0 LIMIT 1"))
+
     def pending_delete(self) -> list[tuple[str, str, int]]:
         """Tombstoned messages as (id, namespace, n_chunks), left over by an interrupted forget."""
         return [tuple(r) for r in self._rows("SELECT id, namespace, n_chunks FROM messages WHERE deleted=1")]

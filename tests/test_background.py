@@ -1,0 +1,74 @@
+"""index="background": add() returns once durable in the log; reads never miss a turn."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from ragmem import Memory, StoreError
+
+
+def test_background_add_is_durable_and_reads_flush_first(tmp_path, embedder):
+    mem = Memory(tmp_path / "s", embedder=embedder, index="background", window=2)
+    for i in range(30):
+        mem.add({"role": "user", "content": f"note {i}: the code word for day {i} is word{i}x"}, id=f"n{i}")
+    # every message is in the log at once, whatever the indexer has done
+    assert [m.id for m in mem.messages()] == [f"n{i}" for i in range(30)]
+    hits = mem.search("code word for day 3", k=1)  # flushes: never misses a stored turn
+    assert hits[0].message.id == "n3"
+    assert not mem.log.has_pending_index()
+    ctx = mem.prompt("what was the code word for day 5?", budget=600)
+    assert "n5" in ctx.message_ids()
+    mem.close()
+
+
+def test_background_indexer_catches_up_on_its_own(tmp_path, hash_embedder):
+    mem = Memory(tmp_path / "s", embedder=hash_embedder, index="background")
+    mem.add_many([{"role": "user", "content": f"item {i}"} for i in range(50)])
+    deadline = time.monotonic() + 30
+    while mem.log.has_pending_index() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not mem.log.has_pending_index()
+    assert mem.index.count("default") == 50
+    mem.close()
+
+
+def test_unindexed_messages_survive_close_and_are_indexed_on_open(tmp_path, hash_embedder, monkeypatch):
+    mem = Memory(tmp_path / "s", embedder=hash_embedder, index="background")
+
+    def down(*a, **k):
+        raise StoreError("the vector index failed to add vectors (server down)")
+
+    monkeypatch.setattr(mem.index, "upsert", down)
+    mem.add({"role": "user", "content": "kept while the index is down"}, id="k")
+    with pytest.raises(StoreError):
+        mem.search("kept", k=1)
+    assert mem.get("k").content == "kept while the index is down"
+    mem.close()
+    monkeypatch.undo()
+    again = Memory(tmp_path / "s", embedder=hash_embedder)
+    assert again.search("kept while the index is down", k=1)[0].message.id == "k"
+
+
+def test_forget_waits_for_the_indexer(tmp_path, hash_embedder):
+    mem = Memory(tmp_path / "s", embedder=hash_embedder, index="background")
+    stop = threading.Event()
+
+    def writer():
+        i = 0
+        while not stop.is_set():
+            mem.add({"role": "user", "content": f"w {i}"}, id=f"w{i}")
+            i += 1
+
+    t = threading.Thread(target=writer)
+    t.start()
+    time.sleep(0.3)
+    mem.forget("w0")
+    stop.set()
+    t.join()
+    mem.flush()
+    assert "w0" not in mem.index.all_message_ids("default")
+    assert mem.index.count("default") == mem.log.count()
+    mem.close()
