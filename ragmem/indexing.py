@@ -23,7 +23,7 @@ from . import lexical
 from .embed import Embedder, chunk_text
 from .messages import Message, ToolCall
 from .store import MessageLog, VectorIndex
-from .store.index import chunk_ids
+from .store.index import chunk_id
 
 
 def document_text(m: Message, call: ToolCall | None = None) -> str:
@@ -41,9 +41,16 @@ def document_text(m: Message, call: ToolCall | None = None) -> str:
 PREVIOUS_CHARS = 600
 
 
+#: Characters of one message that go into the lexical index.
+LEXICAL_MAX_CHARS = 100_000
+
+
 def lexical_text(m: Message, call: ToolCall | None = None, previous: Message | None = None) -> str:
     """The text the lexical index holds for a message: itself, its date, and the turn before it."""
-    text = f"{document_text(m, call)} {m.created_at.day} {m.created_at:%B %Y}"
+    # BM25's length normalisation makes the words of a giant text rank near zero anyway, and tokenising
+    # megabytes in Python costs seconds: the lexical index keeps a long message's head, the vector index
+    # (chunked) keeps all of it searchable.
+    text = f"{document_text(m, call)[:LEXICAL_MAX_CHARS]} {m.created_at.day} {m.created_at:%B %Y}"
     if previous is not None:
         text += " " + document_text(previous)[:PREVIOUS_CHARS]
     return text
@@ -133,7 +140,7 @@ def index_messages(
     n_chunks: dict[str, int] = {}
     for (m, i), vec in zip(rows, vectors):
         ids, vecs, metas = by_ns.setdefault(m.namespace, ([], [], []))
-        ids.append(chunk_ids(m.id, i + 1)[-1])
+        ids.append(chunk_id(m.id, i))
         vecs.append(vec)
         metas.append(chunk_metadata(m, units.get(m.id, m.id), i))
         n_chunks[m.id] = i + 1

@@ -87,3 +87,10 @@ def test_chunks_fit_the_window_and_cover_the_text():
         for c in chunks:  # each piece fits the model's 256 word pieces with [CLS] and [SEP]
             assert len(tokenizer.encode(c).ids) <= 256
     assert OnnxEmbedder().chunk("short") == ["short"]
+
+
+def test_chunk_ids_are_the_message_id_then_numbered():
+    from ragmem.store.index import chunk_id
+
+    # computed per chunk in constant time (an earlier version rebuilt the whole list per chunk: quadratic)
+    assert [chunk_id("m1", i) for i in range(3)] == ["m1", "m1#1", "m1#2"]

@@ -52,8 +52,10 @@ def collection_name(namespace: str, store_id: str | None = None, session: str = 
     return "ragmem_" + hashlib.sha1(key.encode("utf-8")).hexdigest()[:24]
 
 
-def chunk_ids(message_id: str, n: int) -> list[str]:
-    return [message_id if i == 0 else f"{message_id}#{i}" for i in range(n)]
+def chunk_id(message_id: str, i: int) -> str:
+    """The id of a message's ``i``-th chunk: the message id itself for the first."""
+    return message_id if i == 0 else f"{message_id}#{i}"
+
 
 
 def make_client(path: str | None = None, url: str | None = None):
