@@ -398,6 +398,10 @@ class Memory:
             raise MessageNotFound(f"no message with id {message_id!r} in the store at {self.path}")
         return m
 
+    def recent(self, n: int = 10) -> list[Message]:
+        """The last ``n`` messages of this session, oldest first."""
+        return list(reversed(self._log.messages_desc(self.namespace, self.session, n)))
+
     def messages(self, session: str | None = None) -> list[Message]:
         """All messages of a session (this one by default), in order."""
         return self._log.messages(self.namespace, session or self.session)
@@ -484,7 +488,7 @@ class Memory:
 
     def prompt(
         self,
-        user_turn: str | Mapping[str, Any],
+        user_turn: str | Mapping[str, Any] | None = None,
         *,
         system: str | None = None,
         budget: int | Budget = 4000,
@@ -495,6 +499,7 @@ class Memory:
         query: str | None = None,
         placement: Placement | None = None,
         recall_format: RecallFormat | None = None,
+        turn_stored: bool = False,
     ) -> Context:
         """Assemble the next prompt for ``user_turn`` within ``budget`` tokens.
 
@@ -502,15 +507,31 @@ class Memory:
         format, or Anthropic with ``format="anthropic"``) and ``.trace``.
         ``strategy`` picks ragmem's retrieval (default) or a baseline:
         ``sliding_window``, ``keep_first``, ``importance``. The user turn is not
-        stored; add it (and the reply) once the call is made.
+        stored; add it (and the reply) once the call is made. If your framework
+        stores the turn first, pass ``turn_stored=True``: the last stored
+        message is then the user turn (``user_turn`` may be omitted) and is not
+        repeated in the window.
         """
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+        skip: set[str] = set()
+        if turn_stored:
+            last = self._log.messages_desc(self.namespace, self.session, 1)
+            if not last or last[0].role != "user":
+                raise InvalidMessage(
+                    "turn_stored=True, but the session does not end with a user message; add the user "
+                    "turn first, or call prompt(user_turn) without turn_stored"
+                )
+            skip.add(last[0].id)
+            if user_turn is None:
+                user_turn = {"role": "user", "content": last[0].content}
+        if user_turn is None:
+            raise InvalidMessage("prompt() needs the user turn (or turn_stored=True after adding it)")
         budget_obj = Budget.of(budget, shares)
         timings: dict[str, float] = {}
         t = time.perf_counter()
         if strategy != "ragmem":
-            units = group_units(self._log.messages(self.namespace, self.session))
+            units = group_units(m for m in self._log.messages(self.namespace, self.session) if m.id not in skip)
             timings["log"] = time.perf_counter() - t
             t = time.perf_counter()
             ctx = assemble_baseline(
@@ -520,7 +541,7 @@ class Memory:
             timings["assemble"] = time.perf_counter() - t
             ctx.trace.timings = timings
             return ctx
-        tail = self._log.tail(self.namespace, self.session, self.window)
+        tail = [m for m in self._log.tail(self.namespace, self.session, self.window + len(skip)) if m.id not in skip]
         window_units = group_units(tail)
         state = self.state.get()
         timings["log"] = time.perf_counter() - t
@@ -541,6 +562,7 @@ class Memory:
                 vec, log=self._log, index=self.index, namespace=self.namespace, session=self.session,
                 k=k + len(window_units), text=text,
             )
+            recalled = [(u, score) for u, score in recalled if u.id not in skip]
             timings["search"] = time.perf_counter() - t
         t = time.perf_counter()
         ctx = assemble(

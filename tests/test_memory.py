@@ -248,3 +248,19 @@ def test_invalid_batch_stores_nothing(mem):
     with pytest.raises(InvalidMessage, match="message 1"):
         mem.add_many([{"role": "user", "content": "ok"}, {"role": "wizard", "content": "no"}])
     assert mem.messages() == []
+
+
+def test_turn_stored_places_the_stored_user_turn_once(mem):
+    mem.add_many(incident_session())
+    mem.add({"role": "user", "content": "What did we set the DB pool size to?"}, id="turn")
+    assert [m.id for m in mem.recent(2)] == ["chat29", "turn"]
+    ctx = mem.prompt(turn_stored=True, budget=800)
+    texts = [m["content"] for m in ctx.messages]
+    assert texts[-1] == "What did we set the DB pool size to?" and texts.count(texts[-1]) == 1
+    assert "turn" not in ctx.message_ids() and "decision" in ctx.message_ids()
+    assert ctx.trace.total_tokens <= 800
+    mem.add({"role": "assistant", "content": "20."})
+    with pytest.raises(InvalidMessage, match="does not end with a user message"):
+        mem.prompt(turn_stored=True, budget=800)
+    with pytest.raises(InvalidMessage, match="needs the user turn"):
+        mem.prompt(budget=800)

@@ -165,22 +165,15 @@ class RagmemMemory(BaseMemory):
         given, there is no turn to assemble for, and the whole log is returned.
         """
         mem = self._memory
-        tail = mem.log.tail(mem.namespace, mem.session, 1)
-        if not tail:
+        last = mem.recent(1)
+        if not last:
             return []
-        last = tail[-1]
-        if input is None:
-            if last.role != "user":
-                return self.get_all()
-            input = last.text
         budget = self.token_limit - int(initial_token_count)
-        messages = mem.prompt(input, system=self.system, budget=budget, **kwargs).messages
-        if last.role == "user" and last.text == input and len(messages) >= 2:
-            # The engine stored the turn before asking: it sits at the end of the window,
-            # just before the turn ragmem appends. Keep one copy.
-            prev = messages[-2]
-            if prev.get("role") == "user" and prev.get("content") == input:
-                del messages[-2]
+        # the engine stores the user turn before asking: ragmem places it once, as the turn
+        stored = last[-1].role == "user" and (input is None or last[-1].text == input)
+        if input is None and not stored:
+            return self.get_all()
+        messages = mem.prompt(input, system=self.system, budget=budget, turn_stored=stored, **kwargs).messages
         return [to_llamaindex(m) for m in messages]
 
     def get_all(self) -> List[ChatMessage]:

@@ -416,6 +416,17 @@ class MessageLog:
             args.append(limit)
         return [self._msg(r) for r in self._rows(sql, args)]
 
+    def messages_desc(self, namespace: str, session: str, n: int) -> list[Message]:
+        """The last ``n`` messages of a session, newest first."""
+        return [
+            self._msg(r)
+            for r in self._rows(
+                f"SELECT {self._COLS} FROM messages WHERE namespace=? AND session=? AND deleted=0 "
+                "ORDER BY seq DESC LIMIT ?",
+                (namespace, session, n),
+            )
+        ]
+
     def session_ids(self, namespace: str, session: str) -> list[str]:
         return [r[0] for r in self._rows("SELECT id FROM messages WHERE namespace=? AND session=?", (namespace, session))]
 
