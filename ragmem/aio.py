@@ -167,6 +167,14 @@ class AsyncMemory:
     async def get(self, message_id: str) -> Message:
         return await self._worker.run(self._mem.get, message_id)
 
+    async def recent(self, n: int = 10) -> list[Message]:
+        """See :meth:`ragmem.Memory.recent`."""
+        return await self._worker.run(self._mem.recent, n)
+
+    async def flush(self) -> None:
+        """See :meth:`ragmem.Memory.flush`."""
+        await self._worker.run(self._mem.flush)
+
     async def messages(self, session: str | None = None) -> list[Message]:
         return await self._worker.run(self._mem.messages, session)
 
@@ -205,7 +213,7 @@ class AsyncMemory:
 
     async def prompt(
         self,
-        user_turn: str | Mapping[str, Any],
+        user_turn: str | Mapping[str, Any] | None = None,
         *,
         system: str | None = None,
         budget: int | Budget = 4000,
@@ -216,11 +224,13 @@ class AsyncMemory:
         query: str | None = None,
         placement: Placement | None = None,
         recall_format: RecallFormat | None = None,
+        turn_stored: bool = False,
     ) -> Context:
         """See :meth:`ragmem.Memory.prompt`."""
         return await self._worker.run(
             self._mem.prompt, user_turn, system=system, budget=budget, shares=shares, strategy=strategy,
             format=format, k=k, query=query, placement=placement, recall_format=recall_format,
+            turn_stored=turn_stored,
         )
 
     # -- forgetting ----------------------------------------------------------------
