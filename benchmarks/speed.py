@@ -384,11 +384,18 @@ print(json.dumps({
 def probe_rss(store: Path, questions: list[str]) -> dict:
     """Peak RSS of a fresh process that opens ``store`` and answers prompts."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
-    out = subprocess.run(
-        [sys.executable, "-c", RSS_PROBE, str(store), session_name(0), str(PROMPT_BUDGET)],
-        input=json.dumps(questions), capture_output=True, text=True, env=env, check=True, timeout=900,
-    )
-    return {k: round(v, 1) for k, v in json.loads(out.stdout.strip().splitlines()[-1]).items()}
+    with stopwatch() as t:
+        try:
+            out = subprocess.run(
+                [sys.executable, "-c", RSS_PROBE, str(store), session_name(0), str(PROMPT_BUDGET)],
+                input=json.dumps(questions), capture_output=True, text=True, env=env, check=True, timeout=900,
+            )
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+            # A failed probe is reported in the results, never allowed to lose the rest of the run.
+            return {"error": f"{type(exc).__name__}: {(getattr(exc, 'stderr', '') or '')[-500:]}"}
+    probe = {k: round(v, 1) for k, v in json.loads(out.stdout.strip().splitlines()[-1]).items()}
+    probe["wall_s"] = round(t["s"], 1)  # open + prompts: shows a slow open (e.g. a repair) at once
+    return probe
 
 
 # -- output -------------------------------------------------------------------
@@ -430,8 +437,9 @@ def tables(result: dict) -> str:
     mem = result["memory"]
     parts.append("**Peak RSS** (a fresh process)\n\n" + markdown_table(
         ["process", "peak RSS MiB"],
-        [["model loaded, empty store", mem["model_only"]["peak_rss_mib"]],
-         [f"store of {mem['store_size']:,} messages, {mem['prompts']} prompts", mem["with_store"]["peak_rss_mib"]]]))
+        [["model loaded, empty store", mem["model_only"].get("peak_rss_mib", mem["model_only"].get("error"))],
+         [f"store of {mem['store_size']:,} messages, {mem['prompts']} prompts",
+          mem["with_store"].get("peak_rss_mib", mem["with_store"].get("error"))]]))
     tok = result["tokens"]
     parts.append("**Token counting** (cl100k_base)\n\n" + markdown_table(
         ["counter", "tokens/s", "messages/s"],
