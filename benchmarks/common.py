@@ -29,8 +29,10 @@ def result_path(name: str, quick: bool, suffix: str = ".json", out_dir: Path | N
     return folder / f"{name}{'-quick' if quick else ''}{suffix}"
 
 
-def write_json(path: Path, data: dict) -> Path:
-    path.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+def write_json(path: Path, data: dict, compact: bool = False) -> Path:
+    """Write results; ``compact`` for bulky per-item dumps."""
+    text = json.dumps(data, default=str, separators=(",", ":")) if compact else json.dumps(data, indent=2, default=str)
+    path.write_text(text + "\n")
     return path
 
 

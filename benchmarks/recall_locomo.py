@@ -349,7 +349,7 @@ def run(quick: bool = False, out_dir: Path | None = None, dense: bool = True) ->
     plot_path = plot(result, result_path("evidence_vs_budget", quick, ".png", out_dir))
     result["plot"] = plot_path.name
     write_json(result_path(NAME, quick, out_dir=out_dir), result)
-    write_json(result_path(f"{NAME}-questions", quick, out_dir=out_dir), {"per_question": per_question})
+    write_json(result_path(f"{NAME}-questions", quick, out_dir=out_dir), {"per_question": per_question}, compact=True)
     print(f"\n## LoCoMo recall{' (quick slice)' if quick else ''}\n\n{tables(result)}\n")
     print(f"[{NAME}] took {result['elapsed_s']} s")
     return result

@@ -64,9 +64,10 @@ real model ({embedded:,} texts), and each later copy ({reused:,}) reuses its
 vector plus a little noise (relative norm {noise}), so copies are near
 neighbours rather than exact ties in the HNSW graph. Prompt latency is then
 measured on a fresh `Memory` with the stock embedder, every question embedded
-for real. The limit beside it is one raw `SentenceTransformer.encode` of the
-question plus one raw `collection.query` (k=20, the same session filter) on
-the very Chroma collection ragmem uses.
+for real. The limit beside it is one query embedding (the faster of a raw
+`SentenceTransformer.encode` and ragmem's embedding engine called directly,
+with no ragmem logic around it) plus one raw `collection.query` (k=20) on the
+very Chroma collection that holds the session.
 """
 
 
