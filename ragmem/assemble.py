@@ -29,7 +29,7 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from .errors import BudgetTooSmall
 from .messages import Message, content_text, to_anthropic
-from .tokens import PER_MESSAGE, PER_TOOL_CALL, REPLY_PRIMING, TokenCounter, count_message, count_messages
+from .tokens import PER_MESSAGE, PER_TOOL_CALL, REPLY_PRIMING, TokenCounter, count_message
 from .trace import BudgetMonitor, Context, DropTrace, Trace, UnitTrace
 from .units import Unit
 
@@ -202,16 +202,24 @@ def _finish(
 ) -> Context:
     """Place and render the chosen units; drop the least relevant recall until the rendered prompt fits."""
     recall_units = sorted(recall_units, key=lambda us: (us[1] if us[1] is not None else 0.0))  # rising relevance
+    # Counting is additive per message, so each section is counted once: stored messages from the
+    # per-id cache, the few rendered ones (system, summary, header, user) here.
+    c = lambda ms: sum(count_message(counter, m) for m in ms)  # noqa: E731
+    fixed = {"system": c(sys_msgs), "summary": c(summary_msgs), "user": c([user])}
+    window_units = list(window_units)
     while True:
+        window_msgs = [m.to_openai() for u in window_units for m in u.messages]
+        window_tokens = sum(costs.unit(u) for u in window_units)
         if recall_units and recall_format == "text":
             body = "\n\n".join(unit_as_text(u) for u, _ in recall_units)
             recall_msgs = [{"role": "system", "content": f"{RECALL_HEADER}\n\n{body}"}]
+            recall_tokens = c(recall_msgs)
         elif recall_units:
             recall_msgs = [{"role": "system", "content": RECALL_HEADER}]
             recall_msgs += [m.to_openai() for u, _ in recall_units for m in u.messages]
+            recall_tokens = c(recall_msgs[:1]) + sum(costs.unit(u) for u, _ in recall_units)
         else:
-            recall_msgs = []
-        window_msgs = [m.to_openai() for u in window_units for m in u.messages]
+            recall_msgs, recall_tokens = [], 0
         middle = recall_msgs + window_msgs if placement == "before_window" else window_msgs + recall_msgs
         messages = sys_msgs + summary_msgs + middle + [user]
         system = None
@@ -219,21 +227,26 @@ def _finish(
             system, messages = to_anthropic(messages)
             total = count_anthropic(counter, system, messages)
         else:
-            total = count_messages(counter, messages)
-        if total <= budget.limit or not recall_units:
+            total = sum(fixed.values()) + recall_tokens + window_tokens + REPLY_PRIMING
+        if total <= budget.limit or not (recall_units or window_units):
             break
-        u, s = recall_units.pop(0)  # the least relevant goes first
-        dropped.append(_drop("recall", u, costs.unit(u), "over budget after rendering", s))
-    if total > budget.limit:  # pragma: no cover - the packing above leaves margin; kept as a hard guard
+        # Rendering can cost more than the packing counted (Anthropic needs a user turn first, and
+        # "[note]" marks): drop the least relevant recall first, then the oldest window unit.
+        if recall_units:
+            u, s = recall_units.pop(0)
+            dropped.append(_drop("recall", u, costs.unit(u), "over budget after rendering", s))
+        else:
+            u = window_units.pop(0)
+            dropped.append(_drop("window", u, costs.unit(u), "over budget after rendering"))
+    if total > budget.limit:  # only the mandatory parts are left, and they were checked to fit
         raise BudgetTooSmall(f"the prompt needs {total} tokens, over the limit of {budget.limit}")
     trace = Trace(strategy=strategy, format=fmt, budget=budget.total, limit=budget.limit, total_tokens=total)
-    c = lambda ms: sum(count_message(counter, m) for m in ms)  # noqa: E731
     trace.sections = {
-        "system": c(sys_msgs),
-        "summary": c(summary_msgs),
-        "recall": c(recall_msgs),
-        "window": c(window_msgs),
-        "user": c([user]),
+        "system": fixed["system"],
+        "summary": fixed["summary"],
+        "recall": recall_tokens,
+        "window": window_tokens,
+        "user": fixed["user"],
         "priming": REPLY_PRIMING,
     }
     trace.included = [

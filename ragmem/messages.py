@@ -286,8 +286,30 @@ def parse_message(
     )
 
 
-def message_from_record(rec: Mapping[str, Any]) -> Message:
-    """Rebuild a stored :class:`Message` from its :meth:`Message.to_record` form."""
+def message_from_record(rec: Mapping[str, Any], *, trusted: bool = False) -> Message:
+    """Rebuild a stored :class:`Message` from its :meth:`Message.to_record` form.
+
+    ``trusted=True`` is for records ragmem wrote itself (the log): they were
+    validated when added, so they are rebuilt without validating again, which
+    keeps reads of the log off the prompt's critical path.
+    """
+    if trusted:
+        return Message(
+            role=rec["role"],
+            content=rec.get("content"),
+            id=rec["id"],
+            tool_calls=tuple(
+                ToolCall(c["id"], c["function"]["name"], c["function"].get("arguments") or "{}")
+                for c in rec.get("tool_calls") or ()
+            ),
+            tool_call_id=rec.get("tool_call_id"),
+            name=rec.get("name"),
+            created_at=datetime.fromisoformat(rec["created_at"]),
+            metadata=rec.get("metadata") or {},
+            seq=int(rec.get("seq", -1)),
+            session=rec.get("session", ""),
+            namespace=rec.get("namespace", ""),
+        )
     base = {k: rec[k] for k in ("role", "content", "name", "tool_calls", "tool_call_id", "id", "metadata") if k in rec}
     base["created_at"] = rec.get("created_at")
     msg = parse_message(base, max_chars=10**12)

@@ -199,3 +199,14 @@ def test_window_share_and_recall_rise_toward_user():
                      recall=[(units[0], 0.9), (units[1], 0.1)])
     assert [m["content"] for m in after.messages if m["role"] == "user"] == ["turn 3", "turn 4", "turn 5", "turn 1",
                                                                              "turn 0", "q"]
+
+
+def test_anthropic_placeholder_turn_never_pushes_a_prompt_over_budget():
+    """Regression: a window starting with an assistant turn needs an Anthropic user placeholder; that
+    cost more than the packing counted, and the prompt raised instead of dropping the oldest unit."""
+    h = [parse_message({"role": "user", "content": "hi"}).with_(seq=0),
+         parse_message({"role": "assistant", "content": "log line " * 300}).with_(seq=1)]
+    ctx = assemble_baseline("sliding_window", "and now?", units=group_units(h), budget=615, counter=COUNTER,
+                            format="anthropic")
+    assert count_anthropic(COUNTER, ctx.system, ctx.messages) == ctx.trace.total_tokens <= 615
+    check_anthropic(ctx.system, ctx.messages)

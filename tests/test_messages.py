@@ -101,3 +101,12 @@ def test_anthropic_conversion_both_ways():
 def test_anthropic_rejects_system_role_in_messages():
     with pytest.raises(InvalidMessage, match="separate `system`"):
         from_anthropic([{"role": "system", "content": "x"}])
+
+
+def test_trusted_records_rebuild_the_same_message():
+    raw = {"role": "assistant", "content": [{"type": "text", "text": "hi"}], "name": "bot", "id": "t1",
+           "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+           "created_at": "2024-01-02T03:04:05+00:00", "metadata": {"k": [1, 2]}}
+    m = parse_message(raw).with_(seq=4, session="s", namespace="n")
+    rec = json.loads(json.dumps(m.to_record()))
+    assert message_from_record(rec, trusted=True) == message_from_record(rec) == m

@@ -352,7 +352,7 @@ class MessageLog:
     def _msg(row: tuple) -> Message:
         rec = json.loads(row[0])
         rec.update(seq=row[1], namespace=row[2], session=row[3])
-        return message_from_record(rec)
+        return message_from_record(rec, trusted=True)
 
     def get(self, message_id: str) -> Message | None:
         rows = self._rows(f"SELECT {self._COLS} FROM messages WHERE id=? AND deleted=0", (message_id,))
