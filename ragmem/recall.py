@@ -81,17 +81,26 @@ def best_per_key(hits: Sequence[IndexHit], key: str) -> dict[str, float]:
     return best
 
 
-def dense_candidates(hits: Sequence[IndexHit]) -> list[Candidate]:
-    """Index hits folded to one candidate per message (its best chunk), best first."""
+def dense_candidates(hits: Sequence[IndexHit], log: MessageLog | None = None) -> list[Candidate]:
+    """Index hits folded to one candidate per message (its best chunk), best first.
+
+    Hits queried without metadata are placed from the log (``log.positions``).
+    """
+    where = log.positions(h.message_id for h in hits if not h.metadata) if log is not None else {}
     best: dict[str, Candidate] = {}
     for h in hits:
-        c = best.get(h.message_id)
-        if c is None or h.score > c.score:
+        if h.metadata:
             md = h.metadata
-            best[h.message_id] = Candidate(
-                h.message_id, str(md.get("unit_id", h.message_id)), str(md.get("session", "")),
-                int(md.get("seq", -1)), h.score,
+            mid, uid, sess, seq = h.message_id, str(md.get("unit_id", h.message_id)), str(md.get("session", "")), int(
+                md.get("seq", -1)
             )
+        elif h.message_id in where:
+            mid, uid, sess, seq = where[h.message_id]
+        else:
+            continue  # forgotten since it was indexed
+        c = best.get(mid)
+        if c is None or h.score > c.score:
+            best[mid] = Candidate(mid, uid, sess, seq, h.score)
     return sorted(best.values(), key=lambda c: -c.score)
 
 
@@ -194,7 +203,8 @@ def search_candidates(
     pool = max(CANDIDATES, n)
     # each session has its own collection: the scope is the list of collections asked, never a filter
     sessions = [session] if session is not None else [r["session"] for r in log.sessions(namespace)]
-    dense = dense_candidates(index.query(namespace, vector, n=pool, where=where, sessions=sessions))
+    hits = index.query(namespace, vector, n=pool, where=where, sessions=sessions, metadata=False)
+    dense = dense_candidates(hits, log)
     if text is None or filters is None or DENSE_WEIGHT >= 1.0:
         return dense
     lex = lexical_candidates(log, text, namespace=namespace, session=session, n=pool, filters=filters)

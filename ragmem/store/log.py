@@ -416,6 +416,31 @@ class MessageLog:
             args.append(limit)
         return [self._msg(r) for r in self._rows(sql, args)]
 
+    def positions(self, chunk_ids: Iterable[str]) -> dict[str, tuple[str, str, str, int]]:
+        """Map vector chunk ids to their messages: chunk id -> (message id, unit id, session, seq).
+
+        A chunk id is its message's id (first chunk) or ``<id>#<n>``; ids that
+        themselves hold a ``#`` are resolved by trying the whole id first.
+        """
+        chunk_ids = list(dict.fromkeys(chunk_ids))
+        wanted = {c: [c] + ([c.rsplit("#", 1)[0]] if "#" in c else []) for c in chunk_ids}
+        ids = list({i for opts in wanted.values() for i in opts})
+        found: dict[str, tuple[str, str, int]] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for mid, uid, sess, seq in self._rows(
+                f"SELECT id, unit_id, session, seq FROM messages WHERE id IN ({marks}) AND deleted=0", part
+            ):
+                found[mid] = (uid, sess, seq)
+        out = {}
+        for c, opts in wanted.items():
+            for mid in opts:
+                if mid in found:
+                    out[c] = (mid, *found[mid])
+                    break
+        return out
+
     def messages_desc(self, namespace: str, session: str, n: int) -> list[Message]:
         """The last ``n`` messages of a session, newest first."""
         return [
