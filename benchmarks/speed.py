@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -373,7 +372,7 @@ def chroma_handle(mem):
 
 
 RSS_PROBE = r"""
-import json, resource, sys, time
+import json, sys
 import psutil
 from ragmem import Memory
 store, session, budget = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -385,8 +384,11 @@ if questions:
 else:
     from ragmem.embed import default_embedder
     default_embedder().embed_batch(["load the model only"])
+# VmHWM, not ru_maxrss: Linux carries the parent's ru_maxrss over fork+exec,
+# while VmHWM belongs to this process's own address space.
+hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
 print(json.dumps({
-    "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    "peak_rss_mib": hwm / 1024,
     "rss_mib": psutil.Process().memory_info().rss / 2**20,
 }))
 """
