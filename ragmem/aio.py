@@ -220,7 +220,7 @@ class AsyncMemory:
         shares: Mapping[str, float] | None = None,
         strategy: str = "ragmem",
         format: Format = "openai",
-        k: int = 20,
+        k: int | None = None,
         query: str | None = None,
         placement: Placement | None = None,
         recall_format: RecallFormat | None = None,

@@ -495,7 +495,7 @@ class Memory:
         shares: Mapping[str, float] | None = None,
         strategy: str = "ragmem",
         format: Format = "openai",
-        k: int = 20,
+        k: int | None = None,
         query: str | None = None,
         placement: Placement | None = None,
         recall_format: RecallFormat | None = None,
@@ -510,7 +510,8 @@ class Memory:
         stored; add it (and the reply) once the call is made. If your framework
         stores the turn first, pass ``turn_stored=True``: the last stored
         message is then the user turn (``user_turn`` may be omitted) and is not
-        repeated in the window.
+        repeated in the window. ``k`` caps the recalled units; by default it
+        grows with the budget (20, or one per 100 tokens of a larger budget).
         """
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
@@ -528,6 +529,8 @@ class Memory:
         if user_turn is None:
             raise InvalidMessage("prompt() needs the user turn (or turn_stored=True after adding it)")
         budget_obj = Budget.of(budget, shares)
+        if k is None:  # enough candidates to fill the recall share of a large budget, at ~100 tokens a turn
+            k = max(20, budget_obj.limit // 100)
         timings: dict[str, float] = {}
         t = time.perf_counter()
         if strategy != "ragmem":

@@ -1,0 +1,28 @@
+"""The benchmark suite's quick slice runs in CI, so the benchmark code cannot rot. No figure is asserted."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ragmem.locomo import data_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.skipif(not any(data_dir().glob("conv-*.json")), reason="no LoCoMo data (set RAGMEM_LOCOMO)")
+def test_quick_benchmarks_run_and_write_their_results(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run_all", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=900,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    recall = json.loads((tmp_path / "recall_locomo-quick.json").read_text())
+    speed = json.loads((tmp_path / "speed-quick.json").read_text())
+    assert recall and speed
+    assert "Recall" in r.stdout or "recall" in r.stdout
