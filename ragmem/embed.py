@@ -213,17 +213,21 @@ class SentenceTransformerEmbedder:
         tok = self.model.tokenizer
         enc = tok(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False)
         offsets = enc["offset_mapping"]
-        size = self.max_tokens - 2  # room for [CLS] and [SEP]
-        if len(offsets) <= size:
-            return [text]
-        chunks, start = [], 0
-        while start < len(offsets):
-            end = min(len(offsets), start + size)
-            chunks.append(text[offsets[start][0] : offsets[end - 1][1]])
-            if end == len(offsets):
-                break
-            start = end - overlap
-        return chunks
+        return split_by_offsets(text, offsets, self.max_tokens - 2, overlap)  # room for [CLS] and [SEP]
+
+
+def split_by_offsets(text: str, offsets: Sequence[tuple[int, int]], size: int, overlap: int) -> list[str]:
+    """Cut ``text`` into windows of ``size`` word pieces (given their character offsets), overlapping by ``overlap``."""
+    if len(offsets) <= size:
+        return [text]
+    chunks, start = [], 0
+    while start < len(offsets):
+        end = min(len(offsets), start + size)
+        chunks.append(text[offsets[start][0] : offsets[end - 1][1]])
+        if end == len(offsets):
+            break
+        start = end - overlap
+    return chunks
 
 
 class AutoEmbedder:

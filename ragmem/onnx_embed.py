@@ -19,7 +19,7 @@ import warnings
 from pathlib import Path
 from typing import Sequence
 
-from .embed import DEFAULT_MODEL, DEFAULT_MODEL_SHA256, Kind, bundled_model_path
+from .embed import DEFAULT_MODEL, DEFAULT_MODEL_SHA256, Kind, bundled_model_path, split_by_offsets
 from .errors import MissingDependency, StoreError
 
 PROBE = [
@@ -121,6 +121,7 @@ class OnnxEmbedder:
         self.verify = verify
         self._session = None
         self._tokenizer = None
+        self._whole_tokenizer = None
         self._lock = threading.Lock()
 
     @property
@@ -149,6 +150,9 @@ class OnnxEmbedder:
         opts.intra_op_num_threads = self.threads or min(4, os.cpu_count() or 1)
         opts.inter_op_num_threads = 1
         self._session = ort.InferenceSession(str(self.onnx_path), opts, providers=["CPUExecutionProvider"])
+        self._whole_tokenizer = Tokenizer.from_file(str(bundled_model_path(verify=False) / "tokenizer.json"))
+        self._whole_tokenizer.no_truncation()
+        self._whole_tokenizer.no_padding()
         self._tokenizer = tok
 
     def _ready(self):
@@ -185,22 +189,7 @@ class OnnxEmbedder:
         """Split ``text`` into pieces that fit the model's window, as the torch path does."""
         if len(text) < MAX_TOKENS * 2:
             return [text]
-        _, tok = self._ready()
-        offsets = tok.encode(text, add_special_tokens=False).offsets
-        # encode() truncates: tokenise without the window to see the whole text
-        tok.no_truncation()
-        try:
-            offsets = tok.encode(text, add_special_tokens=False).offsets
-        finally:
-            tok.enable_truncation(MAX_TOKENS)
-        size = MAX_TOKENS - 2
-        if len(offsets) <= size:
-            return [text]
-        chunks, start = [], 0
-        while start < len(offsets):
-            end = min(len(offsets), start + size)
-            chunks.append(text[offsets[start][0] : offsets[end - 1][1]])
-            if end == len(offsets):
-                break
-            start = end - overlap
-        return chunks
+        self._ready()
+        # a tokenizer of its own, without the window's truncation: the embedding one is shared across threads
+        offsets = self._whole_tokenizer.encode(text, add_special_tokens=False).offsets
+        return split_by_offsets(text, offsets, MAX_TOKENS - 2, overlap)
