@@ -86,3 +86,15 @@ def test_lexical_text_carries_the_previous_turn_and_the_call(tmp_path, hash_embe
 def test_fts5_available():
     db = sqlite3.connect(":memory:")
     db.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
+
+
+def test_cached_frequencies_never_hide_a_word_that_just_arrived(tmp_path, hash_embedder):
+    from ragmem import Memory
+    from ragmem.recall import lexical_candidates
+
+    mem = Memory(tmp_path / "s", embedder=hash_embedder)
+    mem.add({"role": "user", "content": "the weather is fine"}, id="w")
+    assert lexical_candidates(mem.log, "zebrafish", namespace="default", session="default", n=5) == []
+    mem.add({"role": "user", "content": "my code word is zebrafish"}, id="z")
+    hits = lexical_candidates(mem.log, "zebrafish", namespace="default", session="default", n=5)
+    assert [c.message_id for c in hits] == ["z"]

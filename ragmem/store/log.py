@@ -86,6 +86,11 @@ class MessageLog:
         if not create and not self.path.exists():
             raise StoreError(f"{self.folder} holds no ragmem log ({LOG_FILE}); is this the right folder?")
         self._lock = threading.RLock()
+        # document frequencies of query terms, for dropping very common ones (see lexical_df)
+        self._df: dict[str, int] = {}
+        self._df_total = 0
+        self._df_at = float("-inf")
+        self._df_written = 0
         try:
             self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -246,14 +251,18 @@ class MessageLog:
         ``lexical`` rows (message id, scope terms, body terms) go into the
         lexical index in the same transaction, replacing any earlier row.
         """
+        lexical = list(lexical)
         with self._tx() as db:
             db.executemany("UPDATE messages SET indexed=1, n_chunks=? WHERE id=?", [(n, i) for i, n in chunks.items()])
             self._put_lexical(db, lexical)
+        self._df_written += len(lexical)
 
     def put_lexical(self, rows: Iterable[tuple[str, str, str]]) -> None:
         """Write lexical rows (message id, scope terms, body terms), replacing earlier ones."""
+        rows = list(rows)
         with self._tx() as db:
             self._put_lexical(db, rows)
+        self._df_written += len(rows)
 
     @staticmethod
     def _put_lexical(db: sqlite3.Connection, rows: Iterable[tuple[str, str, str]]) -> None:
@@ -299,17 +308,37 @@ class MessageLog:
         )
         return [tuple(r) for r in self._rows(sql, [match, inner, *args, n])]  # type: ignore[misc]
 
+    #: Seconds a cached document frequency may be reused (it only steers which very common terms to drop).
+    DF_TTL = 60.0
+
     def lexical_df(self, terms: list[str]) -> tuple[int, dict[str, int]]:
-        """Rows in the lexical index, and how many hold each term (document frequency)."""
+        """Rows in the lexical index, and how many hold each term (document frequency).
+
+        Frequencies are cached for :attr:`DF_TTL` seconds or until a tenth more
+        rows were written, since they only decide which very common terms a
+        query drops; a term not yet in the index is never cached, so a word
+        that has just arrived is searchable at once.
+        """
+        now = time.monotonic()
         with self._lock:
-            self._db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.lexical_vocab USING fts5vocab(main, lexical, row)")
-        # the highest rowid stands for the row count: O(1), where COUNT(*) scans the table; deletions only
-        # make it an overestimate, which keeps more terms in the query, never fewer
-        total = self._rows("SELECT COALESCE(MAX(rowid), 0) FROM lexical")[0][0]
-        if not terms:
-            return total, {}
-        marks = ",".join("?" * len(terms))
-        return total, dict(self._rows(f"SELECT term, doc FROM temp.lexical_vocab WHERE term IN ({marks})", terms))
+            if now - self._df_at > self.DF_TTL or self._df_written > 0.1 * max(self._df_total, 1000):
+                self._db.execute(
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.lexical_vocab USING fts5vocab(main, lexical, row)"
+                )
+                # the highest rowid stands for the row count: O(1), where COUNT(*) scans the table;
+                # deletions only make it an overestimate, which keeps more terms in the query, never fewer
+                self._df_total = self._db.execute("SELECT COALESCE(MAX(rowid), 0) FROM lexical").fetchone()[0]
+                self._df.clear()
+                self._df_at, self._df_written = now, 0
+            missing = [t for t in dict.fromkeys(terms) if t not in self._df]
+            if missing:
+                marks = ",".join("?" * len(missing))
+                self._df.update(
+                    self._db.execute(
+                        f"SELECT term, doc FROM temp.lexical_vocab WHERE term IN ({marks})", missing
+                    ).fetchall()
+                )
+            return self._df_total, {t: self._df[t] for t in terms if t in self._df}
 
     def mark_unindexed(self, namespace: str, ids: Iterable[str] | None = None) -> None:
         """Flag messages (all of a namespace when ``ids`` is None) as missing from the index, so repair re-adds them."""
