@@ -121,6 +121,15 @@ class MessageLog:
         with self._lock:
             return self._db.execute(sql, tuple(args)).fetchall()
 
+    def _rows_in(self, sql: str, values: Iterable[str], args: Iterable[Any] = ()) -> list[tuple]:
+        """Rows of ``sql`` whose ``{marks}`` placeholder takes ``values``, in batches under SQLite's variable limit."""
+        values = list(dict.fromkeys(values))
+        rows: list[tuple] = []
+        for start in range(0, len(values), 500):
+            part = values[start : start + 500]
+            rows += self._rows(sql.format(marks=",".join("?" * len(part))), [*args, *part])
+        return rows
+
     def _check_schema(self) -> None:
         with self._tx() as db:
             row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -390,36 +399,20 @@ class MessageLog:
         return self._msg(rows[0]) if rows else None
 
     def get_many(self, ids: Iterable[str]) -> dict[str, Message]:
-        ids = list(dict.fromkeys(ids))
-        out: dict[str, Message] = {}
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            marks = ",".join("?" * len(part))
-            for row in self._rows(f"SELECT {self._COLS}, id FROM messages WHERE id IN ({marks}) AND deleted=0", part):
-                out[row[4]] = self._msg(row)
-        return out
+        rows = self._rows_in(f"SELECT {self._COLS}, id FROM messages WHERE id IN ({{marks}}) AND deleted=0", ids)
+        return {row[4]: self._msg(row) for row in rows}
 
     def unit_ids_of(self, ids: Iterable[str]) -> dict[str, str]:
-        ids = list(dict.fromkeys(ids))
-        out: dict[str, str] = {}
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            marks = ",".join("?" * len(part))
-            out.update(self._rows(f"SELECT id, unit_id FROM messages WHERE id IN ({marks}) AND deleted=0", part))
-        return out
+        return dict(self._rows_in("SELECT id, unit_id FROM messages WHERE id IN ({marks}) AND deleted=0", ids))
 
     def unit_messages(self, namespace: str, session: str, unit_ids: Iterable[str]) -> list[Message]:
         """Every message of the given units, in log order."""
-        unit_ids = list(dict.fromkeys(unit_ids))
-        rows: list[tuple] = []
-        for start in range(0, len(unit_ids), 500):
-            part = unit_ids[start : start + 500]
-            marks = ",".join("?" * len(part))
-            rows += self._rows(
-                f"SELECT {self._COLS} FROM messages WHERE namespace=? AND session=? AND unit_id IN ({marks}) "
-                "AND deleted=0",
-                [namespace, session, *part],
-            )
+        rows = self._rows_in(
+            f"SELECT {self._COLS} FROM messages WHERE namespace=? AND session=? AND unit_id IN ({{marks}}) "
+            "AND deleted=0",
+            unit_ids,
+            [namespace, session],
+        )
         return sorted((self._msg(r) for r in rows), key=lambda m: m.seq)
 
     def tail(self, namespace: str, session: str, n: int) -> list[Message]:
@@ -455,15 +448,13 @@ class MessageLog:
         """
         chunk_ids = list(dict.fromkeys(chunk_ids))
         wanted = {c: [c] + ([c.rsplit("#", 1)[0]] if "#" in c else []) for c in chunk_ids}
-        ids = list({i for opts in wanted.values() for i in opts})
-        found: dict[str, tuple[str, str, int]] = {}
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            marks = ",".join("?" * len(part))
-            for mid, uid, sess, seq in self._rows(
-                f"SELECT id, unit_id, session, seq FROM messages WHERE id IN ({marks}) AND deleted=0", part
-            ):
-                found[mid] = (uid, sess, seq)
+        ids = [i for opts in wanted.values() for i in opts]
+        found = {
+            mid: (uid, sess, seq)
+            for mid, uid, sess, seq in self._rows_in(
+                "SELECT id, unit_id, session, seq FROM messages WHERE id IN ({marks}) AND deleted=0", ids
+            )
+        }
         out = {}
         for c, opts in wanted.items():
             for mid in opts:
