@@ -561,7 +561,7 @@ class Memory:
         summary = self._log.get_summary(self.namespace, self.session)
         timings["summary"] = time.perf_counter() - t
         recalled = []
-        if tail and k > 0 and self._has_older(tail[0].seq):
+        if tail and k > 0 and tail[0].seq > 0:  # something older than the window exists to recall
             self._catch_up()
             text = query or (user_turn if isinstance(user_turn, str) else str(user_turn.get("content", "")))
             t = time.perf_counter()
@@ -585,9 +585,6 @@ class Memory:
         timings["assemble"] = time.perf_counter() - t
         ctx.trace.timings = timings
         return ctx
-
-    def _has_older(self, first_window_seq: int) -> bool:
-        return first_window_seq > 0
 
     # -- forgetting --------------------------------------------------------------
     def forget(self, message_id: str) -> list[str]:

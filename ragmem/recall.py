@@ -71,16 +71,6 @@ class Candidate:
     score: float
 
 
-def best_per_key(hits: Sequence[IndexHit], key: str) -> dict[str, float]:
-    """The best score per message (``key="message_id"``) or unit (``"unit_id"``), chunks folded."""
-    best: dict[str, float] = {}
-    for h in hits:
-        k = h.message_id if key == "message_id" else h.metadata.get(key, h.message_id)
-        if h.score > best.get(k, -2.0):
-            best[k] = h.score
-    return best
-
-
 def dense_candidates(hits: Sequence[IndexHit], log: MessageLog | None = None) -> list[Candidate]:
     """Index hits folded to one candidate per message (its best chunk), best first.
 

@@ -89,14 +89,3 @@ def group_units(messages: Iterable[Message]) -> list[Unit]:
         status: Status = "orphan" if uid in orphans else ("pending" if waiting.get(uid) else "complete")
         units.append(Unit(uid, tuple(members[uid]), status))
     return units
-
-
-def check_complete(units: Iterable[Unit]) -> None:
-    """Assert the pairing invariant on units headed for a prompt (used by tests and assembly)."""
-    for u in units:
-        if u.status != "complete":
-            raise AssertionError(f"unit {u.id} is {u.status} and must not reach a prompt")
-        calls = {c.id for m in u.messages for c in m.tool_calls}
-        answered = {m.tool_call_id for m in u.messages if m.role == "tool"}
-        if calls != answered:
-            raise AssertionError(f"unit {u.id} pairs calls {sorted(calls)} with results {sorted(answered)}")
