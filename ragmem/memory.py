@@ -26,6 +26,7 @@ from .messages import MAX_CHARS, Message, from_anthropic, looks_anthropic, parse
 from .recall import Hit, embed_query, lexical_filters, retrieve_units, search_candidates
 from .store import MessageLog, VectorIndex, make_client
 from .store.index import INDEX_SCHEMA
+from .store.locking import opening_lock
 from .summary import ExtractiveSummarizer, Summarizer
 from .tokens import TokenCounter, default_counter
 from .trace import BudgetMonitor, Context
@@ -179,7 +180,11 @@ class Memory:
         """The vector index (Chroma is imported and connected on first use)."""
         with self._lock:
             if not self._index_holder:
-                client = make_client(path=str(self.path / "chroma"), url=self.chroma_url)
+                if self.chroma_url:
+                    client = make_client(url=self.chroma_url)
+                else:  # embedded Chroma migrates its database on first open: openers take turns
+                    with opening_lock(self.path):
+                        client = make_client(path=str(self.path / "chroma"))
                 name = getattr(self._embedder, "name", None) or "all-MiniLM-L6-v2"
                 store_id = self._log.store_id if self.chroma_url else None  # a server may hold many stores
                 self._index_holder.append(VectorIndex(client, name, store_id=store_id))

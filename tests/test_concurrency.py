@@ -144,3 +144,67 @@ def test_two_processes_on_an_embedded_store(tmp_path):
         ("default", "own-p2"): [[f"p2-own-{j}" for j in range(40)]],
         ("default", "shared"): [[f"p1-sh-{j}" for j in range(40)], [f"p2-sh-{j}" for j in range(40)]],
     })
+
+
+OPENER = r"""
+import sys
+sys.path.insert(0, {tests!r})
+from conftest import HashEmbedder
+from ragmem import Memory
+store, proc, url = sys.argv[1], sys.argv[2], sys.argv[3] or None
+print("READY", flush=True)
+sys.stdin.readline()  # open together
+mem = Memory(store, embedder=HashEmbedder(), chroma_url=url)
+mem.add({{"role": "user", "content": f"hello from {{proc}}"}}, id=f"{{proc}}-hello")
+print("DONE", flush=True)
+"""
+
+
+def open_new_store_at_once(store: Path, url: str = "", n: int = 4) -> None:
+    """``n`` processes create the same new store in the same instant; all must succeed."""
+    code = OPENER.format(tests=str(ROOT / "tests"))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(store), f"p{i}", url], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for i in range(n)]
+    for p in procs:
+        assert p.stdout.readline().strip() == "READY", p.stderr.read()
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0 and "DONE" in out, err[-3000:]
+    mem = Memory(store, embedder=HashEmbedder(), chroma_url=url or None)
+    assert sorted(m.id for m in mem.recent(100)) == sorted(f"p{i}-hello" for i in range(n))
+
+
+def test_threads_creating_one_new_store(tmp_path):
+    """Regression: two openers of a new store raced on mkdir and one failed with FileExistsError."""
+    errors: list[BaseException] = []
+    start = threading.Barrier(6)
+
+    def open_store(i: int) -> None:
+        try:
+            start.wait()
+            Memory(tmp_path / "new" / "store", embedder=HashEmbedder()).add(
+                {"role": "user", "content": f"t{i}"}, id=f"t{i}")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_store, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(Memory(tmp_path / "new" / "store", embedder=HashEmbedder()).recent(10)) == 6
+
+
+def test_processes_creating_one_new_embedded_store(tmp_path):
+    open_new_store_at_once(tmp_path / "s")
+
+
+@pytest.mark.server
+def test_processes_creating_one_new_store_on_a_server(tmp_path, chroma_server):
+    open_new_store_at_once(tmp_path / "s", chroma_server.url)

@@ -32,6 +32,7 @@ from typing import Any, Iterable, Iterator, Literal
 
 from ..errors import InvalidMessage, OrphanToolResult, SchemaVersionError, StoreError
 from ..messages import Message, message_from_record
+from .locking import opening_lock
 
 SCHEMA_VERSION = 1
 LOG_FILE = "log.sqlite3"
@@ -79,7 +80,8 @@ class MessageLog:
                 raise StoreError(
                     f"no ragmem store at {self.folder}; check the path, or open it with create=True to make a new one"
                 )
-            self.folder.mkdir(parents=True)
+            # exist_ok: another process or thread may create the same new store at the same moment
+            self.folder.mkdir(parents=True, exist_ok=True)
         elif not self.folder.is_dir():
             raise StoreError(f"{self.folder} is a file, not a ragmem store folder; pass a folder path")
         self.path = self.folder / LOG_FILE
@@ -92,11 +94,14 @@ class MessageLog:
         self._df_at = float("-inf")
         self._df_written = 0
         try:
-            self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")  # add() returns only once the turn is on disk
-            self._db.executescript(_SCHEMA)
-            self._check_schema()
+            # Switching to WAL and creating the schema take locks SQLite's busy timeout does not always
+            # wait for: openers of one store (threads or processes) take turns here.
+            with opening_lock(self.folder):
+                self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=FULL")  # add() returns only once the turn is on disk
+                self._db.executescript(_SCHEMA)
+                self._check_schema()
         except sqlite3.DatabaseError as exc:
             raise StoreError(
                 f"the message log {self.path} is unreadable ({exc}); restore it from a backup "
