@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
+import unicodedata
 
 import pytest
+import Stemmer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from ragmem import Memory
+from ragmem import Memory, lexical
 from ragmem.lexical import match_query, scope_token, tokenize
 
 
@@ -98,3 +103,86 @@ def test_cached_frequencies_never_hide_a_word_that_just_arrived(tmp_path, hash_e
     mem.add({"role": "user", "content": "my code word is zebrafish"}, id="z")
     hits = lexical_candidates(mem.log, "zebrafish", namespace="default", session="default", n=5)
     assert [c.message_id for c in hits] == ["z"]
+
+
+# -- the tokeniser before its per-word cache (LEXICAL_VERSION 1), kept verbatim as the reference:
+# the fast one must give byte-identical terms, or every stored index would silently disagree with queries.
+_REF_WORD = re.compile(r"\d+(?:[.,:/]\d+)*|[^\W_](?:[\w']*[^\W_])?", re.UNICODE)
+_REF_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_REF_STEMMER = Stemmer.Stemmer("english")
+
+
+def _ref_word_tokens(raw: str) -> list[str]:
+    if raw[0].isdigit() and all(c.isdigit() or c in ".,:/" for c in raw):
+        return [raw.rstrip(".,:/")]
+    word = raw[:-2] if raw.endswith(("'s", "’s")) else raw
+    word = word.replace("'", "").replace("’", "")
+    if not word:
+        return []
+    parts = [p for p in re.split(r"_+", word) if p]
+    split: list[str] = []
+    for p in parts:
+        pieces = _REF_CAMEL.findall(p) if not p.islower() and not p.isupper() else [p]
+        split.extend(pieces or [p])
+    lower = word.lower()
+    if len(split) <= 1:
+        return [lower]
+    return [lower] + [s.lower() for s in split]
+
+
+def reference_tokenize(text: str) -> list[str]:
+    text = unicodedata.normalize("NFKC", text)
+    out: list[str] = []
+    for raw in _REF_WORD.findall(text):
+        toks = _ref_word_tokens(raw)
+        for i, t in enumerate(toks):
+            if not t or t in lexical.STOPWORDS or (len(t) == 1 and not t.isdigit()):
+                continue
+            if t[0].isdigit() or (i == 0 and len(toks) > 1):
+                out.append(t)
+            else:
+                out.append(_REF_STEMMER.stemWord(t))
+    return out
+
+
+_pieces = st.one_of(
+    st.text(max_size=30),
+    st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_]{0,20}", fullmatch=True),  # identifiers: snake, camel, CAPS
+    st.from_regex(r"\d{1,4}([.,:/]\d{0,3}){0,3}[.,:/]?", fullmatch=True),  # numbers, dates, times
+    st.sampled_from(["Caroline's", "it’s", "don't", "The", "HTTPServer", "maxRetries", "__init__", "ＡＢＣ１２", "ﬁle",
+                     "²³", "٣٤", "café", "naïve", "Straße", "I", "a_", "_x_", "x''y", "’s", "'s", "10:30.", "3.5.6"]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_pieces, st.sampled_from([" ", "", "\n", "-", ".", ", ", "'", "_", "/"])), max_size=12))
+def test_tokenize_equals_the_reference(parts):
+    text = "".join(p + sep for p, sep in parts)
+    assert tokenize(text) == reference_tokenize(text)
+    assert tokenize(text) == reference_tokenize(text)  # again, now from the per-word cache
+
+
+def test_tokenize_equals_the_reference_when_the_cache_empties(monkeypatch):
+    monkeypatch.setattr(lexical, "_TERMS_MAX", 3)
+    text = "Set pool_size to 40 on billing-db; maxRetries is 3.5 and the HTTPServer runs at 10:30 " * 2
+    assert tokenize(text) == reference_tokenize(text)
+    assert len(lexical._TERMS) <= 3
+
+
+def test_tokenize_equals_the_reference_on_locomo():
+    from ragmem.locomo import data_dir, load_conversations
+
+    try:
+        convs = load_conversations(data_dir())
+    except FileNotFoundError:
+        pytest.skip("LoCoMo data not installed")
+    # each turn as ingestion tokenises it (with its date and the turn before), and every question
+    texts = [
+        f"{t.content} {t.created_at.day} {t.created_at:%B %Y} {prev.content[:600]}"
+        for c in convs
+        for prev, t in zip(c.turns, c.turns[1:])
+    ] + [q.question for c in convs for q in c.questions]
+    assert len(texts) > 2700
+    lexical._TERMS.clear()
+    for text in texts:
+        assert tokenize(text) == reference_tokenize(text), text
