@@ -16,6 +16,7 @@ and doubles the encoder's work, so the vectors keep the message alone.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Sequence
 
@@ -135,20 +136,53 @@ def index_messages(
         for i, piece in enumerate(pieces):
             texts.append(piece)
             rows.append((m, i))
-    vectors = embedder.embed_batch(texts, kind="document")
-    by_ns: dict[str, tuple[list, list, list]] = {}
     n_chunks: dict[str, int] = {}
-    for (m, i), vec in zip(rows, vectors):
+    for m, i in rows:
+        n_chunks[m.id] = i + 1
+    # Embed in blocks of similar length (less padding) and hand each block's upsert to a writer thread:
+    # Chroma's upsert releases the GIL, so it runs while the next block embeds.
+    order = sorted(range(len(texts)), key=lambda j: len(texts[j]))
+    blocks = [order[start : start + EMBED_BLOCK] for start in range(0, len(order), EMBED_BLOCK)]
+    if len(blocks) == 1:
+        _upsert_block(index, blocks[0], rows, units, _embed(embedder, texts, blocks[0]))
+        lex = lexical_rows(messages, log, call_of)
+    else:
+        with ThreadPoolExecutor(1, thread_name_prefix="ragmem-upsert") as writer:
+            pending = [writer.submit(_upsert_block, index, block, rows, units, _embed(embedder, texts, block))
+                       for block in blocks]
+            lex = lexical_rows(messages, log, call_of)  # meanwhile, the last upsert runs
+            for f in pending:
+                f.result()  # an upsert that failed raises here, before anything is marked indexed
+    log.mark_indexed(n_chunks, lex)
+    return len(texts)
+
+
+#: Texts embedded per block on the bulk path (each block's upsert overlaps the next block's embedding).
+EMBED_BLOCK = 256
+
+
+def _embed(embedder: Embedder, texts: Sequence[str], block: Sequence[int]) -> tuple[list[list[float]], str | None]:
+    """The vectors of one block of texts, with the path that computed them (for the store's record)."""
+    vectors = embedder.embed_batch([texts[j] for j in block], kind="document")
+    return vectors, getattr(embedder, "precision_used", None)
+
+
+def _upsert_block(index: VectorIndex, block: Sequence[int], rows: Sequence[tuple[Message, int]],
+                  units: dict[str, str], embedded: tuple[list[list[float]], str | None]) -> None:
+    vectors, path = embedded
+    by_ns: dict[str, tuple[list, list, list]] = {}
+    for j, vec in zip(block, vectors):
+        m, i = rows[j]
         ids, vecs, metas = by_ns.setdefault(m.namespace, ([], [], []))
         ids.append(chunk_id(m.id, i))
         vecs.append(vec)
-        metas.append(chunk_metadata(m, units.get(m.id, m.id), i))
-        n_chunks[m.id] = i + 1
+        meta = chunk_metadata(m, units.get(m.id, m.id), i)
+        if path:
+            meta["embedded_by"] = path
+        metas.append(meta)
     for ns, (ids, vecs, metas) in by_ns.items():
         for start in range(0, len(ids), 1000):
             index.upsert(ns, ids[start : start + 1000], vecs[start : start + 1000], metas[start : start + 1000])
-    log.mark_indexed(n_chunks, lexical_rows(messages, log, call_of))
-    return len(texts)
 
 
 def build_where(

@@ -7,6 +7,13 @@ graph is exported once per machine from the bundled, hash-checked weights
 ``~/.cache/ragmem``), and trusted only if a probe set embeds with a cosine of
 at least 0.9999 to the fp32 sentence-transformers vectors, so vectors from
 both paths live side by side in one store.
+
+An int8 variant (``precision="int8"``) is derived once from that export by
+dynamic quantization of the matrix multiplications (weights per channel): it
+embeds about 2.5x faster than fp32 torch on CPUs with VNNI, at a cosine of
+about 0.99 to fp32. It is trusted only if a probe set agrees with the fp32
+graph (:data:`MIN_INT8_COSINE`), and the store records which path wrote each
+vector.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import os
 import threading
 import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import Literal, Sequence
 
 from .embed import DEFAULT_MODEL, DEFAULT_MODEL_SHA256, Kind, bundled_model_path, split_by_offsets
 from .errors import MissingDependency, StoreError
@@ -29,6 +36,19 @@ PROBE = [
     "ok",
 ]
 MIN_PROBE_COSINE = 0.9999
+#: int8 weights move a vector by a cosine of ~0.01 on average (LoCoMo: mean 0.991, worst 0.97): a probe
+#: text below this means a broken quantization, not rounding.
+MIN_INT8_COSINE = 0.95
+MIN_INT8_MEAN_COSINE = 0.98
+#: More probe text for the int8 check: rounding errors show in the mean over varied texts.
+INT8_PROBE = PROBE + [
+    "Melanie: I ran a charity race for mental health last Saturday, it was so rewarding!",
+    "tool get_config({\"service\": \"billing-db\"}) returned: {\"pool_size\": 40, \"timeout_ms\": 3000}",
+    "Yes, in Sweden, back in 2019.",
+    "Traceback (most recent call last): File \"app.py\", line 12, in <module> KeyError: 'user_id'",
+    "What did you decide about the retry policy after the outage last week?",
+    "I prefer pytest fixtures over unittest setUp methods, keep that in mind for every test.",
+]
 MAX_TOKENS = 256
 
 
@@ -98,8 +118,47 @@ def export_onnx(target: Path) -> dict:
     return record
 
 
-def default_onnx_path() -> Path:
-    return cache_dir() / "onnx" / DEFAULT_MODEL_SHA256[:16] / "model.onnx"
+def quantize_int8(source: Path, target: Path) -> dict:
+    """Quantize the checked fp32 export ``source`` to int8 at ``target``, check it on a probe set; return the record."""
+    import logging
+
+    import numpy as np
+
+    try:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError as exc:
+        raise MissingDependency(f"int8 quantization needs onnxruntime and onnx: {exc}") from exc
+    tmp = target.with_suffix(".tmp")
+    quiet = logging.getLogger().level
+    logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process shape inference; the probe checks
+    try:
+        # MatMul only: quantizing the embedding table (Gather) as well costs accuracy and no speed
+        quantize_dynamic(str(source), str(tmp), weight_type=QuantType.QInt8, per_channel=True,
+                         op_types_to_quantize=["MatMul"])
+    except Exception as exc:
+        tmp.unlink(missing_ok=True)
+        raise MissingDependency(f"could not quantize the ONNX model to int8 ({exc})") from exc
+    finally:
+        logging.getLogger().setLevel(quiet)
+    ref = np.asarray(OnnxEmbedder(onnx_path=source).embed_batch(INT8_PROBE))
+    got = np.asarray(OnnxEmbedder(onnx_path=tmp, verify=False).embed_batch(INT8_PROBE))
+    cos = np.sum(ref * got, axis=1)
+    if float(cos.min()) < MIN_INT8_COSINE or float(cos.mean()) < MIN_INT8_MEAN_COSINE:
+        tmp.unlink(missing_ok=True)
+        raise StoreError(
+            f"the int8 model disagrees with fp32 (probe cosine min {cos.min():.4f}, mean {cos.mean():.4f}); not used"
+        )
+    os.replace(tmp, target)
+    record = {"onnx_sha256": _file_sha256(target), "weights_sha256": DEFAULT_MODEL_SHA256,
+              "probe_cosine": float(cos.min()), "probe_mean_cosine": float(cos.mean()), "precision": "int8"}
+    target.with_suffix(".json").write_text(json.dumps(record))
+    return record
+
+
+def default_onnx_path(precision: str = "fp32") -> Path:
+    """Where the export of the bundled model is cached (``model.onnx``, or ``model-int8.onnx``)."""
+    name = "model.onnx" if precision == "fp32" else f"model-{precision}.onnx"
+    return cache_dir() / "onnx" / DEFAULT_MODEL_SHA256[:16] / name
 
 
 class OnnxEmbedder:
@@ -108,16 +167,23 @@ class OnnxEmbedder:
     ``OnnxEmbedder()`` uses the cached export of the bundled model, exporting
     it on first use if needed. Its vectors match fp32 within a cosine of 1e-4,
     so it shares a store with :class:`~ragmem.embed.SentenceTransformerEmbedder`.
+    ``OnnxEmbedder(precision="int8")`` runs the int8 variant (quantized from
+    that export on first use), for bulk ingest.
     """
 
     name = DEFAULT_MODEL
-    precision_used = "onnx-fp32"
 
     def __init__(self, onnx_path: str | os.PathLike[str] | None = None, *, threads: int | None = None,
-                 batch_size: int = 32, verify: bool = True) -> None:
-        self.onnx_path = Path(onnx_path) if onnx_path else default_onnx_path()
+                 batch_size: int | None = None, verify: bool = True,
+                 precision: Literal["fp32", "int8"] = "fp32") -> None:
+        if precision not in ("fp32", "int8"):
+            raise ValueError(f"ONNX precision must be fp32 or int8, not {precision!r}")
+        self.precision = precision
+        self.precision_used = f"onnx-{precision}"
+        self.onnx_path = Path(onnx_path) if onnx_path else default_onnx_path(precision)
+        # int8 kernels gain most from short, evenly long batches (length-sorted batches of 16 measured best)
+        self.batch_size = batch_size or (16 if precision == "int8" else 32)
         self.threads = threads
-        self.batch_size = batch_size
         self.verify = verify
         self._session = None
         self._tokenizer = None
@@ -135,8 +201,16 @@ class OnnxEmbedder:
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise MissingDependency("the ONNX path needs onnxruntime and tokenizers: pip install onnxruntime") from exc
-        if not self.onnx_path.exists() and self.onnx_path == default_onnx_path():
-            export_onnx(self.onnx_path)
+        if not self.onnx_path.exists() and self.onnx_path in (default_onnx_path(), default_onnx_path("int8")):
+            from filelock import FileLock
+
+            self.onnx_path.parent.mkdir(parents=True, exist_ok=True)
+            with FileLock(str(self.onnx_path.parent / "export.lock")):  # one exporter per machine at a time
+                source = default_onnx_path()
+                if not source.exists():
+                    export_onnx(source)
+                if not self.onnx_path.exists():
+                    quantize_int8(source, self.onnx_path)
         if self.verify:
             rec = json.loads(self.onnx_path.with_suffix(".json").read_text())
             if _file_sha256(self.onnx_path) != rec["onnx_sha256"]:

@@ -51,13 +51,70 @@ def test_auto_routes_small_batches_to_onnx_and_bulk_to_the_fastest(fp32):
     auto = AutoEmbedder()
     small = np.asarray(auto.embed_batch(TEXTS[:1]))
     assert auto.last_path == "onnx-fp32" and float(small[0] @ fp32[0]) > 0.9999
-    auto.embed_batch(TEXTS * 5)
-    assert auto.last_path == ("torch-bf16" if bf16_supported() else "onnx-fp32")
+    bulk = np.asarray(auto.embed_batch(TEXTS * 5))
+    if bf16_supported():  # both qualify: the faster one on this machine, timed once and cached
+        assert auto.last_path in ("onnx-int8", "torch-bf16")
+    else:
+        assert auto.last_path == "onnx-int8"
+    assert np.min(np.sum(bulk[:4] * fp32, axis=1)) > 0.95
     forced = AutoEmbedder(backend="torch", precision="fp32")
     forced.embed_batch(TEXTS[:1])
     assert forced.last_path == "torch-fp32"
+    exact = AutoEmbedder(precision="fp32")
+    exact.embed_batch(TEXTS * 5)
+    assert exact.last_path == "onnx-fp32"
+    int8 = AutoEmbedder(precision="int8")
+    int8.embed_batch(TEXTS * 5)
+    assert int8.last_path == "onnx-int8"
     with pytest.raises(ValueError, match="auto, onnx or torch"):
         AutoEmbedder(backend="gpu")
+    with pytest.raises(ValueError, match="has no int8 path"):
+        AutoEmbedder(backend="torch", precision="int8")
+
+
+def test_int8_path_is_checked_against_fp32(fp32):
+    from ragmem.onnx_embed import MIN_INT8_COSINE
+
+    int8 = OnnxEmbedder(precision="int8")
+    got = np.asarray(int8.embed_batch(TEXTS))
+    cos = np.sum(got * fp32, axis=1)
+    assert cos.min() > MIN_INT8_COSINE and cos.mean() > 0.98
+    assert not np.allclose(got, fp32, atol=1e-4)  # it is a different path, not the fp32 one renamed
+    record = json.loads(default_onnx_path("int8").with_suffix(".json").read_text())
+    assert record["precision"] == "int8" and record["probe_mean_cosine"] >= 0.98
+
+
+def test_bulk_calibration_times_the_candidates_once_and_caches_the_winner(tmp_path, monkeypatch):
+    from ragmem import onnx_embed
+
+    monkeypatch.setattr(onnx_embed, "cache_dir", lambda: tmp_path)
+    auto = AutoEmbedder()
+    choice = auto._calibrated(["int8", "torch"])
+    assert set(auto.bulk_rates) == {"int8", "torch"} and all(r > 0 for r in auto.bulk_rates.values())
+    assert choice == max(auto.bulk_rates, key=auto.bulk_rates.get)
+    cached = json.loads((tmp_path / "bulk_path.json").read_text())
+    assert [v["choice"] for v in cached.values()] == [choice]
+
+    again = AutoEmbedder()
+
+    def no_timing(*a, **k):
+        raise AssertionError("a cached choice must not be timed again")
+
+    monkeypatch.setattr(again.int8, "embed_batch", no_timing)
+    monkeypatch.setattr(again.torch, "embed_batch", no_timing)
+    assert again._calibrated(["int8", "torch"]) == choice
+
+
+def test_the_store_records_which_path_embedded_each_vector(tmp_path):
+    from ragmem import Memory
+
+    mem = Memory(tmp_path / "s", embedder=AutoEmbedder(precision="int8"))
+    mem.add_many([{"role": "user", "content": f"note {i} about the pool"} for i in range(20)])
+    mem.add({"role": "user", "content": "one live turn"})
+    col = mem.index.collection(mem.namespace, mem.session)
+    metas = col.get(include=["metadatas"])["metadatas"]
+    paths = sorted(m["embedded_by"] for m in metas)
+    assert paths == ["onnx-fp32"] + ["onnx-int8"] * 20
 
 
 def test_a_tampered_onnx_export_is_refused(tmp_path):
