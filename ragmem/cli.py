@@ -704,34 +704,101 @@ def forget() -> None:
     """Delete a message or a whole session."""
 
 
+_WAIT = click.option(
+    "--wait", is_flag=True,
+    help="Purge the vectors before returning (imports Chroma). By default a background process finishes it.",
+)
+
+
+def _purge_later(cfg: Config) -> int | None:
+    """Start a detached ``ragmem purge`` that removes the forgotten vectors; its pid (None if it did not start).
+
+    The forget itself is already durable: tombstoned messages are gone from
+    every read, and any later open of the store finishes the purge if this
+    process does not.
+    """
+    import subprocess
+
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ragmem.cli", "--store", cfg.store, "purge"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,  # outlives this command, and a Ctrl-C on the terminal does not reach it
+        )
+    except OSError:
+        return None
+    return proc.pid
+
+
+def _forgot(cfg: Config, data: dict, human: str, wait: bool) -> None:
+    if not wait:
+        pid = _purge_later(cfg)
+        data["purge"] = {"pending": True, "pid": pid}
+        human += (f"; its vectors are being purged in the background (pid {pid})" if pid
+                  else "; its vectors are purged on the next open of the store (or run `ragmem purge`)")
+    else:
+        data["purge"] = {"pending": False}
+    _emit(cfg, data, human)
+
+
 @forget.command("message")
 @click.argument("message_id", metavar="ID")
+@_WAIT
 @_common
-def forget_message(message_id: str, **opts: Any) -> None:
-    """Delete message ID (a tool exchange loses the whole unit, so no orphan is left)."""
+def forget_message(message_id: str, wait: bool, **opts: Any) -> None:
+    """Delete message ID (a tool exchange loses the whole unit, so no orphan is left).
+
+    The message disappears from the log and from every read before this
+    returns; its vectors are purged right after, in the background unless
+    --wait is given.
+    """
     cfg = _cfg(**opts)
     mem = _open(cfg)
     try:
-        ids = mem.forget(message_id)
+        ids = mem.forget(message_id, wait=wait)
     finally:
         mem.close()
     extra = f" and {len(ids) - 1} more of its tool exchange" if len(ids) > 1 else ""
-    _emit(cfg, {"forgotten": ids}, f"forgot message {message_id}{extra}")
+    _forgot(cfg, {"forgotten": ids}, f"forgot message {message_id}{extra}", wait)
 
 
 @forget.command("session")
 @click.argument("name")
+@_WAIT
 @_common
-def forget_session(name: str, **opts: Any) -> None:
-    """Delete every message, the pinned state and the summary of session NAME."""
+def forget_session(name: str, wait: bool, **opts: Any) -> None:
+    """Delete every message, the pinned state and the summary of session NAME.
+
+    The session disappears from the log and from every read before this
+    returns; its vectors are purged right after, in the background unless
+    --wait is given.
+    """
     cfg = _cfg(**opts)
     mem = _open(cfg)
     try:
-        n = mem.forget_session(name)
+        n = mem.forget_session(name, wait=wait)
     finally:
         mem.close()
-    _emit(cfg, {"forgotten_session": name, "namespace": cfg.namespace, "messages": n},
-          f"forgot session {cfg.namespace}/{name} ({n} messages)")
+    _forgot(cfg, {"forgotten_session": name, "namespace": cfg.namespace, "messages": n},
+            f"forgot session {cfg.namespace}/{name} ({n} messages)", wait)
+
+
+@cli.command()
+@_common
+def purge(**opts: Any) -> None:
+    """Finish pending forgets now: remove forgotten messages' vectors and log rows.
+
+    `ragmem forget` starts this in the background; run it by hand after a
+    forget whose background purge could not start. Opening the store from
+    Python does the same.
+    """
+    cfg = _cfg(**opts)
+    mem = _open(cfg)  # opening runs the repair, which finishes every pending forget
+    try:
+        n = mem.repaired.get("purged", 0) + mem.finish_forgets()
+    finally:
+        mem.close()
+    _emit(cfg, {"purged": n}, "nothing left to purge" if not n else f"purged {n} messages")
 
 
 # ------------------------------------------------------------------ mcp

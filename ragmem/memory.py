@@ -156,7 +156,8 @@ class Memory:
         self._lock = threading.RLock()
         # "behind": an index write failed, so the log holds messages the index lacks (shared by views)
         self._health = {"behind": False}
-        self.repair(full=self._index_moved())
+        #: what the repair on open did ({"purged": ..., "indexed": ..., ...}), for tools that report it
+        self.repaired = self.repair(full=self._index_moved())
         # index="background": add() returns once the message is durable in the log; a worker embeds
         # behind it in batches, and every read that needs the index flushes first (see flush()).
         self._indexer = _Indexer(self) if index == "background" else None
@@ -238,15 +239,8 @@ class Memory:
         longer holds; open runs it when the index location changed.
         """
         done = {"purged": 0, "indexed": 0, "dropped": 0}
-        doomed = self._log.pending_delete()
-        if doomed:
-            by_ns: dict[str, list[str]] = {}
-            for mid, ns, _ in doomed:
-                by_ns.setdefault(ns, []).append(mid)
-            for ns, ids in by_ns.items():
-                self.index.delete_where(ns, {"message_id": {"$in": ids}}, self._session_names(ns))
-                self._log.purge(ids)
-            done["purged"] = len(doomed)
+        if self._log.pending_delete() or self._log.forgotten_sessions():
+            done["purged"] = self.finish_forgets()
         if full:
             for ns in self._log.namespaces():
                 flags = self._log.index_flags(ns)
@@ -592,32 +586,61 @@ class Memory:
         return ctx
 
     # -- forgetting --------------------------------------------------------------
-    def forget(self, message_id: str) -> list[str]:
+    def forget(self, message_id: str, *, wait: bool = True) -> list[str]:
         """Forget a message, and the rest of its unit (a tool call goes with its results).
 
-        Returns the ids forgotten. Removed from the log and the index; a crash
-        midway is finished by the repair on the next open.
+        Returns the ids forgotten. They vanish from every read at once (tombstoned
+        in the log); then their vectors and log rows are purged. ``wait=False``
+        returns before the purge, which the next open of the store (any process,
+        see :meth:`finish_forgets`) completes: the CLI uses it to return without
+        importing Chroma. A crash midway is finished by the repair on the next open.
         """
         m = self.get(message_id)
         unit_id = self._log.unit_ids_of([m.id])[m.id]
         ids = [x.id for x in self._log.unit_messages(m.namespace, m.session, [unit_id])]
         with self._lock:  # no indexing may run between the tombstone and the purge
             self._log.mark_deleted(ids)
-            self.index.delete_where(m.namespace, {"message_id": {"$in": ids}}, [m.session])
-            self._log.purge(ids)
+            if wait:
+                self.finish_forgets()
         return ids
 
-    def forget_session(self, session: str | None = None) -> int:
-        """Forget a whole session (this one by default): its messages, state and summary. Returns the count."""
+    def forget_session(self, session: str | None = None, *, wait: bool = True) -> int:
+        """Forget a whole session (this one by default): its messages, state and summary. Returns the count.
+
+        The session disappears from every read and listing at once, in one log
+        transaction; its vector collection is dropped then, or, with
+        ``wait=False``, by the next open of the store (see :meth:`forget`).
+        """
         session = session or self.session
         with self._lock:  # no indexing may run between the tombstones and the purge
-            ids = self._log.session_ids(self.namespace, session)
-            self._log.mark_deleted(ids)
-            if ids:
-                self.index.drop_session(self.namespace, session)
-            self._log.purge(ids)
-            self._log.drop_session(self.namespace, session)
-        return len(ids)
+            n = self._log.forget_session(self.namespace, session)
+            if wait:
+                self.finish_forgets()
+        return n
+
+    def finish_forgets(self) -> int:
+        """Purge what was forgotten from the index, then from the log; return the messages purged.
+
+        Runs on open and after every waited forget; idempotent, so an
+        interrupted purge is simply run again.
+        """
+        with self._lock:
+            dropped = set()
+            for ns, session in self._log.forgotten_sessions():
+                self.index.drop_session(ns, session)
+                dropped.add((ns, session))
+            doomed = self._log.pending_delete()
+            by_scope: dict[tuple[str, str], list[str]] = {}
+            for mid, ns, session in doomed:
+                by_scope.setdefault((ns, session), []).append(mid)
+            for (ns, session), ids in by_scope.items():
+                if (ns, session) not in dropped:
+                    for start in range(0, len(ids), 500):
+                        self.index.delete_where(ns, {"message_id": {"$in": ids[start : start + 500]}}, [session])
+                self._log.purge(ids)
+            for ns, session in dropped:
+                self._log.finish_session_forget(ns, session)
+            return len(doomed)
 
     def reindex(self) -> int:
         """Rebuild this namespace's vector index from the log (after changing the embedder, say)."""

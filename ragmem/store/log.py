@@ -50,6 +50,9 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE UNIQUE INDEX IF NOT EXISTS messages_seq ON messages (namespace, session, seq);
 CREATE INDEX IF NOT EXISTS messages_unit ON messages (namespace, session, unit_id);
 CREATE INDEX IF NOT EXISTS messages_todo ON messages (indexed, deleted) WHERE indexed = 0 OR deleted = 1;
+-- sessions forgotten whose vectors are not purged yet (see forget_session); a new add revives the name
+CREATE TABLE IF NOT EXISTS forgotten_sessions (
+    namespace TEXT NOT NULL, session TEXT NOT NULL, PRIMARY KEY (namespace, session));
 CREATE TABLE IF NOT EXISTS tool_calls (
     namespace TEXT NOT NULL, session TEXT NOT NULL, call_id TEXT NOT NULL, unit_id TEXT NOT NULL,
     answered INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (namespace, session, call_id));
@@ -190,6 +193,8 @@ class MessageLog:
                 db.execute("INSERT INTO sessions VALUES (?, ?, 0, ?)", (namespace, session, time.time()))
             else:
                 next_seq = row[0]
+            if messages:  # a session forgotten but not yet purged lives again under its name
+                db.execute("DELETE FROM forgotten_sessions WHERE namespace=? AND session=?", (namespace, session))
             seen_in_batch: dict[str, Message] = {}
             for i, m in enumerate(messages):
                 if m.id in seen_in_batch:
@@ -200,7 +205,16 @@ class MessageLog:
                         )
                     continue
                 seen_in_batch[m.id] = m
-                have = db.execute("SELECT namespace, session, record FROM messages WHERE id=?", (m.id,)).fetchone()
+                have = db.execute(
+                    "SELECT namespace, session, record, deleted FROM messages WHERE id=?", (m.id,)
+                ).fetchone()
+                if have is not None and have[3]:
+                    # its vectors may still be in the index under this id: a new message must not inherit them
+                    raise InvalidMessage(
+                        f"message id {m.id!r} was just forgotten and its purge from the index has not finished; "
+                        "retry in a moment (or open the store once, which finishes it), or pick another id. "
+                        "Nothing of this batch was stored."
+                    )
                 if have is not None:
                     if tuple(have[:2]) != (namespace, session):
                         raise InvalidMessage(
@@ -384,11 +398,39 @@ class MessageLog:
                 self._drop_lexical(db, i)
                 db.execute("DELETE FROM messages WHERE id=?", (i,))
 
-    def drop_session(self, namespace: str, session: str) -> None:
-        """Remove a session's bookkeeping (state, summary, counters) after its messages are purged."""
+    def forget_session(self, namespace: str, session: str) -> int:
+        """Forget a session in the log, in one transaction; return its message count.
+
+        Its messages are tombstoned (invisible to every read from now on), its
+        state, summary and tool-call records removed, and the session listed in
+        ``forgotten_sessions`` until its vectors are purged (:meth:`finish_session_forget`).
+        Its counter row stays until then, so a new add under the same name
+        continues the sequence instead of colliding with the tombstoned rows.
+        """
         with self._tx() as db:
+            n = db.execute(
+                "UPDATE messages SET deleted=1 WHERE namespace=? AND session=? AND deleted=0", (namespace, session)
+            ).rowcount
+            for table in ("state", "summaries", "tool_calls"):
+                db.execute(f"DELETE FROM {table} WHERE namespace=? AND session=?", (namespace, session))
+            if db.execute("SELECT 1 FROM sessions WHERE namespace=? AND session=?", (namespace, session)).fetchone():
+                db.execute("INSERT OR IGNORE INTO forgotten_sessions VALUES (?, ?)", (namespace, session))
+        return n
+
+    def forgotten_sessions(self) -> list[tuple[str, str]]:
+        """Sessions forgotten whose vectors may still be in the index, as (namespace, session)."""
+        return [tuple(r) for r in self._rows("SELECT namespace, session FROM forgotten_sessions")]
+
+    def finish_session_forget(self, namespace: str, session: str) -> bool:
+        """Drop a forgotten session's last bookkeeping once its vectors are gone; False if it was revived."""
+        with self._tx() as db:
+            if not db.execute(
+                "DELETE FROM forgotten_sessions WHERE namespace=? AND session=?", (namespace, session)
+            ).rowcount:
+                return False
             for table in ("sessions", "state", "summaries", "tool_calls"):
                 db.execute(f"DELETE FROM {table} WHERE namespace=? AND session=?", (namespace, session))
+        return True
 
     # -- reading --------------------------------------------------------------
     _COLS = "record, seq, namespace, session"
@@ -507,9 +549,9 @@ class MessageLog:
         """True when some stored message is not yet in the vector index (a cheap, indexed lookup)."""
         return bool(self._rows("SELECT 1 FROM messages WHERE indexed=0 AND deleted=0 LIMIT 1"))
 
-    def pending_delete(self) -> list[tuple[str, str, int]]:
-        """Tombstoned messages as (id, namespace, n_chunks), left over by an interrupted forget."""
-        return [tuple(r) for r in self._rows("SELECT id, namespace, n_chunks FROM messages WHERE deleted=1")]
+    def pending_delete(self) -> list[tuple[str, str, str]]:
+        """Tombstoned messages as (id, namespace, session): forgotten, not yet purged from the index."""
+        return [tuple(r) for r in self._rows("SELECT id, namespace, session FROM messages WHERE deleted=1")]
 
     def indexed_chunk_count(self, namespace: str) -> int:
         return int(
@@ -523,11 +565,12 @@ class MessageLog:
         sql = (
             "SELECT s.namespace, s.session, COUNT(m.id), MIN(m.created_at), MAX(m.created_at), "
             "COALESCE(SUM(m.indexed), 0) FROM sessions s LEFT JOIN messages m ON m.namespace=s.namespace "
-            "AND m.session=s.session AND m.deleted=0"
+            "AND m.session=s.session AND m.deleted=0 WHERE NOT EXISTS (SELECT 1 FROM forgotten_sessions f "
+            "WHERE f.namespace=s.namespace AND f.session=s.session)"
         )
         args: list[Any] = []
         if namespace is not None:
-            sql += " WHERE s.namespace=?"
+            sql += " AND s.namespace=?"
             args.append(namespace)
         sql += " GROUP BY s.namespace, s.session ORDER BY s.namespace, s.session"
         return [
