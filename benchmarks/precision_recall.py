@@ -1,5 +1,5 @@
 """Does the fast embedding path cost recall? LoCoMo search recall@10 with the default
-``AutoEmbedder`` (ONNX for queries, bf16 torch for bulk ingest where the CPU has it)
+``AutoEmbedder`` (ONNX fp32 for queries, the calibrated bulk path -- ONNX int8 or bf16 torch -- for ingest)
 against plain fp32 torch for everything, in one run.
 
     python -m benchmarks.precision_recall [--limit N]
