@@ -4,7 +4,9 @@ The store is grown to ``--size`` messages in sessions of 1,000 (100 sessions at
 100,000) exactly as ``benchmarks/speed.py`` grows it; then the same questions
 are asked of session ``s000`` with the default fused recall and with recall
 switched to dense only (``ragmem.recall.DENSE_WEIGHT = 1.0``), alternating
-question by question so both see the same machine.
+question by question so both see the same machine. The lexical retriever's own
+share of a fused prompt (``recall.lexical_candidates``: tokenising, document
+frequencies, the FTS5 query) is timed as well, as ``lexical``.
 
     python -m benchmarks.fusion_cost [--size 100000] [--quick]
 """
@@ -32,17 +34,30 @@ def run(size: int, questions: int) -> dict:
         qs = timed_questions(convs, questions + 5)
         mem = Memory(path=str(folder), session=session_name(0))
         fused_weight = recall.DENSE_WEIGHT
-        lat: dict[str, list[float]] = {"fused": [], "dense_only": []}
+        lat: dict[str, list[float]] = {"fused": [], "dense_only": [], "lexical": []}
+        lexical_candidates = recall.lexical_candidates
+
+        def timed_lexical(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return lexical_candidates(*args, **kwargs)
+            finally:
+                lexical_s.append(time.perf_counter() - t)
+
+        recall.lexical_candidates = timed_lexical
         try:
             for i, q in enumerate(qs):
                 for name, weight in (("fused", fused_weight), ("dense_only", 1.0)):
                     recall.DENSE_WEIGHT = weight
+                    lexical_s: list[float] = []
                     t = time.perf_counter()
                     mem.prompt(q, budget=PROMPT_BUDGET)
                     if i >= 5:  # the first few warm both paths up
                         lat[name].append(time.perf_counter() - t)
+                        lat["lexical"] += lexical_s
         finally:
             recall.DENSE_WEIGHT = fused_weight
+            recall.lexical_candidates = lexical_candidates
             mem.close()
         out = {name: p50_p95(v) for name, v in lat.items()}
         return {
@@ -63,7 +78,7 @@ def main(argv: list[str] | None = None) -> dict:
     t = time.perf_counter()
     res = run(size, n)
     print(f"prompt() at {size:,} messages, budget {res['budget']} (ms):")
-    for name in ("fused", "dense_only"):
+    for name in ("fused", "dense_only", "lexical"):
         print(f"  {name:<11} p50 {res[name]['p50_ms']:7.2f}  p95 {res[name]['p95_ms']:7.2f}")
     print(f"  fused / dense-only p50: {res['ratio_p50_fused_over_dense']}x; took {time.perf_counter() - t:.0f} s")
     write_json(result_path("fusion_cost", args.quick), res)
