@@ -14,11 +14,20 @@ Synthetic but shaped like real coding/ops agent work, built from a seed:
 
 After each session is stored, probes ask for each planted item with the
 wording a user would use later. Evidence in prompt is the share of the probe's
-evidence messages in ``Memory.prompt(probe, budget=2000).message_ids()``. Each
+evidence messages in ``Memory.prompt(probe, budget=2000).message_ids()``;
+search recall@1 says whether the evidence outranks its near-identical decoys. Each
 prompt is also checked: nothing over budget, every tool result right after
 its call, no assistant tool call without all its results.
 
-Run: ``python -m benchmarks.agent_sessions [--sessions N] [--quick]``.
+Each probe is asked under each recall setting of :data:`CONFIGS` (dense only,
+and the default fusion), on the same stores. ``--hard`` plants three
+near-identical decoys per fact (the sibling service, and the target's own
+staging and replica deployments, whose names contain the target's), pads tool
+results to the size of real dumps (~400 tokens, so a 2,000-token prompt holds
+only a few) and makes sessions three times as long: the default variant is
+too easy (even dense-only recall puts every probe's evidence in the prompt).
+
+Run: ``python -m benchmarks.agent_sessions [--sessions N] [--hard] [--quick]``.
 """
 
 from __future__ import annotations
@@ -42,6 +51,9 @@ SERVICES = ["billing-db", "billing-cache", "orders-db", "orders-api", "auth-api"
             "search-api", "payments-api", "payments-queue", "inventory-db", "inventory-api"]
 SETTINGS = {"pool_size": (10, 80), "timeout_ms": (500, 9000), "max_retries": (2, 9), "replicas": (2, 7),
             "cache_ttl_s": (30, 900), "batch_size": (16, 512)}
+#: Routine keys that pad config and metrics results in the hard variant.
+PADDING = [("worker_threads", (2, 64)), ("queue_depth", (10, 5000)), ("gc_pause_ms", (1, 300)),
+           ("heap_mb", (256, 8192)), ("conn_idle_s", (10, 600)), ("log_level_n", (0, 5))]
 METRICS = {"p95_latency_ms": (80, 900), "error_rate_pct": (0.1, 4.0), "cpu_pct": (20, 95), "qps": (150, 4000)}
 PREFERENCES = [
     ("Please always write commit messages in the imperative mood, like 'Fix pool leak'.",
@@ -85,8 +97,15 @@ def _value(rng: random.Random, lo, hi):
     return round(rng.uniform(lo, hi), 1) if isinstance(lo, float) else rng.randint(lo, hi)
 
 
-def make_session(seed: int, turns: int = 400) -> Session:
-    """One agent session of about ``turns`` messages with its probes."""
+def make_session(seed: int, turns: int = 400, distractors: int = 1, padding: int = 0) -> Session:
+    """One agent session of about ``turns`` messages with its probes.
+
+    ``distractors`` is how many decoys each planted fact gets right after it,
+    the same tool with a near-identical value: the sibling service first, then
+    the target's own staging and replica deployments (their names contain the
+    target's). ``padding`` adds that many routine keys to every config and
+    metrics result, as real dumps have (30 makes a result ~400 tokens).
+    """
     rng = random.Random(seed)
     s = Session(f"agent-{seed}")
     t0 = datetime(2024, 3, 4, 9, 0, tzinfo=timezone.utc) + timedelta(days=seed)
@@ -120,6 +139,12 @@ def make_session(seed: int, turns: int = 400) -> Session:
                 n=rng.randint(1, 60), s=rng.uniform(1, 50), h=f"{rng.getrandbits(28):07x}",
                 t=f"OPS-{rng.randint(100, 999)}")})
 
+    def decoys(target: str, sibling: str) -> list[str]:
+        return ([sibling] + [f"{target}-{env}" for env in ("staging", "replica", "canary", "dr")])[:distractors]
+
+    def pad() -> dict:
+        return {f"{k}_{i}": _value(rng, *r) for i, (k, r) in zip(range(padding), PADDING * padding)}
+
     # preferences early
     prefs = rng.sample(PREFERENCES, 2)
     add({"role": "system", "content": "You are a careful DevOps coding agent."})
@@ -140,16 +165,18 @@ def make_session(seed: int, turns: int = 400) -> Session:
             key = rng.choice(list(SETTINGS))
             v = _value(rng, *SETTINGS[key])
             others = {k: _value(rng, *r) for k, r in SETTINGS.items() if k != key}
+            others.update(pad())
             add({"role": "user", "content": f"What is {target} configured with right now?"})
             _, r = tool("get_config", {"service": target}, {"service": target, key: v, **others,
                         "updated_by": rng.choice(["ci", "alice", "bob"])})
             add({"role": "assistant", "content": f"Here is the current configuration of {target}."})
             filler(rng.randint(1, 3))
-            # the distractor: a sibling service with a near-identical value
-            add({"role": "user", "content": f"And {sibling}?"})
-            tool("get_config", {"service": sibling}, {"service": sibling, key: v + (1 if isinstance(v, int) else 0.1),
-                 **{k: x for k, x in others.items()}, "updated_by": "ci"})
-            add({"role": "assistant", "content": f"{sibling} is configured almost the same way."})
+            # the distractors: a sibling service (then others) with a near-identical value
+            for i, other in enumerate(decoys(target, sibling)):
+                add({"role": "user", "content": f"And {other}?"})
+                tool("get_config", {"service": other}, {"service": other, key: v + (i + 1 if isinstance(v, int) else
+                     round(0.1 * (i + 1), 1)), **{k: x for k, x in others.items()}, "updated_by": "ci"})
+                add({"role": "assistant", "content": f"{other} is configured almost the same way."})
             s.probes.append(Probe(f"What {key} did get_config report for {target}?", [r], "tool fact"))
         elif kind == "metrics":
             m = rng.choice(list(METRICS))
@@ -158,13 +185,15 @@ def make_session(seed: int, turns: int = 400) -> Session:
             add({"role": "user", "content": f"Pull yesterday's metrics for {target}."})
             rows = {k: _value(rng, *r) for k, r in METRICS.items()}
             rows[m] = v
+            rows.update(pad())
             _, r = tool("query_metrics", {"service": target, "day": day}, {"service": target, "day": day, **rows})
             add({"role": "assistant", "content": f"Metrics for {target} are in; nothing alarming at first glance."})
-            add({"role": "user", "content": f"Same for {sibling}."})
-            rows2 = dict(rows)
-            rows2[m] = round(v * 1.02, 1) if isinstance(v, float) else v + 3
-            tool("query_metrics", {"service": sibling, "day": day}, {"service": sibling, "day": day, **rows2})
-            add({"role": "assistant", "content": f"{sibling} looks similar."})
+            for i, other in enumerate(decoys(target, sibling)):
+                add({"role": "user", "content": f"Same for {other}."})
+                rows2 = dict(rows)
+                rows2[m] = round(v * (1 + 0.02 * (i + 1)), 1) if isinstance(v, float) else v + 3 * (i + 1)
+                tool("query_metrics", {"service": other, "day": day}, {"service": other, "day": day, **rows2})
+                add({"role": "assistant", "content": f"{other} looks similar."})
             s.probes.append(Probe(f"What was the {m} of {target} in the metrics we pulled?", [r], "tool fact"))
         else:
             key = rng.choice(["pool_size", "timeout_ms", "max_retries"])
@@ -213,52 +242,86 @@ def check_prompt(ctx, budget: int) -> list[str]:
     return problems
 
 
-def run(sessions: int, turns: int, store: Path) -> dict:
+#: Recall settings compared on the same sessions (keys as in :data:`benchmarks.recall_dev.CONFIGS`).
+CONFIGS: dict[str, dict] = {
+    "dense": {"DENSE_WEIGHT": 1.0, "NEIGHBOUR_WEIGHT": 0.0},
+    "default": {},
+    "no-companions": {"COMPANIONS": False},
+    "no-mmr": {"DIVERSITY": 0.0},
+    "mmr-0.6": {"DIVERSITY": 0.6},
+}
+#: The hard variant: three near-identical decoys per planted fact (the sibling, the target's staging and
+#: replica), results padded to real dump sizes (~400 tokens), in sessions three times as long.
+HARD = {"turns": 1200, "distractors": 3, "padding": 30}
+
+
+def run(sessions: int, turns: int, store: Path, configs: list[str], distractors: int = 1, padding: int = 0) -> dict:
     from ragmem import Memory
 
-    per: list[dict] = []
+    from .recall_dev import setting
+
+    defaults = {k: getattr(*setting(k)) for name in configs for k in CONFIGS[name]}
+    per: dict[str, list[dict]] = {name: [] for name in configs}
+    lat: dict[str, list[float]] = {name: [] for name in configs}
     problems: list[str] = []
-    lat: list[float] = []
     base = None
-    for seed in range(sessions):
-        s = make_session(seed, turns)
-        mem = Memory(path=str(store), session=s.name, window=WINDOW) if base is None else base.for_session(s.name)
-        base = base or mem
-        mem.add_many(s.messages)
-        for p in s.probes:
-            t = time.perf_counter()
-            ctx = mem.prompt(p.question, system="You are a careful DevOps coding agent.", budget=BUDGET)
-            lat.append(time.perf_counter() - t)
-            problems += check_prompt(ctx, BUDGET)
-            got = set(ctx.message_ids())
-            hits = [h.message.id for h in mem.search(p.question, k=10)]
-            per.append({"kind": p.kind, "ev": sum(e in got for e in p.evidence) / len(p.evidence),
-                        "@10": sum(e in hits for e in p.evidence) / len(p.evidence)})
-        log(f"[agent_sessions] {s.name}: {len(s.messages)} messages, {len(s.probes)} probes")
-    if base is not None:
-        base.close()
+    try:
+        for seed in range(sessions):
+            s = make_session(seed, turns, distractors, padding)
+            mem = Memory(path=str(store), session=s.name, window=WINDOW) if base is None else base.for_session(s.name)
+            base = base or mem
+            mem.add_many(s.messages)
+            for name in configs:
+                for k, v in {**defaults, **CONFIGS[name]}.items():
+                    setattr(*setting(k), v)
+                for p in s.probes:
+                    t = time.perf_counter()
+                    ctx = mem.prompt(p.question, system="You are a careful DevOps coding agent.", budget=BUDGET)
+                    lat[name].append(time.perf_counter() - t)
+                    problems += check_prompt(ctx, BUDGET)
+                    got = set(ctx.message_ids())
+                    hits = [h.message.id for h in mem.search(p.question, k=10)]
+                    per[name].append({"kind": p.kind, "ev": sum(e in got for e in p.evidence) / len(p.evidence),
+                                      "@10": sum(e in hits for e in p.evidence) / len(p.evidence),
+                                      "@1": sum(e in hits[:1] for e in p.evidence) / len(p.evidence)})
+            log(f"[agent_sessions] {s.name}: {len(s.messages)} messages, {len(s.probes)} probes")
+    finally:
+        for k, v in defaults.items():
+            setattr(*setting(k), v)
+        if base is not None:
+            base.close()
     return {"per": per, "problems": problems, "latency": lat}
+
+
+def table(res: dict) -> str:
+    rows = []
+    for name, recs in res["per"].items():
+        kinds = sorted({r["kind"] for r in recs})
+        for k in kinds + ["all"]:
+            rs = [r for r in recs if k in ("all", r["kind"])]
+            rows.append([name, k, len(rs)] + [statistics.fmean(r[m] for r in rs) for m in ("ev", "@10", "@1")])
+        rows.append([name, "prompt p50 ms", "", 1000 * statistics.median(res["latency"][name]), "", ""])
+    return markdown_table(["config", "probe", "n", f"evidence@{BUDGET}", "search recall@10", "@1"], rows)
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sessions", type=int, default=8)
-    p.add_argument("--turns", type=int, default=400)
+    p.add_argument("--turns", type=int, default=None, help="messages per session (400; 1200 with --hard)")
+    p.add_argument("--hard", action="store_true",
+                   help="three near-identical decoys per fact, results of real dump size, longer sessions")
+    p.add_argument("--configs", default="dense,default")
     p.add_argument("--quick", action="store_true", help="two short sessions")
     args = p.parse_args(argv)
-    sessions, turns = (2, 150) if args.quick else (args.sessions, args.turns)
+    turns = args.turns or (HARD["turns"] if args.hard else 400)
+    sessions, turns = (2, 150) if args.quick else (args.sessions, turns)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ragmem-agent-") as tmp:
-        res = run(sessions, turns, Path(tmp))
-    kinds = sorted({r["kind"] for r in res["per"]})
-    rows = [[k, sum(r["kind"] == k for r in res["per"]),
-             statistics.fmean(r["ev"] for r in res["per"] if r["kind"] == k),
-             statistics.fmean(r["@10"] for r in res["per"] if r["kind"] == k)] for k in kinds]
-    rows.append(["all", len(res["per"]), statistics.fmean(r["ev"] for r in res["per"]),
-                 statistics.fmean(r["@10"] for r in res["per"])])
-    print(markdown_table(["probe", "n", f"evidence@{BUDGET}", "search recall@10"], rows))
+        hard = (HARD["distractors"], HARD["padding"]) if args.hard else (1, 0)
+        res = run(sessions, turns, Path(tmp), args.configs.split(","), *hard)
+    print(table(res))
     print(f"broken tool pairs / over budget: {len(res['problems'])} {res['problems'][:5]}")
-    print(f"prompt p50 {statistics.median(res['latency']) * 1000:.1f} ms; took {time.perf_counter() - start:.0f} s")
+    print(f"took {time.perf_counter() - start:.0f} s")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ once into a cached store (``--cache``, default a temp folder), then every
 question with evidence is asked under each recall configuration (the
 constants of :mod:`ragmem.recall`, switched in-process), printing the ablation
 table: recall@5/@10/@50 overall and per category, evidence in the prompt at
-2,000 tokens, and the mean ``prompt()`` latency against dense-only.
+2,000 tokens overall and per category, the share of prompts whose recall
+shows each message's time ("dated", for the temporal category and overall),
+and the ``prompt()`` latency (mean, median, mean against dense-only).
 
 Run: ``python -m benchmarks.recall_dev [--configs dense,fused,full] [--cache DIR]``.
 The benchmark of record is :mod:`benchmarks.recall_locomo`; this script only
@@ -21,6 +23,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from ragmem.assemble import RECALL_HEADER
+
 from .common import log, markdown_table
 from .locomo import CATEGORIES, load_conversations
 from .recall_locomo import WINDOW, turn_records
@@ -28,12 +32,35 @@ from .recall_locomo import WINDOW, turn_records
 KS = (5, 10, 50)
 BUDGET = 2000
 
-#: Recall settings to compare: overrides of ragmem.recall's constants.
+#: Recall settings to compare: overrides of module constants, ``"module.NAME": value``
+#: (a bare ``NAME`` means :mod:`ragmem.recall`).
 CONFIGS: dict[str, dict] = {
     "dense": {"DENSE_WEIGHT": 1.0, "NEIGHBOUR_WEIGHT": 0.0},
     "fused": {"DENSE_WEIGHT": 0.3, "NEIGHBOUR_WEIGHT": 0.0},
     "full": {},
+    "no-companions": {"COMPANIONS": False},
+    "dense-no-companions": {"DENSE_WEIGHT": 1.0, "NEIGHBOUR_WEIGHT": 0.0, "COMPANIONS": False},
+    "no-mmr": {"DIVERSITY": 0.0},
+    "mmr-0.6": {"DIVERSITY": 0.6},
+    "dated": {"prompt.recall_format": "text"},
+    "auto-dated": {"prompt.recall_format": "auto"},
 }
+#: Modules whose constants a config may override; ``"prompt.ARG": value`` passes ARG to ``Memory.prompt``.
+MODULES = ("recall", "assemble")
+
+
+def setting(key: str):
+    """The (module, name) a config key overrides: ``"assemble.PACKING"``, or ``"DENSE_WEIGHT"`` in recall."""
+    import importlib
+
+    mod, _, name = key.rpartition(".")
+    mod = mod or "recall"
+    if mod not in MODULES:
+        raise ValueError(f"{key}: configs may override constants of {', '.join(MODULES)} only")
+    module = importlib.import_module(f"ragmem.{mod}")
+    if not hasattr(module, name):
+        raise ValueError(f"{key}: ragmem.{mod} has no {name}")
+    return module, name
 
 
 def open_store(cache: Path, conv):
@@ -57,9 +84,8 @@ def rebuild_lexical(mem) -> None:
 
 
 def run(configs: list[str], cache: Path, relex: bool, limit: int | None) -> dict:
-    import ragmem.recall as recall
-
-    defaults = {k: getattr(recall, k) for k in ("DENSE_WEIGHT", "NEIGHBOUR_WEIGHT", "CANDIDATES")}
+    keys = {k for name in configs for k in CONFIGS[name] if not k.startswith("prompt.")}
+    defaults = {k: getattr(*setting(k)) for k in keys}
     convs = load_conversations(limit=limit)
     per: dict[str, list[dict]] = defaultdict(list)
     lat: dict[str, list[float]] = defaultdict(list)
@@ -73,35 +99,46 @@ def run(configs: list[str], cache: Path, relex: bool, limit: int | None) -> dict
         try:
             for name in configs:
                 for k, v in {**defaults, **CONFIGS[name]}.items():
-                    setattr(recall, k, v)
+                    if not k.startswith("prompt."):
+                        setattr(*setting(k), v)
+                args = {k[len("prompt."):]: v for k, v in CONFIGS[name].items() if k.startswith("prompt.")}
                 for q in qs:
                     ev = set(q.evidence_ids)
                     ids = list(dict.fromkeys(h.message.id for h in mem.search(q.question, k=max(KS))))
                     rec = {"cat": q.category, **{f"@{k}": len(ev & set(ids[:k])) / len(ev) for k in KS}}
                     t = time.perf_counter()
-                    ctx = mem.prompt(q.question, budget=BUDGET)
+                    ctx = mem.prompt(q.question, budget=BUDGET, **args)
                     lat[name].append(time.perf_counter() - t)
                     assert ctx.trace.total_tokens <= BUDGET
                     rec["ev"] = len(ev & set(ctx.message_ids())) / len(ev)
+                    rec["dated"] = float(any(m["role"] == "system" and m["content"].startswith(RECALL_HEADER + "\n\n")
+                                             for m in ctx.messages))
                     per[name].append(rec)
         finally:
             for k, v in defaults.items():
-                setattr(recall, k, v)
+                setattr(*setting(k), v)
             mem.close()
     return {"per": per, "latency": lat}
 
 
 def table(result: dict) -> str:
-    rows = []
+    """Two tables: search recall@k (overall, then @10 per category), and evidence in the prompt with latency."""
+    recall_rows, prompt_rows = [], []
     base = statistics.fmean(result["latency"].get("dense", [float("nan")]))
     for name, recs in result["per"].items():
         mean = lambda key, rs=recs: statistics.fmean(r[key] for r in rs)  # noqa: E731
-        row = [name] + [mean(f"@{k}") for k in KS]
-        row += [statistics.fmean(r["@10"] for r in recs if r["cat"] == c) for c in CATEGORIES]
-        row += [mean("ev"), statistics.fmean(result["latency"][name]) / base]
-        rows.append(row)
-    heads = ["config"] + [f"@{k}" for k in KS] + [f"{v}@10" for v in CATEGORIES.values()]
-    return markdown_table(heads + [f"evidence@{BUDGET}", "prompt latency / dense"], rows)
+        by_cat = lambda key, c, rs=recs: statistics.fmean(r[key] for r in rs if r["cat"] == c)  # noqa: E731
+        cats = [c for c in CATEGORIES if any(r["cat"] == c for r in recs)]
+        recall_rows.append([name] + [mean(f"@{k}") for k in KS] + [by_cat("@10", c) for c in cats])
+        lat = result["latency"][name]
+        prompt_rows.append([name, mean("ev")] + [by_cat("ev", c) for c in cats] + [by_cat("dated", 2), mean("dated"),
+            1000 * statistics.fmean(lat), 1000 * statistics.median(lat), statistics.fmean(lat) / base])
+    cat_names = [CATEGORIES[c] for c in CATEGORIES if any(r["cat"] == c for rs in result["per"].values() for r in rs)]
+    heads = ["config"] + [f"@{k}" for k in KS] + [f"{v}@10" for v in cat_names]
+    out = markdown_table(heads, recall_rows) + "\n\n"
+    heads = ["config", f"evidence@{BUDGET}"] + [f"{v} ev" for v in cat_names]
+    heads += ["temporal dated", "all dated"]
+    return out + markdown_table(heads + ["prompt ms mean", "p50", "latency / dense"], prompt_rows)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -29,13 +29,14 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from .errors import BudgetTooSmall
 from .messages import Message, content_text, to_anthropic
+from .recall import asks_when
 from .tokens import PER_MESSAGE, PER_TOOL_CALL, REPLY_PRIMING, TokenCounter, count_message
 from .trace import BudgetMonitor, Context, DropTrace, Trace, UnitTrace
 from .units import Unit
 
 Format = Literal["openai", "anthropic"]
 Placement = Literal["before_window", "after_window"]
-RecallFormat = Literal["messages", "text"]
+RecallFormat = Literal["messages", "text", "auto"]
 
 RECALL_HEADER = "Earlier messages recalled from memory for this turn, least to most relevant:"
 SUMMARY_HEADER = "Summary of the earlier conversation:"
@@ -258,6 +259,45 @@ def _finish(
     return Context(messages=messages, trace=trace, system=system)
 
 
+def _pack_recall(
+    recall: Sequence[tuple[Unit, float]], companions: Mapping[str, Unit], in_window: set[str], cap: int,
+    costs: _Costs, dropped: list[DropTrace],
+) -> list[tuple[Unit, float]]:
+    """The recall units to place: best score first, greedily, skipping what does not fit; each unit's
+    companion goes right beside it when it fits too.
+
+    (Packing by score per token, kept when it held more total score, was
+    measured too: +0.002 evidence on LoCoMo at 2,000 tokens, -0.008 on the hard
+    agent sessions, so it is not used.)
+    """
+    seen: set[str] = set()
+    chosen: list[tuple[Unit, float]] = []
+    used = 0
+    for u, score in sorted(recall, key=lambda us: -us[1]):
+        if u.id in in_window or u.id in seen:
+            continue  # invariant 6: never repeat the window
+        seen.add(u.id)
+        if not u.complete:
+            _split_incomplete([u], "recall", dropped, costs)
+            continue
+        cost = costs.unit(u)
+        if used + cost > cap:
+            dropped.append(_drop("recall", u, cost, "over budget", score))
+            continue
+        chosen.append((u, score))
+        used += cost
+        n = companions.get(u.id)
+        if n is None or n.id in in_window or n.id in seen or not n.complete:
+            continue
+        cost = costs.unit(n)
+        if used + cost <= cap:
+            seen.add(n.id)
+            # same score, so placement (a stable sort by score) keeps the pair together in log order
+            chosen.insert(len(chosen) - (n.seq < u.seq), (n, score))
+            used += cost
+    return chosen
+
+
 def assemble(
     user_turn: str | Mapping[str, Any],
     *,
@@ -269,6 +309,7 @@ def assemble(
     summary_covers: Sequence[str] = (),
     window: Sequence[Unit] = (),
     recall: Sequence[tuple[Unit, float]] = (),
+    companions: Mapping[str, Unit] | None = None,
     max_window_messages: int = 12,
     format: Format = "openai",
     placement: Placement = "before_window",
@@ -280,7 +321,10 @@ def assemble(
 
     ``window`` is the candidate recent units in order (oldest first);
     ``recall`` the retrieved units with scores, any order. Units in both are
-    kept in the window only (invariant 6).
+    kept in the window only (invariant 6). ``companions`` maps a recalled
+    unit's id to a neighbouring unit that carries its answer (the reply to a
+    question, the turn before a short answer): it goes in right beside its unit,
+    with the same score, whenever its unit is chosen and it still fits.
 
     >>> from ragmem.tokens import default_counter
     >>> ctx = assemble("hi", budget=100, counter=default_counter(), system="be brief")
@@ -293,6 +337,8 @@ def assemble(
     sys_msgs, user = _mandatory(system, state, user_turn)
     used = _check_mandatory(counter, sys_msgs, user, budget.limit, budget)
     free = budget.limit - used
+    if recall_format == "auto":  # dated text when the turn asks about time, the messages themselves otherwise
+        recall_format = "text" if asks_when(content_text(user.get("content"))) else "messages"
     dropped: list[DropTrace] = []
 
     # The window: newest complete units backwards, contiguous, within its share and message cap.
@@ -325,25 +371,9 @@ def assemble(
             s_tokens = 0
             dropped.append(DropTrace("summary", "summary", [], count_message(counter, msg), "over the summary's share"))
 
-    # Recall: best score first, greedily, into what is left (at least its share).
+    # Recall: into what is left (at least its share); see _pack_recall.
     recall_cap = free - w_tokens - s_tokens - count_message(counter, {"role": "system", "content": RECALL_HEADER})
-    ranked = sorted(recall, key=lambda us: -us[1])
-    seen: set[str] = set()
-    chosen_recall: list[tuple[Unit, float]] = []
-    r_tokens = 0
-    for u, score in ranked:
-        if u.id in in_window or u.id in seen:
-            continue  # invariant 6: never repeat the window
-        seen.add(u.id)
-        if not u.complete:
-            _split_incomplete([u], "recall", dropped, counter_costs)
-            continue
-        cost = counter_costs.unit(u)
-        if r_tokens + cost > recall_cap:
-            dropped.append(_drop("recall", u, cost, "over budget", score))
-            continue
-        chosen_recall.append((u, score))
-        r_tokens += cost
+    chosen_recall = _pack_recall(recall, companions or {}, in_window, recall_cap, counter_costs, dropped)
     return _finish(
         strategy="ragmem", fmt=format, budget=budget, counter=counter, costs=counter_costs, sys_msgs=sys_msgs,
         user=user, summary_msgs=summary_msgs, recall_units=list(chosen_recall), window_units=chosen_window,

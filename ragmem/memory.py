@@ -23,7 +23,9 @@ from .embed import Embedder, default_embedder
 from .errors import InvalidMessage, MessageNotFound, StoreError
 from .indexing import build_where, index_messages, lexical_rows
 from .messages import MAX_CHARS, Message, from_anthropic, looks_anthropic, parse_message
-from .recall import Hit, embed_query, lexical_filters, retrieve_units, search_candidates
+from .recall import (
+    Hit, companions, diversify, embed_query, lexical_filters, retrieve_units, search_candidates,
+)
 from .store import MessageLog, VectorIndex, make_client
 from .store.index import INDEX_SCHEMA
 from .store.locking import opening_lock
@@ -559,7 +561,8 @@ class Memory:
             self.summarize(before_seq=tail[0].seq)
         summary = self._log.get_summary(self.namespace, self.session)
         timings["summary"] = time.perf_counter() - t
-        recalled = []
+        recalled: list = []
+        beside: dict = {}
         if tail and k > 0 and tail[0].seq > 0:  # something older than the window exists to recall
             self._catch_up()
             text = query or (user_turn if isinstance(user_turn, str) else str(user_turn.get("content", "")))
@@ -571,13 +574,15 @@ class Memory:
                 vec, log=self._log, index=self.index, namespace=self.namespace, session=self.session,
                 k=k + len(window_units), text=text,
             )
-            recalled = [(u, score) for u, score in recalled if u.id not in skip]
+            recalled = diversify([(u, score) for u, score in recalled if u.id not in skip][: k + len(window_units)])
+            beside = companions(self._log, [u for u, _ in recalled], namespace=self.namespace,
+                                session=self.session, before_seq=tail[0].seq)
             timings["search"] = time.perf_counter() - t
         t = time.perf_counter()
         ctx = assemble(
             user_turn, budget=budget_obj, counter=self.counter, system=system, state=state,
             summary=summary[0] if summary else None, summary_covers=summary[2] if summary else (),
-            window=window_units, recall=recalled[: k + len(window_units)], max_window_messages=self.window,
+            window=window_units, recall=recalled, companions=beside, max_window_messages=self.window,
             format=format, placement=placement or self.placement, recall_format=recall_format or self.recall_format,
             monitor=self.monitor, token_cache=self._tokens,
         )

@@ -11,8 +11,12 @@ min-max over its candidates, BM25 by its best score), which beats
 reciprocal-rank fusion on LoCoMo because it keeps how far apart scores are.
 A message then gains a share of its best neighbour's score: the turn that
 asks is often found while the turn after it carries the answer. Every hit is
-expanded to its whole unit from the log. Dropping what the window holds and
-packing are left to assembly, which knows the window and the budget.
+expanded to its whole unit from the log. For a prompt, the units are then
+re-ranked by maximal marginal relevance over their terms (:func:`diversify`),
+so near-duplicates do not fill the recall share, and a question or a tool
+result brings the unit after it, which carries its answer (:func:`companions`).
+Dropping what the window holds and packing are left to assembly, which knows
+the window and the budget.
 
 The constants are tuned on the five shared LoCoMo conversations with
 ``python -m benchmarks.recall_dev``; see its ablation table.
@@ -20,6 +24,7 @@ The constants are tuned on the five shared LoCoMo conversations with
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Mapping, Sequence
@@ -40,6 +45,10 @@ COMMON_TERM_SHARE = 0.05
 COMMON_TERM_MIN_ROWS = 20_000
 #: Candidates each retriever returns before fusion (at least; more when k is large).
 CANDIDATES = 100
+#: Weight of redundancy in the maximal-marginal-relevance re-ranking of recalled units (0 turns it off).
+DIVERSITY = 0.3
+#: Bring the unit after a recalled question or tool result into the prompt with it (see :func:`companions`).
+COMPANIONS = True
 
 
 @dataclass(frozen=True)
@@ -228,6 +237,90 @@ def retrieve_units(
     top = sorted(scores, key=lambda u: -scores[u])[:k]
     units = {u.id: u for u in group_units(log.unit_messages(namespace, session, top))}
     return [(units[u], scores[u]) for u in top if u in units]
+
+
+_TIME_WORDS = re.compile(
+    r"\b(when|last time|latest|most recent(ly)?|recently|lately|how long|(what|which) (year|month|week|day|date|time)"
+    r"|in which (year|month|week)|how many (days|weeks|months|years)|(19|20)\d\d)\b",
+    re.I,
+)
+_MONTHS = re.compile(r"(?<=[a-z0-9,] )(January|February|March|April|May|June|July|August|September|October|November|December)\b")
+
+
+def asks_when(query: str) -> bool:
+    """Whether a query asks about time (when, how long, which month, a month named mid-sentence, a year).
+
+    Such a prompt needs each recalled message's time: ``recall_format="auto"``
+    renders recall as dated text then.
+
+    >>> asks_when("When did Jon move to Sweden?"), asks_when("What did Tim do in May?"), asks_when("May I ask?")
+    (True, True, False)
+    """
+    return bool(_TIME_WORDS.search(query) or _MONTHS.search(query))
+
+
+def diversify(ranked: Sequence[tuple[Unit, float]], weight: float | None = None) -> list[tuple[Unit, float]]:
+    """Maximal marginal relevance over recalled units: each loses ``weight`` times its term overlap
+    (Jaccard) with the most similar unit ranked above it, so near-duplicates sink.
+
+    Returns the units in their new order with their adjusted scores. The
+    weight defaults to :data:`DIVERSITY`; 0 returns ``ranked`` unchanged.
+    """
+    weight = DIVERSITY if weight is None else weight
+    if not weight or len(ranked) < 2:
+        return list(ranked)
+    terms = [set(lexical.tokenize(u.text)) for u, _ in ranked]
+    left = list(range(len(ranked)))
+    overlap = [0.0] * len(ranked)
+    out = []
+    while left:
+        best = max(left, key=lambda i: ranked[i][1] - weight * overlap[i])
+        left.remove(best)
+        out.append((ranked[best][0], ranked[best][1] - weight * overlap[best]))
+        for i in left:
+            union = len(terms[i] | terms[best])
+            overlap[i] = max(overlap[i], len(terms[i] & terms[best]) / union if union else 0.0)
+    return out
+
+
+def needs_next(u: Unit) -> bool:
+    """Whether the unit after a recalled unit carries what it leaves out: the reply to a question, the
+    explanation after a tool result.
+
+    (Bringing the question before a short answer was measured too and did not help on LoCoMo.)
+
+    >>> from ragmem.messages import parse_message
+    >>> [needs_next(group_units([parse_message({"role": "user", "content": t})])[0])
+    ...  for t in ("Where did Jon move?", "Sweden, in the end.")]
+    [True, False]
+    """
+    return u.messages[-1].role == "tool" or u.text.strip().endswith("?")
+
+
+def companions(
+    log: MessageLog, units: Sequence[Unit], *, namespace: str, session: str, before_seq: int,
+) -> dict[str, Unit]:
+    """For each recalled unit that :func:`needs_next`, the unit after it (whole), if older than ``before_seq``.
+
+    ``before_seq`` is the window's start. Assembly adds each companion right
+    after its unit when the budget allows. Empty when :data:`COMPANIONS` is off.
+    """
+    wanted: dict[str, str] = {}  # recalled unit id -> the id of the message after it
+    for u in units if COMPANIONS else ():
+        if needs_next(u):
+            got = log.messages(namespace, session, after_seq=u.last_seq, limit=1)
+            if got and got[0].seq < before_seq:
+                wanted[u.id] = got[0].id
+    if not wanted:
+        return {}
+    unit_of = log.unit_ids_of(wanted.values())
+    found = {n.id: n for n in group_units(log.unit_messages(namespace, session, set(unit_of.values())))}
+    out = {}
+    for uid, mid in wanted.items():
+        n = found.get(unit_of.get(mid, ""))
+        if n is not None and n.complete and n.id != uid and n.last_seq < before_seq:
+            out[uid] = n
+    return out
 
 
 def embed_query(embedder: Embedder, text: str) -> list[float]:

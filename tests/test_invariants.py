@@ -108,12 +108,14 @@ def test_assembly_invariants(history, budget, window, fmt, placement, recall_for
     # recall candidates: any units (window ones included, to check they are not repeated), random scores
     picks = data.draw(st.lists(st.sampled_from(units), max_size=len(units)) if units else st.just([]))
     recall = [(u, data.draw(st.floats(-1, 1))) for u in picks]
+    # companions: a neighbouring unit (any unit, window ones and recall candidates included) for some picks
+    companions = {u.id: data.draw(st.sampled_from(units)) for u in picks if data.draw(st.booleans())}
     state = data.draw(st.dictionaries(st.sampled_from(["goal", "pref"]), TEXT, max_size=2))
     try:
         ctx = assemble(
             "what did we set the pool to?", budget=budget, counter=COUNTER, system="You are terse.", state=state,
             summary=data.draw(st.one_of(st.none(), TEXT.filter(bool))), window=window_units, recall=recall,
-            format=fmt, placement=placement, recall_format=recall_format, max_window_messages=window + 2,
+            companions=companions, format=fmt, placement=placement, recall_format=recall_format, max_window_messages=window + 2,
         )
     except BudgetTooSmall:
         # only allowed when the mandatory parts alone do not fit
@@ -149,6 +151,16 @@ def test_assembly_invariants(history, budget, window, fmt, placement, recall_for
     # invariant 7: relevance rises toward the user turn
     scores = [u.score for u in rec]
     assert scores == sorted(scores)
+    # a companion comes only beside its recalled unit, with its score (unless rendering dropped that unit)
+    if not any(d.reason == "over budget after rendering" for d in ctx.trace.dropped):
+        picked = {u.id for u in picks}
+        at = {u.unit_id: i for i, u in enumerate(rec)}
+        for i, u in enumerate(rec):
+            if u.unit_id in picked:
+                continue
+            hits = [h for h, c in companions.items() if c.id == u.unit_id and h in at and abs(at[h] - i) == 1]
+            # ... in log order: the earlier of the two first
+            assert any(rec[at[h]].score == u.score and (at[h] < i) == (rec[at[h]].seq < u.seq) for h in hits)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

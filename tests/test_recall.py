@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import ragmem.recall as recall
+from ragmem import group_units
 from ragmem.recall import Candidate, fuse
 
 FILLER = [
@@ -72,3 +73,142 @@ def test_chunk_ids_resolve_to_messages_even_with_hash_in_the_id(tmp_path, hash_e
     assert pos["a#2"][0] == "a#2" and pos["long"][0] == "long" and pos["long#3"][0] == "long"
     assert "gone#1" not in pos
     assert {h.message.id for h in mem.search("pools", k=5)} == {"a#2", "long"}
+
+
+def _units(*rows):
+    from ragmem import group_units, parse_message
+
+    return group_units(parse_message(r).with_(seq=i, session="s", namespace="n") for i, r in enumerate(rows))
+
+
+def test_the_turn_after_a_question_or_a_tool_result_comes_along():
+    from ragmem.recall import needs_next
+
+    q, short, long_, call = _units(
+        {"role": "user", "content": "Where did Jon move after the startup?"},
+        {"role": "assistant", "content": "Sweden, in the end."},
+        {"role": "assistant", "content": "He moved to Sweden after the startup folded and found work there."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_config", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"pool_size": 37}'},
+    )
+    assert [needs_next(u) for u in (q, short, long_, call)] == [True, False, False, True]
+
+
+def test_companions_are_whole_neighbouring_units_older_than_the_window(tmp_path, hash_embedder):
+    from ragmem import Memory
+    from ragmem.recall import companions
+
+    mem = Memory(tmp_path / "s", embedder=hash_embedder)
+    mem.add_many([
+        {"role": "user", "content": "What is billing-db configured with?", "id": "ask"},
+        {"role": "assistant", "content": None, "id": "call", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_config", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"pool_size": 37}', "id": "result"},
+        {"role": "assistant", "content": "The pool is small for peak traffic, so I will raise it to 74 and "
+                                         "redeploy billing-db tonight after the batch jobs finish.", "id": "why"},
+        {"role": "user", "content": "OK.", "id": "ok"},
+    ])
+    units = {u.id: u for u in group_units(mem.log.messages("default", "default"))}
+    older = [u for u in units.values() if u.id != "ok"]
+    got = companions(mem.log, older, namespace="default", session="default", before_seq=4)
+    assert {k: v.message_ids for k, v in got.items()} == {"ask": ["call", "result"], "call": ["why"]}
+    # "why" sits at the window's start here: the tool exchange comes alone
+    got = companions(mem.log, older, namespace="default", session="default", before_seq=3)
+    assert {k: v.message_ids for k, v in got.items()} == {"ask": ["call", "result"]}
+    mem.close()
+
+
+def test_assembly_places_a_companion_beside_its_unit_only_when_it_fits():
+    from ragmem import assemble
+    from ragmem.tokens import default_counter
+
+    counter = default_counter()
+    ask, reply, other, recent = _units(
+        {"role": "user", "content": "Where did Jon move after the startup folded?"},
+        {"role": "assistant", "content": "Sweden. " + "He likes the long summers there and the lakes. " * 3},
+        {"role": "user", "content": "The weather is lovely this week."},
+        {"role": "user", "content": "Let's move on."},
+    )
+    kw = dict(counter=counter, window=[recent], recall=[(ask, 0.9), (other, 0.5)], companions={ask.id: reply})
+    ctx = assemble("Where does Jon live now?", budget=400, **kw)
+    rec = [u.unit_id for u in ctx.trace.included if u.section == "recall"]
+    assert rec == [other.id, ask.id, reply.id]  # rising relevance; the reply right after its question
+    assert [u.score for u in ctx.trace.included if u.section == "recall"] == [0.5, 0.9, 0.9]
+    # too tight for the reply: the question alone, and the budget holds
+    bare = assemble("Where does Jon live now?", budget=400, **{**kw, "companions": {}})
+    tight = bare.trace.total_tokens + 10
+    ctx = assemble("Where does Jon live now?", budget=tight, **kw)
+    assert reply.id not in [u.unit_id for u in ctx.trace.included] and ctx.trace.total_tokens <= tight
+
+
+def test_prompt_brings_the_reply_to_a_recalled_question(mem, monkeypatch):
+    msgs = [{"role": "user" if i % 2 == 0 else "assistant", "content": FILLER[i % len(FILLER)] + f" ({i})",
+             "id": f"f{i}"} for i in range(40)]
+    msgs[10:10] = [{"role": "user", "content": "What did the plumber charge for fixing the boiler?", "id": "ask"},
+                   {"role": "assistant", "content": "Two hundred, cash.", "id": "answer"}]
+    msgs[30:30] = [{"role": "user", "content": t, "id": f"near{i}"} for i, t in enumerate((
+        "The plumber said our boiler is old.", "The boiler makes a noise at night.",
+        "A plumber is coming on Tuesday to look at the boiler."))]
+    mem.add_many(msgs)
+    mem.window = 2  # recall then sees k + 2 units
+    q = "How much did the plumber charge for the boiler?"
+    # dense only and no neighbour share: the answer then ranks nowhere near its question (the lexical
+    # rows carry the turn before, so BM25 would find it)
+    monkeypatch.setattr(recall, "DENSE_WEIGHT", 1.0)
+    monkeypatch.setattr(recall, "NEIGHBOUR_WEIGHT", 0.0)
+    monkeypatch.setattr(recall, "COMPANIONS", False)
+    without = mem.prompt(q, budget=300, k=1)
+    monkeypatch.setattr(recall, "COMPANIONS", True)
+    with_ = mem.prompt(q, budget=300, k=1)
+    assert "ask" in without.message_ids() and "answer" not in without.message_ids()
+    assert {"ask", "answer"} <= set(with_.message_ids()) and with_.trace.total_tokens <= 300
+
+
+def test_auto_recall_format_dates_recall_when_the_turn_asks_about_time():
+    from ragmem import assemble
+    from ragmem.assemble import RECALL_HEADER
+    from ragmem.recall import asks_when
+    from ragmem.tokens import default_counter
+
+    assert asks_when("When did Jon move to Sweden?") and asks_when("How long has Mel been painting?")
+    assert asks_when("What did Tim do in May 2023?") and not asks_when("May I ask what Jon's job is?")
+    old, recent = _units({"role": "user", "content": "We deployed the pool fix to billing-db.",
+                          "created_at": "2023-05-08T13:56:00+00:00"},
+                         {"role": "user", "content": "Let's move on."})
+    kw = dict(budget=500, counter=default_counter(), window=[recent], recall=[(old, 0.9)], recall_format="auto")
+    dated = assemble("When did we deploy the pool fix?", **kw)
+    assert dated.messages[0]["content"].startswith(RECALL_HEADER + "\n\n[2023-05-08 13:56] user: We deployed")
+    plain = assemble("What did we deploy to billing-db?", **kw)
+    assert plain.messages[:2] == [{"role": "system", "content": RECALL_HEADER},
+                                  {"role": "user", "content": "We deployed the pool fix to billing-db."}]
+    assert dated.message_ids() == plain.message_ids() == [old.id, recent.id]
+
+
+def test_diversify_sinks_near_duplicates_below_distinct_units():
+    from ragmem.recall import diversify
+
+    a, dup, other = _units(
+        {"role": "user", "content": "billing-db pool_size 37 timeout_ms 900 replicas 3"},
+        {"role": "user", "content": "billing-db-staging pool_size 37 timeout_ms 900 replicas 3"},
+        {"role": "user", "content": "billing-db was restarted because its pool ran dry at peak"},
+    )
+    ranked = [(a, 1.0), (dup, 0.95), (other, 0.9)]
+    assert diversify(ranked, 0.0) == ranked
+    out = diversify(ranked, 0.3)
+    assert [u.id for u, _ in out] == [a.id, other.id, dup.id]
+    assert out[0][1] == 1.0 and out[2][1] < 0.9  # the duplicate loses 0.3 x its overlap with the first
+
+
+def test_prompt_recall_scores_carry_the_diversity_penalty(mem, monkeypatch):
+    _conversation(mem)
+    mem.add_many([{"role": "user", "content": "The staging cluster uses max_conn_pool 37 on node kx-44 today.",
+                   "id": "dup"}] + [{"role": "user", "content": f"filler after ({i})"} for i in range(14)])
+    q = "what is max_conn_pool on kx-44?"
+    monkeypatch.setattr(recall, "DIVERSITY", 0.0)
+    plain = {u.unit_id: u.score for u in mem.prompt(q, budget=1500).trace.included if u.section == "recall"}
+    monkeypatch.setattr(recall, "DIVERSITY", 0.3)
+    mmr = {u.unit_id: u.score for u in mem.prompt(q, budget=1500).trace.included if u.section == "recall"}
+    lower, upper = sorted(("fact", "dup"), key=lambda i: plain[i])
+    assert mmr[upper] == pytest.approx(plain[upper])
+    assert mmr[lower] < plain[lower] - 0.3 * 0.5  # near-duplicates: well over half their terms shared
