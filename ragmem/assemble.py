@@ -323,8 +323,10 @@ def assemble(
     ``recall`` the retrieved units with scores, any order. Units in both are
     kept in the window only (invariant 6). ``companions`` maps a recalled
     unit's id to a neighbouring unit that carries its answer (the reply to a
-    question, the turn before a short answer): it goes in right beside its unit,
-    with the same score, whenever its unit is chosen and it still fits.
+    question, the explanation after a tool result): it goes in right beside its
+    unit, with the same score, whenever its unit is chosen and it still fits.
+    ``recall_format="auto"`` renders recall as dated text when the user turn
+    asks about time (:func:`ragmem.recall.asks_when`), as messages otherwise.
 
     >>> from ragmem.tokens import default_counter
     >>> ctx = assemble("hi", budget=100, counter=default_counter(), system="be brief")

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from ragmem import BudgetTooSmall, assemble, assemble_baseline, group_units, parse_message
 from ragmem.tokens import count_messages, default_counter
-from ragmem.assemble import count_anthropic, render_state
+from ragmem.assemble import RECALL_HEADER, count_anthropic, render_state
 
 COUNTER = default_counter()
 WORDS = st.sampled_from("pool size connection timeout deploy error retry the a we set to 20 5 ok why".split())
@@ -98,10 +98,11 @@ def check_anthropic(system, turns: list[dict]) -> None:
     window=st.integers(0, 10),
     fmt=st.sampled_from(["openai", "anthropic"]),
     placement=st.sampled_from(["before_window", "after_window"]),
-    recall_format=st.sampled_from(["messages", "text"]),
+    recall_format=st.sampled_from(["messages", "text", "auto"]),
+    turn=st.sampled_from(["what did we set the pool to?", "when did we set the pool to 20?"]),
     data=st.data(),
 )
-def test_assembly_invariants(history, budget, window, fmt, placement, recall_format, data):
+def test_assembly_invariants(history, budget, window, fmt, placement, recall_format, turn, data):
     units = group_units(history)
     split = len(units) - window if window <= len(units) else 0
     window_units, older = units[split:], units[:split]
@@ -113,15 +114,16 @@ def test_assembly_invariants(history, budget, window, fmt, placement, recall_for
     state = data.draw(st.dictionaries(st.sampled_from(["goal", "pref"]), TEXT, max_size=2))
     try:
         ctx = assemble(
-            "what did we set the pool to?", budget=budget, counter=COUNTER, system="You are terse.", state=state,
+            turn, budget=budget, counter=COUNTER, system="You are terse.", state=state,
             summary=data.draw(st.one_of(st.none(), TEXT.filter(bool))), window=window_units, recall=recall,
-            companions=companions, format=fmt, placement=placement, recall_format=recall_format, max_window_messages=window + 2,
+            companions=companions, format=fmt, placement=placement, recall_format=recall_format,
+            max_window_messages=window + 2,
         )
     except BudgetTooSmall:
         # only allowed when the mandatory parts alone do not fit
         head = "You are terse." + (f"\n\n{render_state(state)}" if state else "")
         mandatory = [{"role": "system", "content": head},
-                     {"role": "user", "content": "what did we set the pool to?"}]
+                     {"role": "user", "content": turn}]
         assert count_messages(COUNTER, mandatory) > budget
         return
     # invariant 2: never over budget, counted independently on the rendered output
@@ -137,8 +139,13 @@ def test_assembly_invariants(history, budget, window, fmt, placement, recall_for
     for ut in ctx.trace.included:
         u = by_id[ut.unit_id]
         assert u.complete and ut.message_ids == u.message_ids
+    # "auto" shows recall as dated text for the time question only
+    dated = recall_format == "text" or (recall_format == "auto" and turn.startswith("when"))
+    if fmt == "openai" and any(u.section == "recall" for u in ctx.trace.included):
+        assert dated == any(m["role"] == "system" and m["content"].startswith(RECALL_HEADER + "\n\n")
+                            for m in ctx.messages)
     # invariant 3: stored messages appear verbatim (openai, messages rendering)
-    if fmt == "openai" and recall_format == "messages":
+    if fmt == "openai" and not dated:
         stored = {m.id: m.to_openai() for m in history}
         rendered = [json.dumps(m, sort_keys=True) for m in ctx.messages]
         for mid in ctx.message_ids():
