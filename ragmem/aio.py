@@ -234,11 +234,17 @@ class AsyncMemory:
         )
 
     # -- forgetting ----------------------------------------------------------------
-    async def forget(self, message_id: str) -> list[str]:
-        return await self._worker.run(self._mem.forget, message_id)
+    async def forget(self, message_id: str, *, wait: bool = True) -> list[str]:
+        """See :meth:`ragmem.Memory.forget`."""
+        return await self._worker.run(self._mem.forget, message_id, wait=wait)
 
-    async def forget_session(self, session: str | None = None) -> int:
-        return await self._worker.run(self._mem.forget_session, session)
+    async def forget_session(self, session: str | None = None, *, wait: bool = True) -> int:
+        """See :meth:`ragmem.Memory.forget_session`."""
+        return await self._worker.run(self._mem.forget_session, session, wait=wait)
+
+    async def finish_forgets(self) -> int:
+        """See :meth:`ragmem.Memory.finish_forgets`."""
+        return await self._worker.run(self._mem.finish_forgets)
 
     async def reindex(self) -> int:
         return await self._worker.run(self._mem.reindex)

@@ -111,7 +111,7 @@ class Memory:
         max_chars: int = MAX_CHARS,
         clip_tool_results: int | None = None,
         placement: Placement = "before_window",
-        recall_format: RecallFormat = "messages",
+        recall_format: RecallFormat = "auto",
         monitor: BudgetMonitor = BudgetMonitor(),
         create: bool = True,
         index: Literal["sync", "background"] = "sync",
