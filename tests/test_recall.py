@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ragmem.recall as recall
 from ragmem import group_units
@@ -212,3 +214,38 @@ def test_prompt_recall_scores_carry_the_diversity_penalty(mem, monkeypatch):
     lower, upper = sorted(("fact", "dup"), key=lambda i: plain[i])
     assert mmr[upper] == pytest.approx(plain[upper])
     assert mmr[lower] < plain[lower] - 0.3 * 0.5  # near-duplicates: well over half their terms shared
+
+
+def _reference_mmr(ranked, weight):
+    """The plain statement of diversify(): argmax of score - weight * max Jaccard to a chosen unit."""
+    from ragmem import lexical
+
+    terms = [set(lexical.tokenize(u.text)) for u, _ in ranked]
+    left, overlap, out = list(range(len(ranked))), [0.0] * len(ranked), []
+    while left:
+        best = max(left, key=lambda i: ranked[i][1] - weight * overlap[i])
+        left.remove(best)
+        out.append((ranked[best][0].id, round(ranked[best][1] - weight * overlap[best], 9)))
+        for i in left:
+            union = len(terms[i] | terms[best])
+            overlap[i] = max(overlap[i], len(terms[i] & terms[best]) / union if union else 0.0)
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    texts=st.lists(st.lists(st.sampled_from("pool size db retry outage sweden deploy friday helix".split()),
+                            max_size=8), max_size=30),
+    scores=st.lists(st.sampled_from([0.1, 0.2, 0.5, 0.5, 0.9, 1.0, 0.333]), min_size=30, max_size=30),
+    weight=st.sampled_from([0.3, 0.6, 1.0]),
+)
+def test_diversify_is_maximal_marginal_relevance(texts, scores, weight):
+    """The optimised diversify() keeps the plain MMR's order and scores, ties included (it once was that loop)."""
+    from ragmem.messages import parse_message
+    from ragmem.recall import diversify
+    from ragmem.units import group_units
+
+    units = group_units([parse_message({"role": "user", "content": " ".join(t) or "-"}) for t in texts])
+    ranked = list(zip(units, scores))
+    got = [(u.id, round(s, 9)) for u, s in diversify(ranked, weight)]
+    assert got == (_reference_mmr(ranked, weight) if len(ranked) > 1 else [(u.id, s) for u, s in ranked])
