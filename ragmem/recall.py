@@ -329,12 +329,13 @@ def companions(
     ``before_seq`` is the window's start. Assembly adds each companion right
     after its unit when the budget allows. Empty when :data:`COMPANIONS` is off.
     """
+    asking = [u for u in units if needs_next(u)] if COMPANIONS else []
+    after = log.next_after(namespace, session, (u.last_seq for u in asking))  # one query for all of them
     wanted: dict[str, str] = {}  # recalled unit id -> the id of the message after it
-    for u in units if COMPANIONS else ():
-        if needs_next(u):
-            got = log.messages(namespace, session, after_seq=u.last_seq, limit=1)
-            if got and got[0].seq < before_seq:
-                wanted[u.id] = got[0].id
+    for u in asking:
+        got = after.get(u.last_seq)
+        if got is not None and got[1] < before_seq:
+            wanted[u.id] = got[0]
     if not wanted:
         return {}
     unit_of = log.unit_ids_of(wanted.values())

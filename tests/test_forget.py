@@ -145,3 +145,16 @@ def test_cli_forget_does_not_import_chroma(tmp_path, embedder):
                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 0, proc.stderr
     assert "HEAVY []" in proc.stderr, proc.stderr
+
+
+def test_next_after_skips_forgotten_messages(tmp_path):
+    """Companions ask the log for the turn after each recalled unit in one query; forgotten turns are skipped."""
+    from conftest import HashEmbedder
+
+    mem = Memory(tmp_path / "s", session="n", embedder=HashEmbedder())
+    ids = [m.id for m in mem.add_many(TURNS)]
+    mem.forget(ids[1])
+    after = mem.log.next_after("default", "n", [0, 1, 2, 3, 7])
+    assert after == {0: (ids[2], 2), 1: (ids[2], 2), 2: (ids[3], 3)}
+    assert mem.log.next_after("default", "n", []) == {}
+    assert mem.log.next_after("default", "other", [0]) == {}

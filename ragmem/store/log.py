@@ -487,6 +487,23 @@ class MessageLog:
             args.append(limit)
         return [self._msg(r) for r in self._rows(sql, args)]
 
+    def next_after(self, namespace: str, session: str, seqs: Iterable[int]) -> dict[int, tuple[str, int]]:
+        """For each sequence number, the (id, seq) of the first live message after it in the session, in one query."""
+        seqs = sorted(set(seqs))
+        if not seqs:
+            return {}
+        rows = self._rows(
+            "SELECT s.value, (SELECT m.id || char(31) || m.seq FROM messages m WHERE m.namespace=? AND m.session=? "
+            "AND m.seq>s.value AND m.deleted=0 ORDER BY m.seq LIMIT 1) FROM json_each(?) s",
+            (namespace, session, json.dumps(seqs)),
+        )
+        out = {}
+        for seq, hit in rows:
+            if hit is not None:
+                mid, nseq = hit.rsplit("\x1f", 1)
+                out[int(seq)] = (mid, int(nseq))
+        return out
+
     def positions(self, chunk_ids: Iterable[str]) -> dict[str, tuple[str, str, str, int]]:
         """Map vector chunk ids to their messages: chunk id -> (message id, unit id, session, seq).
 
