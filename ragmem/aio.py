@@ -134,8 +134,9 @@ class AsyncMemory:
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
-    async def repair(self, full: bool = False) -> dict[str, int]:
-        return await self._worker.run(self._mem.repair, full)
+    async def repair(self, full: bool = False, *, purge: bool = True) -> dict[str, int]:
+        """See :meth:`ragmem.Memory.repair`."""
+        return await self._worker.run(self._mem.repair, full, purge=purge)
 
     # -- writing -----------------------------------------------------------------
     async def add(

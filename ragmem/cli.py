@@ -714,8 +714,8 @@ def _purge_later(cfg: Config) -> int | None:
     """Start a detached ``ragmem purge`` that removes the forgotten vectors; its pid (None if it did not start).
 
     The forget itself is already durable: tombstoned messages are gone from
-    every read, and any later open of the store finishes the purge if this
-    process does not.
+    every read, and the next search or prompt of any process finishes the
+    purge if this one does not.
     """
     import subprocess
 
@@ -735,7 +735,7 @@ def _forgot(cfg: Config, data: dict, human: str, wait: bool) -> None:
         pid = _purge_later(cfg)
         data["purge"] = {"pending": True, "pid": pid}
         human += (f"; its vectors are being purged in the background (pid {pid})" if pid
-                  else "; its vectors are purged on the next open of the store (or run `ragmem purge`)")
+                  else "; its vectors are purged by the next search (or run `ragmem purge`)")
     else:
         data["purge"] = {"pending": False}
     _emit(cfg, data, human)
@@ -789,15 +789,21 @@ def purge(**opts: Any) -> None:
     """Finish pending forgets now: remove forgotten messages' vectors and log rows.
 
     `ragmem forget` starts this in the background; run it by hand after a
-    forget whose background purge could not start. Opening the store from
-    Python does the same.
+    forget whose background purge could not start. The next search or
+    prompt does the same.
     """
     cfg = _cfg(**opts)
-    mem = _open(cfg)  # opening runs the repair, which finishes every pending forget
-    try:
-        n = mem.repaired.get("purged", 0) + mem.finish_forgets()
-    finally:
-        mem.close()
+    from filelock import FileLock
+
+    # Purgers take turns: a burst of forgets starts one per forget, and the first one's pass usually
+    # covers the later ones' messages, which then find nothing to do and never import Chroma.
+    with FileLock(str(Path(cfg.store) / "purge.lock")):
+        mem = _open(cfg)
+        try:
+            pending = mem.log.pending_delete() or mem.log.forgotten_sessions()
+            n = mem.finish_forgets() if pending else 0
+        finally:
+            mem.close()
     _emit(cfg, {"purged": n}, "nothing left to purge" if not n else f"purged {n} messages")
 
 

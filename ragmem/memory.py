@@ -28,7 +28,7 @@ from .recall import (
 )
 from .store import MessageLog, VectorIndex, make_client
 from .store.index import INDEX_SCHEMA
-from .store.locking import opening_lock
+from .store.locking import CHROMA_LOCK_FILE, opening_lock
 from .summary import ExtractiveSummarizer, Summarizer
 from .tokens import TokenCounter, default_counter
 from .trace import BudgetMonitor, Context
@@ -159,7 +159,10 @@ class Memory:
         # "behind": an index write failed, so the log holds messages the index lacks (shared by views)
         self._health = {"behind": False}
         #: what the repair on open did ({"purged": ..., "indexed": ..., ...}), for tools that report it
-        self.repaired = self.repair(full=self._index_moved())
+        self.repaired = self.repair(full=self._index_moved(), purge=False)
+        # forgets left pending (a forget(wait=False), or a purge cut short) are finished by the first
+        # search or prompt, not here: opening must stay cheap for commands that never touch the index
+        self._health["purge"] = bool(self._log.pending_delete() or self._log.forgotten_sessions())
         # index="background": add() returns once the message is durable in the log; a worker embeds
         # behind it in batches, and every read that needs the index flushes first (see flush()).
         self._indexer = _Indexer(self) if index == "background" else None
@@ -186,7 +189,7 @@ class Memory:
                 if self.chroma_url:
                     client = make_client(url=self.chroma_url)
                 else:  # embedded Chroma migrates its database on first open: openers take turns
-                    with opening_lock(self.path):
+                    with opening_lock(self.path, name=CHROMA_LOCK_FILE):
                         client = make_client(path=str(self.path / "chroma"))
                 name = getattr(self._embedder, "name", None) or "all-MiniLM-L6-v2"
                 store_id = self._log.store_id if self.chroma_url else None  # a server may hold many stores
@@ -231,7 +234,7 @@ class Memory:
             return True
         return not self.chroma_url and not (self.path / "chroma").exists()
 
-    def repair(self, full: bool = False) -> dict[str, int]:
+    def repair(self, full: bool = False, *, purge: bool = True) -> dict[str, int]:
         """Bring the index back into agreement with the log after a crash; run on open.
 
         Finishes interrupted forgets (tombstoned messages) and indexes messages
@@ -239,9 +242,11 @@ class Memory:
         ``full=True`` also compares every namespace's index with the log, message
         by message, re-indexing what the index lacks and deleting what the log no
         longer holds; open runs it when the index location changed.
+        ``purge=False`` leaves pending forgets to the first search or prompt
+        (opening uses it: the purge needs the index, which model-free commands never open).
         """
         done = {"purged": 0, "indexed": 0, "dropped": 0}
-        if self._log.pending_delete() or self._log.forgotten_sessions():
+        if purge and (self._log.pending_delete() or self._log.forgotten_sessions()):
             done["purged"] = self.finish_forgets()
         if full:
             for ns in self._log.namespaces():
@@ -276,6 +281,8 @@ class Memory:
         Runs before every read that needs the index, so search and recall never
         miss a stored turn.
         """
+        if self._health.get("purge"):
+            self.finish_forgets()
         if self._health["behind"] or (self._indexer is not None and self._log.has_pending_index()):
             with self._lock:
                 if self._health["behind"] or self._log.has_pending_index():
@@ -596,9 +603,9 @@ class Memory:
 
         Returns the ids forgotten. They vanish from every read at once (tombstoned
         in the log); then their vectors and log rows are purged. ``wait=False``
-        returns before the purge, which the next open of the store (any process,
-        see :meth:`finish_forgets`) completes: the CLI uses it to return without
-        importing Chroma. A crash midway is finished by the repair on the next open.
+        returns before the purge, which the next search or prompt completes (in
+        this or any later process; see :meth:`finish_forgets`): the CLI uses it
+        to return without importing Chroma. A crash midway is finished the same way.
         """
         m = self.get(message_id)
         unit_id = self._log.unit_ids_of([m.id])[m.id]
@@ -607,6 +614,8 @@ class Memory:
             self._log.mark_deleted(ids)
             if wait:
                 self.finish_forgets()
+            else:
+                self._health["purge"] = True  # the next search or prompt finishes it
         return ids
 
     def forget_session(self, session: str | None = None, *, wait: bool = True) -> int:
@@ -614,20 +623,23 @@ class Memory:
 
         The session disappears from every read and listing at once, in one log
         transaction; its vector collection is dropped then, or, with
-        ``wait=False``, by the next open of the store (see :meth:`forget`).
+        ``wait=False``, by the next search or prompt (see :meth:`forget`).
         """
         session = session or self.session
         with self._lock:  # no indexing may run between the tombstones and the purge
             n = self._log.forget_session(self.namespace, session)
             if wait:
                 self.finish_forgets()
+            else:
+                self._health["purge"] = True  # the next search or prompt finishes it
         return n
 
     def finish_forgets(self) -> int:
         """Purge what was forgotten from the index, then from the log; return the messages purged.
 
-        Runs on open and after every waited forget; idempotent, so an
-        interrupted purge is simply run again.
+        Runs after every waited forget, before the first search or prompt
+        of a process that finds forgets pending, and in :meth:`repair`;
+        idempotent, so an interrupted purge is simply run again.
         """
         with self._lock:
             dropped = set()
@@ -645,6 +657,7 @@ class Memory:
                 self._log.purge(ids)
             for ns, session in dropped:
                 self._log.finish_session_forget(ns, session)
+            self._health["purge"] = False
             return len(doomed)
 
     def reindex(self) -> int:

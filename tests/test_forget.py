@@ -42,29 +42,33 @@ TURNS = [
 ]
 
 
-def test_forget_without_wait_hides_at_once_and_the_next_open_purges(tmp_path, embedder):
+def test_forget_without_wait_hides_at_once_and_the_next_search_purges(tmp_path, embedder):
     store = tmp_path / "s"
     mem = Memory(store, session="a", embedder=embedder)
     stored = mem.add_many(TURNS)
-    secret = stored[0].id
+    secret, other = stored[0].id, stored[2].id
     assert mem.forget(secret, wait=False) == [secret]
     # gone from every read before any purge
     with pytest.raises(MessageNotFound):
         mem.get(secret)
-    assert secret not in {h.message.id for h in mem.search("staging database password", k=10)}
-    assert secret not in mem.prompt("when does the staging password rotate?", budget=2000).message_ids()
-    assert tombstones(store) == 1  # the row waits for its purge
+    assert secret not in [m.id for m in mem.recent(10)]
+    assert tombstones(store) == 1 and secret in vectors_of(store, "a")  # the row and vector wait for the purge
     with pytest.raises(InvalidMessage, match="was just forgotten"):  # its id cannot be reused meanwhile
         mem.add({"role": "user", "content": "something else"}, id=secret)
-    mem.close()
-    assert secret in vectors_of(store, "a")
-
-    reopened = Memory(store, session="a", embedder=embedder)
-    assert reopened.repaired["purged"] == 1
+    # the first search purges before it reads
+    assert secret not in {h.message.id for h in mem.search("staging database password", k=10)}
     assert tombstones(store) == 0 and secret not in vectors_of(store, "a")
+    mem.add({"role": "user", "content": "new text under the old id"}, id=secret)  # now it is free
+    assert mem.get(secret).text == "new text under the old id"
+
+    # pending at close: opening does not purge (it stays cheap), the first prompt does
+    mem.forget(other, wait=False)
+    mem.close()
+    reopened = Memory(store, session="a", embedder=embedder)
+    assert reopened.repaired["purged"] == 0 and tombstones(store) == 1
+    assert other not in reopened.prompt("what is my favourite editor?", budget=2000).message_ids()
+    assert tombstones(store) == 0 and other not in vectors_of(store, "a")
     assert len(vectors_of(store, "a")) == 3
-    reopened.add({"role": "user", "content": "new text under the old id"}, id=secret)  # now it is free
-    assert reopened.get(secret).text == "new text under the old id"
 
 
 def test_forget_session_without_wait_then_reuse_of_its_name(tmp_path, embedder):
@@ -81,7 +85,9 @@ def test_forget_session_without_wait_then_reuse_of_its_name(tmp_path, embedder):
     mem.close()
 
     reopened = Memory(store, session="b", embedder=embedder)
-    assert reopened.repaired["purged"] == 4
+    assert tombstones(store) == 4
+    assert reopened.prompt("what is the deploy window?", budget=1000).messages  # the first prompt purges
+    assert tombstones(store) == 0
     # the collection was revived, so the purge removed only the forgotten vectors
     assert vectors_of(store, "b") == {fresh.id}
     assert [h.message.id for h in reopened.search("deploy window", k=3)] == [fresh.id]

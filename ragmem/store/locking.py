@@ -14,11 +14,17 @@ from pathlib import Path
 from typing import Iterator
 
 LOCK_FILE = "open.lock"
+#: The lock openers of the embedded Chroma take turns under.
+CHROMA_LOCK_FILE = "chroma-open.lock"
 
 
 @contextmanager
-def opening_lock(folder: Path, timeout: float = 120.0) -> Iterator[None]:
-    """Hold the opening lock of the store in ``folder`` (an advisory file lock, ``open.lock``).
+def opening_lock(folder: Path, timeout: float = 120.0, name: str = LOCK_FILE) -> Iterator[None]:
+    """Hold an opening lock of the store in ``folder`` (an advisory file lock, ``open.lock`` by default).
+
+    The log and the embedded Chroma each have their own (``name``), so a
+    process opening Chroma (slow: a second or so) never holds up one that
+    only opens the log.
 
     A folder where no lock file can be written (a read-only copy of a store)
     opens without the lock: nobody can be creating a store there.
@@ -26,7 +32,7 @@ def opening_lock(folder: Path, timeout: float = 120.0) -> Iterator[None]:
     from filelock import FileLock, Timeout
 
     try:
-        lock = FileLock(str(folder / LOCK_FILE), timeout=timeout)
+        lock = FileLock(str(folder / name), timeout=timeout)
         lock.acquire()
     except PermissionError:
         yield
@@ -36,7 +42,7 @@ def opening_lock(folder: Path, timeout: float = 120.0) -> Iterator[None]:
 
         raise StoreError(
             f"another process has been opening the store at {folder} for over {timeout:.0f} s; "
-            f"if none is, delete {folder / LOCK_FILE} and try again"
+            f"if none is, delete {folder / name} and try again"
         ) from exc
     try:
         yield

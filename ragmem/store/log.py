@@ -212,7 +212,7 @@ class MessageLog:
                     # its vectors may still be in the index under this id: a new message must not inherit them
                     raise InvalidMessage(
                         f"message id {m.id!r} was just forgotten and its purge from the index has not finished; "
-                        "retry in a moment (or open the store once, which finishes it), or pick another id. "
+                        "retry in a moment (a search or `ragmem purge` finishes it), or pick another id. "
                         "Nothing of this batch was stored."
                     )
                 if have is not None:
