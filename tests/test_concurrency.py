@@ -102,12 +102,12 @@ print("DONE", flush=True)
 """
 
 
-def run_two_processes(store: Path, url: str = "", query: bool = True) -> None:
-    code = WRITER.format(tests=str(ROOT / "tests"))
+def run_in_step(code: str, argvs: list[list[str]]) -> None:
+    """Start one process per argv on ``code``; each prints READY, all get "go" at once, each must print DONE."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(store), p, url, "1" if query else "0"], stdin=subprocess.PIPE,
+    procs = [subprocess.Popen([sys.executable, "-c", code, *argv], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for p in ("p1", "p2")]
+             for argv in argvs]
     for p in procs:
         assert p.stdout.readline().strip() == "READY", p.stderr.read()
     for p in procs:
@@ -116,6 +116,11 @@ def run_two_processes(store: Path, url: str = "", query: bool = True) -> None:
     for p in procs:
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0 and "DONE" in out, err[-3000:]
+
+
+def run_two_processes(store: Path, url: str = "", query: bool = True) -> None:
+    run_in_step(WRITER.format(tests=str(ROOT / "tests")),
+                [[str(store), p, url, "1" if query else "0"] for p in ("p1", "p2")])
 
 
 @pytest.mark.server
@@ -162,19 +167,7 @@ print("DONE", flush=True)
 
 def open_new_store_at_once(store: Path, url: str = "", n: int = 4) -> None:
     """``n`` processes create the same new store in the same instant; all must succeed."""
-    code = OPENER.format(tests=str(ROOT / "tests"))
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(store), f"p{i}", url], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for i in range(n)]
-    for p in procs:
-        assert p.stdout.readline().strip() == "READY", p.stderr.read()
-    for p in procs:
-        p.stdin.write("go\n")
-        p.stdin.flush()
-    for p in procs:
-        out, err = p.communicate(timeout=300)
-        assert p.returncode == 0 and "DONE" in out, err[-3000:]
+    run_in_step(OPENER.format(tests=str(ROOT / "tests")), [[str(store), f"p{i}", url] for i in range(n)])
     mem = Memory(store, embedder=HashEmbedder(), chroma_url=url or None)
     assert sorted(m.id for m in mem.recent(100)) == sorted(f"p{i}-hello" for i in range(n))
 
