@@ -800,8 +800,7 @@ def purge(**opts: Any) -> None:
     with FileLock(str(Path(cfg.store) / "purge.lock")):
         mem = _open(cfg)
         try:
-            pending = mem.log.pending_delete() or mem.log.forgotten_sessions()
-            n = mem.finish_forgets() if pending else 0
+            n = mem.finish_forgets() if mem.log.forgets_pending() else 0
         finally:
             mem.close()
     _emit(cfg, {"purged": n}, "nothing left to purge" if not n else f"purged {n} messages")

@@ -129,16 +129,15 @@ def index_messages(
     call_of = _calls_answered(messages, log)
     texts: list[str] = []
     rows: list[tuple[Message, int]] = []
+    n_chunks: dict[str, int] = {}
     chunker = getattr(embedder, "chunk", None) or chunk_text
     for m in messages:
         call = call_of.get((m.namespace, m.session, m.tool_call_id or ""))
         pieces = chunker(document_text(m, call)) or [""]
+        n_chunks[m.id] = len(pieces)
         for i, piece in enumerate(pieces):
             texts.append(piece)
             rows.append((m, i))
-    n_chunks: dict[str, int] = {}
-    for m, i in rows:
-        n_chunks[m.id] = i + 1
     # Embed in blocks of similar length (less padding) and hand each block's upsert to a writer thread:
     # Chroma's upsert releases the GIL, so it runs while the next block embeds.
     order = sorted(range(len(texts)), key=lambda j: len(texts[j]))

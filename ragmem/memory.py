@@ -162,7 +162,7 @@ class Memory:
         self.repaired = self.repair(full=self._index_moved(), purge=False)
         # forgets left pending (a forget(wait=False), or a purge cut short) are finished by the first
         # search or prompt, not here: opening must stay cheap for commands that never touch the index
-        self._health["purge"] = bool(self._log.pending_delete() or self._log.forgotten_sessions())
+        self._health["purge"] = self._log.forgets_pending()
         # index="background": add() returns once the message is durable in the log; a worker embeds
         # behind it in batches, and every read that needs the index flushes first (see flush()).
         self._indexer = _Indexer(self) if index == "background" else None
@@ -246,7 +246,7 @@ class Memory:
         (opening uses it: the purge needs the index, which model-free commands never open).
         """
         done = {"purged": 0, "indexed": 0, "dropped": 0}
-        if purge and (self._log.pending_delete() or self._log.forgotten_sessions()):
+        if purge and self._log.forgets_pending():
             done["purged"] = self.finish_forgets()
         if full:
             for ns in self._log.namespaces():

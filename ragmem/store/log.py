@@ -417,6 +417,12 @@ class MessageLog:
                 db.execute("INSERT OR IGNORE INTO forgotten_sessions VALUES (?, ?)", (namespace, session))
         return n
 
+    def forgets_pending(self) -> bool:
+        """Whether a forget still waits for its purge (tombstoned messages, or a forgotten session's collection)."""
+        return bool(self._rows(
+            "SELECT EXISTS (SELECT 1 FROM messages WHERE deleted=1) OR EXISTS (SELECT 1 FROM forgotten_sessions)"
+        )[0][0])
+
     def forgotten_sessions(self) -> list[tuple[str, str]]:
         """Sessions forgotten whose vectors may still be in the index, as (namespace, session)."""
         return [tuple(r) for r in self._rows("SELECT namespace, session FROM forgotten_sessions")]
@@ -493,16 +499,11 @@ class MessageLog:
         if not seqs:
             return {}
         rows = self._rows(
-            "SELECT s.value, (SELECT m.id || char(31) || m.seq FROM messages m WHERE m.namespace=? AND m.session=? "
-            "AND m.seq>s.value AND m.deleted=0 ORDER BY m.seq LIMIT 1) FROM json_each(?) s",
-            (namespace, session, json.dumps(seqs)),
+            "SELECT s.value, m.id, m.seq FROM json_each(?) s JOIN messages m ON m.rowid = (SELECT rowid "
+            "FROM messages WHERE namespace=? AND session=? AND seq>s.value AND deleted=0 ORDER BY seq LIMIT 1)",
+            (json.dumps(seqs), namespace, session),
         )
-        out = {}
-        for seq, hit in rows:
-            if hit is not None:
-                mid, nseq = hit.rsplit("\x1f", 1)
-                out[int(seq)] = (mid, int(nseq))
-        return out
+        return {int(seq): (mid, nseq) for seq, mid, nseq in rows}
 
     def positions(self, chunk_ids: Iterable[str]) -> dict[str, tuple[str, str, str, int]]:
         """Map vector chunk ids to their messages: chunk id -> (message id, unit id, session, seq).
