@@ -348,34 +348,32 @@ class AutoEmbedder:
         path = cache_dir() / "bulk_path.json"
         key = _machine_key()
         try:
-            cached = json.loads(path.read_text()).get(key)
+            data = json.loads(path.read_text())
         except (OSError, ValueError):
-            cached = None
+            data = {}
+        cached = data.get(key)
         if cached and cached.get("choice") in candidates:
             self.bulk_rates = cached.get("rates", {})
             return cached["choice"]
+        engines = {"int8": self.int8, "torch": self.torch}
         rates: dict[str, float] = {}
         working = []
         for c in candidates:
             try:
-                (self.int8 if c == "int8" else self.torch).embed_batch(_CALIBRATION[:16])  # load, warm the kernels
+                engines[c].embed_batch(_CALIBRATION[:16])  # load, warm the kernels
                 working.append(c)
             except (MissingDependency, StoreError):
                 continue
         for _ in range(2):  # interleaved rounds, best of each: a busy moment should not decide for good
             for c in working:
                 t = time.perf_counter()
-                (self.int8 if c == "int8" else self.torch).embed_batch(_CALIBRATION)
+                engines[c].embed_batch(_CALIBRATION)
                 rates[c] = max(rates.get(c, 0.0), round(len(_CALIBRATION) / (time.perf_counter() - t), 1))
         choice = max(rates, key=rates.__getitem__) if rates else "onnx"
         self.bulk_rates = rates
+        data[key] = {"choice": choice, "rates": rates}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                data = json.loads(path.read_text())
-            except (OSError, ValueError):
-                data = {}
-            data[key] = {"choice": choice, "rates": rates}
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps(data, indent=1))
             os.replace(tmp, path)
