@@ -16,6 +16,7 @@ from .errors import (
     RagmemError,
     SchemaVersionError,
     StoreError,
+    UsageError,
 )
 from .memory import Memory, PinnedState, SessionInfo
 from .messages import Message, ToolCall, from_anthropic, parse_message, to_anthropic
@@ -59,6 +60,7 @@ __all__ = [
     "Trace",
     "Unit",
     "UnitTrace",
+    "UsageError",
     "assemble",
     "assemble_baseline",
     "from_anthropic",

@@ -3,6 +3,7 @@
 One root, so callers can catch everything ragmem raises with a single clause::
 
     RagmemError
+    ├── UsageError              a call's arguments are wrong (a bad k, scope, name, option); nothing changed
     ├── InvalidMessage          a message (or a batch) is malformed; nothing was stored
     │   └── OrphanToolResult    a tool result answers a call that is not in the session
     ├── BudgetTooSmall          the mandatory parts alone exceed the prompt budget
@@ -12,7 +13,7 @@ One root, so callers can catch everything ragmem raises with a single clause::
     ├── EmbeddingMismatch       the store was built with another embedding model/dimension
     └── MissingDependency       an optional extra is not installed (the message names the pip command)
 
-Caller mistakes (the first three) are kept apart from runtime faults (the rest).
+Caller mistakes (the first four) are kept apart from runtime faults (the rest).
 Every message says what is wrong and how to fix it.
 """
 
@@ -21,6 +22,14 @@ from __future__ import annotations
 
 class RagmemError(Exception):
     """Root of every error ragmem raises."""
+
+
+class UsageError(RagmemError, ValueError):
+    """A caller mistake in a call's arguments (not a message): a bad option, name, count or filter.
+
+    Nothing was changed. The message names the argument, what was wrong with it
+    and the values that would be accepted.
+    """
 
 
 class InvalidMessage(RagmemError, ValueError):
