@@ -3,7 +3,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 TORCH_WHEEL := $(wildcard /opt/wheels/torch-2.13.0+cpu-*.whl)
-LOCOMO ?= ../shared/data/locomo
+# The demo uses LoCoMo only when RAGMEM_LOCOMO (or LOCOMO=...) names its folder, or ../shared/data/locomo exists;
+# otherwise it generates a conversation of its own, so a fresh clone needs nothing beside it.
+LOCOMO ?= $(or $(RAGMEM_LOCOMO),$(wildcard ../shared/data/locomo))
 
 .PHONY: install demo test bench bench-quick clean
 
