@@ -104,7 +104,7 @@ def test_forget_session_removes_that_session_and_nothing_else(history, victim):
         for ns in NAMESPACES:
             expected = index_before[ns] - gone if ns == victim[0] else index_before[ns]
             assert base.index.all_message_ids(ns) == expected
-        assert all(base.log.get(i) is None for i in gone)
+        assert all(base.log.get(victim[0], i) is None for i in gone)
         # the session is reusable afterwards, from seq 0
         assert views[victim].add({"role": "user", "content": "fresh start"}).seq == 0
         base.close()
