@@ -128,7 +128,9 @@ def lexical_filters(
     for k, v in (where or {}).items():
         if isinstance(v, bool) or not isinstance(v, (str, int, float)):
             return None  # operators and booleans: leave them to the vector index alone
-        sql += " AND json_extract(m.record, ?) = ?"
+        # json_valid first: a record holding NaN (stored before messages were checked for it) would make json_extract
+        # fail the whole query with "malformed JSON"; such a row simply does not match
+        sql += " AND CASE WHEN json_valid(m.record) THEN json_extract(m.record, ?) END = ?"
         args += ['$.metadata."' + k.replace('"', '""') + '"', v]
     return sql, args
 
