@@ -242,7 +242,7 @@ class Memory:
     def for_session(self, session: str, namespace: str | None = None) -> "Memory":
         """A Memory on another session of the same store, sharing the model, log and index."""
         return Memory(
-            session=session, namespace=namespace or self.namespace, window=self.window, orphans=self.orphans,
+            session=session, namespace=self.namespace if namespace is None else namespace, window=self.window, orphans=self.orphans,
             max_chars=self.max_chars, clip_tool_results=self.clip_tool_results, placement=self.placement,
             recall_format=self.recall_format, monitor=self.monitor, _shared=self,
         )
@@ -474,7 +474,7 @@ class Memory:
         ts = lambda x: datetime.fromtimestamp(x, tz=timezone.utc) if x is not None else None  # noqa: E731
         return [
             SessionInfo(r["namespace"], r["session"], r["messages"], r["indexed"], ts(r["first_at"]), ts(r["last_at"]))
-            for r in self._log.sessions(namespace or self.namespace)
+            for r in self._log.sessions(self.namespace if namespace is None else namespace)
         ]
 
     @property
