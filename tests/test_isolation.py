@@ -1,8 +1,9 @@
 """Isolation (invariant 5): namespaces and sessions never leak into each other.
 
-The scope is enforced inside the store: a collection per namespace, a ``where``
-on the session in every vector query, ``namespace=? AND session=?`` in every log
-query. These property tests fill one store with several namespaces and sessions
+The scope is enforced inside the store: a vector collection per session (named
+by an injective key of store, namespace and session), ``namespace=?`` in every
+log query (message ids are unique per namespace, so every lookup by id is
+keyed by the namespace too), and a scope term in every lexical query. These property tests fill one store with several namespaces and sessions
 sharing one vocabulary (so a missing filter would surface at once), then check
 search, recall (prompt), export and forget against a model of what each scope holds.
 The fast embedder is a bag-of-words hash; one test uses the real model.
@@ -260,6 +261,7 @@ def test_two_tenants_with_the_same_ids_never_cross(history, pair, swap, query):
             assert {r["namespace"] for r in b.export(s)} <= {b_ns}
             assert MARK[0] not in json.dumps(b.state.get())
             assert {i.namespace for i in b.sessions()} <= {b_ns}
+            assert b.stats()["namespace_messages"] == len(ns_own) and "store_messages" not in b.stats()
             assert b.summary is None or MARK[0] not in b.summary
         # -- writes: adding under A's ids makes B's own messages; forgetting touches B only
         for mid in SHARED_IDS:
