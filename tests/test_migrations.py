@@ -213,3 +213,24 @@ def test_a_log_from_a_newer_ragmem_is_refused_untouched(tmp_path):
     with pytest.raises(SchemaVersionError, match=f"schema version {SCHEMA_VERSION + 1}, newer"):
         MessageLog(tmp_path / "s")
     assert _schema(tmp_path / "s")["applied"][-1] == SCHEMA_VERSION + 1
+
+
+def test_only_this_stores_older_layout_collections_are_dropped(tmp_path):
+    """On a shared Chroma, re-indexing one store never drops another store's collections."""
+    from ragmem.store.index import VectorIndex, collection_name
+
+    client = make_client(path=str(tmp_path / "chroma"))
+    mine, theirs = VectorIndex(client, "e", store_id="mine"), VectorIndex(client, "e", store_id="theirs")
+    for store_id, schema, name in (
+        ("mine", 2, "ragmem_old_mine"), ("theirs", 2, "ragmem_old_theirs"), ("mine", 1, "ragmem_older_mine"),
+    ):
+        client.create_collection(name, metadata={"ragmem_schema": schema, "store_id": store_id, "namespace": "n",
+                                                  "session": "s"})
+    client.create_collection("someone_else", metadata={"ragmem_schema": 1, "store_id": "mine"})  # not ragmem's
+    mine.collection("n", "s")
+    theirs.collection("n", "s")
+    assert mine.drop_older_layouts() == 2
+    left = {c.name for c in client.list_collections()}
+    assert left == {"ragmem_old_theirs", "someone_else", collection_name("n", "mine", "s"),
+                    collection_name("n", "theirs", "s")}
+    assert mine.drop_older_layouts() == 0
