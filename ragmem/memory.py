@@ -18,7 +18,7 @@ import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Iterable, Literal, Mapping, Sequence, get_args
 
 from .assemble import STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline
 from .embed import Embedder, default_embedder
@@ -158,8 +158,8 @@ class Memory:
         check_name("namespace", namespace)
         _choice("orphans", orphans, ("raise", "keep"))
         _choice("index", index, ("sync", "background"))
-        _choice("placement", placement, ("before_window", "after_window"))
-        _choice("recall_format", recall_format, ("messages", "text", "auto"))
+        _choice("placement", placement, get_args(Placement))
+        _choice("recall_format", recall_format, get_args(RecallFormat))
         self.index_mode = index
         self.session = session
         self.namespace = namespace
@@ -242,8 +242,8 @@ class Memory:
     def for_session(self, session: str, namespace: str | None = None) -> "Memory":
         """A Memory on another session of the same store, sharing the model, log and index."""
         return Memory(
-            session=session, namespace=self.namespace if namespace is None else namespace, window=self.window, orphans=self.orphans,
-            max_chars=self.max_chars, clip_tool_results=self.clip_tool_results, placement=self.placement,
+            session=session, namespace=self.namespace if namespace is None else namespace, window=self.window,
+            orphans=self.orphans, max_chars=self.max_chars, clip_tool_results=self.clip_tool_results, placement=self.placement,
             recall_format=self.recall_format, monitor=self.monitor, _shared=self,
         )
 
@@ -461,7 +461,8 @@ class Memory:
 
     def messages(self, session: str | None = None) -> list[Message]:
         """All messages of a session of this namespace (this session by default), in order."""
-        return self._log.messages(self.namespace, self.session if session is None else check_name("session", session))
+        session = self.session if session is None else check_name("session", session)
+        return self._log.messages(self.namespace, session)
 
     def export(self, session: str | None = None) -> list[dict[str, Any]]:
         """A session as lossless JSON-able records, in order (one JSONL line each)."""
@@ -574,11 +575,11 @@ class Memory:
         grows with the budget (20, or one per 100 tokens of a larger budget).
         """
         _choice("strategy", strategy, tuple(STRATEGIES))
-        _choice("format", format, ("openai", "anthropic"))
+        _choice("format", format, get_args(Format))
         if placement is not None:
-            _choice("placement", placement, ("before_window", "after_window"))
+            _choice("placement", placement, get_args(Placement))
         if recall_format is not None:
-            _choice("recall_format", recall_format, ("messages", "text", "auto"))
+            _choice("recall_format", recall_format, get_args(RecallFormat))
         skip: set[str] = set()
         if turn_stored:
             last = self._log.messages_desc(self.namespace, self.session, 1)
