@@ -7,7 +7,7 @@ One root, so callers can catch everything ragmem raises with a single clause::
     ├── InvalidMessage          a message (or a batch) is malformed; nothing was stored
     │   └── OrphanToolResult    a tool result answers a call that is not in the session
     ├── BudgetTooSmall          the mandatory parts alone exceed the prompt budget
-    ├── MessageNotFound         no message with that id in the store
+    ├── MessageNotFound         no message with that id in the caller's namespace
     ├── StoreError              the store folder or server is missing, corrupt or unreachable
     │   └── SchemaVersionError  the store was written by a newer ragmem
     ├── EmbeddingMismatch       the store was built with another embedding model/dimension
@@ -45,7 +45,7 @@ class BudgetTooSmall(RagmemError, ValueError):
 
 
 class MessageNotFound(RagmemError, KeyError):
-    """No message with the given id exists in this store."""
+    """No message with the given id exists in the caller's namespace (another namespace's id is never found)."""
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else "message not found"

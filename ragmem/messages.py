@@ -249,6 +249,20 @@ def parse_message(
             f"{where} holds text that is not valid Unicode (a lone surrogate) in its name, tool calls, "
             "tool_call_id, metadata or content parts; decode your input as UTF-8 with errors='replace'"
         ) from None
+    # NaN and Infinity are not JSON: stored in a record, they make SQLite's JSON functions (every where= search
+    # of the scope) fail with "malformed JSON", and a chat API rejects them in tool call arguments
+    for part, value in (
+        ("metadata", m.metadata),
+        ("tool call arguments", [c.function.arguments for c in m.tool_calls or ()]),
+        ("content parts", content if isinstance(content, list) else None),
+    ):
+        try:
+            json.dumps(value, default=str, allow_nan=False)
+        except ValueError:
+            raise InvalidMessage(
+                f"{where} holds a NaN or infinite number in its {part}; JSON has no such values. "
+                "Store it as a string (\"NaN\", \"inf\") or null"
+            ) from None
     if len(text) > max_chars:
         if m.role == "tool" and clip_tool_results is not None:
             keep = max(0, min(clip_tool_results, max_chars))

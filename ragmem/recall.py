@@ -80,12 +80,17 @@ class Candidate:
     score: float
 
 
-def dense_candidates(hits: Sequence[IndexHit], log: MessageLog | None = None) -> list[Candidate]:
-    """Index hits folded to one candidate per message (its best chunk), best first.
+def dense_candidates(
+    hits: Sequence[IndexHit], log: MessageLog | None = None, namespace: str | None = None
+) -> list[Candidate]:
+    """Index hits of a namespace folded to one candidate per message (its best chunk), best first.
 
-    Hits queried without metadata are placed from the log (``log.positions``).
+    Hits queried without metadata are placed from the log (``log.positions``), inside ``namespace``.
     """
-    where = log.positions(h.message_id for h in hits if not h.metadata) if log is not None else {}
+    where = (
+        log.positions(namespace, [h.message_id for h in hits if not h.metadata])
+        if log is not None and namespace is not None else {}
+    )
     best: dict[str, Candidate] = {}
     for h in hits:
         if h.metadata:
@@ -123,7 +128,9 @@ def lexical_filters(
     for k, v in (where or {}).items():
         if isinstance(v, bool) or not isinstance(v, (str, int, float)):
             return None  # operators and booleans: leave them to the vector index alone
-        sql += " AND json_extract(m.record, ?) = ?"
+        # json_valid first: a record holding NaN (stored before messages were checked for it) would make json_extract
+        # fail the whole query with "malformed JSON"; such a row simply does not match
+        sql += " AND CASE WHEN json_valid(m.record) THEN json_extract(m.record, ?) END = ?"
         args += ['$.metadata."' + k.replace('"', '""') + '"', v]
     return sql, args
 
@@ -142,7 +149,7 @@ def lexical_candidates(
     match = lexical.match_query(terms, lexical.scope_token(namespace, session))
     if match is None:
         return []
-    rows = log.lexical_search(match, n, filters=filters[0], args=filters[1])
+    rows = log.lexical_search(namespace, match, n, filters=filters[0], args=filters[1])
     return [Candidate(mid, uid, sess, seq, score) for mid, uid, sess, seq, score in rows]
 
 
@@ -203,7 +210,7 @@ def search_candidates(
     # each session has its own collection: the scope is the list of collections asked, never a filter
     sessions = [session] if session is not None else [r["session"] for r in log.sessions(namespace)]
     hits = index.query(namespace, vector, n=pool, where=where, sessions=sessions, metadata=False)
-    dense = dense_candidates(hits, log)
+    dense = dense_candidates(hits, log, namespace)
     if text is None or filters is None or DENSE_WEIGHT >= 1.0:
         return dense
     lex = lexical_candidates(log, text, namespace=namespace, session=session, n=pool, filters=filters)
@@ -338,7 +345,7 @@ def companions(
             wanted[u.id] = got[0]
     if not wanted:
         return {}
-    unit_of = log.unit_ids_of(wanted.values())
+    unit_of = log.unit_ids_of(namespace, wanted.values())
     found = {n.id: n for n in group_units(log.unit_messages(namespace, session, set(unit_of.values())))}
     out = {}
     for uid, mid in wanted.items():

@@ -21,6 +21,7 @@ from ragmem import (
     OrphanToolResult,
     RagmemError,
     SchemaVersionError,
+    UsageError,
 )
 
 GOOD = [
@@ -60,13 +61,13 @@ def test_malformed_json_in_import_file(tmp_path, store):
     assert res.exit_code != 0
     said = res.output + str(res.exception)  # `main` prints CliError; the bare group raises it
     assert "bad.jsonl:2" in said and "not valid JSON" in said
-    assert store.log.get("new0") is None
+    assert store.log.get(store.namespace, "new0") is None
 
 
 def test_import_records_that_are_not_objects(store):
     with pytest.raises(InvalidMessage, match="record 1 must be a JSON object"):
         store.import_records([{"role": "user", "content": "fine", "id": "i0"}, "{broken"])
-    assert store.log.get("i0") is None
+    assert store.log.get(store.namespace, "i0") is None
 
 
 def test_malformed_tool_call_arguments_are_kept_verbatim(store):
@@ -102,7 +103,7 @@ def test_not_a_dict(store):
         store.add("hello")
     with pytest.raises(InvalidMessage, match="message 1 must be a dict"):
         store.add_many([{"role": "user", "content": "ok", "id": "n0"}, ["not", "a", "message"]])
-    assert store.log.get("n0") is None  # the batch is all or nothing
+    assert store.log.get(store.namespace, "n0") is None  # the batch is all or nothing
 
 
 # ------------------------------------------------------------- tool pairing
@@ -148,7 +149,7 @@ def test_duplicate_message_ids(tmp_path, store):
         store.add({"role": "user", "content": "something else"}, id="g0")
     with pytest.raises(InvalidMessage, match="earlier message of this batch"):
         store.add_many([{"role": "user", "content": "a", "id": "d"}, {"role": "user", "content": "b", "id": "d"}])
-    assert store.log.get("d") is None
+    assert store.log.get(store.namespace, "d") is None
     other = store.for_session("s2")
     with pytest.raises(InvalidMessage, match="already used in session 's1'"):
         other.add({"role": "user", "content": "The pool keeps dropping connections"}, id="g0")
@@ -187,9 +188,9 @@ def test_control_characters_round_trip(store):
     assert store.search(text, k=1)[0].message.id == m.id
     ctx = store.prompt("what was that?", budget=2000)
     assert text in [x["content"] for x in ctx.messages]
-    odd = store.for_session("tab\tand\x00nul")
-    odd.add({"role": "user", "content": "in an odd session"}, id="odd")
-    assert [h.message.id for h in odd.search("odd session", k=5)] == ["odd"]
+    # names are scope keys, not text: control characters in them are refused (see test_isolation.py)
+    with pytest.raises(UsageError, match="control character U\\+0009"):
+        store.for_session("tab\tand\x00nul")
 
 
 # ------------------------------------------------------------- sizes
@@ -276,7 +277,7 @@ def test_index_written_by_a_newer_schema(tmp_path):
         again.search("precious")
     with pytest.raises(SchemaVersionError):
         again.add({"role": "user", "content": "more"}, id="more")
-    assert again.log.get("more") is None and again.get("p").content == "precious"
+    assert again.log.get(again.namespace, "more") is None and again.get("p").content == "precious"
 
 
 def test_another_model_on_an_existing_store(tmp_path):
@@ -292,7 +293,7 @@ def test_another_model_on_an_existing_store(tmp_path):
         other.add({"role": "user", "content": "new"}, id="new")
     with pytest.raises(EmbeddingMismatch):
         other.search("precious")
-    assert other.log.get("new") is None  # refused before anything was written
+    assert other.log.get(other.namespace, "new") is None  # refused before anything was written
     assert other.reindex() == 1  # the documented way to switch models
     assert other.search("precious", k=1)[0].message.id == "p"
 

@@ -7,20 +7,27 @@ isolation is enforced by the store itself, never by filtering afterwards, and
 a query costs the same however many sessions share the store. A wider scope
 (every session of a namespace) is explicit: the caller names the sessions.
 
-Chunk ids are the message id for a single chunk and ``<id>#<n>`` for the
-others, so re-indexing a message overwrites its chunks (upsert).
+Chunk ids are ``<message id>#<n>`` for every chunk, the first included, and
+are read back at their last ``#``: the encoding is injective, so a caller's id
+that holds ``#`` (``doc#1``) never shares a chunk id with another message's
+chunk (``doc``'s second). Re-indexing a message overwrites its chunks (upsert).
+Message ids are unique per namespace, and a collection holds one session, so
+chunk ids are unique in their collection.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence, TypeVar
 
 from ..errors import EmbeddingMismatch, MissingDependency, StoreError
 
-INDEX_SCHEMA = 2  # 2: a collection per session (1 was one per namespace)
+# 3: injective collection names (a JSON key, not a NUL join) and chunk ids "<id>#<n>" for every chunk;
+# 2: a collection per session; 1: one per namespace. A store indexed with an older layout is re-indexed on open.
+INDEX_SCHEMA = 3
 T = TypeVar("T")
 
 
@@ -47,14 +54,26 @@ def collection_name(namespace: str, store_id: str | None = None, session: str = 
 
     On a Chroma server, which many stores may share, the name also carries the
     store's id (kept in its log), so two stores never write into one collection.
+    The key hashed is the JSON list of the three names, an injective encoding:
+    no two (store, namespace, session) share a key, whatever characters the
+    names hold (a join on a separator would let ``("t", "x|s")`` meet ``("t|x", "s")``).
     """
-    key = "\x00".join([store_id or "", namespace, session])
-    return "ragmem_" + hashlib.sha1(key.encode("utf-8")).hexdigest()[:24]
+    key = json.dumps([store_id or "", namespace, session], ensure_ascii=False)
+    return "ragmem_" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
 
 def chunk_id(message_id: str, i: int) -> str:
-    """The id of a message's ``i``-th chunk: the message id itself for the first."""
-    return message_id if i == 0 else f"{message_id}#{i}"
+    """The id of a message's ``i``-th chunk, ``<message id>#<i>`` (the first chunk included).
+
+    >>> chunk_id("doc", 1), chunk_id("doc#1", 0), message_of_chunk("doc#1#0")
+    ('doc#1', 'doc#1#0', 'doc#1')
+    """
+    return f"{message_id}#{i}"
+
+
+def message_of_chunk(chunk: str) -> str:
+    """The message id of a chunk id (the text before its last ``#``; see :func:`chunk_id`)."""
+    return chunk.rsplit("#", 1)[0] if "#" in chunk else chunk
 
 
 
@@ -178,9 +197,10 @@ class VectorIndex:
         found = []
         for col in cols:
             meta = getattr(col, "metadata", None) or {}
-            if meta.get("namespace") == namespace and meta.get("store_id") == self.store_id and "session" in meta:
+            if (meta.get("namespace") == namespace and meta.get("store_id") == self.store_id and "session" in meta
+                    and int(meta.get("ragmem_schema", 0)) == INDEX_SCHEMA):  # not a stale older layout
                 found.append(meta["session"])
-        return sorted(found)
+        return sorted(set(found))
 
     def _existing(self, name: str):
         try:
@@ -254,6 +274,26 @@ class VectorIndex:
             res = self._call("list vectors", lambda: col.get(include=["metadatas"]))
             held |= {m.get("message_id", i) for i, m in zip(res["ids"], res["metadatas"])}
         return held
+
+    def drop_older_layouts(self) -> int:
+        """Delete this store's collections written with an older :data:`INDEX_SCHEMA`; return how many.
+
+        Opening a store indexed with an older layout re-indexes it under the
+        current one (``Memory.repair(full=True)``); the old collections are
+        then dead weight. Only collections of this store are touched: on a
+        shared Chroma server, those whose metadata carries this store's id.
+        """
+        dropped = 0
+        for col in self._call("list collections", self.client.list_collections):
+            meta = getattr(col, "metadata", None) or {}
+            name = getattr(col, "name", "")
+            if not name.startswith("ragmem_") or meta.get("store_id") != self.store_id:
+                continue
+            if int(meta.get("ragmem_schema", 0)) < INDEX_SCHEMA:
+                self._call("delete a collection", lambda: self.client.delete_collection(name))
+                dropped += 1
+        self._collections.clear()
+        return dropped
 
     def drop_session(self, namespace: str, session: str) -> None:
         """Delete a session's whole collection."""

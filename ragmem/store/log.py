@@ -8,15 +8,20 @@ agreement after a crash.
 
 Tables::
 
-    meta(key, value)                      schema_version, embedder, ...
+    meta(key, value)                      schema_version, store_id, index_location
+    migrations(number, name, applied_at)  schema migrations applied (see ragmem.store.migrations)
     sessions(namespace, session, next_seq, created_at)
-    messages(id, namespace, session, seq, unit_id, role, created_at, record,
-             indexed, n_chunks, deleted)
+    messages(namespace, id, session, seq, unit_id, role, created_at, record,
+             indexed, n_chunks, deleted)  keyed (namespace, id)
     tool_calls(namespace, session, call_id, unit_id, answered)
     state(namespace, session, value)      pinned state, JSON
     summaries(namespace, session, text, upto_seq, covers)
     lexical(scope, body, mid)             FTS5 over pre-tokenised text (see ragmem.lexical)
-    lexical_map(mid, rid)                 message id -> lexical rowid, for removal
+    lexical_map(namespace, mid, rid)      message -> lexical rowid, for removal
+
+Message ids are unique per namespace, not per store: every method that takes
+message ids takes the namespace first, and reads and writes only inside it
+(invariant 5). Another namespace's id is simply not there.
 """
 
 from __future__ import annotations
@@ -30,41 +35,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal
 
-from ..errors import InvalidMessage, OrphanToolResult, SchemaVersionError, StoreError
+from ..errors import InvalidMessage, OrphanToolResult, StoreError
 from ..messages import Message, message_from_record
+from .index import message_of_chunk
 from .locking import opening_lock
+from .migrations import SCHEMA_VERSION, migrate
 
-SCHEMA_VERSION = 1
+__all__ = ["LOG_FILE", "SCHEMA_VERSION", "MessageLog"]
+
 LOG_FILE = "log.sqlite3"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS sessions (
-    namespace TEXT NOT NULL, session TEXT NOT NULL, next_seq INTEGER NOT NULL,
-    created_at REAL NOT NULL, PRIMARY KEY (namespace, session));
-CREATE TABLE IF NOT EXISTS messages (
-    id TEXT PRIMARY KEY, namespace TEXT NOT NULL, session TEXT NOT NULL, seq INTEGER NOT NULL,
-    unit_id TEXT NOT NULL, role TEXT NOT NULL, created_at REAL NOT NULL, record TEXT NOT NULL,
-    indexed INTEGER NOT NULL DEFAULT 0, n_chunks INTEGER NOT NULL DEFAULT 0,
-    deleted INTEGER NOT NULL DEFAULT 0);
-CREATE UNIQUE INDEX IF NOT EXISTS messages_seq ON messages (namespace, session, seq);
-CREATE INDEX IF NOT EXISTS messages_unit ON messages (namespace, session, unit_id);
-CREATE INDEX IF NOT EXISTS messages_todo ON messages (indexed, deleted) WHERE indexed = 0 OR deleted = 1;
--- sessions forgotten whose vectors are not purged yet (see forget_session); a new add revives the name
-CREATE TABLE IF NOT EXISTS forgotten_sessions (
-    namespace TEXT NOT NULL, session TEXT NOT NULL, PRIMARY KEY (namespace, session));
-CREATE TABLE IF NOT EXISTS tool_calls (
-    namespace TEXT NOT NULL, session TEXT NOT NULL, call_id TEXT NOT NULL, unit_id TEXT NOT NULL,
-    answered INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (namespace, session, call_id));
-CREATE TABLE IF NOT EXISTS state (
-    namespace TEXT NOT NULL, session TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (namespace, session));
-CREATE TABLE IF NOT EXISTS summaries (
-    namespace TEXT NOT NULL, session TEXT NOT NULL, text TEXT NOT NULL, upto_seq INTEGER NOT NULL,
-    covers TEXT NOT NULL, PRIMARY KEY (namespace, session));
-CREATE VIRTUAL TABLE IF NOT EXISTS lexical USING fts5(
-    scope, body, mid UNINDEXED, tokenize="unicode61 remove_diacritics 0 tokenchars '_.:,/'");
-CREATE TABLE IF NOT EXISTS lexical_map (mid TEXT PRIMARY KEY, rid INTEGER NOT NULL);
-"""
 
 
 def _differs(stored: dict[str, Any], m: Message) -> bool:
@@ -103,13 +82,23 @@ class MessageLog:
                 self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=FULL")  # add() returns only once the turn is on disk
-                self._db.executescript(_SCHEMA)
-                self._check_schema()
+                migrate(self._db, where=f"the message log {self.path}")
+                # names this store's collections on a shared Chroma server
+                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)", (uuid.uuid4().hex,))
+        except StoreError:  # a newer schema, or a migration that failed (and was rolled back)
+            self._close_quietly()
+            raise
         except sqlite3.DatabaseError as exc:
+            self._close_quietly()
             raise StoreError(
                 f"the message log {self.path} is unreadable ({exc}); restore it from a backup "
                 "or move the folder aside and start a new store"
             ) from exc
+
+    def _close_quietly(self) -> None:
+        db = getattr(self, "_db", None)
+        if db is not None:
+            db.close()
 
     # -- plumbing -------------------------------------------------------------
     @contextmanager
@@ -137,19 +126,6 @@ class MessageLog:
             part = values[start : start + 500]
             rows += self._rows(sql.format(marks=",".join("?" * len(part))), [*args, *part])
         return rows
-
-    def _check_schema(self) -> None:
-        with self._tx() as db:
-            row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is None:
-                db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise SchemaVersionError(
-                    f"the store at {self.folder} has schema version {row[0]}, newer than this ragmem "
-                    f"understands ({SCHEMA_VERSION}); upgrade ragmem (pip install -U ragmem)"
-                )
-            # names this store's collections on a shared Chroma server
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)", (uuid.uuid4().hex,))
 
     def close(self) -> None:
         with self._lock:
@@ -180,8 +156,10 @@ class MessageLog:
         """Append messages atomically; return those newly stored, with seq and session set.
 
         A message whose id is already in the session is skipped (idempotent
-        re-adds). An id used in another scope, or an orphan tool result under
-        ``orphans="raise"``, aborts the whole batch: nothing of it is stored.
+        re-adds). An id used in another session of the namespace, or an orphan
+        tool result under ``orphans="raise"``, aborts the whole batch: nothing
+        of it is stored. Ids are unique per namespace: another namespace's ids
+        are never looked at, so an id there is a fresh id here.
         """
         stored: list[Message] = []
         with self._tx() as db:
@@ -201,14 +179,14 @@ class MessageLog:
                     if _differs(seen_in_batch[m.id].to_openai(), m):
                         raise InvalidMessage(
                             f"message {i} reuses id {m.id!r} of an earlier message of this batch with other "
-                            "content; ids are unique per store. Nothing of this batch was stored."
+                            "content; ids are unique per namespace. Nothing of this batch was stored."
                         )
                     continue
                 seen_in_batch[m.id] = m
                 have = db.execute(
-                    "SELECT namespace, session, record, deleted FROM messages WHERE id=?", (m.id,)
+                    "SELECT session, record, deleted FROM messages WHERE namespace=? AND id=?", (namespace, m.id)
                 ).fetchone()
-                if have is not None and have[3]:
+                if have is not None and have[2]:
                     # its vectors may still be in the index under this id: a new message must not inherit them
                     raise InvalidMessage(
                         f"message id {m.id!r} was just forgotten and its purge from the index has not finished; "
@@ -216,12 +194,12 @@ class MessageLog:
                         "Nothing of this batch was stored."
                     )
                 if have is not None:
-                    if tuple(have[:2]) != (namespace, session):
+                    if have[0] != session:  # the same namespace: naming the session reveals nothing new
                         raise InvalidMessage(
-                            f"message id {m.id!r} is already used in session {have[1]!r} of namespace "
-                            f"{have[0]!r}; ids are unique per store, pick another id"
+                            f"message id {m.id!r} is already used in session {have[0]!r} of this namespace; "
+                            "ids are unique per namespace, pick another id. Nothing of this batch was stored."
                         )
-                    if _differs(json.loads(have[2]), m):
+                    if _differs(json.loads(have[1]), m):
                         raise InvalidMessage(
                             f"message {i} reuses id {m.id!r}, already stored with other content. Re-adding the "
                             "same message is a no-op; a new message needs a new id. Nothing of this batch "
@@ -273,68 +251,76 @@ class MessageLog:
             )
         return stored
 
-    def mark_indexed(self, chunks: dict[str, int], lexical: Iterable[tuple[str, str, str]] = ()) -> None:
-        """Record that these messages (id -> number of chunks) are in the vector index.
+    def mark_indexed(
+        self, namespace: str, chunks: dict[str, int], lexical: Iterable[tuple[str, str, str]] = ()
+    ) -> None:
+        """Record that these messages of a namespace (id -> number of chunks) are in the vector index.
 
         ``lexical`` rows (message id, scope terms, body terms) go into the
         lexical index in the same transaction, replacing any earlier row.
         """
         lexical = list(lexical)
         with self._tx() as db:
-            db.executemany("UPDATE messages SET indexed=1, n_chunks=? WHERE id=?", [(n, i) for i, n in chunks.items()])
-            self._put_lexical(db, lexical)
+            db.executemany(
+                "UPDATE messages SET indexed=1, n_chunks=? WHERE namespace=? AND id=?",
+                [(n, namespace, i) for i, n in chunks.items()],
+            )
+            self._put_lexical(db, namespace, lexical)
         self._df_written += len(lexical)
 
-    def put_lexical(self, rows: Iterable[tuple[str, str, str]]) -> None:
-        """Write lexical rows (message id, scope terms, body terms), replacing earlier ones."""
+    def put_lexical(self, namespace: str, rows: Iterable[tuple[str, str, str]]) -> None:
+        """Write lexical rows of a namespace's messages (message id, scope terms, body terms), replacing earlier ones."""
         rows = list(rows)
         with self._tx() as db:
-            self._put_lexical(db, rows)
+            self._put_lexical(db, namespace, rows)
         self._df_written += len(rows)
 
     @staticmethod
-    def _put_lexical(db: sqlite3.Connection, rows: Iterable[tuple[str, str, str]]) -> None:
+    def _put_lexical(db: sqlite3.Connection, namespace: str, rows: Iterable[tuple[str, str, str]]) -> None:
         for mid, scope, body in rows:
-            MessageLog._drop_lexical(db, mid)
+            MessageLog._drop_lexical(db, namespace, mid)
             rid = db.execute("INSERT INTO lexical (scope, body, mid) VALUES (?, ?, ?)", (scope, body, mid)).lastrowid
-            db.execute("INSERT INTO lexical_map VALUES (?, ?)", (mid, rid))
+            db.execute("INSERT INTO lexical_map VALUES (?, ?, ?)", (namespace, mid, rid))
 
     @staticmethod
-    def _drop_lexical(db: sqlite3.Connection, mid: str) -> None:
-        row = db.execute("SELECT rid FROM lexical_map WHERE mid=?", (mid,)).fetchone()
+    def _drop_lexical(db: sqlite3.Connection, namespace: str, mid: str) -> None:
+        row = db.execute("SELECT rid FROM lexical_map WHERE namespace=? AND mid=?", (namespace, mid)).fetchone()
         if row is not None:
             db.execute("DELETE FROM lexical WHERE rowid=?", (row[0],))
-            db.execute("DELETE FROM lexical_map WHERE mid=?", (mid,))
+            db.execute("DELETE FROM lexical_map WHERE namespace=? AND mid=?", (namespace, mid))
 
     def lexical_missing(self, limit: int = 2000) -> list[Message]:
-        """Indexed messages without a lexical row (a store from before the lexical index, say)."""
+        """Indexed messages without a lexical row (a store from before the lexical index, or just migrated)."""
         have = self._rows("SELECT COUNT(*) FROM lexical_map")[0][0]
         want = self._rows("SELECT COUNT(*) FROM messages WHERE indexed=1 AND deleted=0")[0][0]
         if have >= want:
             return []
         rows = self._rows(
-            f"SELECT {self._COLS} FROM messages WHERE indexed=1 AND deleted=0 "
-            "AND id NOT IN (SELECT mid FROM lexical_map) ORDER BY rowid LIMIT ?",
+            f"SELECT {self._COLS} FROM messages m WHERE indexed=1 AND deleted=0 AND NOT EXISTS "
+            "(SELECT 1 FROM lexical_map x WHERE x.namespace=m.namespace AND x.mid=m.id) ORDER BY rowid LIMIT ?",
             (limit,),
         )
         return [self._msg(r) for r in rows]
 
     def lexical_search(
-        self, match: str, n: int, *, filters: str = "", args: Iterable[Any] = ()
+        self, namespace: str, match: str, n: int, *, filters: str = "", args: Iterable[Any] = ()
     ) -> list[tuple[str, str, str, int, float]]:
-        """The ``n`` best BM25 matches of an FTS5 expression, as (id, unit_id, session, seq, score).
+        """The ``n`` best BM25 matches of an FTS5 expression in a namespace, as (id, unit_id, session, seq, score).
 
-        ``filters`` is extra SQL over the joined ``messages m`` row (role, time,
-        metadata), with its ``args``. Scores are positive, higher is better.
+        ``match`` carries the scope term (see :func:`ragmem.lexical.match_query`);
+        the join keeps the namespace as well, so no other namespace's row can
+        come back even if two scope terms ever collided. ``filters`` is extra
+        SQL over the joined ``messages m`` row (role, time, metadata), with its
+        ``args``. Scores are positive, higher is better.
         """
         # rank inside FTS5 first, then join the few winners (joining every match costs 2x at 100k rows)
         inner = n if not filters else 4 * n
         sql = (
             "SELECT m.id, m.unit_id, m.session, m.seq, l.s FROM (SELECT mid, -bm25(lexical, 0.0, 1.0, 0.0) AS s "
-            "FROM lexical WHERE lexical MATCH ? ORDER BY s DESC LIMIT ?) l JOIN messages m ON m.id = l.mid "
-            f"WHERE m.deleted=0{filters} ORDER BY l.s DESC LIMIT ?"
+            "FROM lexical WHERE lexical MATCH ? ORDER BY s DESC LIMIT ?) l JOIN messages m "
+            f"ON m.namespace = ? AND m.id = l.mid WHERE m.deleted=0{filters} ORDER BY l.s DESC LIMIT ?"
         )
-        return [tuple(r) for r in self._rows(sql, [match, inner, *args, n])]  # type: ignore[misc]
+        return [tuple(r) for r in self._rows(sql, [match, inner, namespace, *args, n])]  # type: ignore[misc]
 
     #: Seconds a cached document frequency may be reused (it only steers which very common terms to drop).
     DF_TTL = 60.0
@@ -375,28 +361,33 @@ class MessageLog:
                 db.execute("UPDATE messages SET indexed=0 WHERE namespace=?", (namespace,))
             else:
                 db.executemany(
-                    "UPDATE messages SET indexed=0 WHERE id=? AND namespace=?", [(i, namespace) for i in ids]
+                    "UPDATE messages SET indexed=0 WHERE namespace=? AND id=?", [(namespace, i) for i in ids]
                 )
 
-    def mark_deleted(self, ids: list[str]) -> None:
-        """Tombstone messages, the first step of forgetting (see :meth:`purge`)."""
+    def mark_deleted(self, namespace: str, ids: list[str]) -> None:
+        """Tombstone messages of a namespace, the first step of forgetting (see :meth:`purge`)."""
         with self._tx() as db:
-            db.executemany("UPDATE messages SET deleted=1 WHERE id=?", [(i,) for i in ids])
+            db.executemany("UPDATE messages SET deleted=1 WHERE namespace=? AND id=?", [(namespace, i) for i in ids])
 
-    def purge(self, ids: list[str]) -> None:
-        """Remove tombstoned messages for good, once the index no longer holds them."""
+    def purge(self, namespace: str, ids: list[str]) -> None:
+        """Remove tombstoned messages of a namespace for good, once the index no longer holds them.
+
+        Only tombstoned rows go: a live message's id passed here is left alone.
+        """
         with self._tx() as db:
             for i in ids:
-                row = db.execute("SELECT namespace, session, record FROM messages WHERE id=?", (i,)).fetchone()
+                row = db.execute(
+                    "SELECT session, record FROM messages WHERE namespace=? AND id=? AND deleted=1", (namespace, i)
+                ).fetchone()
                 if row is None:
                     continue
-                rec = json.loads(row[2])
+                rec = json.loads(row[1])
                 for c in rec.get("tool_calls") or []:
                     db.execute(
-                        "DELETE FROM tool_calls WHERE namespace=? AND session=? AND call_id=?", (row[0], row[1], c["id"])
+                        "DELETE FROM tool_calls WHERE namespace=? AND session=? AND call_id=?", (namespace, row[0], c["id"])
                     )
-                self._drop_lexical(db, i)
-                db.execute("DELETE FROM messages WHERE id=?", (i,))
+                self._drop_lexical(db, namespace, i)
+                db.execute("DELETE FROM messages WHERE namespace=? AND id=?", (namespace, i))
 
     def forget_session(self, namespace: str, session: str) -> int:
         """Forget a session in the log, in one transaction; return its message count.
@@ -447,16 +438,26 @@ class MessageLog:
         rec.update(seq=row[1], namespace=row[2], session=row[3])
         return message_from_record(rec, trusted=True)
 
-    def get(self, message_id: str) -> Message | None:
-        rows = self._rows(f"SELECT {self._COLS} FROM messages WHERE id=? AND deleted=0", (message_id,))
+    def get(self, namespace: str, message_id: str) -> Message | None:
+        """A live message of a namespace by id (None when the namespace holds no such message)."""
+        rows = self._rows(
+            f"SELECT {self._COLS} FROM messages WHERE namespace=? AND id=? AND deleted=0", (namespace, message_id)
+        )
         return self._msg(rows[0]) if rows else None
 
-    def get_many(self, ids: Iterable[str]) -> dict[str, Message]:
-        rows = self._rows_in(f"SELECT {self._COLS}, id FROM messages WHERE id IN ({{marks}}) AND deleted=0", ids)
+    def get_many(self, namespace: str, ids: Iterable[str]) -> dict[str, Message]:
+        """Live messages of a namespace by id; ids it does not hold are left out."""
+        rows = self._rows_in(
+            f"SELECT {self._COLS}, id FROM messages WHERE namespace=? AND id IN ({{marks}}) AND deleted=0", ids,
+            [namespace],
+        )
         return {row[4]: self._msg(row) for row in rows}
 
-    def unit_ids_of(self, ids: Iterable[str]) -> dict[str, str]:
-        return dict(self._rows_in("SELECT id, unit_id FROM messages WHERE id IN ({marks}) AND deleted=0", ids))
+    def unit_ids_of(self, namespace: str, ids: Iterable[str]) -> dict[str, str]:
+        """Message id -> unit id, for the live messages of a namespace among ``ids``."""
+        return dict(self._rows_in(
+            "SELECT id, unit_id FROM messages WHERE namespace=? AND id IN ({marks}) AND deleted=0", ids, [namespace]
+        ))
 
     def unit_messages(self, namespace: str, session: str, unit_ids: Iterable[str]) -> list[Message]:
         """Every message of the given units, in log order."""
@@ -505,28 +506,21 @@ class MessageLog:
         )
         return {int(seq): (mid, nseq) for seq, mid, nseq in rows}
 
-    def positions(self, chunk_ids: Iterable[str]) -> dict[str, tuple[str, str, str, int]]:
-        """Map vector chunk ids to their messages: chunk id -> (message id, unit id, session, seq).
+    def positions(self, namespace: str, chunk_ids: Iterable[str]) -> dict[str, tuple[str, str, str, int]]:
+        """Map a namespace's vector chunk ids to their messages: chunk id -> (message id, unit id, session, seq).
 
-        A chunk id is its message's id (first chunk) or ``<id>#<n>``; ids that
-        themselves hold a ``#`` are resolved by trying the whole id first.
+        A chunk id is ``<message id>#<n>`` (see :func:`ragmem.store.index.chunk_id`),
+        read at its last ``#``, so a message id holding ``#`` resolves too.
         """
-        chunk_ids = list(dict.fromkeys(chunk_ids))
-        wanted = {c: [c] + ([c.rsplit("#", 1)[0]] if "#" in c else []) for c in chunk_ids}
-        ids = [i for opts in wanted.values() for i in opts]
+        of = {c: message_of_chunk(c) for c in dict.fromkeys(chunk_ids)}
         found = {
             mid: (uid, sess, seq)
             for mid, uid, sess, seq in self._rows_in(
-                "SELECT id, unit_id, session, seq FROM messages WHERE id IN ({marks}) AND deleted=0", ids
+                "SELECT id, unit_id, session, seq FROM messages WHERE namespace=? AND id IN ({marks}) AND deleted=0",
+                of.values(), [namespace],
             )
         }
-        out = {}
-        for c, opts in wanted.items():
-            for mid in opts:
-                if mid in found:
-                    out[c] = (mid, *found[mid])
-                    break
-        return out
+        return {c: (mid, *found[mid]) for c, mid in of.items() if mid in found}
 
     def messages_desc(self, namespace: str, session: str, n: int) -> list[Message]:
         """The last ``n`` messages of a session, newest first."""
