@@ -20,6 +20,7 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from .assemble import STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline
 from .embed import Embedder, default_embedder
+from . import validate
 from .errors import InvalidMessage, MessageNotFound, StoreError
 from .indexing import build_where, index_messages, lexical_rows
 from .messages import MAX_CHARS, Message, from_anthropic, looks_anthropic, parse_message
@@ -72,6 +73,7 @@ class PinnedState:
         """Replace the whole state."""
         import json
 
+        validate.depth(value, "the pinned state", error=InvalidMessage)
         try:
             json.dumps(dict(value))
         except (TypeError, ValueError) as exc:
@@ -117,15 +119,15 @@ class Memory:
         index: Literal["sync", "background"] = "sync",
         _shared: "Memory | None" = None,
     ) -> None:
-        for name, value in (("session", session), ("namespace", namespace)):
-            if not isinstance(value, str) or not value:
-                raise ValueError(f"{name} must be a non-empty string, got {value!r}")
-            if not value.isprintable() and any(0xD800 <= ord(ch) <= 0xDFFF for ch in value):
-                raise ValueError(f"{name} {value!r} holds a lone surrogate, which is not valid Unicode text")
-        if orphans not in ("raise", "keep"):
-            raise ValueError("orphans must be 'raise' or 'keep'")
-        if index not in ("sync", "background"):
-            raise ValueError("index must be 'sync' or 'background'")
+        validate.name(session, "session")
+        validate.name(namespace, "namespace")
+        validate.store_path(path)
+        validate.count(window, "window", lo=0, hi=validate.MAX_WINDOW)
+        validate.count(max_chars, "max_chars", lo=1, hi=10**12)
+        validate.choice(orphans, "orphans", ("raise", "keep"))
+        validate.choice(index, "index", ("sync", "background"))
+        validate.choice(placement, "placement", ("before_window", "after_window"))
+        validate.choice(recall_format, "recall_format", ("messages", "text", "auto"))
         self.index_mode = index
         self.session = session
         self.namespace = namespace
@@ -415,10 +417,13 @@ class Memory:
 
     def recent(self, n: int = 10) -> list[Message]:
         """The last ``n`` messages of this session, oldest first."""
+        validate.count(n, "n", lo=0, hi=10**9)
         return list(reversed(self._log.messages_desc(self.namespace, self.session, n)))
 
     def messages(self, session: str | None = None) -> list[Message]:
         """All messages of a session (this one by default), in order."""
+        if session is not None:
+            validate.name(session, "session")
         return self._log.messages(self.namespace, session or self.session)
 
     def export(self, session: str | None = None) -> list[dict[str, Any]]:
@@ -457,8 +462,12 @@ class Memory:
         scalar metadata (``where={"topic": "db"}``). ``scope="namespace"``
         searches every session of the namespace.
         """
-        if k < 1:
-            raise ValueError("k must be at least 1")
+        validate.text(query, "query")
+        validate.count(k, "k", lo=1, hi=validate.MAX_K)
+        validate.choice(scope, "scope", ("session", "namespace"))
+        role = validate.roles(role)
+        since, until = validate.when(since, "since"), validate.when(until, "until")
+        where = validate.where(where)
         # the session scope is the collection searched, so the clause holds only the caller's filters
         clause = build_where(role=role, since=since, until=until, where=dict(where or {}))
         self._catch_up()
@@ -528,8 +537,23 @@ class Memory:
         repeated in the window. ``k`` caps the recalled units; by default it
         grows with the budget (20, or one per 100 tokens of a larger budget).
         """
-        if strategy not in STRATEGIES:
-            raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+        validate.choice(strategy, "strategy", STRATEGIES)
+        validate.choice(format, "format", ("openai", "anthropic"))
+        if placement is not None:
+            validate.choice(placement, "placement", ("before_window", "after_window"))
+        if recall_format is not None:
+            validate.choice(recall_format, "recall_format", ("messages", "text", "auto"))
+        if k is not None:
+            validate.count(k, "k", lo=0, hi=validate.MAX_K)
+        validate.budget(budget.total if isinstance(budget, Budget) else budget)
+        if query is not None:
+            validate.text(query, "query")
+        if user_turn is not None:  # the turn is a message: the same rules as add(), so no 'robot' turn slips in
+            try:
+                parse_message({"role": "user", "content": user_turn} if isinstance(user_turn, str) else user_turn,
+                              max_chars=10**12)
+            except InvalidMessage as exc:
+                raise InvalidMessage(f"prompt()'s user turn is not a valid message: {exc}") from None
         skip: set[str] = set()
         if turn_stored:
             last = self._log.messages_desc(self.namespace, self.session, 1)
@@ -545,7 +569,7 @@ class Memory:
             raise InvalidMessage("prompt() needs the user turn (or turn_stored=True after adding it)")
         budget_obj = Budget.of(budget, shares)
         if k is None:  # enough candidates to fill the recall share of a large budget, at ~100 tokens a turn
-            k = max(20, budget_obj.limit // 100)
+            k = min(validate.MAX_K, max(20, budget_obj.limit // 100))
         timings: dict[str, float] = {}
         t = time.perf_counter()
         if strategy != "ragmem":
@@ -625,7 +649,7 @@ class Memory:
         transaction; its vector collection is dropped then, or, with
         ``wait=False``, by the next search or prompt (see :meth:`forget`).
         """
-        session = session or self.session
+        session = self.session if session is None else validate.name(session, "session")
         with self._lock:  # no indexing may run between the tombstones and the purge
             n = self._log.forget_session(self.namespace, session)
             if wait:

@@ -123,8 +123,12 @@ def lexical_filters(
     for k, v in (where or {}).items():
         if isinstance(v, bool) or not isinstance(v, (str, int, float)):
             return None  # operators and booleans: leave them to the vector index alone
-        sql += " AND json_extract(m.record, ?) = ?"
-        args += ['$.metadata."' + k.replace('"', '""') + '"', v]
+        if '"' in k or "\\" in k:  # a JSON path cannot quote these: match the key itself
+            sql += " AND EXISTS (SELECT 1 FROM json_each(m.record, '$.metadata') j WHERE j.key = ? AND j.value = ?)"
+            args += [k, v]
+        else:
+            sql += " AND json_extract(m.record, ?) = ?"
+            args += ['$.metadata."' + k + '"', v]
     return sql, args
 
 
