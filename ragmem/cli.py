@@ -129,7 +129,7 @@ def _require_session(mem: "Memory", cfg: Config, name: str) -> None:
     names = [s.session for s in mem.sessions()]
     if name in names:
         return
-    close = difflib.get_close_matches(name, names, n=3)
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
     hint = (f"did you mean {', '.join(repr(c) for c in close)}? " if close else "") + (
         "`ragmem sessions` lists them" if names else "it holds no sessions yet; `ragmem ingest FILE` adds some")
     raise CliError(f"session {name!r} does not exist in namespace {cfg.namespace!r} of {cfg.store}; {hint}")

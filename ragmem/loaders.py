@@ -65,6 +65,13 @@ def _parse(text: str, file: str) -> tuple[Any, list[tuple[Any, int]] | None]:
         return json.loads(text), None
     except json.JSONDecodeError:
         return None, _values_with_lines(text, file)
+    except RecursionError:  # one deep document, or a JSONL file with a deep line: the lines tell which
+        try:
+            return None, _values_with_lines(text, file)
+        except InvalidMessage as exc:
+            if "not valid JSON" in str(exc):
+                raise InvalidMessage(f"{file}: {_DEEP}") from None
+            raise
 
 
 def _values_with_lines(text: str, file: str) -> list[tuple[Any, int]]:
@@ -77,9 +84,12 @@ def _values_with_lines(text: str, file: str) -> list[tuple[Any, int]]:
             values.append((json.loads(line), n))
         except json.JSONDecodeError as exc:
             raise InvalidMessage(f"{file}:{n}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        except RecursionError:
+            raise InvalidMessage(f"{file}:{n}: {_DEEP}") from None
     return values
 
 
+_DEEP = "JSON nested too deeply to read (about 1,000 levels); flatten it (store deep data as a JSON string)"
 _WS = re.compile(r"\s*")
 _DECODER = json.JSONDecoder()
 
