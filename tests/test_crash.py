@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ragmem import Memory
+from ragmem import InvalidMessage, Memory
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import crash_kill  # noqa: E402
@@ -81,3 +81,88 @@ def test_crash_inside_forget_is_finished_on_open(tmp_path, hash_embedder, monkey
     assert [m.id for m in again.messages()] == ["k0", "k1", "k2"]
     agree(again)
     assert "gone" not in again.index.all_message_ids("default")
+
+
+# ------------------------------------------------------------- a batch killed while embedding (issue 10)
+
+KILLED_WHILE_EMBEDDING = """
+import json, sys, time
+sys.path.insert(0, {tests!r})
+from conftest import HashEmbedder
+from ragmem import Memory
+
+class Slow(HashEmbedder):  # same name, same vectors: only slow, so the kill lands inside the embedding
+    def embed_batch(self, texts, kind="document"):
+        if kind == "document" and any("retry me" in t for t in texts):
+            print("EMBEDDING", flush=True)
+            time.sleep(120)
+        return super().embed_batch(texts, kind)
+
+mem = Memory(sys.argv[1], session="s", embedder=Slow())
+mem.add_many(json.loads(sys.argv[2]))
+print("ACK", flush=True)
+"""
+
+
+def _batch(ids: str) -> list[dict]:
+    from ragmem.loaders import content_ids
+
+    batch = [{"role": "user", "content": f"retry me {i}: the pool size is {i}"} for i in range(6)]
+    batch.append({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call-r", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]})
+    batch.append({"role": "tool", "tool_call_id": "call-r", "content": "retry me: 42"})
+    if ids == "none":
+        return batch[:6]
+    if ids == "caller":
+        return [{**m, "id": f"caller-{i}"} for i, m in enumerate(batch)]
+    if ids == "content":
+        return content_ids(batch, namespace="default", session="s")
+    return batch
+
+
+@pytest.mark.parametrize("ids", ["caller", "content", "none", "none_tools"])
+def test_batch_killed_while_embedding_then_retried(tmp_path, ids):
+    """SIGKILL inside add_many's embedding: the batch is already durable in the log (committed before the
+    embedding) but was never acknowledged. The next open indexes it. A retry is a no-op when the batch
+    carries ids (the caller's, or loaders.content_ids); without ids it stores the batch a second time,
+    which is why docs/api.md tells callers to pass ids when they retry."""
+    import json
+    import os
+    import signal
+    import subprocess
+
+    store = tmp_path / "s"
+    batch = _batch(ids)
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WHILE_EMBEDDING.format(tests=str(Path(__file__).parent)), str(store),
+         json.dumps(batch)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    try:
+        assert child.stdout.readline().strip() == "EMBEDDING", child.stderr.read()[-3000:]
+    finally:
+        child.send_signal(signal.SIGKILL)
+        out, _ = child.communicate(timeout=60)
+    assert child.returncode == -signal.SIGKILL and "ACK" not in out
+
+    from conftest import HashEmbedder
+
+    mem = Memory(store, session="s", embedder=HashEmbedder())
+    assert mem.repaired["indexed"] == len(batch)  # stored but unindexed: the open indexed it
+    assert [m.content for m in mem.messages()] == [m["content"] for m in batch]
+    agree(mem)
+
+    if ids == "none_tools":  # the tool call id is taken now, so the retry is refused whole
+        with pytest.raises(InvalidMessage, match="reuses tool call id 'call-r'"):
+            mem.add_many(batch)
+        assert len(mem.messages()) == len(batch)
+        return
+    retried = mem.add_many(batch)  # what a client does when its call died without an answer
+    stored = mem.messages()
+    if ids == "none":
+        assert len(retried) == len(batch) and len(stored) == 2 * len(batch)  # duplicated: pass ids to retry
+    else:
+        assert retried == [] and len(stored) == len(batch)
+        assert [h.message.id for h in mem.search("retry me 3: the pool size is 3", k=10)].count(batch[3]["id"]) == 1
+    agree(mem)
+    mem.close()
