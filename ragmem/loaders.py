@@ -146,8 +146,6 @@ def load_history(file: str, fmt: str = "auto", *, default_session: str = "defaul
     if items is not None:
         for value, line in items:
             if isinstance(value, dict) and isinstance(value.get("messages"), list) and "role" not in value:
-                if value.get("system") is not None:
-                    system = value["system"] if system is None else system
                 flat += [(m, f"{file}:{line} (message {j} of its conversation)")
                          for j, m in enumerate(value["messages"], 1)]
             else:
