@@ -119,7 +119,7 @@ def _when(value: str | None, option: str) -> datetime | None:
     return validate.when(value, option)
 
 
-def _require_session(mem: "Memory", cfg: Config, name: str) -> None:
+def _require_session(mem: Memory, cfg: Config, name: str) -> None:
     """Refuse a session that does not exist, on stderr with exit status 1, instead of an empty answer.
 
     The hint lists only this namespace's sessions (never another namespace's names).
@@ -266,7 +266,7 @@ def ingest(file: str, fmt: str, progress: bool | None, **opts: Any) -> None:
     _emit(cfg, data, human)
 
 
-def _follow_indexing(mem: "Memory", sessions: set[str], total: int, bar: Any) -> None:
+def _follow_indexing(mem: Memory, sessions: set[str], total: int, bar: Any) -> None:
     """Advance the bar as the background indexer works through the new messages of ``sessions``."""
     import time
 

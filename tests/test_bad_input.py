@@ -421,7 +421,9 @@ def test_relative_and_absolute_times_are_accepted_everywhere(store):
 
     store.add({"role": "user", "content": "an old pool note"}, id="old", created_at="2020-01-01T00:00:00Z")
     store.add({"role": "user", "content": "a new pool note"}, id="new")
-    ids = lambda **kw: {h.message.id for h in store.search("pool note", k=10, **kw)}  # noqa: E731
+    def ids(**kw):
+        return {h.message.id for h in store.search("pool note", k=10, **kw)}
+
     assert "new" in ids(since="7d") and "old" not in ids(since="7d")
     assert "new" in ids(since="90m") and "old" not in ids(since="2w")
     assert "old" in ids(until="2021-01-01") and "new" not in ids(until="2021-01-01")

@@ -454,6 +454,7 @@ print("HEAVY", heavy, file=sys.stderr)
 )
 def test_model_free_commands_do_not_import_torch(store, args):
     from conftest import HashEmbedder
+
     from ragmem import Memory
 
     with Memory(store, embedder=HashEmbedder()) as mem:  # a session to show and export
@@ -574,7 +575,7 @@ def test_anthropic_tool_use_without_name_is_one_line(store, tmp_path):
     f = tmp_path / "claude.jsonl"
     f.write_text(json.dumps({"role": "user", "content": "weather?"}) + "\n"
                  + json.dumps({"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "input": {}}]}) + "\n")
-    status, out, err = run("ingest", str(f))
+    status, _, err = run("ingest", str(f))
     assert status == 1 and err.count("\n") == 1 and "Traceback" not in err
     assert "claude.jsonl:2:" in err and "'tool_use' block needs a non-empty 'name'" in err
 

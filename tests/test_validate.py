@@ -108,6 +108,7 @@ def test_content_ids_survive_insertions(msgs, data):
 
 def test_content_ids_make_a_re_add_a_no_op(tmp_path):
     from conftest import HashEmbedder
+
     from ragmem import Memory
 
     msgs = [{"role": "user", "content": "ok"}, {"role": "assistant", "content": "ok"},
