@@ -280,8 +280,9 @@ def _follow_indexing(mem: Memory, sessions: set[str], total: int, bar: Any) -> N
         if now > done:
             bar.update(now - done)
             done, last_change = now, time.monotonic()
-        # nothing moving for a while: the worker is failing (the index is down, say), and flush() says why
-        if left == 0 or time.monotonic() - last_change > 10:
+        # the worker failed (the index is down, say; it flags the store behind) or is stuck: flush() says why
+        failing = mem._health.get("behind") or time.monotonic() - last_change > 300
+        if left == 0 or failing:
             return
         time.sleep(0.1)
 

@@ -630,3 +630,16 @@ def test_bad_cli_input_is_one_line_exit_1(loaded, args, needle):
 def test_since_accepts_the_same_forms_as_the_library(loaded):
     assert js("search", "pool", "--session", "s1", "--since", "7d")
     assert js("search", "pool", "--session", "s1", "--since", "2020-01-01", "--until", "2h") == []
+
+
+def test_ingest_into_a_store_of_another_model_stores_nothing(store, history_file):
+    """The index refuses the batch before the log is written: the ingest fails whole, in one line."""
+    from conftest import HashEmbedder
+
+    from ragmem import Memory
+
+    with Memory(store, session="h", embedder=HashEmbedder()) as mem:
+        mem.add({"role": "user", "content": "made with another model"})
+    status, out, err = run("ingest", str(history_file), "--session", "h")
+    assert status == 1 and out == "" and err.count("\n") == 1 and "EmbeddingMismatch" in err
+    assert _count("h") == 1
