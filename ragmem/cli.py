@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
@@ -27,8 +26,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ragmem import Memory
 
 DEFAULT_STORE = "./.ragmem"
-#: Messages per add_many() call during ingest; whole tool exchanges are never split across batches.
-INGEST_BATCH = 256
 #: Ingests with more messages than this show a progress bar (on stderr, when it is a terminal).
 PROGRESS_MIN = 200
 
@@ -71,7 +68,10 @@ _COMMON_OPTIONS = [
 
 def _cfg(store_: str | None, namespace_: str | None, session_: str | None, json_: bool | None) -> Config:
     """Merge a command's own options over the group's (``ragmem --store X search ...``)."""
+    from ragmem import validate
+
     base: Config = click.get_current_context().find_object(Config) or Config()
+    validate.store_path(base.store if store_ is None else store_)  # `--store ''` is a mistake, not the cwd
     return Config(
         store=base.store if store_ is None else store_,
         namespace=base.namespace if namespace_ is None else namespace_,
@@ -80,10 +80,10 @@ def _cfg(store_: str | None, namespace_: str | None, session_: str | None, json_
     )
 
 
-def _open(cfg: Config) -> "Memory":
+def _open(cfg: Config, **kw: Any) -> "Memory":
     from ragmem import Memory  # lazy: keeps --help and model-free commands fast
 
-    return Memory(cfg.store, session=cfg.session, namespace=cfg.namespace)
+    return Memory(cfg.store, session=cfg.session, namespace=cfg.namespace, **kw)
 
 
 def _emit(cfg: Config, data: Any, human: Callable[[], Iterable[str]] | str | None = None) -> None:
@@ -113,18 +113,26 @@ def _json_default(obj: Any) -> Any:
 
 
 def _when(value: str | None, option: str) -> datetime | None:
-    """Parse --since/--until: ISO date or datetime, or a relative age like 90m, 12h, 7d, 2w."""
-    if value is None:
-        return None
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", value)
-    if m:
-        unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
-        return datetime.now(timezone.utc) - timedelta(**{unit: float(m.group(1))})
-    try:
-        dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise CliError(f"{option} {value!r} is not a date; use ISO (2024-05-01, 2024-05-01T13:00) or an age (12h, 7d)")
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    """Parse --since/--until with the library's one parser: ISO date or time, or an age like 90m, 12h, 7d, 2w."""
+    from ragmem import validate
+
+    return validate.when(value, option)
+
+
+def _require_session(mem: Memory, cfg: Config, name: str) -> None:
+    """Refuse a session that does not exist, on stderr with exit status 1, instead of an empty answer.
+
+    The hint lists only this namespace's sessions (never another namespace's names).
+    """
+    import difflib
+
+    names = [s.session for s in mem.sessions()]
+    if name in names:
+        return
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+    hint = (f"did you mean {', '.join(repr(c) for c in close)}? " if close else "") + (
+        "`ragmem sessions` lists them" if names else "it holds no sessions yet; `ragmem ingest FILE` adds some")
+    raise CliError(f"session {name!r} does not exist in namespace {cfg.namespace!r} of {cfg.store}; {hint}")
 
 
 def _short(text: str, width: int = 100) -> str:
@@ -198,7 +206,10 @@ def _version(ctx: click.Context, value: bool) -> None:
 def ingest(file: str, fmt: str, progress: bool | None, **opts: Any) -> None:
     """Add the messages of a JSON or JSONL file to the session.
 
-    FILE may be '-' to read stdin.
+    FILE may be '-' to read stdin. The whole file is checked before anything
+    is stored: a bad line stores nothing and the error names the line.
+    Messages without an id get one derived from their content, so ingesting
+    a file again (or a fixed one after an error) stores no duplicates.
 
     \b
     Accepted shapes:
@@ -209,25 +220,71 @@ def ingest(file: str, fmt: str, progress: bool | None, **opts: Any) -> None:
       - a LoCoMo conversation (speaker_a, speaker_b, session_N ...), one ragmem
         session per conversation (named by --session, or the sample id).
     """
+    from ragmem.errors import InvalidMessage
+    from ragmem.loaders import content_ids, load_history, relabel
+
     cfg = _cfg(**opts)
     conversations = load_history(file, fmt, default_session=cfg.session)
-    total = sum(len(msgs) for _, msgs in conversations)
-    show = progress if progress is not None else (total > PROGRESS_MIN and sys.stderr.isatty())
-    stored = 0
-    sessions = []
-    root = _open(cfg)
+    # background indexing: add_many() then only writes the log (one transaction per session, so a
+    # session is stored whole or not at all), and the bar follows the embedding behind it
+    root = _open(cfg, index="background")
     try:
+        plans = []
+        for conv in conversations:  # validate every message of every session before storing any
+            session = conv.session or cfg.session
+            msgs = content_ids(conv.messages, namespace=cfg.namespace, session=session, max_chars=root.max_chars,
+                               clip_tool_results=root.clip_tool_results, origins=conv.origins)
+            plans.append((session, msgs, conv.origins))
+        stored: dict[str, int] = {}
+        for session, msgs, origins in plans:
+            mem = root if session == cfg.session else root.for_session(session)
+            try:
+                stored[session] = len(mem.add_many(msgs, format="openai"))
+            except InvalidMessage as exc:
+                raise type(exc)(relabel(exc, origins)) from None
+        total = sum(stored.values())
+        show = progress if progress is not None else (total > PROGRESS_MIN and sys.stderr.isatty())
         with _progress(total, show) as bar:
-            for session, msgs in conversations:
-                mem = root if session in (None, cfg.session) else root.for_session(session)
-                for batch in _batches(msgs, INGEST_BATCH):
-                    stored += len(mem.add_many(batch))
-                    bar.update(len(batch))
-                sessions.append(mem.session)
+            _follow_indexing(root, set(stored), total, bar)
+            root.flush()  # what the worker could not index is indexed here, or its error raised
     finally:
         root.close()
-    _emit(cfg, {"messages": stored, "sessions": sessions, "namespace": cfg.namespace},
-          f"ingested {stored} messages into {', '.join(sessions) or cfg.session} ({cfg.namespace})")
+    n_in = sum(len(m) for _, m, _ in plans)
+    names = list(stored)
+    data = {"messages": total, "already_stored": n_in - total, "sessions": names, "namespace": cfg.namespace,
+            "store": cfg.store}
+
+    def human() -> Iterator[str]:
+        where = ", ".join(repr(n) for n in names)
+        again = f" ({n_in - total} were already stored)" if n_in - total else ""
+        yield (f"ingested {total} messages into session{'s' if len(names) > 1 else ''} {where} of namespace "
+               f"{cfg.namespace!r} in {cfg.store}{again}")
+        if names and names != [cfg.session]:
+            yield f"search it with: ragmem search QUERY --session {names[0]}" + (
+                " (or --all-sessions)" if len(names) > 1 else "")
+
+    _emit(cfg, data, human)
+
+
+def _follow_indexing(mem: Memory, sessions: set[str], total: int, bar: Any) -> None:
+    """Advance the bar as the background indexer works through the new messages of ``sessions``."""
+    import time
+
+    def pending() -> int:
+        return sum(s.messages - s.indexed for s in mem.sessions() if s.session in sessions)
+
+    done, last_change = 0, time.monotonic()
+    while True:
+        left = pending()
+        now = total - min(left, total)
+        if now > done:
+            bar.update(now - done)
+            done, last_change = now, time.monotonic()
+        # the worker failed (the index is down, say; it flags the store behind) or is stuck: flush() says why
+        failing = mem._health.get("behind") or time.monotonic() - last_change > 300
+        if left == 0 or failing:
+            return
+        time.sleep(0.1)
 
 
 class _NoBar:
@@ -246,134 +303,6 @@ def _progress(total: int, show: bool) -> Any:
         return _NoBar()
     return click.progressbar(length=total, label="ingesting", file=sys.stderr, show_pos=True, show_eta=True)
 
-
-def _batches(msgs: list[dict], size: int) -> Iterator[list[dict]]:
-    """Chunks of about ``size`` messages that end only where no tool call awaits its result."""
-    batch: list[dict] = []
-    pending: set[str] = set()
-    for m in msgs:
-        batch.append(m)
-        for c in m.get("tool_calls") or []:
-            if isinstance(c, dict) and c.get("id"):
-                pending.add(c["id"])
-        if m.get("role") == "tool":
-            pending.discard(m.get("tool_call_id"))
-        if len(batch) >= size and not pending:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-# ------------------------------------------------------------------ file loading
-
-
-def _read_text(file: str) -> str:
-    if file == "-":
-        return sys.stdin.read()
-    path = Path(file)
-    if not path.exists():
-        raise CliError(f"{file}: no such file")
-    if path.is_dir():
-        raise CliError(f"{file}: is a directory, expected a JSON or JSONL file")
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise CliError(f"{file}: not UTF-8 text (byte {exc.start}); is it really JSON/JSONL?") from None
-
-
-def _parse_json_or_jsonl(text: str, file: str) -> Any:
-    """A JSON document, or the list of JSON values of a JSONL file."""
-    stripped = text.strip()
-    if not stripped:
-        raise CliError(f"{file}: the file is empty")
-    try:
-        return json.loads(stripped)
-    except json.JSONDecodeError:
-        pass
-    values = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            values.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise CliError(f"{file}:{n}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-    return values
-
-
-def load_history(file: str, fmt: str = "auto", *, default_session: str = "default") -> list[tuple[str | None, list[dict]]]:
-    """Read FILE into ``[(session or None, [OpenAI message dicts])]``.
-
-    ``None`` as a session means "the session the user chose".
-    """
-    data = _parse_json_or_jsonl(_read_text(file), file)
-    if fmt == "locomo" or (fmt == "auto" and _looks_locomo(data)):
-        return _from_locomo(data, file, default_session)
-    system = None
-    if isinstance(data, dict) and "role" in data:  # a single message (a one-line JSONL file)
-        data = [data]
-    if isinstance(data, dict):
-        if not isinstance(data.get("messages"), list):
-            raise CliError(f"{file}: a JSON object needs a 'messages' list (or use a list of messages)")
-        system = data.get("system")
-        data = data["messages"]
-    if not isinstance(data, list):
-        raise CliError(f"{file}: expected a list of messages, got {type(data).__name__}")
-    # JSONL of conversations ({"messages": [...]} per line) is flattened in order.
-    flat: list[Any] = []
-    for item in data:
-        if isinstance(item, dict) and isinstance(item.get("messages"), list) and "role" not in item:
-            flat.extend(item["messages"])
-        else:
-            flat.append(item)
-    for i, m in enumerate(flat):
-        if not isinstance(m, dict):
-            raise CliError(f"{file}: message {i} is a {type(m).__name__}, expected an object with 'role' and 'content'")
-        if "seq" in m and "session" in m:
-            raise CliError(f"{file}: this is a ragmem export; restore it with `ragmem import {file}`")
-    from ragmem.messages import from_anthropic, looks_anthropic
-
-    if fmt == "anthropic" or (fmt == "auto" and (looks_anthropic(flat) or system is not None)):
-        flat = from_anthropic(flat, system=system)
-    return [(None, flat)]
-
-
-def _looks_locomo(data: Any) -> bool:
-    sample = data[0] if isinstance(data, list) and data else data
-    if not isinstance(sample, dict):
-        return False
-    conv = sample.get("conversation", sample)
-    return isinstance(conv, dict) and "speaker_a" in conv and "session_1" in conv
-
-
-def _from_locomo(data: Any, file: str, default_session: str) -> list[tuple[str | None, list[dict]]]:
-    """Each LoCoMo conversation becomes one session, through the library's loader.
-
-    speaker_a speaks as 'user', speaker_b as 'assistant'; ids are
-    ``<sample>/<dia_id>``, as in the benchmarks. Only the dialogue is read.
-    """
-    from ragmem.locomo import parse_conversation
-
-    samples = data if isinstance(data, list) else [data]
-    stem = Path(file).stem if file != "-" else "locomo"
-    out: list[tuple[str | None, list[dict]]] = []
-    for i, sample in enumerate(samples):
-        if not isinstance(sample, dict) or "speaker_a" not in sample.get("conversation", sample):
-            raise CliError(f"{file}: LoCoMo item {i} has no 'speaker_a'; is this a LoCoMo file?")
-        name = str(sample.get("sample_id") or (stem if len(samples) == 1 else f"{stem}-{i}"))
-        try:
-            conv = parse_conversation(name, sample)
-        except (KeyError, ValueError) as exc:
-            raise CliError(f"{file}: LoCoMo conversation {name} is malformed ({type(exc).__name__}: {exc})") from None
-        if default_session != "default":  # the user named the session
-            session = default_session if len(samples) == 1 else f"{default_session}-{name}"
-        else:
-            session = name
-        out.append((session, [t.to_message() for t in conv.turns]))
-    return out
-
-
 # ------------------------------------------------------------------ search
 
 
@@ -391,6 +320,8 @@ def search(query: str, k: int, role: str | None, since: str | None, until: str |
     lo, hi = _when(since, "--since"), _when(until, "--until")
     mem = _open(cfg)
     try:
+        if not all_sessions:
+            _require_session(mem, cfg, cfg.session)
         hits = mem.search(query, k=k, role=role, since=lo, until=hi, scope="namespace" if all_sessions else "session")
     finally:
         mem.close()
@@ -423,6 +354,7 @@ def show_session(name: str | None, limit: int | None, **opts: Any) -> None:
     cfg = _cfg(**opts)
     mem = _open(cfg)
     try:
+        _require_session(mem, cfg, name or cfg.session)
         msgs = mem.messages(name or cfg.session)
     finally:
         mem.close()
@@ -478,6 +410,7 @@ def export_(output: str | None, **opts: Any) -> None:
     cfg = _cfg(**opts)
     mem = _open(cfg)
     try:
+        _require_session(mem, cfg, cfg.session)
         records = mem.export(cfg.session)
     finally:
         mem.close()
@@ -504,7 +437,12 @@ def import_(file: str, **opts: Any) -> None:
     FILE is JSONL or a JSON array; '-' reads stdin. Records keep their ids, times and metadata; ids already in the store are skipped.
     """
     cfg = _cfg(**opts)
-    records = _parse_json_or_jsonl(_read_text(file), file)
+    from ragmem.loaders import parse_json_or_jsonl, read_text
+
+    text = read_text(file)
+    if not text.strip():
+        raise CliError(f"{file}: the file is empty")
+    records = parse_json_or_jsonl(text, file)
     if isinstance(records, dict):
         records = [records]
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
@@ -543,6 +481,7 @@ def prompt(turn: str, budget: int, system_: str | None, fmt: str, strategy: str,
     cfg = _cfg(**opts)
     mem = _open(cfg)
     try:
+        _require_session(mem, cfg, cfg.session)
         ctx = mem.prompt(turn, system=system_, budget=budget, format=fmt, strategy=strategy, k=k)
     finally:
         mem.close()
@@ -776,6 +715,7 @@ def forget_session(name: str, wait: bool, **opts: Any) -> None:
     cfg = _cfg(**opts)
     mem = _open(cfg)
     try:
+        _require_session(mem, cfg, name)
         n = mem.forget_session(name, wait=wait)
     finally:
         mem.close()

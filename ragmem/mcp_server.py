@@ -17,7 +17,7 @@ import json
 import os
 import sys
 import threading
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -174,13 +174,16 @@ def _record(m: Any) -> dict[str, Any]:
 
 
 def _when(value: str | None, name: str) -> datetime | None:
+    """The library's one time parser: ISO 8601, or an age such as 7d (the CLI's --since forms)."""
+    from .errors import UsageError
+    from .validate import when
+
     if not value:
         return None
     try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise ToolError(f"{name} must be an ISO 8601 date or time such as 2024-05-01 or 2024-05-01T13:00:00Z") from None
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+        return when(value, name)
+    except UsageError as exc:
+        raise ToolError(str(exc)) from None
 
 
 def _plain(obj: Any) -> Any:

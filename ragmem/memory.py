@@ -14,7 +14,6 @@ import json
 import os
 import threading
 import time
-import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,7 +21,8 @@ from typing import Any, Iterable, Literal, Mapping, Sequence, get_args
 
 from .assemble import STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline
 from .embed import Embedder, default_embedder
-from .errors import InvalidMessage, MessageNotFound, StoreError, UsageError
+from . import validate
+from .errors import InvalidMessage, MessageNotFound, StoreError
 from .indexing import build_where, by_namespace, index_messages, lexical_rows
 from .messages import MAX_CHARS, Message, from_anthropic, looks_anthropic, parse_message
 from .recall import (
@@ -40,38 +40,6 @@ DEFAULT_PATH = ".ragmem"
 
 #: Characters a namespace or session name may not hold besides control characters: the bidirectional
 #: overrides and isolates, which make a name print as another ("Trojan Source", CVE-2021-42574).
-_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def check_name(kind: str, value: Any) -> str:
-    """Return ``value`` if it is a valid namespace or session name, else raise :class:`UsageError`.
-
-    A name is a non-empty string of printable text: no control character
-    (NUL, tab, newline, DEL, C1), no bidirectional override, no lone
-    surrogate. Names are the scope keys of every table and collection; a NUL
-    or a newline in one has no use and made keys collide in older stores.
-    """
-    if not isinstance(value, str) or not value:
-        raise UsageError(f"{kind} must be a non-empty string, got {value!r}")
-    for i, ch in enumerate(value):
-        cat = unicodedata.category(ch)
-        if cat == "Cs":
-            raise UsageError(f"{kind} {value!r} holds a lone surrogate, which is not valid Unicode text")
-        if cat == "Cc" or ch in _BIDI_CONTROLS:
-            raise UsageError(
-                f"{kind} {value!r} holds the control character U+{ord(ch):04X} at position {i}; names may not "
-                "hold control characters (NUL, tab, newline ...) or bidirectional overrides: pick a printable name"
-            )
-    return value
-
-
-def _choice(kind: str, value: Any, choices: Sequence[str]) -> Any:
-    """Return ``value`` if it is one of ``choices``, else raise :class:`UsageError` naming them."""
-    if not isinstance(value, str) or value not in choices:
-        raise UsageError(f"{kind} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
-    return value
-
-
 @dataclass(frozen=True)
 class SessionInfo:
     """A session and its size."""
@@ -106,6 +74,7 @@ class PinnedState:
 
     def set(self, value: Mapping[str, Any]) -> None:
         """Replace the whole state."""
+        validate.depth(value, "the pinned state", error=InvalidMessage)
         try:
             # allow_nan=False: NaN and Infinity are not JSON; the state is rendered as JSON into prompts
             json.dumps(dict(value), allow_nan=False)
@@ -154,12 +123,15 @@ class Memory:
         index: Literal["sync", "background"] = "sync",
         _shared: "Memory | None" = None,
     ) -> None:
-        check_name("session", session)
-        check_name("namespace", namespace)
-        _choice("orphans", orphans, ("raise", "keep"))
-        _choice("index", index, ("sync", "background"))
-        _choice("placement", placement, get_args(Placement))
-        _choice("recall_format", recall_format, get_args(RecallFormat))
+        validate.name(session, "session")
+        validate.name(namespace, "namespace")
+        validate.store_path(path)
+        validate.count(window, "window", lo=0, hi=validate.MAX_WINDOW)
+        validate.count(max_chars, "max_chars", lo=1, hi=10**12)
+        validate.choice(orphans, "orphans", ("raise", "keep"))
+        validate.choice(index, "index", ("sync", "background"))
+        validate.choice(placement, "placement", get_args(Placement))
+        validate.choice(recall_format, "recall_format", get_args(RecallFormat))
         self.index_mode = index
         self.session = session
         self.namespace = namespace
@@ -394,7 +366,7 @@ class Memory:
         written: one bad message rejects the batch, naming it. Returns the
         newly stored messages (re-added ids are skipped).
         """
-        _choice("format", format, ("auto", "openai", "anthropic"))
+        validate.choice(format, "format", ("auto", "openai", "anthropic"))
         items = list(messages)
         if format == "anthropic" or (format == "auto" and (system is not None or looks_anthropic(
             m for m in items if isinstance(m, Mapping)
@@ -457,11 +429,12 @@ class Memory:
 
     def recent(self, n: int = 10) -> list[Message]:
         """The last ``n`` messages of this session, oldest first."""
+        validate.count(n, "n", lo=0, hi=10**9)
         return list(reversed(self._log.messages_desc(self.namespace, self.session, n)))
 
     def messages(self, session: str | None = None) -> list[Message]:
         """All messages of a session of this namespace (this session by default), in order."""
-        session = self.session if session is None else check_name("session", session)
+        session = self.session if session is None else validate.name(session, "session")
         return self._log.messages(self.namespace, session)
 
     def export(self, session: str | None = None) -> list[dict[str, Any]]:
@@ -471,7 +444,7 @@ class Memory:
     def sessions(self, namespace: str | None = None) -> list[SessionInfo]:
         """Sessions of this namespace (or of ``namespace``, named explicitly), with their sizes."""
         if namespace is not None:
-            check_name("namespace", namespace)
+            validate.name(namespace, "namespace")
         ts = lambda x: datetime.fromtimestamp(x, tz=timezone.utc) if x is not None else None  # noqa: E731
         return [
             SessionInfo(r["namespace"], r["session"], r["messages"], r["indexed"], ts(r["first_at"]), ts(r["last_at"]))
@@ -502,9 +475,12 @@ class Memory:
         scalar metadata (``where={"topic": "db"}``). ``scope="namespace"``
         searches every session of the namespace.
         """
-        _choice("scope", scope, ("session", "namespace"))
-        if k < 1:
-            raise ValueError("k must be at least 1")
+        validate.text(query, "query")
+        validate.count(k, "k", lo=1, hi=validate.MAX_K)
+        validate.choice(scope, "scope", ("session", "namespace"))
+        role = validate.roles(role)
+        since, until = validate.when(since, "since"), validate.when(until, "until")
+        where = validate.where(where)
         # the session scope is the collection searched, so the clause holds only the caller's filters
         clause = build_where(role=role, since=since, until=until, where=dict(where or {}))
         self._catch_up()
@@ -574,12 +550,23 @@ class Memory:
         repeated in the window. ``k`` caps the recalled units; by default it
         grows with the budget (20, or one per 100 tokens of a larger budget).
         """
-        _choice("strategy", strategy, tuple(STRATEGIES))
-        _choice("format", format, get_args(Format))
+        validate.choice(strategy, "strategy", STRATEGIES)
+        validate.choice(format, "format", get_args(Format))
         if placement is not None:
-            _choice("placement", placement, get_args(Placement))
+            validate.choice(placement, "placement", get_args(Placement))
         if recall_format is not None:
-            _choice("recall_format", recall_format, get_args(RecallFormat))
+            validate.choice(recall_format, "recall_format", get_args(RecallFormat))
+        if k is not None:
+            validate.count(k, "k", lo=0, hi=validate.MAX_K)
+        validate.budget(budget.total if isinstance(budget, Budget) else budget)
+        if query is not None:
+            validate.text(query, "query")
+        if user_turn is not None:  # the turn is a message: the same rules as add(), so no 'robot' turn slips in
+            try:
+                parse_message({"role": "user", "content": user_turn} if isinstance(user_turn, str) else user_turn,
+                              max_chars=10**12)
+            except InvalidMessage as exc:
+                raise InvalidMessage(f"prompt()'s user turn is not a valid message: {exc}") from None
         skip: set[str] = set()
         if turn_stored:
             last = self._log.messages_desc(self.namespace, self.session, 1)
@@ -595,7 +582,7 @@ class Memory:
             raise InvalidMessage("prompt() needs the user turn (or turn_stored=True after adding it)")
         budget_obj = Budget.of(budget, shares)
         if k is None:  # enough candidates to fill the recall share of a large budget, at ~100 tokens a turn
-            k = max(20, budget_obj.limit // 100)
+            k = min(validate.MAX_K, max(20, budget_obj.limit // 100))
         timings: dict[str, float] = {}
         t = time.perf_counter()
         if strategy != "ragmem":
@@ -675,7 +662,7 @@ class Memory:
         transaction; its vector collection is dropped then, or, with
         ``wait=False``, by the next search or prompt (see :meth:`forget`).
         """
-        session = self.session if session is None else check_name("session", session)
+        session = self.session if session is None else validate.name(session, "session")
         with self._lock:  # no indexing may run between the tombstones and the purge
             n = self._log.forget_session(self.namespace, session)
             if wait:

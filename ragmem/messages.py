@@ -16,6 +16,7 @@ from typing import Any, Iterable, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from . import validate
 from .errors import InvalidMessage
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
@@ -191,16 +192,12 @@ def _check_text(value: str, where: str) -> None:
         ) from None
 
 
-def _as_datetime(value: datetime | float | str | None) -> datetime:
+def _as_datetime(value: datetime | float | str | None, where: str = "message") -> datetime:
     if value is None:
         return datetime.now(timezone.utc)
-    if isinstance(value, (int, float)):
-        return datetime.fromtimestamp(float(value), tz=timezone.utc)
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    if value.tzinfo is None:  # naive times are taken as UTC, never as local time
-        value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
+    # one parser for every time ragmem takes; out-of-range and non-finite times are refused here,
+    # not deep in datetime or SQLite with a raw OverflowError
+    return validate.timestamp(value, f"{where}'s created_at", error=InvalidMessage)
 
 
 def clip_marker(original_chars: int) -> str:
@@ -226,8 +223,12 @@ def parse_message(
         raw = {**raw.to_openai(), "id": raw.id or None, "created_at": raw.created_at, "metadata": dict(raw.metadata)}
     if not isinstance(raw, Mapping):
         raise InvalidMessage(f"{where} must be a dict in the OpenAI chat format, got {type(raw).__name__}")
+    validate.depth(raw, where, error=InvalidMessage)  # before pydantic and json.dumps recurse into it
+    raw = dict(raw)
+    if raw.get("created_at") is not None:
+        raw["created_at"] = _as_datetime(raw["created_at"], where)
     try:
-        m = _MessageIn.model_validate(dict(raw))
+        m = _MessageIn.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}" for e in exc.errors()[:5]
@@ -295,7 +296,7 @@ def parse_message(
         tool_calls=calls,
         tool_call_id=m.tool_call_id,
         name=m.name,
-        created_at=_as_datetime(m.created_at),
+        created_at=_as_datetime(m.created_at, where),
         metadata=meta,
     )
 
@@ -372,6 +373,8 @@ def from_anthropic(messages: Iterable[Mapping[str, Any]], system: str | list | N
             continue
         if not isinstance(content, list):
             raise InvalidMessage(f"Anthropic message {i} needs 'content' as a string or a list of blocks")
+        for j, b in enumerate(content):
+            _check_block(b, i, j)
         texts = [b.get("text", "") for b in content if b.get("type") == "text"]
         if m["role"] == "assistant":
             calls = [
@@ -401,6 +404,25 @@ def from_anthropic(messages: Iterable[Mapping[str, Any]], system: str | list | N
         if texts:
             out.append({"role": "user", "content": "\n".join(texts), **({} if results else extra)})
     return out
+
+
+#: The keys each Anthropic block type must carry, and what they are.
+_BLOCK_NEEDS = {"tool_use": ("id", "name"), "tool_result": ("tool_use_id",)}
+
+
+def _check_block(block: Any, i: int, j: int) -> None:
+    """An Anthropic content block is an object with a type, and tool blocks carry their ids and name."""
+    if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
+        raise InvalidMessage(
+            f"Anthropic message {i}, block {j} must be an object with a 'type' (text, tool_use, tool_result ...), "
+            f"got {block!r:.80}"
+        )
+    for key in _BLOCK_NEEDS.get(block["type"], ()):
+        if not isinstance(block.get(key), str) or not block[key]:
+            raise InvalidMessage(
+                f"Anthropic message {i}, block {j}: a '{block['type']}' block needs a non-empty '{key}' "
+                f"(the Messages API always sends one); got {block!r:.120}"
+            )
 
 
 def to_anthropic(messages: Iterable[Mapping[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:

@@ -128,10 +128,15 @@ def lexical_filters(
     for k, v in (where or {}).items():
         if isinstance(v, bool) or not isinstance(v, (str, int, float)):
             return None  # operators and booleans: leave them to the vector index alone
-        # json_valid first: a record holding NaN (stored before messages were checked for it) would make json_extract
-        # fail the whole query with "malformed JSON"; such a row simply does not match
-        sql += " AND CASE WHEN json_valid(m.record) THEN json_extract(m.record, ?) END = ?"
-        args += ['$.metadata."' + k.replace('"', '""') + '"', v]
+        # json_valid first: a record holding NaN (stored before messages were checked for it) would make
+        # json_extract fail the whole query with "malformed JSON"; such a row simply does not match
+        if '"' in k or "\\" in k:  # a JSON path cannot quote these: match the key itself
+            sql += (" AND json_valid(m.record) AND EXISTS (SELECT 1 FROM json_each(m.record, '$.metadata') j"
+                    " WHERE j.key = ? AND j.value = ?)")
+            args += [k, v]
+        else:
+            sql += " AND CASE WHEN json_valid(m.record) THEN json_extract(m.record, ?) END = ?"
+            args += ['$.metadata."' + k + '"', v]
     return sql, args
 
 

@@ -332,3 +332,187 @@ def test_real_model_store_opened_with_a_hash_embedder(tmp_path, embedder):
 def test_every_error_is_a_ragmem_error():
     for exc in (BudgetTooSmall, EmbeddingMismatch, InvalidMessage, OrphanToolResult, SchemaVersionError):
         assert issubclass(exc, RagmemError)
+
+
+# ------------------------------------------------------------- call arguments (issue 10)
+# Each is refused at once, before anything is read or written, with a UsageError that names the
+# argument and the accepted values (never a raw TypeError, OverflowError or a Chroma failure).
+@pytest.mark.parametrize("call, match", [
+    (lambda m: m.search("pool", k=10**10), "k must be from 1 to 10,000"),
+    (lambda m: m.search("pool", k=-3), "k must be from 1 to 10,000, got -3"),
+    (lambda m: m.search("pool", k=0), "k must be from 1"),
+    (lambda m: m.search("pool", k="5"), "k must be a whole number .* got str '5'"),
+    (lambda m: m.search("pool", k=True), "k must be a whole number"),
+    (lambda m: m.search(None), "query must be a string, got NoneType"),
+    (lambda m: m.search("   "), "query is empty"),
+    (lambda m: m.search("pool", since="yesterday"), r"since 'yesterday' is not a time; .*7d"),
+    (lambda m: m.search("pool", until="soon"), "until 'soon' is not a time"),
+    (lambda m: m.search("pool", since="99999999d"), "reaches back before year 1"),
+    (lambda m: m.search("pool", since=float("nan")), "finite"),
+    (lambda m: m.search("pool", since=1e20), "out of range"),
+    (lambda m: m.search("pool", role="robot"), "role 'robot' is not a role; roles are system"),
+    (lambda m: m.search("pool", role=["user", "robot"]), "role 'robot' is not a role"),
+    (lambda m: m.search("pool", role=[]), "non-empty list of roles"),
+    (lambda m: m.search("pool", scope="sessions"), "scope must be one of 'session', 'namespace'"),
+    (lambda m: m.search("pool", where="topic=db"), "where must be a dict"),
+    (lambda m: m.search("pool", where={"topic": [1, 2]}), r"where\['topic'\] must be a string, number or boolean"),
+    (lambda m: m.search("pool", where={"$or": 1}), "must be a metadata key"),
+    (lambda m: m.search("pool", where={"n": {"$like": 1}}), "one operator"),
+    (lambda m: m.search("pool", where={"n": float("inf")}), "finite"),
+    (lambda m: m.prompt("pool?", budget=10**12), "budget must be at most 10,000,000 tokens"),
+    (lambda m: m.prompt("pool?", budget="4000"), "budget must be a whole number of tokens"),
+    (lambda m: m.prompt("pool?", k=-3), "k must be from 0 to 10,000, got -3"),
+    (lambda m: m.prompt("pool?", k=10**10), "k must be from 0 to 10,000"),
+    (lambda m: m.prompt("pool?", format="bogus"), "format must be one of 'openai', 'anthropic', got 'bogus'"),
+    (lambda m: m.prompt("pool?", strategy="magic"), "strategy must be one of 'ragmem'"),
+    (lambda m: m.prompt("pool?", placement="middle"), "placement must be one of"),
+    (lambda m: m.prompt("pool?", recall_format="xml"), "recall_format must be one of"),
+    (lambda m: m.recent(-1), "n must be from 0"),
+    (lambda m: m.messages(""), "session must be a non-empty string"),
+    (lambda m: m.forget_session(""), "session must be a non-empty string"),
+])
+def test_bad_call_arguments_are_usage_errors(store, call, match):
+    import time
+
+    from ragmem import UsageError
+
+    t = time.perf_counter()
+    with pytest.raises(UsageError, match=match):
+        call(store)
+    assert time.perf_counter() - t < 0.5  # refused up front, not after Chroma's retries (3.5 s before)
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"window": -5}, "window must be from 0 to 100,000, got -5"),
+    ({"window": "12"}, "window must be a whole number"),
+    ({"orphans": "drop"}, "orphans must be one of 'raise', 'keep'"),
+    ({"index": "lazy"}, "index must be one of 'sync', 'background'"),
+    ({"placement": "middle"}, "placement must be one of"),
+    ({"max_chars": 0}, "max_chars must be from 1"),
+])
+def test_bad_memory_options_are_usage_errors(tmp_path, kw, match):
+    from ragmem import UsageError
+
+    with pytest.raises(UsageError, match=match):
+        Memory(tmp_path / "s", embedder=HashEmbedder(), **kw)
+    assert not (tmp_path / "s").exists() or not any((tmp_path / "s").iterdir())
+
+
+@pytest.mark.parametrize("path", ["", "   "])
+def test_empty_store_path_is_refused(tmp_path, monkeypatch, path):
+    from ragmem import UsageError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match="the store path is empty"):
+        Memory(path, embedder=HashEmbedder())
+    assert list(tmp_path.iterdir()) == []  # no store made in the working directory
+
+
+def test_huge_k_and_budget_bounds_still_work(store):
+    """The bounds are generous: the largest accepted k and budget run, and fast."""
+    store.add_many([{"role": "user", "content": f"note {i} about pools"} for i in range(40)])
+    assert len(store.search("pools", k=10_000)) == 43
+    ctx = store.prompt("pools?", budget=10_000_000)
+    assert ctx.trace.total_tokens <= 10_000_000 and ctx.messages[-1]["content"] == "pools?"
+
+
+def test_relative_and_absolute_times_are_accepted_everywhere(store):
+    """search(since=...) takes the CLI's forms: ages (7d, 12h), ISO text, datetimes and epoch seconds."""
+    from datetime import datetime, timedelta, timezone
+
+    store.add({"role": "user", "content": "an old pool note"}, id="old", created_at="2020-01-01T00:00:00Z")
+    store.add({"role": "user", "content": "a new pool note"}, id="new")
+    def ids(**kw):
+        return {h.message.id for h in store.search("pool note", k=10, **kw)}
+
+    assert "new" in ids(since="7d") and "old" not in ids(since="7d")
+    assert "new" in ids(since="90m") and "old" not in ids(since="2w")
+    assert "old" in ids(until="2021-01-01") and "new" not in ids(until="2021-01-01")
+    assert "old" in ids(since=datetime(2019, 12, 31, tzinfo=timezone.utc), until=1600000000)
+    assert "new" in ids(since=datetime.now(timezone.utc) - timedelta(hours=1))
+
+
+def test_where_with_odd_keys(store):
+    """A metadata key with a double quote is a legal key: filtering on it works (it raised a raw SQLite error)."""
+    store.add({"role": "user", "content": "quoted key pool"}, id="q1", metadata={'a"': 1, "x.y": "z"})
+    store.add({"role": "user", "content": "quoted key pool too"}, id="q2", metadata={'a"': 2})
+    assert [h.message.id for h in store.search("quoted key pool", where={'a"': 1})] == ["q1"]
+    assert [h.message.id for h in store.search("quoted key pool", where={"x.y": "z"})] == ["q1"]
+    assert {h.message.id for h in store.search("quoted key pool", where={'a"': {"$in": [1, 2]}})} == {"q1", "q2"}
+
+
+@pytest.mark.parametrize("created_at, match", [
+    (1e20, "out of range"),
+    (float("inf"), "finite"),
+    (float("nan"), "finite"),
+    (-1e11, "out of range"),
+    ("0001-01-01T00:00:00+14:00", "out of range"),
+    ("9999-12-31T23:00:00-05:00", "out of range"),
+    ("yesterday", "is not a time"),
+    ([2024, 5, 1], "must be a datetime, epoch seconds or ISO text"),
+])
+def test_created_at_out_of_range(store, created_at, match):
+    with pytest.raises(InvalidMessage, match=f"created_at .*{match}"):
+        store.add({"role": "user", "content": "when?"}, created_at=created_at)
+    with pytest.raises(InvalidMessage, match=f"message 1's created_at .*{match}"):
+        store.add_many([{"role": "user", "content": "fine", "id": "t-ok"},
+                        {"role": "user", "content": "when?", "created_at": created_at}])
+    assert store.log.get(store.namespace, "t-ok") is None  # the batch stored nothing
+
+
+def test_created_at_at_the_edges_round_trips(store):
+    m = store.add({"role": "user", "content": "edge"}, created_at="0001-01-01T00:00:00Z")
+    assert store.get(m.id).created_at.year == 1
+    m = store.add({"role": "user", "content": "edge 2"}, created_at=0)
+    assert store.get(m.id).created_at.timestamp() == 0
+
+
+def _nested(depth):
+    d = leaf = {}
+    for _ in range(depth):
+        leaf["x"] = {}
+        leaf = leaf["x"]
+    return d
+
+
+@pytest.mark.parametrize("field", ["metadata", "content", "tool_args"])
+def test_deeply_nested_input(store, field):
+    deep = _nested(5000)
+    if field == "metadata":
+        msg = {"role": "user", "content": "deep", "metadata": deep}
+    elif field == "content":
+        msg = {"role": "user", "content": [{"type": "text", "text": "deep", "extra": deep}]}
+    else:
+        msg = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "cd", "type": "function", "function": {"name": "f", "arguments": deep}}]}
+    with pytest.raises(InvalidMessage, match="nested more than 100 levels deep; flatten it"):
+        store.add(msg)
+    with pytest.raises(InvalidMessage, match="pinned state is nested more than 100 levels"):
+        store.state.set({"deep": deep})
+    assert store.state.get() == {}
+    store.add({"role": "user", "content": "shallow", "metadata": _nested(50)})  # reasonable nesting is fine
+
+
+@pytest.mark.parametrize("block, match", [
+    ({"type": "tool_use", "id": "t1", "input": {}}, "a 'tool_use' block needs a non-empty 'name'"),
+    ({"type": "tool_use", "name": "f", "input": {}}, "a 'tool_use' block needs a non-empty 'id'"),
+    ({"type": "tool_result", "content": "x"}, "a 'tool_result' block needs a non-empty 'tool_use_id'"),
+    ("just text", "must be an object with a 'type'"),
+    ({"text": "no type"}, "must be an object with a 'type'"),
+])
+def test_malformed_anthropic_blocks(store, block, match):
+    role = "user" if isinstance(block, dict) and block.get("type") == "tool_result" else "assistant"
+    with pytest.raises(InvalidMessage, match=match):
+        store.add_many([{"role": role, "content": [block]}], format="anthropic")
+
+
+@pytest.mark.parametrize("turn, err, match", [
+    ({"role": "robot", "content": "hi"}, InvalidMessage, "user turn is not a valid message.*role"),
+    ("", InvalidMessage, "user turn is not a valid message.*empty content"),
+    ("   ", InvalidMessage, "empty content"),
+    ({"role": "user"}, InvalidMessage, "empty content"),
+    (42, InvalidMessage, "must be a dict"),
+])
+def test_bad_prompt_turns(store, turn, err, match):
+    with pytest.raises(err, match=match):
+        store.prompt(turn)

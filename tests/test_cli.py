@@ -105,7 +105,8 @@ def test_ingest_json_list_and_global_options_before_command(store, tmp_path):
 
 def test_ingest_stdin(store):
     data = js("ingest", "-", "--session", "piped", stdin=json.dumps({"role": "user", "content": "hello from a pipe"}) + "\n")
-    assert data == {"messages": 1, "sessions": ["piped"], "namespace": "default"}
+    assert data == {"messages": 1, "already_stored": 0, "sessions": ["piped"], "namespace": "default",
+                    "store": str(store)}
 
 
 def test_ingest_anthropic_format(store, tmp_path):
@@ -188,7 +189,9 @@ def test_ingest_progress_bar_goes_to_stderr(store, tmp_path):
     status, out, err = run("ingest", str(f), "--progress", "--session", "long")
     assert status == 0
     assert "ingesting" in err
-    assert out.strip() == "ingested 40 messages into long (default)"
+    assert out.splitlines() == [
+        f"ingested 40 messages into session 'long' of namespace 'default' in {store}",
+    ]
 
 
 # ------------------------------------------------------------------ search / show
@@ -331,7 +334,8 @@ def test_forget_message_and_session(loaded):
     assert msgs[2]["id"] not in [m["id"] for m in left]
 
     assert js("forget", "session", "s1")["messages"] == len(HISTORY) - 3
-    assert js("show", "session", "s1") == []
+    status, out, err = run("show", "session", "s1")
+    assert (status, out) == (1, "") and "session 's1' does not exist" in err
     assert js("sessions") == []
 
 
@@ -449,6 +453,12 @@ print("HEAVY", heavy, file=sys.stderr)
     ids=" ".join,
 )
 def test_model_free_commands_do_not_import_torch(store, args):
+    from conftest import HashEmbedder
+
+    from ragmem import Memory
+
+    with Memory(store, embedder=HashEmbedder()) as mem:  # a session to show and export
+        mem.add({"role": "user", "content": "hello"})
     proc = _python(NO_TORCH.format(args=args), env={"RAGMEM_STORE": str(store)})
     assert proc.returncode == 0, proc.stderr
     assert "HEAVY []" in proc.stderr, proc.stderr
@@ -467,3 +477,169 @@ def test_console_script_errors_exit_1_without_traceback(store):
 def test_store_from_environment(store, history_file):
     ok("ingest", str(history_file), "--session", "envcheck")
     assert (store).exists()
+
+
+# ------------------------------------------------------------------ bad input and atomic, idempotent ingest (issue 10, 14)
+
+
+def _count(session: str) -> int:
+    return {s["session"]: s["messages"] for s in js("sessions")}.get(session, 0)
+
+
+def test_ingest_is_all_or_nothing_and_names_the_line(store, tmp_path):
+    """A bad role at line 601 of 1,000: nothing is stored (512 were before), the error names line 601;
+    the fixed file then stores all 1,000, and ingesting it again stores none."""
+    lines = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} of the dance studio chat"}
+             for i in range(1000)]
+    bad = [dict(m) for m in lines]
+    bad[600]["role"] = "robot"
+    f = tmp_path / "chat.jsonl"
+    f.write_text("".join(json.dumps(m) + "\n" for m in bad))
+    status, out, err = run("ingest", str(f), "--session", "dance")
+    assert status == 1 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert "chat.jsonl:601:" in err and "robot" not in err.split("chat.jsonl:601:")[0]
+    assert _count("dance") == 0
+    f.write_text("".join(json.dumps(m) + "\n" for m in lines))
+    assert js("ingest", str(f), "--session", "dance") | {"store": None} == {
+        "messages": 1000, "already_stored": 0, "sessions": ["dance"], "namespace": "default", "store": None}
+    again = js("ingest", str(f), "--session", "dance")
+    assert (again["messages"], again["already_stored"]) == (0, 1000)
+    assert _count("dance") == 1000
+    msgs = js("show", "session", "dance")
+    assert [m["content"] for m in msgs] == [m["content"] for m in lines]  # file order kept
+
+
+def test_reingest_with_tool_calls_and_repeated_lines_is_idempotent(store, history_file, tmp_path):
+    """Tool call ids are reused by a re-ingest (it failed on them before); identical lines stay distinct."""
+    assert js("ingest", str(history_file), "--session", "h")["messages"] == len(HISTORY)
+    assert js("ingest", str(history_file), "--session", "h")["messages"] == 0
+    # a fixed file with a line inserted in the middle stores only the new line
+    f = tmp_path / "more.jsonl"
+    more = HISTORY[:5] + [{"role": "user", "content": "ok"}, {"role": "user", "content": "ok"}] + HISTORY[5:]
+    f.write_text("".join(json.dumps(m) + "\n" for m in more))
+    assert js("ingest", str(f), "--session", "h")["messages"] == 2
+    assert _count("h") == len(HISTORY) + 2
+    # the same content in another session or namespace is another message
+    assert js("ingest", str(f), "--session", "h2")["messages"] == len(more)
+    assert js("ingest", str(f), "--session", "h", "--namespace", "other")["messages"] == len(more)
+
+
+def test_content_ids_are_stable_and_distinct():
+    from ragmem.loaders import content_ids
+
+    msgs = [{"role": "user", "content": "ok"}, {"role": "user", "content": "ok"},
+            {"role": "assistant", "content": "ok"}, {"role": "user", "content": "ok", "id": "mine"}]
+    a = [m["id"] for m in content_ids(msgs, namespace="n", session="s")]
+    assert a == [m["id"] for m in content_ids(msgs, namespace="n", session="s")]
+    assert len(set(a)) == 4 and a[3] == "mine"
+    assert a[0] != content_ids(msgs, namespace="n", session="t")[0]["id"]
+    assert a[0] != content_ids(msgs, namespace="m", session="s")[0]["id"]
+    # times and metadata are not part of a message's identity (a re-add with new ones is the same message)
+    timed = [{**m, "created_at": 1_700_000_000, "metadata": {"k": 1}} for m in msgs[:3]]
+    assert [m["id"] for m in content_ids(timed, namespace="n", session="s")] == a[:3]
+
+
+def test_ingest_errors_name_lines_of_json_documents(store, tmp_path):
+    good = {"role": "user", "content": "fine"}
+    arr = tmp_path / "arr.json"
+    arr.write_text("[\n  " + json.dumps(good) + ",\n  " + json.dumps(good) + ",\n\n  "
+                   + json.dumps({"role": "user", "content": "x", "created_at": 1e20}) + "\n]\n")
+    status, _, err = run("ingest", str(arr))
+    assert status == 1 and "arr.json:5:" in err and "created_at" in err and "out of range" in err
+
+    obj = tmp_path / "obj.json"
+    obj.write_text('{"model": "x",\n "messages": [\n  ' + json.dumps(good) + ',\n  '
+                   + '{"role": "user", "content": "x", "metadata": ' + _deep(500) + "}\n]}\n")
+    status, _, err = run("ingest", str(obj))
+    assert status == 1 and "obj.json:4:" in err and "nested more than 100 levels" in err
+
+    deep = tmp_path / "deep.jsonl"  # deeper than Python's JSON reader goes: still one line, no traceback
+    deep.write_text(json.dumps(good) + "\n" + '{"role": "user", "content": "x", "metadata": ' + _deep(5000) + "}\n")
+    status, _, err = run("ingest", str(deep))
+    assert status == 1 and err.count("\n") == 1 and "deep.jsonl:2: JSON nested too deeply" in err
+    status, _, err = run("import", str(deep))
+    assert status == 1 and err.count("\n") == 1 and "deep.jsonl:2: JSON nested too deeply" in err
+
+    ft = tmp_path / "ft.jsonl"
+    ft.write_text(json.dumps({"messages": [good]}) + "\n" + json.dumps({"messages": [good, {"role": "x"}]}) + "\n")
+    status, _, err = run("ingest", str(ft))
+    assert status == 1 and "ft.jsonl:2 (message 2 of its conversation):" in err
+    assert js("sessions") == []  # none of them stored anything
+
+
+def _deep(n):
+    return '{"x": ' * n + "{}" + "}" * n  # as text: json.dumps itself cannot write it
+
+
+def test_anthropic_tool_use_without_name_is_one_line(store, tmp_path):
+    f = tmp_path / "claude.jsonl"
+    f.write_text(json.dumps({"role": "user", "content": "weather?"}) + "\n"
+                 + json.dumps({"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "input": {}}]}) + "\n")
+    status, _, err = run("ingest", str(f))
+    assert status == 1 and err.count("\n") == 1 and "Traceback" not in err
+    assert "claude.jsonl:2:" in err and "'tool_use' block needs a non-empty 'name'" in err
+
+
+def test_ingest_says_where_it_went(store, tmp_path):
+    sample = _locomo_sample()
+    f = tmp_path / "conv-30.json"
+    f.write_text(json.dumps(sample))
+    out = ok("ingest", str(f), "--no-progress")
+    assert f"into session 'conv-30' of namespace 'default' in {store}" in out
+    assert "search it with: ragmem search QUERY --session conv-30" in out
+    # and the search that looked in 'default' now says so instead of "no matches"
+    status, out, err = run("search", "dance studio")
+    assert (status, out) == (1, "")
+    assert "session 'default' does not exist in namespace 'default'" in err and "ragmem sessions" in err
+
+
+@pytest.mark.parametrize("args", [
+    ("search", "pool"), ("prompt", "pool?"), ("export",), ("show", "session"), ("forget", "session", "s2"),
+    ("show", "session", "s2"),
+])
+def test_unknown_session_is_an_error_on_stderr(loaded, args):
+    args = args + (("--session", "s2") if args[0] != "forget" and args[-1] != "s2" else ())
+    status, out, err = run(*args)
+    assert status == 1 and out == "" and err.count("\n") == 1
+    assert "session 's2' does not exist in namespace 'default'" in err and "did you mean 's1'?" in err
+    assert _count("s1") == len(HISTORY)
+
+
+def test_unknown_session_hint_stays_in_the_namespace(loaded):
+    status, _, err = run("search", "pool", "--session", "s1", "--namespace", "tenant-b")
+    assert status == 1 and "does not exist in namespace 'tenant-b'" in err
+    assert "s1'?" not in err and "holds no sessions yet" in err  # another namespace's names never show
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("search", "pool", "--session", "s1", "--since", "99999999d"), "--since '99999999d' reaches back before year 1"),
+    (("search", "pool", "--session", "s1", "--since", "yesterday"), "--since 'yesterday' is not a time"),
+    (("search", "pool", "--session", "s1", "--until", "1e20"), "--until '1e20' is not a time"),
+    (("prompt", "pool?", "--session", "s1", "--budget", str(10**12)), "budget must be at most 10,000,000"),
+    (("--store", "", "sessions"), "the store path is empty"),
+    (("sessions", "--store", ""), "the store path is empty"),
+    (("search", "pool", "--store", "", "--session", "s1"), "the store path is empty"),
+    (("purge", "--store", ""), "the store path is empty"),
+])
+def test_bad_cli_input_is_one_line_exit_1(loaded, args, needle):
+    status, out, err = run(*args)
+    assert status == 1 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert needle in err
+
+
+def test_since_accepts_the_same_forms_as_the_library(loaded):
+    assert js("search", "pool", "--session", "s1", "--since", "7d")
+    assert js("search", "pool", "--session", "s1", "--since", "2020-01-01", "--until", "2h") == []
+
+
+def test_ingest_into_a_store_of_another_model_stores_nothing(store, history_file):
+    """The index refuses the batch before the log is written: the ingest fails whole, in one line."""
+    from conftest import HashEmbedder
+
+    from ragmem import Memory
+
+    with Memory(store, session="h", embedder=HashEmbedder()) as mem:
+        mem.add({"role": "user", "content": "made with another model"})
+    status, out, err = run("ingest", str(history_file), "--session", "h")
+    assert status == 1 and out == "" and err.count("\n") == 1 and "EmbeddingMismatch" in err
+    assert _count("h") == 1

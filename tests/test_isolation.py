@@ -432,7 +432,8 @@ def test_cli_calls_stay_in_their_namespace(tmp_path, embedder):
     status, out, _ = run("show", "message", "m1", "--json")
     assert status == 0 and json.loads(out)["content"] == "globex asks about the vault code"
     assert [r["id"] for r in json.loads(run("show", "session", "support", "--json")[1])] == ["m1", "call-unit", "tool-res"]
-    assert json.loads(run("show", "session", "billing", "--json")[1]) == []
+    status, out, err = run("show", "session", "billing", "--json")  # the victim's session name: unknown here
+    assert status != 0 and out == "" and "does not exist" in err
     assert [json.loads(line)["id"] for line in run("export")[1].splitlines()] == ["m1", "call-unit", "tool-res"]
     hits = json.loads(run("search", "vault code", "--all-sessions", "--json")[1])
     assert hits and {h["message"]["namespace"] for h in hits} == {ATTACKER}

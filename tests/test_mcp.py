@@ -90,6 +90,9 @@ def test_mcp_server_end_to_end(tmp_path):
             assert users and all(h["message"]["role"] == "user" for h in users)
             assert (await call(s, "search_memory", query="redis", since="2999-01-01"))["hits"] == []
             assert "since" in await call_error(s, "search_memory", query="redis", since="not a date")
+            # the CLI's ages work here too (one parser for every front door)
+            assert (await call(s, "search_memory", query="redis", since="7d"))["hits"]
+            assert "before year 1" in await call_error(s, "search_memory", query="redis", since="99999999d")
 
             state = await call(s, "update_pinned_state", updates={"goal": "stop early Redis evictions", "owner": "ana"})
             assert state["state"] == {"goal": "stop early Redis evictions", "owner": "ana"}
