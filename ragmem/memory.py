@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
+from . import consistency
 from .assemble import STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline
 from .embed import Embedder, default_embedder
 from .errors import InvalidMessage, MessageNotFound, StoreError
@@ -144,6 +145,7 @@ class Memory:
             self._lock = _shared._lock
             self._health = _shared._health
             self._indexer = _shared._indexer
+            self._consistency, self._location_lock = _shared._consistency, None
             return
         self.path = Path(path or os.environ.get("RAGMEM_STORE") or DEFAULT_PATH)
         self.chroma_url = chroma_url
@@ -158,6 +160,8 @@ class Memory:
         self._lock = threading.RLock()
         # "behind": an index write failed, so the log holds messages the index lacks (shared by views)
         self._health = {"behind": False}
+        # one store folder, one vector index at a time: refused while a live process indexes it elsewhere
+        self._location_lock = consistency.check_location(self)
         #: what the repair on open did ({"purged": ..., "indexed": ..., ...}), for tools that report it
         self.repaired = self.repair(full=self._index_moved(), purge=False)
         # forgets left pending (a forget(wait=False), or a purge cut short) are finished by the first
@@ -166,6 +170,8 @@ class Memory:
         # index="background": add() returns once the message is durable in the log; a worker embeds
         # behind it in batches, and every read that needs the index flushes first (see flush()).
         self._indexer = _Indexer(self) if index == "background" else None
+        # what other processes wrote (vectors, leftovers of dead writers), checked before each index read
+        self._consistency = consistency.Consistency(self)
 
     # -- wiring ----------------------------------------------------------------
     @property
@@ -281,6 +287,7 @@ class Memory:
         Runs before every read that needs the index, so search and recall never
         miss a stored turn.
         """
+        self._consistency.before_read()
         if self._health.get("purge"):
             self.finish_forgets()
         if self._health["behind"] or (self._indexer is not None and self._log.has_pending_index()):
@@ -301,6 +308,10 @@ class Memory:
                 self.flush()
             except Exception:  # the index is down: the log has everything, the next open indexes it
                 pass
+        if self._location_lock is not None:  # the owner, not a session view: release what it opened
+            self._location_lock.release()
+            if self._index_holder:  # a Chroma server's HTTP pool, or this process's share of embedded Chroma
+                self._index_holder.pop().close()
         self._log.close()
 
     def __enter__(self) -> "Memory":

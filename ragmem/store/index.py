@@ -92,6 +92,18 @@ class VectorIndex:
         self.retry_delay = retry_delay
         self._collections: dict[str, Any] = {}
 
+    def reset_client(self, client) -> None:
+        """Use another Chroma client from now on (a fresh embedded one that sees other processes' writes)."""
+        self._collections = {}
+        self.client = client
+
+    def close(self) -> None:
+        """Release the Chroma client (an HTTP connection pool, or a share of the embedded System)."""
+        self._collections = {}
+        close = getattr(self.client, "close", None)
+        if close is not None:
+            close()
+
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         """Run a Chroma call, retrying transient faults (a restarting server); all our writes are upserts.
 

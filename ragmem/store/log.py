@@ -620,3 +620,13 @@ class MessageLog:
                 "INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?)",
                 (namespace, session, text, upto_seq, json.dumps(covers)),
             )
+
+    # -- watching other processes (see ragmem.consistency) ---------------------
+    def data_version(self) -> int:
+        """SQLite's ``PRAGMA data_version`` of this connection: it changes when another connection commits."""
+        return int(self._rows("PRAGMA data_version")[0][0])
+
+    def oldest_unindexed(self) -> int | None:
+        """The rowid of the oldest live message not yet in the vector index, or None (an indexed lookup)."""
+        row = self._rows("SELECT MIN(rowid) FROM messages WHERE indexed=0 AND deleted=0")
+        return row[0][0] if row else None
