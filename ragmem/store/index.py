@@ -14,6 +14,7 @@ others, so re-indexing a message overwrites its chunks (upsert).
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence, TypeVar
@@ -58,8 +59,15 @@ def chunk_id(message_id: str, i: int) -> str:
 
 
 
+#: One Chroma HTTP client per server URL, shared by every Memory of the process. Each HttpClient builds a
+#: System and an HTTP connection pool that chromadb never closes (2 descriptors and ~1.7 MB per Memory
+#: opened and closed); one per URL keeps a process's handles bounded however often stores are opened.
+_SERVER_CLIENTS: dict[str, Any] = {}
+_SERVER_CLIENTS_LOCK = threading.Lock()
+
+
 def make_client(path: str | None = None, url: str | None = None):
-    """A Chroma client: embedded in ``path``, or a server at ``url`` (``http://host:port``)."""
+    """A Chroma client: embedded in ``path``, or a server at ``url`` (``http://host:port``, shared per URL)."""
     try:
         import chromadb
         from chromadb.config import Settings
@@ -70,12 +78,19 @@ def make_client(path: str | None = None, url: str | None = None):
         from urllib.parse import urlparse
 
         u = urlparse(url if "://" in url else f"http://{url}")
-        try:
-            return chromadb.HttpClient(
-                host=u.hostname or "127.0.0.1", port=u.port or 8000, ssl=u.scheme == "https", settings=settings
-            )
-        except Exception as exc:
-            raise StoreError(f"cannot reach the Chroma server at {url} ({exc}); is `chroma run` up?") from exc
+        key = f"{u.scheme or 'http'}://{u.hostname}:{u.port or 8000}"
+        with _SERVER_CLIENTS_LOCK:
+            if key in _SERVER_CLIENTS:
+                return _SERVER_CLIENTS[key]
+            try:
+                client = chromadb.HttpClient(
+                    host=u.hostname or "127.0.0.1", port=u.port or 8000, ssl=u.scheme == "https", settings=settings
+                )
+            except Exception as exc:
+                raise StoreError(f"cannot reach the Chroma server at {url} ({exc}); is `chroma run` up?") from exc
+            client._ragmem_shared = True  # VectorIndex.close() leaves it open for the next Memory
+            _SERVER_CLIENTS[key] = client
+            return client
     return chromadb.PersistentClient(path=str(path), settings=settings)
 
 
@@ -98,10 +113,10 @@ class VectorIndex:
         self.client = client
 
     def close(self) -> None:
-        """Release the Chroma client (an HTTP connection pool, or a share of the embedded System)."""
+        """Release this index's share of the embedded Chroma (a server's client is shared per URL and stays)."""
         self._collections = {}
         close = getattr(self.client, "close", None)
-        if close is not None:
+        if close is not None and not getattr(self.client, "_ragmem_shared", False):
             close()
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
