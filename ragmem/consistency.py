@@ -190,7 +190,7 @@ class Consistency:
                 recorded = mem.log.meta("index_location")
                 if recorded is not None and recorded != mem._index_location():
                     raise StoreError(_two_places(mem.path, recorded, mem._index_location()))
-                if not mem.chroma_url:
+                if not mem.chroma_url and not mem.log.read_only:  # a read-only store's copy never changes
                     self._refresh_due = True
             if others_wrote or self._watch is not None:
                 self._adopt_orphans()

@@ -28,6 +28,7 @@ from .recall import (
     Hit, companions, diversify, embed_query, lexical_filters, retrieve_units, search_candidates,
 )
 from .store import MessageLog, VectorIndex, make_client
+from .store.faults import read_only_chroma
 from .store.index import INDEX_SCHEMA
 from .store.locking import CHROMA_LOCK_FILE, opening_lock
 from .summary import ExtractiveSummarizer, Summarizer
@@ -163,10 +164,11 @@ class Memory:
         # one store folder, one vector index at a time: refused while a live process indexes it elsewhere
         self._location_lock = consistency.check_location(self)
         #: what the repair on open did ({"purged": ..., "indexed": ..., ...}), for tools that report it
-        self.repaired = self.repair(full=self._index_moved(), purge=False)
+        # a read-only store (a read-only mount) is searched as it is: nothing can be repaired there
+        self.repaired = {} if self._log.read_only else self.repair(full=self._index_moved(), purge=False)
         # forgets left pending (a forget(wait=False), or a purge cut short) are finished by the first
         # search or prompt, not here: opening must stay cheap for commands that never touch the index
-        self._health["purge"] = self._log.forgets_pending()
+        self._health["purge"] = self._log.forgets_pending() and not self._log.read_only
         # index="background": add() returns once the message is durable in the log; a worker embeds
         # behind it in batches, and every read that needs the index flushes first (see flush()).
         self._indexer = _Indexer(self) if index == "background" else None
@@ -194,6 +196,8 @@ class Memory:
             if not self._index_holder:
                 if self.chroma_url:
                     client = make_client(url=self.chroma_url)
+                elif self._log.read_only:  # Chroma cannot read a folder it cannot write: search a copy
+                    client = read_only_chroma(self.path / "chroma")
                 else:  # embedded Chroma migrates its database on first open: openers take turns
                     with opening_lock(self.path, name=CHROMA_LOCK_FILE):
                         client = make_client(path=str(self.path / "chroma"))
@@ -509,7 +513,8 @@ class Memory:
             return text
         text = self.summarizer.summarize(text, units)
         covers = covers + [mid for u in units for mid in u.message_ids]
-        self._log.set_summary(self.namespace, self.session, text, units[-1].last_seq, covers)
+        if not self._log.read_only:  # a read-only store still gets its summary, just not cached
+            self._log.set_summary(self.namespace, self.session, text, units[-1].last_seq, covers)
         return text
 
     def prompt(

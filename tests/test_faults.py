@@ -85,3 +85,135 @@ def test_embedded_refreshes_leak_no_file_handles(tmp_path, hash_embedder):
     assert open_fds() - before <= 2, f"{open_fds() - before} descriptors leaked over 30 refreshes"
     other.close()
     reader.close()
+
+
+# ----------------------------------------------------------------- a full disk
+
+
+def test_full_disk_is_a_clear_store_error_and_the_batch_is_not_stored(tmp_path, hash_embedder):
+    """Simulated with SQLite's max_page_count (the log cannot grow: SQLITE_FULL, what a full disk gives)."""
+    mem = Memory(tmp_path / "s", embedder=hash_embedder)
+    mem.add({"role": "user", "content": "stored before the disk filled"})
+    pages = mem.log._db.execute("PRAGMA page_count").fetchone()[0]
+    mem.log._db.execute(f"PRAGMA max_page_count={pages}")
+    batch = [{"role": "user", "content": f"turn {i} " + "padding " * 600} for i in range(40)]
+    with pytest.raises(StoreError, match="disk holding the store .* is full.*nothing of this call was stored") as err:
+        mem.add_many(batch)
+    assert "unreadable" not in str(err.value) and "new store" not in str(err.value)
+    assert isinstance(err.value.__cause__, sqlite3.OperationalError)
+    assert [m.content for m in mem.messages()] == ["stored before the disk filled"]
+    mem.log._db.execute("PRAGMA max_page_count=1073741823")  # space freed: the same call now works
+    assert len(mem.add_many(batch)) == 40
+    assert mem.search("turn 7 padding", k=1)[0].message.content.startswith("turn 7 ")
+    mem.close()
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A real 48 MB tmpfs (needs root with CAP_SYS_ADMIN, as in this project's CI container); skipped elsewhere."""
+    mnt = tmp_path / "tmpfs"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (not root, or no CAP_SYS_ADMIN)")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=True)
+
+
+def _fill(folder: Path) -> Path:
+    """Fill the file system of ``folder`` up to the last byte; return the filler file."""
+    filler = folder / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        for size in (1 << 20, 65536, 512, 1):  # big blocks, then the last partial ones
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_cli_on_a_really_full_disk_says_disk_full_not_unreadable(tmpfs, tmp_path, embedder):
+    """A real full file system (tmpfs): the CLI must never advise throwing the store away."""
+    from test_cli import run
+
+    store = tmpfs / "store"
+    mem = Memory(store, embedder=embedder)
+    mem.add({"role": "user", "content": "the pool size is 20"})
+    mem.close()
+    history = tmp_path / "h.jsonl"
+    history.write_text("\n".join(json_line(i) for i in range(200)))
+    filler = _fill(tmpfs)
+    status, out, err = run("--store", str(store), "ingest", str(history))
+    assert status == 1, (out, err)
+    assert "full" in err and "free some space" in err.lower(), err
+    assert "unreadable" not in err and "new store" not in err
+    filler.unlink()
+    status, out, err = run("--store", str(store), "ingest", str(history))
+    assert status == 0, err
+    again = Memory(store, embedder=embedder)
+    assert again.log.count() == 201 and again.get(again.messages()[0].id).content == "the pool size is 20"
+    again.close()
+
+
+def json_line(i: int) -> str:
+    import json
+
+    return json.dumps({"role": "user", "content": f"line {i}: " + "words of a long turn " * 40})
+
+
+# ----------------------------------------------------------------- a read-only store
+
+
+@pytest.fixture
+def read_only_store(tmp_path, embedder):
+    """A store seen through a read-only bind mount (root cannot write there either); chmod when not root."""
+    src, ro = tmp_path / "src", tmp_path / "ro"
+    src.mkdir()
+    ro.mkdir()
+    mem = Memory(src / "s", session="s1", embedder=embedder, window=2)
+    mem.add_many([{"role": "user", "content": t} for t in (
+        "the harbour crane broke on Monday", "we ordered a new hydraulic pump", "lunch was soup",
+        "the pump arrives on Friday", "the crane is back in service")])
+    mem.close()
+    if os.geteuid() != 0:
+        os.chmod(src / "s", 0o555)
+        yield src / "s"
+        os.chmod(src / "s", 0o755)
+        return
+    if subprocess.run(["mount", "--bind", "-o", "ro", str(src), str(ro)], capture_output=True).returncode:
+        pytest.skip("root without permission to bind-mount: chmod cannot make a folder read-only for root")
+    yield ro / "s"
+    subprocess.run(["umount", "-l", str(ro)], check=True)
+
+
+def test_read_only_store_opens_for_reading_and_refuses_writes_clearly(read_only_store, embedder):
+    from ragmem.store.faults import ReadOnlyStore
+
+    mem = Memory(read_only_store, session="s1", embedder=embedder, window=2)
+    hits = mem.search("when does the pump arrive", k=2)
+    assert hits[0].message.content == "the pump arrives on Friday"
+    vec_ids = {h.message_id for h in mem.index.query("default", mem.embedder.embed_batch(
+        ["the harbour crane broke"], kind="query")[0], 2, sessions=["s1"])}
+    assert mem.messages()[0].id in vec_ids, "the vector side must work too, not only BM25"
+    ctx = mem.prompt("what broke?", budget=800)
+    assert any("crane" in str(m.get("content")) for m in ctx.messages)
+    assert len(mem.export()) == 5
+    with pytest.raises(ReadOnlyStore, match="read-only .*nothing was changed"):
+        mem.add({"role": "user", "content": "a new turn"})
+    with pytest.raises(StoreError, match="read-only"):
+        mem.forget(mem.messages()[0].id)
+    assert len(mem.export()) == 5
+    mem.close()
+
+
+def test_cli_reads_a_read_only_store(read_only_store):
+    from test_cli import run
+
+    status, out, err = run("--store", str(read_only_store), "--session", "s1", "search", "pump")
+    assert status == 0, err
+    assert "Friday" in out
+    status, out, err = run("--store", str(read_only_store), "--session", "s1", "export")
+    assert status == 0 and out.count("\n") == 5, err

@@ -138,6 +138,12 @@ class VectorIndex:
                         "embedding model. Open it with the model it was built with, or rebuild the index "
                         "(Memory.reindex())"
                     ) from exc
+                text = str(exc).lower()
+                if "disk is full" in text or "no space left" in text:  # retrying cannot help; never blame a server
+                    raise StoreError(
+                        f"the disk holding the vector index is full, so ragmem could not {what}; "
+                        "free some space and retry"
+                    ) from exc
                 if isinstance(exc, (ValueError, TypeError)) or _rejected(exc):
                     raise
                 if attempt == self.retries:

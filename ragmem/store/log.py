@@ -21,7 +21,9 @@ Tables::
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -32,6 +34,7 @@ from typing import Any, Iterable, Iterator, Literal
 
 from ..errors import InvalidMessage, OrphanToolResult, SchemaVersionError, StoreError
 from ..messages import Message, message_from_record
+from .faults import is_corrupt, open_read_only, resource_fault
 from .locking import opening_lock
 
 SCHEMA_VERSION = 1
@@ -96,16 +99,26 @@ class MessageLog:
         self._df_total = 0
         self._df_at = float("-inf")
         self._df_written = 0
+        #: True when the folder cannot be written (a read-only mount): reads work, writes raise ReadOnlyStore
+        self.read_only = self.path.exists() and not os.access(self.folder, os.W_OK)
         try:
-            # Switching to WAL and creating the schema take locks SQLite's busy timeout does not always
-            # wait for: openers of one store (threads or processes) take turns here.
-            with opening_lock(self.folder):
-                self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=FULL")  # add() returns only once the turn is on disk
-                self._db.executescript(_SCHEMA)
-                self._check_schema()
+            if self.read_only:
+                self._db = open_read_only(self.path)
+                self._check_schema(write=False)
+            else:
+                # Switching to WAL and creating the schema take locks SQLite's busy timeout does not always
+                # wait for: openers of one store (threads or processes) take turns here.
+                with opening_lock(self.folder):
+                    self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                    self._db.execute("PRAGMA synchronous=FULL")  # add() returns only once the turn is on disk
+                    self._db.executescript(_SCHEMA)
+                    self._check_schema()
         except sqlite3.DatabaseError as exc:
+            # a full disk or an I/O fault is not a broken store: never advise throwing it away for those
+            fault = None if is_corrupt(exc) else resource_fault(exc, self.folder, "open the store")
+            if fault is not None:
+                raise fault from exc
             raise StoreError(
                 f"the message log {self.path} is unreadable ({exc}); restore it from a backup "
                 "or move the folder aside and start a new store"
@@ -116,14 +129,23 @@ class MessageLog:
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; BEGIN IMMEDIATE so sequence numbers are assigned under the write lock."""
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            if self.read_only:
+                raise resource_fault(OSError(errno.EROFS, "read-only"), self.folder, "write to it")  # type: ignore[misc]
             try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    if self._db.in_transaction:  # a failed COMMIT (a full disk) leaves it open
+                        self._db.execute("ROLLBACK")
+                    raise
+            except sqlite3.OperationalError as exc:
+                # a full disk or an I/O fault: rolled back, the store is intact; say so instead of a raw error
+                fault = resource_fault(exc, self.folder, "write to it")
+                if fault is not None:
+                    raise fault from exc
                 raise
-            else:
-                self._db.execute("COMMIT")
 
     def _rows(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]:
         with self._lock:
@@ -138,7 +160,15 @@ class MessageLog:
             rows += self._rows(sql.format(marks=",".join("?" * len(part))), [*args, *part])
         return rows
 
-    def _check_schema(self) -> None:
+    def _check_schema(self, write: bool = True) -> None:
+        if not write:
+            row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if row is not None and int(row[0]) > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"the store at {self.folder} has schema version {row[0]}, newer than this ragmem "
+                    f"understands ({SCHEMA_VERSION}); upgrade ragmem (pip install -U ragmem)"
+                )
+            return
         with self._tx() as db:
             row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             if row is None:
