@@ -28,7 +28,9 @@ from .recall import (
     Hit, companions, diversify, embed_query, lexical_filters, retrieve_units, search_candidates,
 )
 from .store import MessageLog, VectorIndex, make_client
-from .store.faults import read_only_chroma
+from .store.faults import (
+    IndexCorrupt, IndexRebuilt, embedded_index_problem, is_index_corruption, read_only_chroma, rebuild_notice, set_aside,
+)
 from .store.index import INDEX_SCHEMA
 from .store.locking import CHROMA_LOCK_FILE, opening_lock
 from .summary import ExtractiveSummarizer, Summarizer
@@ -164,8 +166,12 @@ class Memory:
         # one store folder, one vector index at a time: refused while a live process indexes it elsewhere
         self._location_lock = consistency.check_location(self)
         #: what the repair on open did ({"purged": ..., "indexed": ..., ...}), for tools that report it
+        # a deleted or damaged embedded index is set aside and rebuilt from the log, saying so
+        broken = self._check_embedded_index()
         # a read-only store (a read-only mount) is searched as it is: nothing can be repaired there
-        self.repaired = {} if self._log.read_only else self.repair(full=self._index_moved(), purge=False)
+        self.repaired = {} if self._log.read_only else self.repair(full=self._index_moved() or broken, purge=False)
+        if broken:
+            self.repaired["rebuilt"] = 1
         # forgets left pending (a forget(wait=False), or a purge cut short) are finished by the first
         # search or prompt, not here: opening must stay cheap for commands that never touch the index
         self._health["purge"] = self._log.forgets_pending() and not self._log.read_only
@@ -200,7 +206,13 @@ class Memory:
                     client = read_only_chroma(self.path / "chroma")
                 else:  # embedded Chroma migrates its database on first open: openers take turns
                     with opening_lock(self.path, name=CHROMA_LOCK_FILE):
-                        client = make_client(path=str(self.path / "chroma"))
+                        try:
+                            client = make_client(path=str(self.path / "chroma"))
+                        except Exception as exc:  # damage the look at open could not see: rebuild too
+                            if not is_index_corruption(exc):
+                                raise
+                            self._index_broken("corrupt", set_aside(self.path / "chroma"))
+                            client = make_client(path=str(self.path / "chroma"))
                 name = getattr(self._embedder, "name", None) or "all-MiniLM-L6-v2"
                 store_id = self._log.store_id if self.chroma_url else None  # a server may hold many stores
                 self._index_holder.append(VectorIndex(client, name, store_id=store_id))
@@ -231,6 +243,50 @@ class Memory:
         # the layout version is part of the location: a store indexed with another layout is re-indexed on open
         return f"{'server:' + self.chroma_url if self.chroma_url else 'embedded'};layout={INDEX_SCHEMA}"
 
+    def _check_embedded_index(self) -> bool:
+        """Look (cheaply) for a deleted or damaged embedded index at open; set it aside to be rebuilt."""
+        if self.chroma_url or self._log.read_only or not self._log.count():
+            return False
+        chroma = self.path / "chroma"
+        if embedded_index_problem(chroma) is None:
+            return False
+        with opening_lock(self.path, name=CHROMA_LOCK_FILE):
+            problem = embedded_index_problem(chroma)  # another opener may have rebuilt it meanwhile
+            if problem is None:
+                return False
+            self._index_broken(problem, set_aside(chroma))
+        return True
+
+    def _index_broken(self, problem: str, moved: Path | None) -> None:
+        """Say that the index is rebuilt, and flag every message for it (the next repair or read indexes them)."""
+        import warnings
+
+        warnings.warn(rebuild_notice(self.path, problem, moved), IndexRebuilt, stacklevel=3)
+        for ns in self._log.namespaces():
+            self._log.mark_unindexed(ns)
+        self._health["behind"] = True
+
+    def _set_damaged_index_aside(self) -> None:
+        """Chroma reported damage while in use: set the index aside and flag everything for re-indexing."""
+        with self._lock:
+            if self.chroma_url:
+                raise  # a server's damage is the server's to fix; there is nothing to set aside here
+            if self._index_holder:
+                self._index_holder.pop()
+            with opening_lock(self.path, name=CHROMA_LOCK_FILE):
+                self._index_broken("corrupt", set_aside(self.path / "chroma"))
+
+    def _rebuilding_if_damaged(self, read):
+        """Run an index read; if Chroma reports its database damaged, rebuild the index from the log, read again."""
+        try:
+            return read()
+        except IndexCorrupt:
+            if self.chroma_url or self._log.read_only:
+                raise
+            self._set_damaged_index_aside()
+            self._catch_up()
+            return read()
+
     def _index_moved(self) -> bool:
         """True when the index may not be the one the log's ``indexed`` flags describe.
 
@@ -256,6 +312,12 @@ class Memory:
         (opening uses it: the purge needs the index, which model-free commands never open).
         """
         done = {"purged": 0, "indexed": 0, "dropped": 0}
+        if full:
+            try:  # a damaged embedded index is found here at the latest, and rebuilt below
+                for ns in self._log.namespaces():
+                    self.index.count(ns, self._session_names(ns))
+            except IndexCorrupt:
+                self._set_damaged_index_aside()
         if purge and self._log.forgets_pending():
             done["purged"] = self.finish_forgets()
         if full:
@@ -291,6 +353,8 @@ class Memory:
         Runs before every read that needs the index, so search and recall never
         miss a stored turn.
         """
+        if not self._index_holder and not self._log.read_only:
+            self.index  # open it first: damage found now (IndexRebuilt) is repaired by this very catch-up
         self._consistency.before_read()
         if self._health.get("purge"):
             self.finish_forgets()
@@ -478,11 +542,11 @@ class Memory:
         clause = build_where(role=role, since=since, until=until, where=dict(where or {}))
         self._catch_up()
         vec = embed_query(self.embedder, query)
-        cands = search_candidates(
+        cands = self._rebuilding_if_damaged(lambda: search_candidates(
             text=query, vector=vec, log=self._log, index=self.index, namespace=self.namespace,
             session=self.session if scope == "session" else None, n=3 * k, where=clause,
             filters=lexical_filters(role=role, since=since, until=until, where=where),
-        )[:k]
+        ))[:k]
         found = self._log.get_many(c.message_id for c in cands)
         return [
             Hit(found[c.message_id], c.score, found[c.message_id].session, found[c.message_id].namespace,
@@ -593,10 +657,10 @@ class Memory:
             vec = embed_query(self.embedder, text)
             timings["embed"] = time.perf_counter() - t
             t = time.perf_counter()
-            recalled = retrieve_units(
+            recalled = self._rebuilding_if_damaged(lambda: retrieve_units(
                 vec, log=self._log, index=self.index, namespace=self.namespace, session=self.session,
                 k=k + len(window_units), text=text,
-            )
+            ))
             recalled = diversify([(u, score) for u, score in recalled if u.id not in skip][: k + len(window_units)])
             beside = companions(self._log, [u for u, _ in recalled], namespace=self.namespace,
                                 session=self.session, before_seq=tail[0].seq)

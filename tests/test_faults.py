@@ -217,3 +217,68 @@ def test_cli_reads_a_read_only_store(read_only_store):
     assert "Friday" in out
     status, out, err = run("--store", str(read_only_store), "--session", "s1", "export")
     assert status == 0 and out.count("\n") == 5, err
+
+
+# ----------------------------------------------------------------- a deleted or damaged embedded index
+
+
+def _vector_hit(mem: Memory, text: str) -> str:
+    from ragmem.recall import embed_query
+
+    return mem.index.query(mem.namespace, embed_query(mem.embedder, text), 1, sessions=[mem.session])[0].message_id
+
+
+def _store_with_history(path: Path, embedder) -> dict[str, str]:
+    mem = Memory(path, session="s1", embedder=embedder)
+    texts = ["the harbour crane broke on Monday", "we ordered a new hydraulic pump", "lunch was soup",
+             "the pump arrives on Friday", "the crane is back in service"]
+    ids = {m.content: m.id for m in mem.add_many([{"role": "user", "content": t} for t in texts])}
+    mem.close()
+    return ids
+
+
+@pytest.mark.parametrize("damage", ["deleted", "emptied", "garbage header", "garbage inside"])
+def test_lost_or_damaged_embedded_index_is_said_and_rebuilt_from_the_log(tmp_path, embedder, damage):
+    from ragmem.store.faults import IndexRebuilt
+
+    ids = _store_with_history(tmp_path / "s", embedder)
+    db = tmp_path / "s" / "chroma" / "chroma.sqlite3"
+    size = db.stat().st_size
+    if damage == "deleted":
+        db.unlink()
+    elif damage == "emptied":
+        db.write_bytes(b"")
+    else:
+        with open(db, "r+b") as f:
+            f.seek(0 if damage == "garbage header" else size // 2)
+            f.write(os.urandom(8192))
+    with pytest.warns(IndexRebuilt, match="rebuilt from the message log.*nothing is lost") as seen:
+        mem = Memory(tmp_path / "s", session="s1", embedder=embedder)
+        hits = mem.search("when does the pump arrive", k=1)  # garbage inside is found when Chroma opens
+    assert ("missing" if damage in ("deleted", "emptied") else "damaged") in str(seen[0].message)
+    assert hits[0].message.id == ids["the pump arrives on Friday"]
+    # the vector side itself holds every message again (search is not quietly keyword-only)
+    for text, mid in ids.items():
+        assert _vector_hit(mem, text) == mid
+    assert mem.index.count("default") == 5
+    assert list((tmp_path / "s").glob("chroma.broken-*")), "the broken index is kept aside, not deleted"
+    assert mem.repair(full=True) == {"purged": 0, "indexed": 0, "dropped": 0}
+    mem.close()
+
+
+def test_repair_full_rebuilds_a_damaged_index_in_a_running_process(tmp_path, embedder):
+    """The index is damaged while a process has the store open but has not opened Chroma yet."""
+    ids = _store_with_history(tmp_path / "s", embedder)
+    from ragmem.store.faults import IndexRebuilt
+
+    mem = Memory(tmp_path / "s", session="s1", embedder=embedder)
+    db = tmp_path / "s" / "chroma" / "chroma.sqlite3"
+    with open(db, "r+b") as f:
+        f.seek(db.stat().st_size // 2)
+        f.write(os.urandom(8192))
+    with pytest.warns(IndexRebuilt):
+        done = mem.repair(full=True)
+    assert done["indexed"] == 5
+    for text, mid in ids.items():
+        assert _vector_hit(mem, text) == mid
+    mem.close()

@@ -125,3 +125,70 @@ def read_only_chroma(folder: Path):
     client = make_client(path=str(target))
     client._ragmem_tmp = tmp  # lives as long as the client
     return client
+
+
+# ----------------------------------------------------------------- a lost or damaged embedded index
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+class IndexRebuilt(UserWarning):
+    """The embedded vector index was missing or damaged and is rebuilt from the log (nothing is lost)."""
+
+
+def embedded_index_problem(chroma: Path) -> str | None:
+    """What is wrong with an embedded Chroma folder that should hold vectors: a cheap look at its database file.
+
+    ``"missing"`` when ``chroma.sqlite3`` is gone or empty, ``"corrupt"`` when
+    it is not a SQLite file; None when it looks sound (damage deeper inside is
+    caught when Chroma opens it, see :func:`is_index_corruption`).
+    """
+    db = chroma / "chroma.sqlite3"
+    if not chroma.exists():
+        return None  # never made, or removed whole: the open's location check already rebuilds it
+    if not db.exists() or db.stat().st_size == 0:
+        return "missing"
+    with open(db, "rb") as f:
+        if f.read(16) != _SQLITE_HEADER:
+            return "corrupt"
+    return None
+
+
+def is_index_corruption(exc: BaseException) -> bool:
+    """True for Chroma's errors on a damaged database file (and the broken client such a failure leaves)."""
+    text = str(exc).lower()
+    return (
+        "malformed" in text or "not a database" in text or "(code: 11)" in text or "(code: 26)" in text
+        or (isinstance(exc, AttributeError) and "bindings" in text)
+    )
+
+
+def set_aside(chroma: Path) -> Path:
+    """Move a broken embedded index out of the way (kept for inspection; safe to delete) and forget its client."""
+    import time
+
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    # a System that failed to start stays cached for the path, half-made: every later client would reuse it
+    SharedSystemClient._identifier_to_system.pop(str(chroma), None)
+    SharedSystemClient._identifier_to_refcount.pop(str(chroma), None)
+    target = chroma.with_name(f"chroma.broken-{time.strftime('%Y%m%d-%H%M%S')}")
+    n = 1
+    while target.exists():
+        target, n = chroma.with_name(f"{target.name.split('~')[0]}~{n}"), n + 1
+    chroma.rename(target)
+    return target
+
+
+def rebuild_notice(folder: Path, problem: str, moved: Path | None) -> str:
+    what = {"missing": "is missing (chroma/chroma.sqlite3 was deleted)",
+            "corrupt": "is damaged (chroma/chroma.sqlite3 is not a readable database)"}[problem]
+    aside = f"; the broken copy was moved to {moved.name} (safe to delete)" if moved else ""
+    return (
+        f"ragmem: the vector index of the store at {folder} {what}{aside}. It is being rebuilt from the "
+        "message log, which holds every message: nothing is lost, and search is complete once it finishes"
+    )
+
+
+class IndexCorrupt(StoreError):
+    """Chroma reports its database damaged; the index is rebuilt from the log (``repair(full=True)``)."""

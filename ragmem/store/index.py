@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence, TypeVar
 
 from ..errors import EmbeddingMismatch, MissingDependency, StoreError
+from .faults import IndexCorrupt, is_index_corruption
 
 INDEX_SCHEMA = 2  # 2: a collection per session (1 was one per namespace)
 T = TypeVar("T")
@@ -129,7 +130,7 @@ class VectorIndex:
         for attempt in range(self.retries + 1):
             try:
                 return fn()
-            except (EmbeddingMismatch, MissingDependency):
+            except (EmbeddingMismatch, MissingDependency, IndexCorrupt):
                 raise
             except Exception as exc:
                 if "dimension" in str(exc).lower():
@@ -139,6 +140,11 @@ class VectorIndex:
                         "(Memory.reindex())"
                     ) from exc
                 text = str(exc).lower()
+                if is_index_corruption(exc):  # retrying cannot help: the file must be rebuilt
+                    raise IndexCorrupt(
+                        f"the vector index is damaged and could not {what} ({exc}); rebuild it from the log "
+                        "with Memory.repair(full=True) or `ragmem repair --full` (no message is lost)"
+                    ) from exc
                 if "disk is full" in text or "no space left" in text:  # retrying cannot help; never blame a server
                     raise StoreError(
                         f"the disk holding the vector index is full, so ragmem could not {what}; "
