@@ -240,3 +240,49 @@ class Consistency:
         self._refresh_due = False
         self._refreshed_at = time.monotonic()
         self.refreshes += 1
+
+
+def _model_key(namespace: str) -> str:
+    return "embedder:" + namespace
+
+
+def check_namespace_model(memory: "Memory") -> None:
+    """Refuse to add to a namespace with another embedding model than the one its vectors come from.
+
+    A namespace search compares every session's vectors with one query
+    vector: two models in one namespace would make ``scope="namespace"``
+    fail for both. The model is recorded in the log's ``meta`` on the first
+    add (``embedder:<namespace>``); a store from before the record is checked
+    against another session's collection once. One meta lookup per add.
+    """
+    from .errors import EmbeddingMismatch
+
+    mem = memory
+    name = mem.index.embedder_name
+    recorded = mem.log.meta(_model_key(mem.namespace))
+    if recorded is None:
+        for other in mem._session_names(mem.namespace):
+            if other == mem.session:
+                continue
+            try:
+                col = mem.index.collection(mem.namespace, other, create=False)
+            except EmbeddingMismatch as exc:
+                col, recorded = None, str(exc).split("embedder ", 1)[1].split(",", 1)[0].strip("'\"")
+            if col is not None:
+                recorded = (col.metadata or {}).get("embedder") or name
+            if recorded is not None:
+                break
+        if not mem.log.read_only:
+            mem.log.set_meta(_model_key(mem.namespace), recorded or name)
+    if recorded is not None and recorded != name:
+        raise EmbeddingMismatch(
+            f"namespace {mem.namespace!r} is indexed with embedding model {recorded!r}, and this Memory embeds "
+            f"with {name!r}; one namespace holds one model's vectors (a namespace search compares them). "
+            f"Open the Memory with the {recorded!r} embedder, use another namespace for {name!r}, or move the "
+            f"whole namespace to {name!r} with Memory.reindex(). Nothing was stored"
+        )
+
+
+def record_namespace_model(memory: "Memory") -> None:
+    """After a reindex: the namespace's vectors now all come from this Memory's model."""
+    memory.log.set_meta(_model_key(memory.namespace), memory.index.embedder_name)

@@ -448,6 +448,7 @@ class Memory:
         ]
         if parsed and not self._health["behind"]:
             self.index.collection(self.namespace, self.session)  # another model's store raises before any write
+            consistency.check_namespace_model(self)  # and so does another model's namespace
         stored = self._log.append(self.namespace, self.session, parsed, orphans=self.orphans)
         if self._indexer is not None:
             if stored:
@@ -747,6 +748,7 @@ class Memory:
             self._log.mark_unindexed(self.namespace)
             for name in self._session_names(self.namespace):
                 self.index.drop_session(self.namespace, name)
+            consistency.record_namespace_model(self)  # the namespace moves to this model as a whole
             msgs = [m for s in self.sessions() for m in self._log.messages(self.namespace, s.session)]
             for start in range(0, len(msgs), 2000):
                 index_messages(msgs[start : start + 2000], log=self._log, index=self.index, embedder=self.embedder)

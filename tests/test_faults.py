@@ -282,3 +282,42 @@ def test_repair_full_rebuilds_a_damaged_index_in_a_running_process(tmp_path, emb
     for text, mid in ids.items():
         assert _vector_hit(mem, text) == mid
     mem.close()
+
+
+# ----------------------------------------------------------------- a second model in one namespace
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "store-from-before-the-record"])
+def test_another_model_in_an_indexed_namespace_is_refused_at_add(tmp_path, embedder, hash_embedder, recorded):
+    a = Memory(tmp_path / "s", session="s1", embedder=embedder)
+    a.add({"role": "user", "content": "the harbour crane broke on Monday"})
+    a.close()
+    if not recorded:  # a store indexed before the model was recorded in the log
+        import sqlite3 as sql
+
+        with sql.connect(tmp_path / "s" / "log.sqlite3") as db:
+            db.execute("DELETE FROM meta WHERE key LIKE 'embedder:%'")
+    b = Memory(tmp_path / "s", session="s2", embedder=hash_embedder)
+    with pytest.raises(EmbeddingMismatch, match="all-MiniLM-L6-v2.*test-hash-embedder.*reindex") as err:
+        b.add({"role": "user", "content": "a turn embedded by another model"})
+    assert "Nothing was stored" in str(err.value)
+    assert b.log.count("default", "s2") == 0
+    # another namespace may use the other model
+    other = b.for_session("s1", namespace="tenant-b")
+    other.add({"role": "user", "content": "a turn of another namespace"})
+    b.close()
+    # and the first model's namespace search still works for both sessions' owner
+    a = Memory(tmp_path / "s", session="s1", embedder=embedder)
+    assert a.search("crane", k=1, scope="namespace")[0].message.content.startswith("the harbour crane")
+    a.close()
+
+
+def test_reindex_moves_a_namespace_to_another_model(tmp_path, embedder, hash_embedder):
+    a = Memory(tmp_path / "s", session="s1", embedder=embedder)
+    a.add({"role": "user", "content": "the harbour crane broke on Monday"})
+    a.close()
+    b = Memory(tmp_path / "s", session="s1", embedder=hash_embedder)
+    assert b.reindex() == 1
+    b.for_session("s2").add({"role": "user", "content": "now the whole namespace is on the hash model"})
+    assert {h.session for h in b.search("hash model crane", k=5, scope="namespace")} == {"s1", "s2"}
+    b.close()

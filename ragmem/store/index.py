@@ -143,7 +143,7 @@ class VectorIndex:
                 if is_index_corruption(exc):  # retrying cannot help: the file must be rebuilt
                     raise IndexCorrupt(
                         f"the vector index is damaged and could not {what} ({exc}); rebuild it from the log "
-                        "with Memory.repair(full=True) or `ragmem repair --full` (no message is lost)"
+                        "with Memory.repair(full=True); a search or prompt does it by itself (no message is lost)"
                     ) from exc
                 if "disk is full" in text or "no space left" in text:  # retrying cannot help; never blame a server
                     raise StoreError(
