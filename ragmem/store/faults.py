@@ -10,6 +10,7 @@ fix, and tell them apart from real corruption (which the open reports).
 from __future__ import annotations
 
 import errno
+import os
 import sqlite3
 from pathlib import Path
 
@@ -59,7 +60,8 @@ def resource_fault(exc: BaseException, folder: Path, doing: str) -> StoreError |
             f"the disk holding the store at {folder} is full, so ragmem could not {doing}; nothing of this "
             "call was stored and the store is intact. Free some space and retry"
         )
-    if code == SQLITE_READONLY or "readonly database" in text or getattr(exc, "errno", None) in READ_ONLY_ERRNOS:
+    cannot_create = code == SQLITE_CANTOPEN and folder.exists() and not os.access(folder, os.W_OK)
+    if cannot_create or code == SQLITE_READONLY or "readonly database" in text or getattr(exc, "errno", None) in READ_ONLY_ERRNOS:
         return ReadOnlyStore(
             f"the store at {folder} is read-only (a read-only mount, or no write permission), so ragmem could "
             f"not {doing}; nothing was changed. Searching, prompts and export work; to write, open a writable copy"
