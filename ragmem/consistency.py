@@ -8,8 +8,9 @@ committed message at once. Two things are not shared for free:
   commit and its index write (or a background-mode writer killed before its
   worker ran) leaves ``indexed=0`` rows. The repair on open indexes them, but
   a process that is already open would never look. Before each search or
-  prompt, :class:`Consistency` asks the log for its oldest unindexed row (one
-  indexed lookup). A row that is still the oldest unindexed one
+  prompt that follows another process's commit (or while rows are being
+  watched), :class:`Consistency` asks the log for its unindexed rows (an
+  indexed lookup of a few rows, at most 1,000). A row still unindexed
   :data:`ORPHAN_GRACE` seconds after this process first saw it has no live
   writer working on it (a live writer marks it indexed within milliseconds),
   so this process indexes everything pending, under ``index.lock``: of
@@ -175,7 +176,7 @@ class Consistency:
         self._version = memory.log.data_version()
         self._refresh_due = False
         self._refreshed_at = time.monotonic()
-        self._watch: tuple[int, float] | None = None  # (oldest unindexed rowid, when first seen)
+        self._seen: dict[int, float] = {}  # unindexed rowid -> when this process first saw it
         self.refreshes = 0  # how many times the embedded client was reloaded (for tests and stats)
         self.adopted = 0  # messages this process indexed for dead writers
 
@@ -192,7 +193,7 @@ class Consistency:
                     raise StoreError(_two_places(mem.path, recorded, mem._index_location()))
                 if not mem.chroma_url and not mem.log.read_only:  # a read-only store's copy never changes
                     self._refresh_due = True
-            if others_wrote or self._watch is not None:
+            if others_wrote or self._seen:
                 self._adopt_orphans()
             if self._refresh_due and mem._index_holder and time.monotonic() - self._refreshed_at >= REFRESH_INTERVAL:
                 self._refresh()
@@ -200,15 +201,9 @@ class Consistency:
     def _adopt_orphans(self) -> None:
         """Index what a dead writer left unindexed, once it has stayed so for :data:`ORPHAN_GRACE` seconds."""
         mem = self._memory
-        oldest = mem.log.oldest_unindexed()
         now = time.monotonic()
-        if oldest is None:
-            self._watch = None
-            return
-        if self._watch is None or self._watch[0] != oldest:
-            self._watch = (oldest, now)
-            return
-        if now - self._watch[1] < ORPHAN_GRACE:
+        self._seen = {row: self._seen.get(row, now) for row in mem.log.unindexed_rowids()}
+        if not self._seen or now - min(self._seen.values()) < ORPHAN_GRACE:
             return
         from filelock import FileLock, Timeout
 
@@ -225,7 +220,7 @@ class Consistency:
             with mem._lock:
                 done = mem.repair(purge=False)
             self.adopted += done["indexed"]
-            self._watch = None
+            self._seen = {}
         finally:
             lock.release()
 

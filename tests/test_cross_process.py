@@ -79,7 +79,7 @@ def test_dead_writers_leftovers_are_indexed_by_a_live_process(tmp_path, embedder
     vector_ids(reader, "lunch")
     out = run(LEAVE_UNINDEXED, str(tmp_path / "s"))
     assert out.returncode == -signal.SIGKILL, out.stderr[-2000:]
-    assert reader.log.oldest_unindexed() is not None
+    assert reader.log.unindexed_rowids()
     t0 = time.monotonic()
     assert "orphan" not in vector_ids(reader, "harbour crane")  # first seen: a live writer may be on it
     while "orphan" not in vector_ids(reader, "harbour crane"):
@@ -87,7 +87,7 @@ def test_dead_writers_leftovers_are_indexed_by_a_live_process(tmp_path, embedder
         time.sleep(0.2)
     assert time.monotonic() - t0 >= ORPHAN_GRACE - 0.01
     assert reader._consistency.adopted == 1
-    assert reader.log.oldest_unindexed() is None
+    assert reader.log.unindexed_rowids() == []
     # the search the user runs finds it as a vector hit too
     assert reader.search("harbour crane", k=1)[0].message.id == "orphan"
     reader.close()
@@ -126,6 +126,7 @@ def _writer(store: Path, name: str, mode: str, acked: dict[str, tuple[float, str
     assert p.returncode == -signal.SIGKILL
 
 
+@pytest.mark.slow  # ~30 s idle (four writer processes load the model), more on a busy machine
 def test_soak_long_lived_reader_beside_killed_writers(tmp_path, embedder):
     """Writers (sync and background indexing) are SIGKILLed at random points while one long-lived reader
     polls: it finds every acknowledged message by vector search within the documented bound."""
@@ -135,43 +136,53 @@ def test_soak_long_lived_reader_beside_killed_writers(tmp_path, embedder):
     vector_ids(reader, "opened")
     rng = random.Random(7)
     acked: dict[str, tuple[float, str]] = {}
-    found_at: dict[str, float] = {}
+    reads: dict[str, list[tuple[float, bool]]] = {}  # message id -> (start of a reader's read, was it a hit)
     plan = [("a", "sync"), ("b", "background"), ("c", "background"), ("d", "sync")]
     # two writers at a time, so the reader sees the index change under it while others are alive
-    threads = [threading.Thread(target=_writer, args=(store, name, mode, acked, rng.uniform(0.8, 2.5)))
+    threads = [threading.Thread(target=_writer, args=(store, name, mode, acked, rng.uniform(1.5, 3.0)))
                for name, mode in plan]
-    # the bound: a message acknowledged at t is a vector hit in every read starting REFRESH_INTERVAL later
-    # (the writer indexed it), or ORPHAN_GRACE after a read saw it unindexed (the writer died first);
-    # the reader polls every ~0.3 s, which adds one poll and one read's own time
-    bound = max(REFRESH_INTERVAL, ORPHAN_GRACE) + 3.0
+    # The documented bound, per message: every read that starts REFRESH_INTERVAL after its acknowledgement
+    # finds it (its writer indexed it), or ORPHAN_GRACE after an earlier read of this process saw it
+    # unindexed (its writer died first). Measured from read starts, so a slow machine cannot fail it.
+    bound = max(REFRESH_INTERVAL, ORPHAN_GRACE)
     started = time.monotonic()
 
+    def found(mid: str) -> bool:
+        return any(hit for _, hit in reads.get(mid, []))
+
     def poll() -> None:
-        for mid in [m for m in list(acked) if m not in found_at]:
-            text = reader.log.get(mid).content
-            if mid in vector_ids(reader, text):
-                found_at[mid] = time.time()
+        for mid in [m for m in list(acked) if not found(m)]:
+            t = time.time()
+            reads.setdefault(mid, []).append((t, mid in vector_ids(reader, reader.log.get(mid).content)))
 
     for pair in (threads[0:2], threads[2:4]):
         for t in pair:
             t.start()
         while any(t.is_alive() for t in pair):
             poll()
-            time.sleep(0.3)
-    deadline = time.time() + bound
-    while len(found_at) < len(acked) and time.time() < deadline:
+            time.sleep(0.2)
+    deadline = time.time() + bound + 5
+    while not all(found(m) for m in acked) and time.time() < deadline:
         poll()
-        time.sleep(0.3)
-    missing = sorted(set(acked) - set(found_at))
+        time.sleep(0.2)
+    missing = sorted(m for m in acked if not found(m))
     assert not missing, f"{len(missing)} of {len(acked)} acknowledged messages never became vector hits: {missing[:5]}"
-    late = {m: round(found_at[m] - acked[m][0], 2) for m in acked if found_at[m] - acked[m][0] > bound}
-    assert not late, late
-    assert len(acked) >= 20, "the writers barely wrote before being killed"
+    late = {}
+    for mid, (acked_at, mode) in acked.items():
+        first = reads[mid][0][0]  # the reader's first read of it, after the ACK
+        # a sync writer indexed it before acknowledging; a background one may have died before its worker ran
+        due = acked_at + REFRESH_INTERVAL if mode == "sync" else first + ORPHAN_GRACE
+        misses = [round(t - acked_at, 2) for t, hit in reads[mid] if t >= due + 0.05 and not hit]
+        if misses:
+            late[mid] = misses
+    assert not late, f"reads past the bound missed these (seconds after the ACK): {late}"
+    worst = {m: next(t for t, hit in reads[m] if hit) - acked[m][0] for m in acked}
+    assert len(acked) >= 12, "the writers barely wrote before being killed"
     assert {mode for _, mode in acked.values()} == {"sync", "background"}
     # every acknowledged message is stored once, verbatim
     ids = [m.id for m in reader.messages()]
     assert len(ids) == len(set(ids)) and set(acked) <= set(ids)
-    print(f"soak: {len(acked)} acked, worst delay {max(found_at[m] - acked[m][0] for m in acked):.2f} s, "
+    print(f"soak: {len(acked)} acked, worst delay {max(worst.values()):.2f} s, "
           f"refreshes {reader._consistency.refreshes}, adopted {reader._consistency.adopted}, "
           f"{time.monotonic() - started:.1f} s")
     reader.close()

@@ -656,7 +656,7 @@ class MessageLog:
         """SQLite's ``PRAGMA data_version`` of this connection: it changes when another connection commits."""
         return int(self._rows("PRAGMA data_version")[0][0])
 
-    def oldest_unindexed(self) -> int | None:
-        """The rowid of the oldest live message not yet in the vector index, or None (an indexed lookup)."""
-        row = self._rows("SELECT MIN(rowid) FROM messages WHERE indexed=0 AND deleted=0")
-        return row[0][0] if row else None
+    def unindexed_rowids(self, limit: int = 1000) -> list[int]:
+        """Rowids of live messages not yet in the vector index, oldest first (an indexed lookup; few rows)."""
+        rows = self._rows("SELECT rowid FROM messages WHERE indexed=0 AND deleted=0 ORDER BY rowid LIMIT ?", (limit,))
+        return [r[0] for r in rows]
