@@ -266,11 +266,11 @@ class Memory:
             self._log.mark_unindexed(ns)
         self._health["behind"] = True
 
-    def _set_damaged_index_aside(self) -> None:
+    def _set_damaged_index_aside(self, exc: IndexCorrupt) -> None:
         """Chroma reported damage while in use: set the index aside and flag everything for re-indexing."""
         with self._lock:
-            if self.chroma_url:
-                raise  # a server's damage is the server's to fix; there is nothing to set aside here
+            if self.chroma_url or self._log.read_only:
+                raise exc  # a server's damage is the server's to fix; there is nothing to set aside here
             if self._index_holder:
                 self._index_holder.pop()
             with opening_lock(self.path, name=CHROMA_LOCK_FILE):
@@ -280,10 +280,8 @@ class Memory:
         """Run an index read; if Chroma reports its database damaged, rebuild the index from the log, read again."""
         try:
             return read()
-        except IndexCorrupt:
-            if self.chroma_url or self._log.read_only:
-                raise
-            self._set_damaged_index_aside()
+        except IndexCorrupt as exc:
+            self._set_damaged_index_aside(exc)
             self._catch_up()
             return read()
 
@@ -316,8 +314,8 @@ class Memory:
             try:  # a damaged embedded index is found here at the latest, and rebuilt below
                 for ns in self._log.namespaces():
                     self.index.count(ns, self._session_names(ns))
-            except IndexCorrupt:
-                self._set_damaged_index_aside()
+            except IndexCorrupt as exc:
+                self._set_damaged_index_aside(exc)
         if purge and self._log.forgets_pending():
             done["purged"] = self.finish_forgets()
         if full:

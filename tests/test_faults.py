@@ -144,7 +144,7 @@ def test_cli_on_a_really_full_disk_says_disk_full_not_unreadable(tmpfs, tmp_path
     mem.add({"role": "user", "content": "the pool size is 20"})
     mem.close()
     history = tmp_path / "h.jsonl"
-    history.write_text("\n".join(json_line(i) for i in range(200)))
+    history.write_text("\n".join(json_line(i) for i in range(30)))
     filler = _fill(tmpfs)
     status, out, err = run("--store", str(store), "ingest", str(history))
     assert status == 1, (out, err)
@@ -154,7 +154,7 @@ def test_cli_on_a_really_full_disk_says_disk_full_not_unreadable(tmpfs, tmp_path
     status, out, err = run("--store", str(store), "ingest", str(history))
     assert status == 0, err
     again = Memory(store, embedder=embedder)
-    assert again.log.count() == 201 and again.get(again.messages()[0].id).content == "the pool size is 20"
+    assert again.log.count() == 31 and again.get(again.messages()[0].id).content == "the pool size is 20"
     again.close()
 
 
