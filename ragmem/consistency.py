@@ -143,6 +143,9 @@ class LocationLock:
             os.close(self._fd)
             self._fd = None
 
+    def __del__(self) -> None:  # a Memory dropped without close() must not hold the lock (or a descriptor) forever
+        self.release()
+
 
 def check_location(memory: "Memory") -> LocationLock:
     """Refuse to open a store another live process indexes elsewhere; hold this location's lock."""
