@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Sequence, get_args
 
+from . import consistency
 from .assemble import STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline
 from .embed import Embedder, default_embedder
 from . import validate
@@ -29,6 +30,9 @@ from .recall import (
     Hit, companions, diversify, embed_query, lexical_filters, retrieve_units, search_candidates,
 )
 from .store import MessageLog, VectorIndex, make_client
+from .store.faults import (
+    IndexCorrupt, IndexRebuilt, embedded_index_problem, is_index_corruption, read_only_chroma, rebuild_notice, set_aside,
+)
 from .store.index import INDEX_SCHEMA
 from .store.locking import CHROMA_LOCK_FILE, opening_lock
 from .summary import ExtractiveSummarizer, Summarizer
@@ -150,6 +154,7 @@ class Memory:
             self._lock = _shared._lock
             self._health = _shared._health
             self._indexer = _shared._indexer
+            self._consistency, self._location_lock = _shared._consistency, None
             return
         self.path = Path(path or os.environ.get("RAGMEM_STORE") or DEFAULT_PATH)
         self.chroma_url = chroma_url
@@ -164,14 +169,23 @@ class Memory:
         self._lock = threading.RLock()
         # "behind": an index write failed, so the log holds messages the index lacks (shared by views)
         self._health = {"behind": False}
+        # one store folder, one vector index at a time: refused while a live process indexes it elsewhere
+        self._location_lock = consistency.check_location(self)
         #: what the repair on open did ({"purged": ..., "indexed": ..., ...}), for tools that report it
-        self.repaired = self.repair(full=self._index_moved(), purge=False)
+        # a deleted or damaged embedded index is set aside and rebuilt from the log, saying so
+        broken = self._check_embedded_index()
+        # a read-only store (a read-only mount) is searched as it is: nothing can be repaired there
+        self.repaired = {} if self._log.read_only else self.repair(full=self._index_moved() or broken, purge=False)
+        if broken:
+            self.repaired["rebuilt"] = 1
         # forgets left pending (a forget(wait=False), or a purge cut short) are finished by the first
         # search or prompt, not here: opening must stay cheap for commands that never touch the index
-        self._health["purge"] = self._log.forgets_pending()
+        self._health["purge"] = self._log.forgets_pending() and not self._log.read_only
         # index="background": add() returns once the message is durable in the log; a worker embeds
         # behind it in batches, and every read that needs the index flushes first (see flush()).
         self._indexer = _Indexer(self) if index == "background" else None
+        # what other processes wrote (vectors, leftovers of dead writers), checked before each index read
+        self._consistency = consistency.Consistency(self)
 
     # -- wiring ----------------------------------------------------------------
     @property
@@ -194,9 +208,17 @@ class Memory:
             if not self._index_holder:
                 if self.chroma_url:
                     client = make_client(url=self.chroma_url)
+                elif self._log.read_only:  # Chroma cannot read a folder it cannot write: search a copy
+                    client = read_only_chroma(self.path / "chroma")
                 else:  # embedded Chroma migrates its database on first open: openers take turns
                     with opening_lock(self.path, name=CHROMA_LOCK_FILE):
-                        client = make_client(path=str(self.path / "chroma"))
+                        try:
+                            client = make_client(path=str(self.path / "chroma"))
+                        except Exception as exc:  # damage the look at open could not see: rebuild too
+                            if not is_index_corruption(exc):
+                                raise
+                            self._index_broken("corrupt", set_aside(self.path / "chroma"))
+                            client = make_client(path=str(self.path / "chroma"))
                 name = getattr(self._embedder, "name", None) or "all-MiniLM-L6-v2"
                 store_id = self._log.store_id if self.chroma_url else None  # a server may hold many stores
                 self._index_holder.append(VectorIndex(client, name, store_id=store_id))
@@ -227,6 +249,48 @@ class Memory:
         # the layout version is part of the location: a store indexed with another layout is re-indexed on open
         return f"{'server:' + self.chroma_url if self.chroma_url else 'embedded'};layout={INDEX_SCHEMA}"
 
+    def _check_embedded_index(self) -> bool:
+        """Look (cheaply) for a deleted or damaged embedded index at open; set it aside to be rebuilt."""
+        if self.chroma_url or self._log.read_only or not self._log.count():
+            return False
+        chroma = self.path / "chroma"
+        if embedded_index_problem(chroma) is None:
+            return False
+        with opening_lock(self.path, name=CHROMA_LOCK_FILE):
+            problem = embedded_index_problem(chroma)  # another opener may have rebuilt it meanwhile
+            if problem is None:
+                return False
+            self._index_broken(problem, set_aside(chroma))
+        return True
+
+    def _index_broken(self, problem: str, moved: Path | None) -> None:
+        """Say that the index is rebuilt, and flag every message for it (the next repair or read indexes them)."""
+        import warnings
+
+        warnings.warn(rebuild_notice(self.path, problem, moved), IndexRebuilt, stacklevel=3)
+        for ns in self._log.namespaces():
+            self._log.mark_unindexed(ns)
+        self._health["behind"] = True
+
+    def _set_damaged_index_aside(self, exc: IndexCorrupt) -> None:
+        """Chroma reported damage while in use: set the index aside and flag everything for re-indexing."""
+        with self._lock:
+            if self.chroma_url or self._log.read_only:
+                raise exc  # a server's damage is the server's to fix; there is nothing to set aside here
+            if self._index_holder:
+                self._index_holder.pop()
+            with opening_lock(self.path, name=CHROMA_LOCK_FILE):
+                self._index_broken("corrupt", set_aside(self.path / "chroma"))
+
+    def _rebuilding_if_damaged(self, read):
+        """Run an index read; if Chroma reports its database damaged, rebuild the index from the log, read again."""
+        try:
+            return read()
+        except IndexCorrupt as exc:
+            self._set_damaged_index_aside(exc)
+            self._catch_up()
+            return read()
+
     def _index_moved(self) -> bool:
         """True when the index may not be the one the log's ``indexed`` flags describe.
 
@@ -252,6 +316,12 @@ class Memory:
         (opening uses it: the purge needs the index, which model-free commands never open).
         """
         done = {"purged": 0, "indexed": 0, "dropped": 0}
+        if full:
+            try:  # a damaged embedded index is found here at the latest, and rebuilt below
+                for ns in self._log.namespaces():
+                    self.index.count(ns, self._session_names(ns))
+            except IndexCorrupt as exc:
+                self._set_damaged_index_aside(exc)
         if purge and self._log.forgets_pending():
             done["purged"] = self.finish_forgets()
         if full:
@@ -289,6 +359,9 @@ class Memory:
         Runs before every read that needs the index, so search and recall never
         miss a stored turn.
         """
+        if not self._index_holder and not self._log.read_only:
+            self.index  # open it first: damage found now (IndexRebuilt) is repaired by this very catch-up
+        self._consistency.before_read()
         if self._health.get("purge"):
             self.finish_forgets()
         if self._health["behind"] or (self._indexer is not None and self._log.has_pending_index()):
@@ -309,6 +382,10 @@ class Memory:
                 self.flush()
             except Exception:  # the index is down: the log has everything, the next open indexes it
                 pass
+        if self._location_lock is not None:  # the owner, not a session view: release what it opened
+            self._location_lock.release()
+            if self._index_holder:  # a Chroma server's HTTP pool, or this process's share of embedded Chroma
+                self._index_holder.pop().close()
         self._log.close()
 
     def __enter__(self) -> "Memory":
@@ -378,6 +455,7 @@ class Memory:
         ]
         if parsed and not self._health["behind"]:
             self.index.collection(self.namespace, self.session)  # another model's store raises before any write
+            consistency.check_namespace_model(self)  # and so does another model's namespace
         stored = self._log.append(self.namespace, self.session, parsed, orphans=self.orphans)
         if self._indexer is not None:
             if stored:
@@ -485,11 +563,11 @@ class Memory:
         clause = build_where(role=role, since=since, until=until, where=dict(where or {}))
         self._catch_up()
         vec = embed_query(self.embedder, query)
-        cands = search_candidates(
+        cands = self._rebuilding_if_damaged(lambda: search_candidates(
             text=query, vector=vec, log=self._log, index=self.index, namespace=self.namespace,
             session=self.session if scope == "session" else None, n=3 * k, where=clause,
             filters=lexical_filters(role=role, since=since, until=until, where=where),
-        )[:k]
+        ))[:k]
         found = self._log.get_many(self.namespace, [c.message_id for c in cands])
         return [
             Hit(found[c.message_id], c.score, found[c.message_id].session, found[c.message_id].namespace,
@@ -520,7 +598,8 @@ class Memory:
             return text
         text = self.summarizer.summarize(text, units)
         covers = covers + [mid for u in units for mid in u.message_ids]
-        self._log.set_summary(self.namespace, self.session, text, units[-1].last_seq, covers)
+        if not self._log.read_only:  # a read-only store still gets its summary, just not cached
+            self._log.set_summary(self.namespace, self.session, text, units[-1].last_seq, covers)
         return text
 
     def prompt(
@@ -614,10 +693,10 @@ class Memory:
             vec = embed_query(self.embedder, text)
             timings["embed"] = time.perf_counter() - t
             t = time.perf_counter()
-            recalled = retrieve_units(
+            recalled = self._rebuilding_if_damaged(lambda: retrieve_units(
                 vec, log=self._log, index=self.index, namespace=self.namespace, session=self.session,
                 k=k + len(window_units), text=text,
-            )
+            ))
             recalled = diversify([(u, score) for u, score in recalled if u.id not in skip][: k + len(window_units)])
             beside = companions(self._log, [u for u, _ in recalled], namespace=self.namespace,
                                 session=self.session, before_seq=tail[0].seq)
@@ -704,6 +783,7 @@ class Memory:
             self._log.mark_unindexed(self.namespace)
             for name in self._session_names(self.namespace):
                 self.index.drop_session(self.namespace, name)
+            consistency.record_namespace_model(self)  # the namespace moves to this model as a whole
             msgs = [m for s in self.sessions() for m in self._log.messages(self.namespace, s.session)]
             for start in range(0, len(msgs), 2000):
                 index_messages(msgs[start : start + 2000], log=self._log, index=self.index, embedder=self.embedder)

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence, TypeVar
 
 from ..errors import EmbeddingMismatch, MissingDependency, StoreError
+from .faults import IndexCorrupt, is_index_corruption
 
 # 3: injective collection names (a JSON key, not a NUL join) and chunk ids "<id>#<n>" for every chunk;
 # 2: a collection per session; 1: one per namespace. A store indexed with an older layout is re-indexed on open.
@@ -77,8 +79,15 @@ def message_of_chunk(chunk: str) -> str:
 
 
 
+#: One Chroma HTTP client per server URL, shared by every Memory of the process. Each HttpClient builds a
+#: System and an HTTP connection pool that chromadb never closes (2 descriptors and ~1.7 MB per Memory
+#: opened and closed); one per URL keeps a process's handles bounded however often stores are opened.
+_SERVER_CLIENTS: dict[str, Any] = {}
+_SERVER_CLIENTS_LOCK = threading.Lock()
+
+
 def make_client(path: str | None = None, url: str | None = None):
-    """A Chroma client: embedded in ``path``, or a server at ``url`` (``http://host:port``)."""
+    """A Chroma client: embedded in ``path``, or a server at ``url`` (``http://host:port``, shared per URL)."""
     try:
         import chromadb
         from chromadb.config import Settings
@@ -89,12 +98,19 @@ def make_client(path: str | None = None, url: str | None = None):
         from urllib.parse import urlparse
 
         u = urlparse(url if "://" in url else f"http://{url}")
-        try:
-            return chromadb.HttpClient(
-                host=u.hostname or "127.0.0.1", port=u.port or 8000, ssl=u.scheme == "https", settings=settings
-            )
-        except Exception as exc:
-            raise StoreError(f"cannot reach the Chroma server at {url} ({exc}); is `chroma run` up?") from exc
+        key = f"{u.scheme or 'http'}://{u.hostname}:{u.port or 8000}"
+        with _SERVER_CLIENTS_LOCK:
+            if key in _SERVER_CLIENTS:
+                return _SERVER_CLIENTS[key]
+            try:
+                client = chromadb.HttpClient(
+                    host=u.hostname or "127.0.0.1", port=u.port or 8000, ssl=u.scheme == "https", settings=settings
+                )
+            except Exception as exc:
+                raise StoreError(f"cannot reach the Chroma server at {url} ({exc}); is `chroma run` up?") from exc
+            client._ragmem_shared = True  # VectorIndex.close() leaves it open for the next Memory
+            _SERVER_CLIENTS[key] = client
+            return client
     return chromadb.PersistentClient(path=str(path), settings=settings)
 
 
@@ -111,6 +127,18 @@ class VectorIndex:
         self.retry_delay = retry_delay
         self._collections: dict[str, Any] = {}
 
+    def reset_client(self, client) -> None:
+        """Use another Chroma client from now on (a fresh embedded one that sees other processes' writes)."""
+        self._collections = {}
+        self.client = client
+
+    def close(self) -> None:
+        """Release this index's share of the embedded Chroma (a server's client is shared per URL and stays)."""
+        self._collections = {}
+        close = getattr(self.client, "close", None)
+        if close is not None and not getattr(self.client, "_ragmem_shared", False):
+            close()
+
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         """Run a Chroma call, retrying transient faults (a restarting server); all our writes are upserts.
 
@@ -121,7 +149,7 @@ class VectorIndex:
         for attempt in range(self.retries + 1):
             try:
                 return fn()
-            except (EmbeddingMismatch, MissingDependency):
+            except (EmbeddingMismatch, MissingDependency, IndexCorrupt):
                 raise
             except Exception as exc:
                 if "dimension" in str(exc).lower():
@@ -129,6 +157,17 @@ class VectorIndex:
                         f"the vector index rejects these vectors ({exc}); the store was built with another "
                         "embedding model. Open it with the model it was built with, or rebuild the index "
                         "(Memory.reindex())"
+                    ) from exc
+                text = str(exc).lower()
+                if is_index_corruption(exc):  # retrying cannot help: the file must be rebuilt
+                    raise IndexCorrupt(
+                        f"the vector index is damaged and could not {what} ({exc}); rebuild it from the log "
+                        "with Memory.repair(full=True); a search or prompt does it by itself (no message is lost)"
+                    ) from exc
+                if "disk is full" in text or "no space left" in text:  # retrying cannot help; never blame a server
+                    raise StoreError(
+                        f"the disk holding the vector index is full, so ragmem could not {what}; "
+                        "free some space and retry"
                     ) from exc
                 if isinstance(exc, (ValueError, TypeError)) or _rejected(exc):
                     raise

@@ -9,6 +9,7 @@ while opening; reads and writes afterwards are serialised by SQLite itself.
 
 from __future__ import annotations
 
+import errno
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -34,7 +35,10 @@ def opening_lock(folder: Path, timeout: float = 120.0, name: str = LOCK_FILE) ->
     try:
         lock = FileLock(str(folder / name), timeout=timeout)
         lock.acquire()
-    except PermissionError:
+    except OSError as exc:
+        # PermissionError, or EROFS on a read-only mount (root is refused there too)
+        if not isinstance(exc, PermissionError) and exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
         yield
         return
     except Timeout as exc:

@@ -26,7 +26,9 @@ message ids takes the namespace first, and reads and writes only inside it
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -35,8 +37,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal
 
-from ..errors import InvalidMessage, OrphanToolResult, StoreError
+from ..errors import InvalidMessage, OrphanToolResult, SchemaVersionError, StoreError
 from ..messages import Message, message_from_record
+from .faults import is_corrupt, open_read_only, resource_fault
 from .index import message_of_chunk
 from .locking import opening_lock
 from .migrations import SCHEMA_VERSION, migrate
@@ -75,21 +78,31 @@ class MessageLog:
         self._df_total = 0
         self._df_at = float("-inf")
         self._df_written = 0
+        #: True when the folder cannot be written (a read-only mount): reads work, writes raise ReadOnlyStore
+        self.read_only = self.path.exists() and not os.access(self.folder, os.W_OK)
         try:
-            # Switching to WAL and creating the schema take locks SQLite's busy timeout does not always
-            # wait for: openers of one store (threads or processes) take turns here.
-            with opening_lock(self.folder):
-                self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=FULL")  # add() returns only once the turn is on disk
-                migrate(self._db, where=f"the message log {self.path}")
-                # names this store's collections on a shared Chroma server
-                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)", (uuid.uuid4().hex,))
+            if self.read_only:
+                self._db = open_read_only(self.path)
+                self._check_read_only_schema()
+            else:
+                # Switching to WAL and creating the schema take locks SQLite's busy timeout does not always
+                # wait for: openers of one store (threads or processes) take turns here.
+                with opening_lock(self.folder):
+                    self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                    self._db.execute("PRAGMA synchronous=FULL")  # add() returns only once the turn is on disk
+                    migrate(self._db, where=f"the message log {self.path}")
+                    # names this store's collections on a shared Chroma server
+                    self._db.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)", (uuid.uuid4().hex,))
         except StoreError:  # a newer schema, or a migration that failed (and was rolled back)
             self._close_quietly()
             raise
         except sqlite3.DatabaseError as exc:
             self._close_quietly()
+            # a full disk or an I/O fault is not a broken store: never advise throwing it away for those
+            fault = None if is_corrupt(exc) else resource_fault(exc, self.folder, "open the store")
+            if fault is not None:
+                raise fault from exc
             raise StoreError(
                 f"the message log {self.path} is unreadable ({exc}); restore it from a backup "
                 "or move the folder aside and start a new store"
@@ -105,14 +118,23 @@ class MessageLog:
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; BEGIN IMMEDIATE so sequence numbers are assigned under the write lock."""
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            if self.read_only:
+                raise resource_fault(OSError(errno.EROFS, "read-only"), self.folder, "write to it")  # type: ignore[misc]
             try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    if self._db.in_transaction:  # a failed COMMIT (a full disk) leaves it open
+                        self._db.execute("ROLLBACK")
+                    raise
+            except sqlite3.OperationalError as exc:
+                # a full disk or an I/O fault: rolled back, the store is intact; say so instead of a raw error
+                fault = resource_fault(exc, self.folder, "write to it")
+                if fault is not None:
+                    raise fault from exc
                 raise
-            else:
-                self._db.execute("COMMIT")
 
     def _rows(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]:
         with self._lock:
@@ -126,6 +148,21 @@ class MessageLog:
             part = values[start : start + 500]
             rows += self._rows(sql.format(marks=",".join("?" * len(part))), [*args, *part])
         return rows
+
+    def _check_read_only_schema(self) -> None:
+        """A read-only store is read as it is: it must already be at this ragmem's schema (no migration can run)."""
+        row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        seen = int(row[0]) if row is not None else 0
+        if seen > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"the store at {self.folder} has schema version {seen}, newer than this ragmem "
+                f"understands ({SCHEMA_VERSION}); upgrade ragmem (pip install -U ragmem)"
+            )
+        if seen < SCHEMA_VERSION:
+            raise StoreError(
+                f"the store at {self.folder} has schema version {seen} and needs migrating to "
+                f"{SCHEMA_VERSION}, but its folder is read-only; open it once where it can be written"
+            )
 
     def close(self) -> None:
         with self._lock:
@@ -614,3 +651,13 @@ class MessageLog:
                 "INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?)",
                 (namespace, session, text, upto_seq, json.dumps(covers)),
             )
+
+    # -- watching other processes (see ragmem.consistency) ---------------------
+    def data_version(self) -> int:
+        """SQLite's ``PRAGMA data_version`` of this connection: it changes when another connection commits."""
+        return int(self._rows("PRAGMA data_version")[0][0])
+
+    def unindexed_rowids(self, limit: int = 1000) -> list[int]:
+        """Rowids of live messages not yet in the vector index, oldest first (an indexed lookup; few rows)."""
+        rows = self._rows("SELECT rowid FROM messages WHERE indexed=0 AND deleted=0 ORDER BY rowid LIMIT ?", (limit,))
+        return [r[0] for r in rows]

@@ -1,0 +1,196 @@
+"""What SQLite's resource faults mean for the user: a full disk, an I/O error, a read-only store.
+
+SQLite reports them as a bare ``OperationalError`` ("database or disk is
+full"), which a user may read as a broken store. None of them damages the log:
+SQLite rolls the transaction back, so the store is as it was before the call.
+These helpers turn them into a :class:`StoreError` that says so and names the
+fix, and tell them apart from real corruption (which the open reports).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+from pathlib import Path
+
+from ..errors import StoreError
+
+# SQLite's primary result codes (the low byte of an extended code)
+SQLITE_READONLY = 8
+SQLITE_IOERR = 10
+SQLITE_CORRUPT = 11
+SQLITE_FULL = 13
+SQLITE_CANTOPEN = 14
+SQLITE_NOTADB = 26
+
+#: errno values that mean a folder or file cannot be written: a read-only mount, or no permission.
+READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+class ReadOnlyStore(StoreError):
+    """The store folder cannot be written (a read-only mount or no permission); reading it works."""
+
+
+def _code(exc: BaseException) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
+
+
+def is_corrupt(exc: BaseException) -> bool:
+    """True when SQLite says the file itself is damaged or not a database (not a full disk or an I/O fault)."""
+    code = _code(exc)
+    if code is not None:
+        return code in (SQLITE_CORRUPT, SQLITE_NOTADB)
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text
+
+
+def resource_fault(exc: BaseException, folder: Path, doing: str) -> StoreError | None:
+    """A clear :class:`StoreError` for a full disk, an I/O error or a read-only store, or None for other errors.
+
+    ``doing`` names the operation for the message ("add these messages").
+    """
+    code = _code(exc)
+    text = str(exc).lower()
+    io_error = code == SQLITE_IOERR or "disk i/o error" in text
+    full = code == SQLITE_FULL or "disk is full" in text or getattr(exc, "errno", None) == errno.ENOSPC
+    if full or (io_error and _no_space(folder)):  # SQLite reports a full disk as an I/O error when the WAL grows
+        return StoreError(
+            f"the disk holding the store at {folder} is full, so ragmem could not {doing}; nothing of this "
+            "call was stored and the store is intact. Free some space and retry"
+        )
+    cannot_create = code == SQLITE_CANTOPEN and folder.exists() and not os.access(folder, os.W_OK)
+    if cannot_create or code == SQLITE_READONLY or "readonly database" in text or getattr(exc, "errno", None) in READ_ONLY_ERRNOS:
+        return ReadOnlyStore(
+            f"the store at {folder} is read-only (a read-only mount, or no write permission), so ragmem could "
+            f"not {doing}; nothing was changed. Searching, prompts and export work; to write, open a writable copy"
+        )
+    if io_error:
+        return StoreError(
+            f"the disk reported an I/O error ({exc}) while ragmem tried to {doing} (the store at {folder}); "
+            "nothing of this call was stored. Check the disk (free space, the mount, dmesg) and retry"
+        )
+    return None
+
+
+#: Free bytes under which an I/O error is taken for a full disk.
+LOW_SPACE = 1 << 20
+
+
+def _no_space(folder: Path) -> bool:
+    import shutil
+
+    try:
+        return shutil.disk_usage(folder).free < LOW_SPACE
+    except OSError:
+        return False
+
+
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection to a log in a folder that cannot be written (a read-only mount).
+
+    A WAL database normally needs its ``-shm`` file writable; on a read-only
+    mount nobody can be writing, so ``immutable=1`` reads the file as it is
+    (a ``-wal`` left by a crash is then not seen: the open says so).
+    """
+    if Path(f"{path}-wal").exists() and Path(f"{path}-wal").stat().st_size > 0:
+        try:
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False, isolation_level=None)
+            db.execute("SELECT 1 FROM meta LIMIT 1")
+            return db
+        except sqlite3.OperationalError as exc:
+            raise StoreError(
+                f"the store at {path.parent} is read-only and its log has unfinished writes "
+                f"({path.name}-wal) that cannot be read without writing; open it once on a writable "
+                "copy of the folder (that finishes them), then it reads anywhere"
+            ) from exc
+    return sqlite3.connect(f"file:{path}?immutable=1", uri=True, check_same_thread=False, isolation_level=None)
+
+
+def read_only_chroma(folder: Path):
+    """An embedded Chroma client over a private temporary copy of ``folder`` (a read-only store's index).
+
+    Chroma writes to its own database even to read it, so a store on a
+    read-only mount is searched through a copy; the copy is deleted when the
+    client is garbage-collected (the Memory is closed or dropped).
+    """
+    import shutil
+    import tempfile
+
+    from .index import make_client
+
+    tmp = tempfile.TemporaryDirectory(prefix="ragmem-ro-")
+    target = Path(tmp.name) / "chroma"
+    if folder.exists():
+        shutil.copytree(folder, target)
+    client = make_client(path=str(target))
+    client._ragmem_tmp = tmp  # lives as long as the client
+    return client
+
+
+# ----------------------------------------------------------------- a lost or damaged embedded index
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+class IndexRebuilt(UserWarning):
+    """The embedded vector index was missing or damaged and is rebuilt from the log (nothing is lost)."""
+
+
+def embedded_index_problem(chroma: Path) -> str | None:
+    """What is wrong with an embedded Chroma folder that should hold vectors: a cheap look at its database file.
+
+    ``"missing"`` when ``chroma.sqlite3`` is gone or empty, ``"corrupt"`` when
+    it is not a SQLite file; None when it looks sound (damage deeper inside is
+    caught when Chroma opens it, see :func:`is_index_corruption`).
+    """
+    db = chroma / "chroma.sqlite3"
+    if not chroma.exists():
+        return None  # never made, or removed whole: the open's location check already rebuilds it
+    if not db.exists() or db.stat().st_size == 0:
+        return "missing"
+    with open(db, "rb") as f:
+        if f.read(16) != _SQLITE_HEADER:
+            return "corrupt"
+    return None
+
+
+def is_index_corruption(exc: BaseException) -> bool:
+    """True for Chroma's errors on a damaged database file (and the broken client such a failure leaves)."""
+    text = str(exc).lower()
+    return (
+        "malformed" in text or "not a database" in text or "(code: 11)" in text or "(code: 26)" in text
+        or (isinstance(exc, AttributeError) and "bindings" in text)
+    )
+
+
+def set_aside(chroma: Path) -> Path:
+    """Move a broken embedded index out of the way (kept for inspection; safe to delete) and forget its client."""
+    import time
+
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    # a System that failed to start stays cached for the path, half-made: every later client would reuse it
+    SharedSystemClient._identifier_to_system.pop(str(chroma), None)
+    SharedSystemClient._identifier_to_refcount.pop(str(chroma), None)
+    target = chroma.with_name(f"chroma.broken-{time.strftime('%Y%m%d-%H%M%S')}")
+    n = 1
+    while target.exists():
+        target, n = chroma.with_name(f"{target.name.split('~')[0]}~{n}"), n + 1
+    chroma.rename(target)
+    return target
+
+
+def rebuild_notice(folder: Path, problem: str, moved: Path | None) -> str:
+    what = {"missing": "is missing (chroma/chroma.sqlite3 was deleted)",
+            "corrupt": "is damaged (chroma/chroma.sqlite3 is not a readable database)"}[problem]
+    aside = f"; the broken copy was moved to {moved.name} (safe to delete)" if moved else ""
+    return (
+        f"ragmem: the vector index of the store at {folder} {what}{aside}. It is being rebuilt from the "
+        "message log, which holds every message: nothing is lost, and search is complete once it finishes"
+    )
+
+
+class IndexCorrupt(StoreError):
+    """Chroma reports its database damaged; the index is rebuilt from the log (``repair(full=True)``)."""
