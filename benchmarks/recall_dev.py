@@ -105,7 +105,7 @@ def run(configs: list[str], cache: Path, relex: bool, limit: int | None) -> dict
                 for q in qs:
                     ev = set(q.evidence_ids)
                     ids = list(dict.fromkeys(h.message.id for h in mem.search(q.question, k=max(KS))))
-                    rec = {"cat": q.category, **{f"@{k}": len(ev & set(ids[:k])) / len(ev) for k in KS}}
+                    rec = {"cat": q.category, "half": half(conv.sample), **{f"@{k}": len(ev & set(ids[:k])) / len(ev) for k in KS}}
                     t = time.perf_counter()
                     ctx = mem.prompt(q.question, budget=BUDGET, **args)
                     lat[name].append(time.perf_counter() - t)
@@ -119,6 +119,25 @@ def run(configs: list[str], cache: Path, relex: bool, limit: int | None) -> dict
                 setattr(*setting(k), v)
             mem.close()
     return {"per": per, "latency": lat}
+
+
+#: The tuning half of the five shared conversations (the recall issue's protocol); the rest is the check half.
+TUNE = ("conv-26", "conv-30", "conv-41")
+
+
+def half(sample: str) -> str:
+    """``"tune"`` for a conversation constants may be chosen on, ``"check"`` for one that only confirms."""
+    return "tune" if sample in TUNE else "check"
+
+
+def halves(result: dict) -> str:
+    """The tables of :func:`table` for the tuning half, then the check half."""
+    out = []
+    for h in ("tune", "check"):
+        per = {name: [r for r in recs if r["half"] == h] for name, recs in result["per"].items()}
+        if any(per.values()):
+            out.append(f"### {h} half\n\n" + table({"per": per, "latency": result["latency"]}))
+    return "\n\n".join(out)
 
 
 def table(result: dict) -> str:
@@ -151,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ragmem-dev-") as tmp:
         result = run(args.configs.split(","), args.cache or Path(tmp), args.relex, args.limit)
-    print(table(result))
+    print(halves(result))
     print(f"[recall_dev] took {time.perf_counter() - start:.0f} s")
 
 

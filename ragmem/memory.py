@@ -18,7 +18,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
-from .assemble import STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline
+from .assemble import (
+    MIN_MESSAGE_TOKENS, STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline, assemble_whole,
+)
 from .embed import Embedder, default_embedder
 from .errors import InvalidMessage, MessageNotFound, StoreError
 from .indexing import build_where, index_messages, lexical_rows
@@ -562,6 +564,18 @@ class Memory:
         tail = [m for m in self._log.tail(self.namespace, self.session, self.window + len(skip)) if m.id not in skip]
         window_units = group_units(tail)
         state = self.state.get()
+        # A short history goes in whole, in order (recall begins where it stops fitting). Sequence numbers
+        # bound the session's length, so a long session costs nothing here.
+        if tail and tail[0].seq > 0 and (tail[-1].seq + 1) * MIN_MESSAGE_TOKENS <= budget_obj.limit:
+            history = [m for m in self._log.messages(self.namespace, self.session) if m.id not in skip]
+            whole = assemble_whole(
+                user_turn, history=group_units(history), budget=budget_obj, counter=self.counter, system=system,
+                state=state, format=format, monitor=self.monitor, token_cache=self._tokens,
+            )
+            if whole is not None:
+                timings["log"] = time.perf_counter() - t
+                whole.trace.timings = timings
+                return whole
         timings["log"] = time.perf_counter() - t
         t = time.perf_counter()
         if tail:
