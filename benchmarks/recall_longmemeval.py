@@ -1,7 +1,7 @@
 """Recall on the LongMemEval development questions: one long session per question.
 
 Data: ``longmemeval_s_dev50.json`` in ``$RAGMEM_LONGMEMEVAL`` (default
-``../shared/data/longmemeval`` beside the repository; see its README). For
+``../shared/data/longmemeval`` beside the repository, as for LoCoMo; see its README). For
 each question, its ~50 haystack sessions are added, in order, to one ragmem
 session (one long session, the hard case for an agent's memory): each turn
 keeps its role and text, its session's date plus one second per turn as its
@@ -40,7 +40,7 @@ FILE = "longmemeval_s_dev50.json"
 
 
 def data_file() -> Path:
-    base = os.environ.get("RAGMEM_LONGMEMEVAL") or str(REPO_ROOT.parent.parent / "shared" / "data" / "longmemeval")
+    base = os.environ.get("RAGMEM_LONGMEMEVAL") or str(REPO_ROOT.parent / "shared" / "data" / "longmemeval")
     return Path(base) / FILE
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 from .assemble import (
     MIN_MESSAGE_TOKENS, STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline, assemble_whole,
@@ -24,6 +24,7 @@ from .assemble import (
 from .embed import Embedder, default_embedder
 from .errors import InvalidMessage, MessageNotFound, StoreError
 from .indexing import build_where, index_messages, lexical_rows
+from .rerank import RERANK_TOP, Reranker, as_reranker, rerank
 from .messages import MAX_CHARS, Message, from_anthropic, looks_anthropic, parse_message
 from .recall import (
     Hit, companions, diversify, embed_query, lexical_filters, retrieve_units, search_candidates,
@@ -96,6 +97,9 @@ class Memory:
     Chroma server. ``window`` caps the verbatim window in messages. ``orphans``
     is ``"raise"`` (default) or ``"keep"`` (store orphan tool results flagged,
     never in prompts). ``summarizer=False`` turns the running summary off.
+    ``reranker`` (a :class:`~ragmem.rerank.CrossEncoderReranker` or any callable
+    ``(query, texts) -> scores``) reorders the best recalled units and search hits
+    (:func:`ragmem.rerank.rerank`); none by default.
     """
 
     def __init__(
@@ -117,6 +121,7 @@ class Memory:
         monitor: BudgetMonitor = BudgetMonitor(),
         create: bool = True,
         index: Literal["sync", "background"] = "sync",
+        reranker: Reranker | Callable[[str, Sequence[str]], Sequence[float]] | None = None,
         _shared: "Memory | None" = None,
     ) -> None:
         for name, value in (("session", session), ("namespace", namespace)):
@@ -137,6 +142,7 @@ class Memory:
         self.clip_tool_results = clip_tool_results
         self.placement = placement
         self.recall_format = recall_format
+        self.reranker = as_reranker(reranker)
         self.monitor = monitor
         if _shared is not None:  # a view on another session of the same store
             self.path, self.chroma_url = _shared.path, _shared.chroma_url
@@ -212,7 +218,7 @@ class Memory:
         return Memory(
             session=session, namespace=namespace or self.namespace, window=self.window, orphans=self.orphans,
             max_chars=self.max_chars, clip_tool_results=self.clip_tool_results, placement=self.placement,
-            recall_format=self.recall_format, monitor=self.monitor, _shared=self,
+            recall_format=self.recall_format, monitor=self.monitor, reranker=self.reranker, _shared=self,
         )
 
     def _session_names(self, namespace: str) -> list[str]:
@@ -469,8 +475,14 @@ class Memory:
             text=query, vector=vec, log=self._log, index=self.index, namespace=self.namespace,
             session=self.session if scope == "session" else None, n=3 * k, where=clause,
             filters=lexical_filters(role=role, since=since, until=until, where=where),
-        )[:k]
+        )
+        cands = cands[: max(k, RERANK_TOP) if self.reranker is not None else k]
         found = self._log.get_many(c.message_id for c in cands)
+        if self.reranker is not None:
+            cands = [replace(c, score=s) for c, s in rerank(
+                self.reranker, query, [(c, c.score) for c in cands if c.message_id in found],
+                lambda c: found[c.message_id].text)]
+        cands = cands[:k]
         return [
             Hit(found[c.message_id], c.score, found[c.message_id].session, found[c.message_id].namespace,
                 found[c.message_id].created_at)
@@ -595,7 +607,8 @@ class Memory:
                 vec, log=self._log, index=self.index, namespace=self.namespace, session=self.session,
                 k=k + len(window_units), text=text,
             )
-            recalled = diversify([(u, score) for u, score in recalled if u.id not in skip][: k + len(window_units)])
+            recalled = [(u, score) for u, score in recalled if u.id not in skip][: k + len(window_units)]
+            recalled = diversify(rerank(self.reranker, text, recalled, lambda u: u.text))
             beside = companions(self._log, [u for u, _ in recalled], namespace=self.namespace,
                                 session=self.session, before_seq=tail[0].seq)
             timings["search"] = time.perf_counter() - t

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Mapping, Sequence
 
-from . import lexical
+from . import lexical, timeparse
 from .embed import Embedder
 from .messages import Message
 from .store import IndexHit, MessageLog, VectorIndex
@@ -43,6 +43,8 @@ NEIGHBOUR_WEIGHT = 0.15
 COMMON_TERM_SHARE = 0.05
 #: ... but only once the index is larger than this many rows (small stores keep every term).
 COMMON_TERM_MIN_ROWS = 20_000
+#: Match the dates a query writes out ("in May 2023") against the date terms of the index (:mod:`ragmem.timeparse`).
+QUERY_DATES = True
 #: Candidates each retriever returns before fusion (at least; more when k is large).
 CANDIDATES = 100
 #: Weight of redundancy in the maximal-marginal-relevance re-ranking of recalled units (0 turns it off).
@@ -133,7 +135,7 @@ def lexical_candidates(
     filters: tuple[str, list[Any]] = ("", []),
 ) -> list[Candidate]:
     """The ``n`` best BM25 matches of a query text in a session (or a whole namespace), best first."""
-    terms = list(dict.fromkeys(lexical.tokenize(text)))
+    terms = list(dict.fromkeys(lexical.tokenize(text) + (timeparse.query_terms(text) if QUERY_DATES else [])))
     total, df = log.lexical_df(terms)
     if total > COMMON_TERM_MIN_ROWS:
         rare = [t for t in terms if df.get(t, 0) <= COMMON_TERM_SHARE * total]
