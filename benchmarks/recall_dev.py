@@ -45,8 +45,6 @@ CONFIGS: dict[str, dict] = {
     "dated": {"prompt.recall_format": "text"},
     "auto-dated": {"prompt.recall_format": "auto"},
     "no-query-dates": {"QUERY_DATES": False},
-    "hop-0.1": {"SECOND_HOP": 0.1},
-    "hop-0.2": {"SECOND_HOP": 0.2},
 }
 #: Modules whose constants a config may override; ``"prompt.ARG": value`` passes ARG to ``Memory.prompt``.
 MODULES = ("recall", "assemble")

@@ -18,8 +18,15 @@ result brings the unit after it, which carries its answer (:func:`companions`).
 Dropping what the window holds and packing are left to assembly, which knows
 the window and the budget.
 
-The constants are tuned on the five shared LoCoMo conversations with
-``python -m benchmarks.recall_dev``; see its ablation table.
+The lexical rows and queries also carry date terms (:mod:`ragmem.timeparse`):
+"yesterday" in a turn written on 8 May 2023 is indexed as that day, and a
+question naming "7 May 2023" matches it. An optional reranker
+(:mod:`ragmem.rerank`) may reorder the best units.
+
+The constants were tuned on the five shared LoCoMo conversations with
+``python -m benchmarks.recall_dev``; since the recall issue 15, a change is
+chosen on conversations 26, 30 and 41 and checked on 42, 43 and the
+LongMemEval development questions (see docs/recall.md).
 """
 
 from __future__ import annotations
@@ -45,11 +52,6 @@ COMMON_TERM_SHARE = 0.05
 COMMON_TERM_MIN_ROWS = 20_000
 #: Match the dates a query writes out ("in May 2023") against the date terms of the index (:mod:`ragmem.timeparse`).
 QUERY_DATES = True
-#: Weight of a second lexical round seeded by the names and dates of the first round's best messages
-#: (:func:`second_hop`); 0 turns it off.
-SECOND_HOP = 0.0
-#: How many of the first round's best messages seed the second round.
-HOP_SEEDS = 3
 #: Candidates each retriever returns before fusion (at least; more when k is large).
 CANDIDATES = 100
 #: Weight of redundancy in the maximal-marginal-relevance re-ranking of recalled units (0 turns it off).
@@ -214,45 +216,7 @@ def search_candidates(
     if text is None or filters is None or DENSE_WEIGHT >= 1.0:
         return dense
     lex = lexical_candidates(log, text, namespace=namespace, session=session, n=pool, filters=filters)
-    fused = fuse(dense, lex)
-    if SECOND_HOP > 0:
-        fused = second_hop(fused, log, text, namespace=namespace, session=session, n=pool, filters=filters)
-    return fused
-
-
-_NAME = re.compile(r"\b[A-Z][a-z]{2,}\b")
-
-
-def second_hop(
-    first: Sequence[Candidate], log: MessageLog, text: str, *, namespace: str, session: str | None, n: int,
-    filters: tuple[str, list[Any]] = ("", []),
-) -> list[Candidate]:
-    """A second lexical round seeded by what the first found: the names and the dates of its best
-    :data:`HOP_SEEDS` messages that the query does not already hold. Its BM25 scores, scaled by the
-    best, add :data:`SECOND_HOP` times themselves to the fused scores (new candidates enter with that).
-
-    Multi-hop questions name one part of the answer; the turn that holds the other part often shares a
-    name or a date with the first part rather than a word with the question.
-    """
-    seeds = log.get_many(c.message_id for c in first[:HOP_SEEDS])
-    words: list[str] = []
-    for m in seeds.values():
-        words += _NAME.findall(m.text)
-        words += [f"d{p.start:%Y%m%d}" for p in timeparse.resolve(m.text, m.created_at) if p.grain == "day"]
-    asked = set(lexical.tokenize(text))
-    terms = [t for t in dict.fromkeys(lexical.tokenize(" ".join(words))) if t not in asked]
-    if not terms:
-        return list(first)
-    hop = lexical_candidates(log, " ".join(terms), namespace=namespace, session=session, n=n, filters=filters)
-    if not hop or hop[0].score <= 0:
-        return list(first)
-    scores = {c.message_id: c.score for c in first}
-    where = {c.message_id: c for c in first}
-    for c in hop:
-        where.setdefault(c.message_id, c)
-        scores[c.message_id] = scores.get(c.message_id, 0.0) + SECOND_HOP * c.score / hop[0].score
-    out = [Candidate(m, c.unit_id, c.session, c.seq, scores[m]) for m, c in where.items()]
-    return sorted(out, key=lambda c: -c.score)
+    return fuse(dense, lex)
 
 
 def retrieve_units(
