@@ -171,7 +171,12 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ragmem-dev-") as tmp:
         result = run(args.configs.split(","), args.cache or Path(tmp), args.relex, args.limit)
-    print(halves(result))
+    text = halves(result)
+    print(text)
+    if args.configs == "full" and args.limit is None:  # the default on every conversation: the figures of record
+        from .common import RESULTS_DIR
+
+        (RESULTS_DIR / "recall_dev.md").write_text(text + "\n")
     print(f"[recall_dev] took {time.perf_counter() - start:.0f} s")
 
 

@@ -135,7 +135,13 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ragmem-lme-") as tmp:
         per = run(args.cache or Path(tmp), args.relex, args.limit)
-    print(table(per))
+    text = table(per)
+    print(text)
+    from .common import RESULTS_DIR
+
+    n = f"the first {args.limit} questions with evidence" if args.limit else "every question with evidence"
+    (RESULTS_DIR / "recall_longmemeval.md").write_text(
+        f"**LongMemEval dev, one long session per question** ({n}, window {WINDOW})\n\n{text}\n")
     print(f"[longmemeval] took {time.perf_counter() - start:.0f} s")
 
 

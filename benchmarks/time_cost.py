@@ -83,9 +83,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--questions", type=int, default=60)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--skip-prompt", action="store_true")
+    ap.add_argument("--skip-ingest", action="store_true")
     args = ap.parse_args(argv)
-    res = {"ingest": ingest(args.reps)}
-    print("ingest:", res["ingest"]["median_s"], "ratio", res["ingest"]["ratio"], flush=True)
+    res = {}
+    if not args.skip_ingest:
+        res["ingest"] = ingest(args.reps)
+        print("ingest:", res["ingest"]["median_s"], "ratio", res["ingest"]["ratio"], flush=True)
     if not args.skip_prompt:
         res["prompt"] = prompts(args.size, args.questions)
         print("prompt:", res["prompt"])
