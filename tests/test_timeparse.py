@@ -59,7 +59,7 @@ def test_date_terms_survive_the_lexical_tokenizer():
     terms = period_terms(Period(date(2023, 5, 7), "day"))
     assert terms == ["d20230507", "w2023w18", "m202305", "y2023"]
     assert lexical.tokenize(" ".join(terms)) == terms  # no stemming, no stop word ("may" is one)
-    assert "d20230507" in index_terms("I went yesterday", MON) and "d20230508" in index_terms("hi", MON)
+    assert "d20230507" in index_terms("I went yesterday", MON) and index_terms("hi", MON) == []
     assert query_terms("What did she do on 7 May 2023?")[0] == "d20230507"
 
 
