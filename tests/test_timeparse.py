@@ -59,7 +59,7 @@ def test_date_terms_survive_the_lexical_tokenizer():
     terms = period_terms(Period(date(2023, 5, 7), "day"))
     assert terms == ["d20230507", "w2023w18", "m202305", "y2023"]
     assert lexical.tokenize(" ".join(terms)) == terms  # no stemming, no stop word ("may" is one)
-    assert "d20230507" in index_terms("I went yesterday", MON) and index_terms("hi", MON) == []
+    assert "d20230507" in index_terms("I went yesterday", MON) and "d20230508" in index_terms("hi", MON)
     assert query_terms("What did she do on 7 May 2023?")[0] == "d20230507"
 
 
@@ -70,8 +70,11 @@ def test_resolve_never_fails_and_stays_near_the_anchor(text, at):
         assert p.grain in ("day", "week", "month", "year")
 
 
-def test_a_question_about_a_date_finds_the_turn_that_said_yesterday(tmp_path, embedder):
-    """Every turn says "yesterday"; only the turn written on 8 May means 7 May."""
+def test_a_question_about_a_date_finds_the_turn_that_said_yesterday(tmp_path, embedder, monkeypatch):
+    """Every turn says "yesterday"; only the turn written on 8 May means 7 May (date terms switched on)."""
+    from ragmem import indexing
+
+    monkeypatch.setattr(indexing, "TIME_TERMS", True)
     t0 = datetime(2023, 4, 1, 12, tzinfo=timezone.utc)
     places = ["the gym", "the market", "a concert", "the museum", "a pottery class", "the beach", "the library",
               "a support group", "the zoo", "a lecture"]
