@@ -152,13 +152,15 @@ def table(result: dict) -> str:
         recall_rows.append([name] + [mean(f"@{k}") for k in KS] + [by_cat("@10", c) for c in cats])
         lat = result["latency"][name]
         prompt_rows.append([name, mean("ev")] + [by_cat("ev", c) for c in cats] + [by_cat("dated", 2), mean("dated"),
-            1000 * statistics.fmean(lat), 1000 * statistics.median(lat), statistics.fmean(lat) / base])
+            1000 * statistics.fmean(lat), 1000 * statistics.median(lat)]
+            + ([statistics.fmean(lat) / base] if "dense" in result["latency"] else []))
     cat_names = [CATEGORIES[c] for c in CATEGORIES if any(r["cat"] == c for rs in result["per"].values() for r in rs)]
     heads = ["config"] + [f"@{k}" for k in KS] + [f"{v}@10" for v in cat_names]
     out = markdown_table(heads, recall_rows) + "\n\n"
     heads = ["config", f"evidence@{BUDGET}"] + [f"{v} ev" for v in cat_names]
     heads += ["temporal dated", "all dated"]
-    return out + markdown_table(heads + ["prompt ms mean", "p50", "latency / dense"], prompt_rows)
+    heads += ["prompt ms mean", "p50"] + (["latency / dense"] if "dense" in result["latency"] else [])
+    return out + markdown_table(heads, prompt_rows)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -147,7 +147,8 @@ def halves_section() -> str | None:
         "Changes to recall are chosen on LoCoMo conversations 26, 30 and 41 (the tuning half) and checked on "
         "42 and 43 (the check half) and on the LongMemEval development questions, one long session per "
         "question (docs/recall.md has the ablation). Written by `python -m benchmarks.recall_dev --configs "
-        "full` and `python -m benchmarks.recall_longmemeval`:\n\n"
+        "full` and `python -m benchmarks.recall_longmemeval`. Their prompt timings come from whatever load the "
+        "machine had then; the speed section below is the figure of record for latency.\n\n"
     ) + "\n\n".join(f.read_text().strip() for f in found)
 
 
