@@ -579,6 +579,7 @@ class Memory:
         # A short history goes in whole, in order (recall begins where it stops fitting). Sequence numbers
         # bound the session's length, so a long session costs nothing here.
         if tail and tail[0].seq > 0 and (tail[-1].seq + 1) * MIN_MESSAGE_TOKENS <= budget_obj.limit:
+            self._catch_up()  # as recall would: pending forgets are purged by the next prompt either way
             history = [m for m in self._log.messages(self.namespace, self.session) if m.id not in skip]
             whole = assemble_whole(
                 user_turn, history=group_units(history), budget=budget_obj, counter=self.counter, system=system,
