@@ -44,6 +44,7 @@ CONFIGS: dict[str, dict] = {
     "mmr-0.6": {"DIVERSITY": 0.6},
     "dated": {"prompt.recall_format": "text"},
     "auto-dated": {"prompt.recall_format": "auto"},
+    "no-query-dates": {"QUERY_DATES": False},
 }
 #: Modules whose constants a config may override; ``"prompt.ARG": value`` passes ARG to ``Memory.prompt``.
 MODULES = ("recall", "assemble")
@@ -105,7 +106,7 @@ def run(configs: list[str], cache: Path, relex: bool, limit: int | None) -> dict
                 for q in qs:
                     ev = set(q.evidence_ids)
                     ids = list(dict.fromkeys(h.message.id for h in mem.search(q.question, k=max(KS))))
-                    rec = {"cat": q.category, **{f"@{k}": len(ev & set(ids[:k])) / len(ev) for k in KS}}
+                    rec = {"cat": q.category, "half": half(conv.sample), **{f"@{k}": len(ev & set(ids[:k])) / len(ev) for k in KS}}
                     t = time.perf_counter()
                     ctx = mem.prompt(q.question, budget=BUDGET, **args)
                     lat[name].append(time.perf_counter() - t)
@@ -121,6 +122,25 @@ def run(configs: list[str], cache: Path, relex: bool, limit: int | None) -> dict
     return {"per": per, "latency": lat}
 
 
+#: The tuning half of the five shared conversations (the recall issue's protocol); the rest is the check half.
+TUNE = ("conv-26", "conv-30", "conv-41")
+
+
+def half(sample: str) -> str:
+    """``"tune"`` for a conversation constants may be chosen on, ``"check"`` for one that only confirms."""
+    return "tune" if sample in TUNE else "check"
+
+
+def halves(result: dict) -> str:
+    """The tables of :func:`table` for the tuning half, then the check half."""
+    out = []
+    for h in ("tune", "check"):
+        per = {name: [r for r in recs if r["half"] == h] for name, recs in result["per"].items()}
+        if any(per.values()):
+            out.append(f"### {h} half\n\n" + table({"per": per, "latency": result["latency"]}))
+    return "\n\n".join(out)
+
+
 def table(result: dict) -> str:
     """Two tables: search recall@k (overall, then @10 per category), and evidence in the prompt with latency."""
     recall_rows, prompt_rows = [], []
@@ -132,13 +152,15 @@ def table(result: dict) -> str:
         recall_rows.append([name] + [mean(f"@{k}") for k in KS] + [by_cat("@10", c) for c in cats])
         lat = result["latency"][name]
         prompt_rows.append([name, mean("ev")] + [by_cat("ev", c) for c in cats] + [by_cat("dated", 2), mean("dated"),
-            1000 * statistics.fmean(lat), 1000 * statistics.median(lat), statistics.fmean(lat) / base])
+            1000 * statistics.fmean(lat), 1000 * statistics.median(lat)]
+            + ([statistics.fmean(lat) / base] if "dense" in result["latency"] else []))
     cat_names = [CATEGORIES[c] for c in CATEGORIES if any(r["cat"] == c for rs in result["per"].values() for r in rs)]
     heads = ["config"] + [f"@{k}" for k in KS] + [f"{v}@10" for v in cat_names]
     out = markdown_table(heads, recall_rows) + "\n\n"
     heads = ["config", f"evidence@{BUDGET}"] + [f"{v} ev" for v in cat_names]
     heads += ["temporal dated", "all dated"]
-    return out + markdown_table(heads + ["prompt ms mean", "p50", "latency / dense"], prompt_rows)
+    heads += ["prompt ms mean", "p50"] + (["latency / dense"] if "dense" in result["latency"] else [])
+    return out + markdown_table(heads, prompt_rows)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -151,7 +173,12 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ragmem-dev-") as tmp:
         result = run(args.configs.split(","), args.cache or Path(tmp), args.relex, args.limit)
-    print(table(result))
+    text = halves(result)
+    print(text)
+    if args.configs == "full" and args.limit is None:  # the default on every conversation: the figures of record
+        from .common import RESULTS_DIR
+
+        (RESULTS_DIR / "recall_dev.md").write_text(text + "\n")
     print(f"[recall_dev] took {time.perf_counter() - start:.0f} s")
 
 

@@ -132,6 +132,26 @@ def _load(avg) -> str:
     return "n/a" if not avg else " / ".join(f"{x:.2f}" for x in avg)
 
 
+#: Tables the recall development benchmarks write (``recall_dev``, ``recall_longmemeval``), carried into the report.
+HALVES_FILES = ("recall_dev.md", "recall_longmemeval.md")
+
+
+def halves_section() -> str | None:
+    """The tuning half, the check half and LongMemEval, from the last runs of the recall development benchmarks."""
+    from .common import RESULTS_DIR
+
+    found = [RESULTS_DIR / f for f in HALVES_FILES if (RESULTS_DIR / f).exists()]
+    if not found:
+        return None
+    return "## Recall: tuning half, check half, LongMemEval\n\n" + (
+        "Changes to recall are chosen on LoCoMo conversations 26, 30 and 41 (the tuning half) and checked on "
+        "42 and 43 (the check half) and on the LongMemEval development questions, one long session per "
+        "question (docs/recall.md has the ablation). Written by `python -m benchmarks.recall_dev --configs "
+        "full` and `python -m benchmarks.recall_longmemeval`. Their prompt timings come from whatever load the "
+        "machine had then; the speed section below is the figure of record for latency.\n\n"
+    ) + "\n\n".join(f.read_text().strip() for f in found)
+
+
 def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float | None = None) -> Path:
     """Assemble the report from the results of one run (or of the last runs)."""
     runs = "\n".join(
@@ -144,6 +164,9 @@ def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float 
                            commit=git_commit(), runs=runs + f"\n\nIn all {total / 60:.1f} minutes of benchmarks.")]
     if "recall_locomo" in results:
         parts.append(locomo_section(results["recall_locomo"]))
+    halves = halves_section()
+    if halves:
+        parts.append(halves)
     if "speed" in results:
         parts.append(speed_section(results["speed"]))
     parts.append(machine_section(info))

@@ -384,6 +384,56 @@ def assemble(
     )
 
 
+#: The fewest tokens one message can cost in a prompt (framing, role and a token of text): a session with more
+#: messages than the free budget over this cannot fit whole, so :func:`assemble_whole` is not even tried.
+MIN_MESSAGE_TOKENS = 5
+
+
+def assemble_whole(
+    user_turn: str | Mapping[str, Any],
+    *,
+    history: Sequence[Unit],
+    budget: Budget | int,
+    counter: TokenCounter,
+    system: str | None = None,
+    state: Mapping[str, Any] | None = None,
+    format: Format = "openai",
+    monitor: BudgetMonitor = BudgetMonitor(),
+    token_cache: dict[str, int] | None = None,
+) -> Context | None:
+    """The prompt that is the whole history, verbatim and in order, or None when it does not fit.
+
+    Recall and summaries exist for histories that do not fit: while the whole
+    session fits the budget, nothing is left out, reordered or repeated, so
+    the prompt is system prompt and pinned state, every complete unit of
+    ``history`` (oldest first), then the user turn; no recall block, no
+    summary. Incomplete units (tool results still pending) are left out as
+    the window leaves them out.
+
+    >>> from ragmem.tokens import default_counter
+    >>> assemble_whole("hi", history=[], budget=100, counter=default_counter()).trace.sections["recall"]
+    0
+    """
+    budget = Budget.of(budget)
+    costs = _Costs(counter, token_cache)
+    sys_msgs, user = _mandatory(system, state or {}, user_turn)
+    free = budget.limit - _check_mandatory(counter, sys_msgs, user, budget.limit, budget)
+    dropped: list[DropTrace] = []
+    units = _split_incomplete(history, "window", dropped, costs)
+    used = 0
+    for u in units:
+        used += costs.unit(u)
+        if used > free:
+            return None
+    ctx = _finish(
+        strategy="ragmem", fmt=format, budget=budget, counter=counter, costs=costs, sys_msgs=sys_msgs, user=user,
+        summary_msgs=[], recall_units=[], window_units=units, dropped=dropped, placement="before_window",
+        recall_format="messages", monitor=monitor,
+    )
+    # rendering (Anthropic's role alternation) can cost more than the count: then it is not whole, fall back
+    return None if any(d.section == "window" and d.reason.startswith("over budget") for d in ctx.trace.dropped) else ctx
+
+
 # ------------------------------------------------------------------ baselines
 
 _IMPORTANT = (

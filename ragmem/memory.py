@@ -14,17 +14,20 @@ import json
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping, Sequence, get_args
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, get_args
 
 from . import consistency
-from .assemble import STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline
+from .assemble import (
+    MIN_MESSAGE_TOKENS, STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline, assemble_whole,
+)
 from .embed import Embedder, default_embedder
 from . import validate
 from .errors import InvalidMessage, MessageNotFound, StoreError
 from .indexing import build_where, by_namespace, index_messages, lexical_rows
+from .rerank import RERANK_TOP, Reranker, as_reranker, rerank
 from .messages import MAX_CHARS, Message, from_anthropic, looks_anthropic, parse_message
 from .recall import (
     Hit, companions, diversify, embed_query, lexical_filters, retrieve_units, search_candidates,
@@ -104,6 +107,9 @@ class Memory:
     Chroma server. ``window`` caps the verbatim window in messages. ``orphans``
     is ``"raise"`` (default) or ``"keep"`` (store orphan tool results flagged,
     never in prompts). ``summarizer=False`` turns the running summary off.
+    ``reranker`` (a :class:`~ragmem.rerank.CrossEncoderReranker` or any callable
+    ``(query, texts) -> scores``) reorders the best recalled units and search hits
+    (:func:`ragmem.rerank.rerank`); none by default.
     """
 
     def __init__(
@@ -125,6 +131,7 @@ class Memory:
         monitor: BudgetMonitor = BudgetMonitor(),
         create: bool = True,
         index: Literal["sync", "background"] = "sync",
+        reranker: Reranker | Callable[[str, Sequence[str]], Sequence[float]] | None = None,
         _shared: "Memory | None" = None,
     ) -> None:
         validate.name(session, "session")
@@ -145,6 +152,7 @@ class Memory:
         self.clip_tool_results = clip_tool_results
         self.placement = placement
         self.recall_format = recall_format
+        self.reranker = as_reranker(reranker)
         self.monitor = monitor
         if _shared is not None:  # a view on another session of the same store
             self.path, self.chroma_url = _shared.path, _shared.chroma_url
@@ -238,7 +246,7 @@ class Memory:
         return Memory(
             session=session, namespace=self.namespace if namespace is None else namespace, window=self.window,
             orphans=self.orphans, max_chars=self.max_chars, clip_tool_results=self.clip_tool_results, placement=self.placement,
-            recall_format=self.recall_format, monitor=self.monitor, _shared=self,
+            recall_format=self.recall_format, monitor=self.monitor, reranker=self.reranker, _shared=self,
         )
 
     def _session_names(self, namespace: str) -> list[str]:
@@ -567,8 +575,14 @@ class Memory:
             text=query, vector=vec, log=self._log, index=self.index, namespace=self.namespace,
             session=self.session if scope == "session" else None, n=3 * k, where=clause,
             filters=lexical_filters(role=role, since=since, until=until, where=where),
-        ))[:k]
+        ))
+        cands = cands[: max(k, RERANK_TOP) if self.reranker is not None else k]
         found = self._log.get_many(self.namespace, [c.message_id for c in cands])
+        if self.reranker is not None:
+            cands = [replace(c, score=s) for c, s in rerank(
+                self.reranker, query, [(c, c.score) for c in cands if c.message_id in found],
+                lambda c: found[c.message_id].text)]
+        cands = cands[:k]
         return [
             Hit(found[c.message_id], c.score, found[c.message_id].session, found[c.message_id].namespace,
                 found[c.message_id].created_at)
@@ -678,6 +692,19 @@ class Memory:
         tail = [m for m in self._log.tail(self.namespace, self.session, self.window + len(skip)) if m.id not in skip]
         window_units = group_units(tail)
         state = self.state.get()
+        # A short history goes in whole, in order (recall begins where it stops fitting). Sequence numbers
+        # bound the session's length, so a long session costs nothing here.
+        if tail and tail[0].seq > 0 and (tail[-1].seq + 1) * MIN_MESSAGE_TOKENS <= budget_obj.limit:
+            self._catch_up()  # as recall would: pending forgets are purged by the next prompt either way
+            history = [m for m in self._log.messages(self.namespace, self.session) if m.id not in skip]
+            whole = assemble_whole(
+                user_turn, history=group_units(history), budget=budget_obj, counter=self.counter, system=system,
+                state=state, format=format, monitor=self.monitor, token_cache=self._tokens,
+            )
+            if whole is not None:
+                timings["log"] = time.perf_counter() - t
+                whole.trace.timings = timings
+                return whole
         timings["log"] = time.perf_counter() - t
         t = time.perf_counter()
         if tail:
@@ -697,7 +724,8 @@ class Memory:
                 vec, log=self._log, index=self.index, namespace=self.namespace, session=self.session,
                 k=k + len(window_units), text=text,
             ))
-            recalled = diversify([(u, score) for u, score in recalled if u.id not in skip][: k + len(window_units)])
+            recalled = [(u, score) for u, score in recalled if u.id not in skip][: k + len(window_units)]
+            recalled = diversify(rerank(self.reranker, text, recalled, lambda u: u.text))
             beside = companions(self._log, [u for u, _ in recalled], namespace=self.namespace,
                                 session=self.session, before_seq=tail[0].seq)
             timings["search"] = time.perf_counter() - t

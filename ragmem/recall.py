@@ -18,8 +18,15 @@ result brings the unit after it, which carries its answer (:func:`companions`).
 Dropping what the window holds and packing are left to assembly, which knows
 the window and the budget.
 
-The constants are tuned on the five shared LoCoMo conversations with
-``python -m benchmarks.recall_dev``; see its ablation table.
+The lexical rows and queries also carry date terms (:mod:`ragmem.timeparse`):
+"yesterday" in a turn written on 8 May 2023 is indexed as that day, and a
+question naming "7 May 2023" matches it. An optional reranker
+(:mod:`ragmem.rerank`) may reorder the best units.
+
+The constants were tuned on the five shared LoCoMo conversations with
+``python -m benchmarks.recall_dev``; since the recall issue 15, a change is
+chosen on conversations 26, 30 and 41 and checked on 42, 43 and the
+LongMemEval development questions (see docs/recall.md).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Mapping, Sequence
 
-from . import lexical
+from . import lexical, timeparse
 from .embed import Embedder
 from .messages import Message
 from .store import IndexHit, MessageLog, VectorIndex
@@ -43,6 +50,8 @@ NEIGHBOUR_WEIGHT = 0.15
 COMMON_TERM_SHARE = 0.05
 #: ... but only once the index is larger than this many rows (small stores keep every term).
 COMMON_TERM_MIN_ROWS = 20_000
+#: Match the dates a query writes out ("in May 2023") against the date terms of the index (:mod:`ragmem.timeparse`).
+QUERY_DATES = True
 #: Candidates each retriever returns before fusion (at least; more when k is large).
 CANDIDATES = 100
 #: Weight of redundancy in the maximal-marginal-relevance re-ranking of recalled units (0 turns it off).
@@ -145,7 +154,7 @@ def lexical_candidates(
     filters: tuple[str, list[Any]] = ("", []),
 ) -> list[Candidate]:
     """The ``n`` best BM25 matches of a query text in a session (or a whole namespace), best first."""
-    terms = list(dict.fromkeys(lexical.tokenize(text)))
+    terms = list(dict.fromkeys(lexical.tokenize(text) + (timeparse.query_terms(text) if QUERY_DATES else [])))
     total, df = log.lexical_df(terms)
     if total > COMMON_TERM_MIN_ROWS:
         rare = [t for t in terms if df.get(t, 0) <= COMMON_TERM_SHARE * total]

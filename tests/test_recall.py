@@ -206,7 +206,7 @@ def test_diversify_sinks_near_duplicates_below_distinct_units():
 def test_prompt_recall_scores_carry_the_diversity_penalty(mem, monkeypatch):
     _conversation(mem)
     mem.add_many([{"role": "user", "content": "The staging cluster uses max_conn_pool 37 on node kx-44 today.",
-                   "id": "dup"}] + [{"role": "user", "content": f"filler after ({i})"} for i in range(14)])
+                   "id": "dup"}] + [{"role": "user", "content": f"filler after ({i}) " + "more filler " * 40} for i in range(14)])
     q = "what is max_conn_pool on kx-44?"
     monkeypatch.setattr(recall, "DIVERSITY", 0.0)
     plain = {u.unit_id: u.score for u in mem.prompt(q, budget=1500).trace.included if u.section == "recall"}

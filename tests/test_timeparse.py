@@ -1,0 +1,90 @@
+"""Time as data: relative expressions resolved against the message's time, date terms indexed and queried."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ragmem import Memory, lexical
+from ragmem.timeparse import Period, explicit, index_terms, period_terms, query_terms, resolve
+
+MON = datetime(2023, 5, 8, 13, 56)  # a Monday
+SUN = datetime(2023, 5, 14, 10, 0)
+
+
+@pytest.mark.parametrize("text, at, label", [
+    ("yesterday", MON, "2023-05-07"),
+    ("I ran last night", MON, "2023-05-07"),
+    ("this morning", MON, "2023-05-08"),
+    ("tonight we dance", MON, "2023-05-08"),
+    ("the day before yesterday", MON, "2023-05-06"),
+    ("see you tomorrow", MON, "2023-05-09"),
+    ("last Saturday", MON, "2023-05-06"),
+    ("last Monday", MON, "2023-05-01"),  # never the anchor's own day
+    ("next Monday", MON, "2023-05-15"),
+    ("this Friday", MON, "2023-05-12"),
+    ("last weekend", MON, "2023-05-06"),
+    ("last weekend", SUN, "2023-05-13"),
+    ("two weeks ago", MON, "2023-W17"),
+    ("last week", MON, "2023-W18"),
+    ("next month", MON, "2023-06"),
+    ("a month ago", date(2023, 1, 20), "2022-12"),
+    ("last year", MON, "2022"),
+    ("3 days ago", MON, "2023-05-05"),
+    ("a couple of days ago", MON, "2023-05-06"),
+    ("in two weeks", MON, "2023-W21"),
+    ("last August", MON, "2022-08"),
+    ("next March", MON, "2024-03"),
+])
+def test_relative_expressions_resolve_against_the_time_written(text, at, label):
+    assert [p.label for p in resolve(text, at)] == [label]
+
+
+def test_texts_without_time_words_resolve_to_nothing():
+    assert resolve("The pool holds five connections; we set it to twenty.", MON) == []
+    assert resolve("She has been back in the past.", MON) == []
+
+
+def test_written_dates():
+    assert [p.label for p in explicit("on 7 May 2023, May 8th, 2023, in June 2023, 2023-05-09 and in 2021")] == [
+        "2023-05-07", "2023-05-08", "2023-06", "2023-05-09", "2021"]
+    assert explicit("on 31 February 2023") == []  # not a date
+    assert explicit("no year here, May 7") == []
+
+
+def test_date_terms_survive_the_lexical_tokenizer():
+    terms = period_terms(Period(date(2023, 5, 7), "day"))
+    assert terms == ["d20230507", "w2023w18", "m202305", "y2023"]
+    assert lexical.tokenize(" ".join(terms)) == terms  # no stemming, no stop word ("may" is one)
+    assert "d20230507" in index_terms("I went yesterday", MON) and "d20230508" in index_terms("hi", MON)
+    assert query_terms("What did she do on 7 May 2023?")[0] == "d20230507"
+
+
+@given(st.text(max_size=300), st.datetimes(min_value=datetime(1990, 1, 1), max_value=datetime(2090, 1, 1)))
+def test_resolve_never_fails_and_stays_near_the_anchor(text, at):
+    for p in resolve(text, at) + resolve(text.lower() + " 12 days ago last week", at):
+        assert abs((p.start - at.date()).days) <= 366 * 14  # the furthest: twelve years, from January 1
+        assert p.grain in ("day", "week", "month", "year")
+
+
+def test_a_question_about_a_date_finds_the_turn_that_said_yesterday(tmp_path, embedder, monkeypatch):
+    """Every turn says "yesterday"; only the turn written on 8 May means 7 May (date terms switched on)."""
+    from ragmem import indexing
+
+    monkeypatch.setattr(indexing, "TIME_TERMS", True)
+    t0 = datetime(2023, 4, 1, 12, tzinfo=timezone.utc)
+    places = ["the gym", "the market", "a concert", "the museum", "a pottery class", "the beach", "the library",
+              "a support group", "the zoo", "a lecture"]
+    msgs = []
+    for i, place in enumerate(places):
+        when = t0 + timedelta(days=37) if place == "a support group" else t0 + timedelta(days=3 * i)
+        msgs.append({"role": "user", "content": f"I went to {place} yesterday, it was lovely.", "created_at": when,
+                     "id": place})
+    msgs.sort(key=lambda m: m["created_at"])
+    with Memory(tmp_path / "s", embedder=embedder) as mem:
+        mem.add_many(msgs)
+        assert mem.search("Where did I go on 7 May 2023?", k=1)[0].message.id == "a support group"
+        assert mem.search("What did I do on May 7, 2023?", k=1)[0].message.id == "a support group"
