@@ -22,7 +22,7 @@ from .assemble import STRATEGIES, Budget, Format, Placement, RecallFormat, assem
 from .embed import Embedder, default_embedder
 from .errors import InvalidMessage, MessageNotFound, StoreError
 from .indexing import build_where, index_messages, lexical_rows
-from .messages import MAX_CHARS, Message, from_anthropic, looks_anthropic, parse_message
+from .messages import MAX_CHARS, Message, from_anthropic, from_sdk, looks_anthropic, parse_message
 from .recall import (
     Hit, companions, diversify, embed_query, lexical_filters, retrieve_units, search_candidates,
 )
@@ -323,6 +323,7 @@ class Memory:
         Returns the stored message, with its id, time and sequence number. Adding
         a message whose id is already stored is a no-op that returns the stored one.
         """
+        message = from_sdk(message)  # OpenAI / Anthropic SDK objects and their model_dump()
         if not isinstance(message, (Mapping, Message)):
             raise InvalidMessage(
                 f"message must be a dict in the OpenAI chat format (or a Message), got {type(message).__name__}"
@@ -358,7 +359,7 @@ class Memory:
         written: one bad message rejects the batch, naming it. Returns the
         newly stored messages (re-added ids are skipped).
         """
-        items = list(messages)
+        items = [from_sdk(m) for m in messages]  # OpenAI / Anthropic SDK objects and their model_dump()
         if format == "anthropic" or (format == "auto" and (system is not None or looks_anthropic(
             m for m in items if isinstance(m, Mapping)
         ))):
