@@ -409,3 +409,78 @@ def test_openai_agents_runner_uses_the_session(tmp_path):
     log = session.memory.messages()
     assert [m.role for m in log].count("tool") == 2
     assert all(m.tool_call_id in {c.id for x in log for c in x.tool_calls} for m in log if m.role == "tool")
+
+
+# ------------------------------------------------------------------ budgets over 200 turns
+
+TURNS = 200
+
+
+def _fact(i: int) -> str:
+    return f"Please remember that crate {i} holds {i * 7} widgets and is stored in aisle {i % 13}."
+
+
+def test_langchain_agent_middleware_keeps_the_model_input_within_budget(tmp_path):
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+    from ragmem.integrations.langchain import from_langchain
+    from ragmem.integrations.langgraph import RagmemMiddleware
+    from ragmem.tokens import count_messages
+
+    seen: list = []
+
+    class RecordingModel(GenericFakeChatModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kw):
+            seen.append(list(messages))
+            return super()._generate(messages, stop=stop, run_manager=run_manager, **kw)
+
+    mem = Memory(tmp_path / "lc")
+    model = RecordingModel(messages=iter(AIMessage(f"Noted: crate {i} is in aisle {i % 13}.") for i in range(TURNS)))
+    budget = 800
+    agent = create_agent(model, tools=[], system_prompt="You are a warehouse assistant.",
+                         middleware=[RagmemMiddleware(memory=mem, budget=budget)], checkpointer=InMemorySaver())
+    for i in range(TURNS):
+        agent.invoke({"messages": [{"role": "user", "content": _fact(i)}]}, config={"configurable": {"thread_id": "wh"}})
+    sizes = [count_messages(mem.counter, [from_langchain(m) for m in msgs]) for msgs in seen]
+    assert len(sizes) == TURNS and max(sizes) <= budget
+    assert sizes[-1] > budget // 2  # the budget is used, not starved
+    assert len(mem.for_session("wh").messages()) == 2 * TURNS  # every turn stored once, though the thread resends them
+    assert seen[-1][-1].content == _fact(TURNS - 1)  # the turn is last, once
+    assert sum(1 for m in seen[-1] if m.content == _fact(TURNS - 1)) == 1
+    assert seen[-1][0].type == "system" and "warehouse assistant" in seen[-1][0].content
+
+
+def test_langgraph_store_put_get_search_list_delete(mem):
+    from ragmem.integrations.langgraph import RagmemStore
+
+    store = RagmemStore(memory=mem)
+    store.put(("u1", "memories"), "style", {"content": "User prefers short answers", "kind": "pref"})
+    store.put(("u1", "memories"), "dog", {"content": "The user's dog is called Pixel", "kind": "fact"})
+    store.put(("u2", "memories"), "dog", {"content": "This user has a cat called Miso", "kind": "fact"})
+    store.put(("u1", "memories"), "style", {"content": "User prefers detailed answers", "kind": "pref"})
+    got = store.get(("u1", "memories"), "style")
+    assert got.value["content"] == "User prefers detailed answers" and got.created_at <= got.updated_at
+    assert store.get(("u1", "memories"), "missing") is None
+    hits = store.search(("u1",), query="what is the dog's name")
+    assert [h.key for h in hits][0] == "dog" and all(h.namespace == ("u1", "memories") for h in hits)
+    assert hits[0].score is not None
+    assert [h.key for h in store.search(("u1", "memories"), filter={"kind": "pref"})] == ["style"]
+    assert store.list_namespaces() == [("u1", "memories"), ("u2", "memories")]
+    assert store.list_namespaces(prefix=("u2",)) == [("u2", "memories")]
+    assert store.list_namespaces(max_depth=1) == [("u1",), ("u2",)]
+    store.delete(("u1", "memories"), "dog")
+    assert store.get(("u1", "memories"), "dog") is None
+    assert store.get(("u2", "memories"), "dog").value["content"].startswith("This user has a cat")
+    assert asyncio.run(store.aget(("u1", "memories"), "style")).key == "style"
+
+
+def test_langgraph_store_is_isolated_per_ragmem_namespace(tmp_path):
+    from ragmem.integrations.langgraph import RagmemStore
+
+    a = RagmemStore(store=tmp_path / "iso", namespace="tenant-a")
+    a.put(("memories",), "secret", {"content": "tenant A's launch date is May 3"})
+    b = RagmemStore(memory=a.memory.for_session("x", namespace="tenant-b"))
+    assert b.get(("memories",), "secret") is None
+    assert b.search(("memories",), query="launch date") == [] and b.list_namespaces() == []
