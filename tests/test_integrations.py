@@ -484,3 +484,102 @@ def test_langgraph_store_is_isolated_per_ragmem_namespace(tmp_path):
     b = RagmemStore(memory=a.memory.for_session("x", namespace="tenant-b"))
     assert b.get(("memories",), "secret") is None
     assert b.search(("memories",), query="launch date") == [] and b.list_namespaces() == []
+
+
+def _recording_mock_llm(seen):
+    from llama_index.core.llms import MockLLM
+
+    inside: list = []
+
+    class RecordingLLM(MockLLM):
+        def chat(self, messages, **kw):
+            seen.append(list(messages))
+            inside.append(True)  # MockLLM.chat answers through complete(): record the chat call only
+            try:
+                return super().chat(messages, **kw)
+            finally:
+                inside.pop()
+
+        async def achat(self, messages, **kw):
+            seen.append(list(messages))
+            return await super().achat(messages, **kw)
+
+        def complete(self, prompt, formatted=False, **kw):
+            if not inside:
+                seen.append(prompt)  # engines that format a text prompt (not a chat model)
+            return super().complete(prompt, formatted=formatted, **kw)
+
+    return RecordingLLM(max_tokens=16)
+
+
+def test_llamaindex_memory_keeps_the_model_input_within_token_limit(tmp_path):
+    from llama_index.core.chat_engine import SimpleChatEngine
+    from ragmem.integrations.llamaindex import RagmemMemory, from_llamaindex
+    from ragmem.tokens import count_messages
+
+    seen: list = []
+    mem = Memory(tmp_path / "li", session="engine")
+    limit = 800
+    engine = SimpleChatEngine.from_defaults(llm=_recording_mock_llm(seen), memory=RagmemMemory.from_defaults(memory=mem, token_limit=limit))
+    for i in range(TURNS):
+        engine.chat(_fact(i))
+    sizes = [count_messages(mem.counter, [from_llamaindex(m) for m in msgs]) for msgs in seen]
+    assert len(sizes) == TURNS and max(sizes) <= limit and sizes[-1] > limit // 2
+    assert sum(1 for m in seen[-1] if m.content == _fact(TURNS - 1)) == 1
+    assert len(mem.messages()) == 2 * TURNS
+
+
+def test_llamaindex_get_without_a_turn_is_budgeted(mem):
+    from ragmem.integrations.llamaindex import RagmemMemory, from_llamaindex
+    from ragmem.tokens import count_messages
+
+    memory = RagmemMemory.from_defaults(memory=mem, token_limit=300)
+    for i in range(40):
+        mem.add_many([{"role": "user", "content": _fact(i)}, {"role": "assistant", "content": f"Noted crate {i}."}])
+    got = memory.get()
+    assert 0 < len(got) < 80 and got[-1].content == "Noted crate 39."
+    assert count_messages(mem.counter, [from_llamaindex(m) for m in got]) <= 300
+    assert len(memory.get_all()) == 80
+
+
+@pytest.mark.parametrize("engine_name", ["ContextChatEngine", "CondensePlusContextChatEngine"])
+def test_llamaindex_context_engines_send_the_question_once(tmp_path, engine_name):
+    from llama_index.core import chat_engine
+    from llama_index.core.retrievers import BaseRetriever
+    from llama_index.core.schema import NodeWithScore, TextNode
+    from ragmem.integrations.llamaindex import RagmemMemory
+
+    class OneDoc(BaseRetriever):
+        def _retrieve(self, query_bundle):
+            return [NodeWithScore(node=TextNode(text="The warehouse opens at 8."), score=1.0)]
+
+    seen: list = []
+    memory = RagmemMemory.from_defaults(store=tmp_path / "ctx", session_id="ctx", token_limit=2000)
+    cls = getattr(chat_engine, engine_name)
+    engine = cls.from_defaults(retriever=OneDoc(), llm=_recording_mock_llm(seen), memory=memory)
+    for q in ("My dog is called Pixel.", "I live in Lisbon.", "What is my dog called?"):
+        engine.chat(q)
+        sent = seen[-1] if isinstance(seen[-1], str) else "\n".join(m.content or "" for m in seen[-1])
+        assert sent.count(q) == 1, sent
+    assert [m.role.value for m in memory.get_all()] == ["user", "assistant"] * 3
+
+
+def test_llamaindex_memory_block_recalls_ejected_turns(tmp_path):
+    from llama_index.core.chat_engine import SimpleChatEngine
+    from llama_index.core.memory import Memory as LlamaMemory
+    from ragmem.integrations.llamaindex import RagmemMemoryBlock, from_llamaindex
+    from ragmem.tokens import count_messages
+
+    seen: list = []
+    mem = Memory(tmp_path / "blk", session="blk")
+    limit = 800
+    memory = LlamaMemory.from_defaults(session_id="blk", token_limit=limit, memory_blocks=[RagmemMemoryBlock(memory=mem)])
+    engine = SimpleChatEngine.from_defaults(llm=_recording_mock_llm(seen), memory=memory)
+    for i in range(TURNS):
+        engine.chat(_fact(i))
+    engine.chat("Which crate holds 21 widgets?")
+    sizes = [count_messages(mem.counter, [from_llamaindex(m) for m in msgs]) for msgs in seen]
+    # LlamaIndex's Memory counts text tokens without the few tokens of framing per message
+    assert max(sizes) <= limit + 4 * max(len(m) for m in seen)
+    assert len(mem.messages()) > TURNS  # the ejected turns went to ragmem
+    assert "crate 3 holds 21 widgets" in seen[-1][0].content  # recalled into the system message
