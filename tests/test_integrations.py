@@ -583,3 +583,63 @@ def test_llamaindex_memory_block_recalls_ejected_turns(tmp_path):
     assert max(sizes) <= limit + 4 * max(len(m) for m in seen)
     assert len(mem.messages()) > TURNS  # the ejected turns went to ragmem
     assert "crate 3 holds 21 widgets" in seen[-1][0].content  # recalled into the system message
+
+
+def test_openai_agents_run_config_keeps_the_model_input_within_budget(tmp_path):
+    from agents import Agent, Runner, function_tool, set_tracing_disabled
+    from agents.items import ModelResponse
+    from agents.models.interface import Model
+    from agents.usage import Usage
+    from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+    from ragmem.integrations.openai_agents import RagmemSession, items_to_messages
+    from ragmem.tokens import count_messages
+
+    set_tracing_disabled(True)
+    seen: list = []
+
+    class ScriptedModel(Model):
+        """Every 10th turn looks a crate up with the tool first; otherwise answers at once."""
+
+        async def get_response(self, system_instructions, input, *args, **kwargs):
+            seen.append((system_instructions, list(input)))
+            n = len(seen)
+            last = input[-1]
+            if last.get("type") != "function_call_output" and "crate 5" in str(last.get("content")):
+                out = [ResponseFunctionToolCall(type="function_call", call_id=f"call_{n}", name="aisle_of", arguments='{"crate": 5}', id=f"fc_{n}", status="completed")]
+            else:
+                out = [ResponseOutputMessage(type="message", id=f"msg_{n}", role="assistant", status="completed",
+                                             content=[ResponseOutputText(type="output_text", text=f"Noted ({n}).", annotations=[])])]
+            return ModelResponse(output=out, usage=Usage(), response_id=None)
+
+        def stream_response(self, *args, **kwargs):  # pragma: no cover - not used
+            raise NotImplementedError
+
+    @function_tool
+    def aisle_of(crate: int) -> str:
+        """The aisle a crate is stored in."""
+        return f"crate {crate} is in aisle {crate % 13}"
+
+    budget = 800
+    agent = Agent(name="wh", instructions="You are a warehouse assistant.", tools=[aisle_of], model=ScriptedModel())
+    session = RagmemSession("wh", store=tmp_path / "agents")
+    config = session.run_config(budget=budget)
+
+    async def go():
+        for i in range(TURNS):
+            await Runner.run(agent, _fact(i), session=session, run_config=config)
+
+    asyncio.run(go())
+    sizes = [
+        count_messages(session.memory.counter, [{"role": "system", "content": ins or ""}, *items_to_messages(inp)])
+        for ins, inp in seen
+    ]
+    assert len(seen) > TURNS and max(sizes) <= budget and sizes[-1] > budget // 2
+    assert all("warehouse assistant" in ins for ins, _ in seen)
+    last_turn = [i for i in seen[-1][1] if i.get("role") == "user" and i.get("content") == _fact(TURNS - 1)]
+    assert len(last_turn) == 1
+    # a tool loop's second call sees its own call and result after the turn
+    tool_round = next(inp for _, inp in seen if inp[-1].get("type") == "function_call_output")
+    assert tool_round[-2].get("type") == "function_call" and tool_round[-3].get("role") == "user", tool_round[-4:]
+    log = session.memory.messages()
+    assert sum(1 for m in log if m.role == "user") == TURNS  # the SDK stored every turn once
+    assert asyncio.run(session.get_items())[0] == {"content": _fact(0), "role": "user"}
