@@ -451,12 +451,14 @@ class Memory:
         until: datetime | float | None = None,
         where: Mapping[str, Any] | None = None,
         scope: Literal["session", "namespace"] = "session",
+        min_score: float | None = None,
     ) -> list[Hit]:
         """Semantic search of the history: the ``k`` most relevant messages, best first.
 
         Filters run inside the store: ``role``, a time range, and equality on
         scalar metadata (``where={"topic": "db"}``). ``scope="namespace"``
-        searches every session of the namespace.
+        searches every session of the namespace. ``min_score`` drops hits
+        scoring below it (scores are explained in docs/recall.md, "Scores").
         """
         if k < 1:
             raise ValueError("k must be at least 1")
@@ -474,7 +476,7 @@ class Memory:
             Hit(found[c.message_id], c.score, found[c.message_id].session, found[c.message_id].namespace,
                 found[c.message_id].created_at)
             for c in cands
-            if c.message_id in found
+            if c.message_id in found and (min_score is None or c.score >= min_score)
         ]
 
     # -- prompts ---------------------------------------------------------------
