@@ -83,7 +83,21 @@ def _cfg(store_: str | None, namespace_: str | None, session_: str | None, json_
 def _open(cfg: Config) -> "Memory":
     from ragmem import Memory  # lazy: keeps --help and model-free commands fast
 
-    return Memory(cfg.store, session=cfg.session, namespace=cfg.namespace)
+    store = _store_defaults(cfg)
+    return Memory(store.store, session=store.session, namespace=store.namespace)
+
+
+def _store_defaults(cfg: Config) -> Config:
+    """``cfg`` with the store's ragmem.toml / RAGMEM_NAMESPACE / RAGMEM_SESSION where options left "default"."""
+    from ragmem.config import load_config
+
+    sc = load_config(cfg.store)
+    return Config(
+        store=cfg.store,
+        namespace=sc.namespace if cfg.namespace == "default" and sc.namespace else cfg.namespace,
+        session=sc.session if cfg.session == "default" and sc.session else cfg.session,
+        json=cfg.json,
+    )
 
 
 def _emit(cfg: Config, data: Any, human: Callable[[], Iterable[str]] | str | None = None) -> None:
@@ -384,14 +398,18 @@ def _from_locomo(data: Any, file: str, default_session: str) -> list[tuple[str |
 @click.option("--since", metavar="WHEN", help="Only messages at or after WHEN (ISO date/time, or an age: 12h, 7d).")
 @click.option("--until", metavar="WHEN", help="Only messages before WHEN (same forms as --since).")
 @click.option("--all-sessions", is_flag=True, help="Search every session of the namespace, not just --session.")
+@click.option("--min-score", type=click.FloatRange(-1, 1), default=None, metavar="SCORE",
+              help="Only hits whose cosine similarity to QUERY reaches SCORE (0.3 keeps clear matches; see docs/recall.md).")
 @_common
-def search(query: str, k: int, role: str | None, since: str | None, until: str | None, all_sessions: bool, **opts: Any) -> None:
+def search(query: str, k: int, role: str | None, since: str | None, until: str | None, all_sessions: bool,
+           min_score: float | None, **opts: Any) -> None:
     """Search the history semantically for QUERY, best hits first."""
     cfg = _cfg(**opts)
     lo, hi = _when(since, "--since"), _when(until, "--until")
     mem = _open(cfg)
     try:
-        hits = mem.search(query, k=k, role=role, since=lo, until=hi, scope="namespace" if all_sessions else "session")
+        hits = mem.search(query, k=k, role=role, since=lo, until=hi, min_score=min_score,
+                          scope="namespace" if all_sessions else "session")
     finally:
         mem.close()
     data = [{"score": h.score, "session": h.session, "message": h.message.to_record()} for h in hits]
@@ -532,9 +550,10 @@ def import_(file: str, **opts: Any) -> None:
     show_default=True,
     help="Assembly strategy (the others are baselines).",
 )
-@click.option("-k", "k", type=click.IntRange(0), default=20, show_default=True, help="Recall candidates.")
+@click.option("-k", "k", type=click.IntRange(0), default=None,
+              help="Most recalled units [default: as Memory.prompt: 20, or one per 100 tokens of a larger budget].")
 @_common
-def prompt(turn: str, budget: int, system_: str | None, fmt: str, strategy: str, k: int, **opts: Any) -> None:
+def prompt(turn: str, budget: int, system_: str | None, fmt: str, strategy: str, k: int | None, **opts: Any) -> None:
     """Assemble and print the prompt for a user TURN, with its trace.
 
     The prompt fits --budget tokens (tiktoken, message overhead included) and

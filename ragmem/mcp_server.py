@@ -255,6 +255,11 @@ def build_server(
 ) -> MCPServer:
     """Create the MCP server (not yet running) for a store; ``memory_kwargs`` go to every ``Memory``."""
     store = store or os.environ.get("RAGMEM_STORE") or DEFAULT_STORE
+    from ragmem.config import load_config
+
+    sc = load_config(store)  # the store's ragmem.toml and RAGMEM_* variables fill what was left "default"
+    namespace = sc.namespace if namespace == "default" and sc.namespace else namespace
+    session = sc.session if session == "default" and sc.session else session
     memories = _Memories(store, namespace, session, memory_kwargs)
     from ragmem import __version__
 
@@ -294,7 +299,7 @@ def build_server(
         ] = None,
         since: Annotated[str | None, Field(description="Only messages at or after this time: ISO 8601, or an age such as 12h, 7d.")] = None,
         until: Annotated[str | None, Field(description="Only messages before this time: ISO 8601, or an age such as 12h, 7d.")] = None,
-        min_score: Annotated[float | None, Field(description="Only hits scoring at least this (0.5 keeps clear matches).", ge=0)] = None,
+        min_score: Annotated[float | None, Field(description="Only hits whose cosine similarity to the query reaches this; 0.3 keeps clear matches.", ge=-1, le=1)] = None,
         all_sessions: Annotated[bool, Field(description="Search every session of the namespace, not just one.")] = False,
         session: Session = None,
     ) -> SearchResult:

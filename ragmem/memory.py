@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from .assemble import STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline
+from .config import load_config
 from .embed import Embedder, default_embedder
 from .errors import InvalidMessage, MessageNotFound, StoreError
 from .indexing import build_where, index_messages, lexical_rows
@@ -146,9 +147,11 @@ class Memory:
             self._indexer = _shared._indexer
             return
         self.path = Path(path or os.environ.get("RAGMEM_STORE") or DEFAULT_PATH)
-        self.chroma_url = chroma_url
+        # the store's ragmem.toml and RAGMEM_* variables: every tool opens the store the same way
+        config = load_config(self.path)
+        self.chroma_url = chroma_url or config.chroma_url
         self._log = MessageLog(self.path, create=create)
-        self._embedder = embedder
+        self._embedder = embedder if embedder is not None else config.make_embedder()
         self._counter = counter  # the default loads on first use: its BPE data takes ~0.4 s
         self.summarizer: Summarizer | None = (
             None if summarizer is False else (summarizer or ExtractiveSummarizer())
@@ -457,8 +460,9 @@ class Memory:
 
         Filters run inside the store: ``role``, a time range, and equality on
         scalar metadata (``where={"topic": "db"}``). ``scope="namespace"``
-        searches every session of the namespace. ``min_score`` drops hits
-        scoring below it (scores are explained in docs/recall.md, "Scores").
+        searches every session of the namespace. ``min_score`` keeps only
+        hits whose cosine similarity to the query (``Hit.similarity``, absolute,
+        unlike the fused ``Hit.score``) reaches it; see docs/recall.md, "Scores".
         """
         if k < 1:
             raise ValueError("k must be at least 1")
@@ -466,17 +470,21 @@ class Memory:
         clause = build_where(role=role, since=since, until=until, where=dict(where or {}))
         self._catch_up()
         vec = embed_query(self.embedder, query)
+        sims: dict[str, float] = {}
         cands = search_candidates(
             text=query, vector=vec, log=self._log, index=self.index, namespace=self.namespace,
             session=self.session if scope == "session" else None, n=3 * k, where=clause,
-            filters=lexical_filters(role=role, since=since, until=until, where=where),
-        )[:k]
+            filters=lexical_filters(role=role, since=since, until=until, where=where), similarity=sims,
+        )
+        if min_score is not None:  # on the absolute cosine, not the fused score, which is relative per query
+            cands = [c for c in cands if sims.get(c.message_id, -1.0) >= min_score]
+        cands = cands[:k]
         found = self._log.get_many(c.message_id for c in cands)
         return [
             Hit(found[c.message_id], c.score, found[c.message_id].session, found[c.message_id].namespace,
-                found[c.message_id].created_at)
+                found[c.message_id].created_at, sims.get(c.message_id))
             for c in cands
-            if c.message_id in found and (min_score is None or c.score >= min_score)
+            if c.message_id in found
         ]
 
     # -- prompts ---------------------------------------------------------------

@@ -96,8 +96,8 @@ def test_mcp_server_end_to_end(tmp_path):
             users = (await call(s, "search_memory", query="slow builds", role="user"))["hits"]
             assert users and all(h["role"] == "user" for h in users)
             assert (await call(s, "search_memory", query="redis", since="7d"))["hits"]
-            strict = (await call(s, "search_memory", query="redis memory eviction", k=10, min_score=0.5))["hits"]
-            assert strict and all(h["score"] >= 0.5 for h in strict) and len(strict) < 6
+            strict = (await call(s, "search_memory", query="redis memory eviction", k=10, min_score=0.3))["hits"]
+            assert strict and len(strict) < 6 and any("64mb" in h["content"] for h in strict)
             assert (await call(s, "search_memory", query="redis", since="2999-01-01"))["hits"] == []
             assert "since" in await call_error(s, "search_memory", query="redis", since="not a date")
 
