@@ -202,10 +202,12 @@ class AsyncMemory:
         until: datetime | float | None = None,
         where: Mapping[str, Any] | None = None,
         scope: Literal["session", "namespace"] = "session",
+        min_score: float | None = None,
     ) -> list[Hit]:
         """See :meth:`ragmem.Memory.search`."""
         return await self._worker.run(
-            self._mem.search, query, k, role=role, since=since, until=until, where=where, scope=scope
+            self._mem.search, query, k, role=role, since=since, until=until, where=where, scope=scope,
+            min_score=min_score,
         )
 
     # -- prompts -----------------------------------------------------------------

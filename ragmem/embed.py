@@ -375,6 +375,10 @@ class AutoEmbedder:
         if cached and cached.get("choice") in candidates:
             self.bulk_rates = cached.get("rates", {})
             return cached["choice"]
+        from .onnx_embed import notice
+
+        notice(f"first bulk ingest on this machine: timing the embedding paths ({', '.join(candidates)}) once "
+               f"to pick the fastest (a few seconds; cached in {path})")
         engines = {"int8": self.int8, "torch": self.torch}
         rates: dict[str, float] = {}
         working = []
