@@ -193,7 +193,9 @@ class Memory:
                     client = make_client(url=self.chroma_url)
                 else:  # embedded Chroma migrates its database on first open: openers take turns
                     with opening_lock(self.path, name=CHROMA_LOCK_FILE):
-                        client = make_client(path=str(self.path / "chroma"))
+                        # absolute: Chroma caches clients by path string, and a relative one would
+                        # reach another folder's client after a chdir
+                        client = make_client(path=str((self.path / "chroma").resolve()))
                 name = getattr(self._embedder, "name", None) or "all-MiniLM-L6-v2"
                 store_id = self._log.store_id if self.chroma_url else None  # a server may hold many stores
                 self._index_holder.append(VectorIndex(client, name, store_id=store_id))

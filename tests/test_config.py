@@ -129,3 +129,4 @@ def test_search_min_score(mem):
     assert [h.message.text for h in strict] == ["The dance studio is on Baker Street."]
     assert strict[0].similarity >= 0.3 and hits[1].similarity < 0.3 < hits[1].score  # fused scores are relative
     assert mem.search("volcanic eruptions on Io", k=5, min_score=0.3) == []
+

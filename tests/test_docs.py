@@ -44,6 +44,13 @@ def test_samples_run(page, tmp_path, monkeypatch):
     # `ragmem` (the console script) must be found by samples that start it
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
+    try:  # MCP stdio servers inherit only a safe list of variables: run them on this checkout, offline
+        from mcp.client import stdio
+
+        monkeypatch.setattr(stdio, "DEFAULT_INHERITED_ENV_VARS",
+                            [*stdio.DEFAULT_INHERITED_ENV_VARS, "PYTHONPATH", "RAGMEM_STORE", "HF_HUB_OFFLINE"])
+    except ImportError:
+        pass
     namespace: dict = {"__name__": "__docs__"}
     ran = 0
     for line, code, reason in samples(page):

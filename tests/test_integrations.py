@@ -39,6 +39,7 @@ def mem(shared, request):
         ("ragmem.integrations.langchain", "langchain_core", "langchain"),
         ("ragmem.integrations.llamaindex", "llama_index", "llamaindex"),
         ("ragmem.integrations.openai_agents", "agents", "agents"),
+        ("ragmem.integrations.langgraph", "langgraph", "langgraph"),
         ("ragmem.mcp_server", "mcp", "mcp"),
     ],
 )
