@@ -535,6 +535,30 @@ def import_(file: str, **opts: Any) -> None:
     _emit(cfg, {"imported": n, "records": len(records)}, f"imported {n} of {len(records)} records")
 
 
+@cli.command("import-chats")
+@click.argument("file", metavar="FILE")
+@_common
+def import_chats(file: str, **opts: Any) -> None:
+    """Import a ChatGPT or Claude data export (conversations.json): one session per conversation.
+
+    Sessions are named after the source, the title and the conversation id
+    (chatgpt-<title>-<id>); importing the same export again stores nothing twice.
+    """
+    from ragmem.exports import import_export
+
+    cfg = _cfg(**opts)
+    data = _parse_json_or_jsonl(_read_text(file), file)
+    mem = _open(cfg)
+    try:
+        counts = import_export(mem, data)
+    finally:
+        mem.close()
+    total = sum(counts.values())
+    _emit(cfg, {"imported": total, "sessions": counts},
+          lambda: [*(f"{n:6d}  {name}" for name, n in counts.items()),
+                   f"imported {total} messages into {len(counts)} sessions (namespace {cfg.namespace})"])
+
+
 # ------------------------------------------------------------------ prompt
 
 
