@@ -647,6 +647,54 @@ class Memory:
                 self._health["purge"] = True  # the next search or prompt finishes it
         return n
 
+    def forget_where(
+        self,
+        *,
+        role: str | Sequence[str] | None = None,
+        since: datetime | float | None = None,
+        until: datetime | float | None = None,
+        where: Mapping[str, Any] | None = None,
+        scope: Literal["session", "namespace"] = "session",
+        wait: bool = True,
+    ) -> list[str]:
+        """Forget every message matching a filter (and the rest of each one's unit); return the ids forgotten.
+
+        The filters are :meth:`search`'s: ``role``, a time range (``until`` alone
+        expires what is older than a date), and equality on metadata
+        (``where={"topic": "db"}``); ``scope="namespace"`` covers every session of
+        the namespace. At least one filter is required. Like :meth:`forget`, the
+        messages vanish from every read in one log transaction, then are purged.
+        """
+        from .errors import UsageError
+
+        if role is None and since is None and until is None and not where:
+            raise UsageError("forget_where() needs a filter (role, since, until or where); "
+                             "use forget_session() to forget a whole session")
+        roles = {role} if isinstance(role, str) else set(role) if role is not None else None
+        ts = lambda v: v if isinstance(v, datetime) else datetime.fromtimestamp(float(v), tz=timezone.utc)  # noqa: E731
+        lo, hi = (ts(since) if since is not None else None), (ts(until) if until is not None else None)
+        sessions = [self.session] if scope == "session" else [s.session for s in self.sessions()]
+        doomed: list[str] = []
+        for name in sessions:
+            matched = [
+                m for m in self._log.messages(self.namespace, name)
+                if (roles is None or m.role in roles) and (lo is None or m.created_at >= lo)
+                and (hi is None or m.created_at < hi)
+                and all(m.metadata.get(k) == v for k, v in (where or {}).items())
+            ]
+            if matched:
+                units = set(self._log.unit_ids_of(m.id for m in matched).values())
+                doomed += [m.id for m in self._log.unit_messages(self.namespace, name, units)]
+        if not doomed:
+            return []
+        with self._lock:  # no indexing may run between the tombstones and the purge
+            self._log.mark_deleted(doomed)
+            if wait:
+                self.finish_forgets()
+            else:
+                self._health["purge"] = True
+        return doomed
+
     def finish_forgets(self) -> int:
         """Purge what was forgotten from the index, then from the log; return the messages purged.
 

@@ -130,3 +130,30 @@ def test_search_min_score(mem):
     assert strict[0].similarity >= 0.3 and hits[1].similarity < 0.3 < hits[1].score  # fused scores are relative
     assert mem.search("volcanic eruptions on Io", k=5, min_score=0.3) == []
 
+
+
+def test_forget_where_expires_by_time_role_and_metadata_keeping_units_whole(tmp_path, embedder):
+    from datetime import datetime, timezone
+
+    from ragmem.errors import UsageError
+
+    old, new = datetime(2023, 1, 1, tzinfo=timezone.utc), datetime(2025, 1, 1, tzinfo=timezone.utc)
+    mem = Memory(tmp_path / "fw", embedder=embedder, session="a")
+    mem.add_many([
+        {"role": "user", "content": "old question about the cache", "created_at": old},
+        {"role": "assistant", "content": None, "created_at": old, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "cache_stats", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "hit rate 40%", "created_at": new},  # newer, same unit
+        {"role": "user", "content": "new question about billing", "created_at": new, "metadata": {"topic": "billing"}},
+    ])
+    mem.for_session("b").add({"role": "user", "content": "old note in another session", "created_at": old})
+    with pytest.raises(UsageError, match="needs a filter"):
+        mem.forget_where()
+    gone = mem.forget_where(until=datetime(2024, 1, 1, tzinfo=timezone.utc))
+    assert len(gone) == 3  # the tool result went with its call, though it is newer
+    assert [m.text for m in mem.messages()] == ["new question about billing"]
+    assert mem.search("cache hit rate", k=5) and all("cache" not in h.message.text for h in mem.search("cache hit rate", k=5))
+    assert len(mem.messages("b")) == 1  # another session is untouched by the session scope
+    assert len(mem.forget_where(until=datetime(2024, 1, 1, tzinfo=timezone.utc), scope="namespace")) == 1
+    assert mem.forget_where(where={"topic": "billing"}) and mem.messages() == []
+    mem.close()
