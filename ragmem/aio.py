@@ -245,6 +245,21 @@ class AsyncMemory:
         """See :meth:`ragmem.Memory.forget_session`."""
         return await self._worker.run(self._mem.forget_session, session, wait=wait)
 
+    async def forget_where(
+        self,
+        *,
+        role: str | Sequence[str] | None = None,
+        since: datetime | float | None = None,
+        until: datetime | float | None = None,
+        where: Mapping[str, Any] | None = None,
+        scope: Literal["session", "namespace"] = "session",
+        wait: bool = True,
+    ) -> list[str]:
+        """See :meth:`ragmem.Memory.forget_where`."""
+        return await self._worker.run(
+            self._mem.forget_where, role=role, since=since, until=until, where=where, scope=scope, wait=wait
+        )
+
     async def finish_forgets(self) -> int:
         """See :meth:`ragmem.Memory.finish_forgets`."""
         return await self._worker.run(self._mem.finish_forgets)
