@@ -202,10 +202,12 @@ class AsyncMemory:
         until: datetime | float | None = None,
         where: Mapping[str, Any] | None = None,
         scope: Literal["session", "namespace"] = "session",
+        min_score: float | None = None,
     ) -> list[Hit]:
         """See :meth:`ragmem.Memory.search`."""
         return await self._worker.run(
-            self._mem.search, query, k, role=role, since=since, until=until, where=where, scope=scope
+            self._mem.search, query, k, role=role, since=since, until=until, where=where, scope=scope,
+            min_score=min_score,
         )
 
     # -- prompts -----------------------------------------------------------------
@@ -242,6 +244,21 @@ class AsyncMemory:
     async def forget_session(self, session: str | None = None, *, wait: bool = True) -> int:
         """See :meth:`ragmem.Memory.forget_session`."""
         return await self._worker.run(self._mem.forget_session, session, wait=wait)
+
+    async def forget_where(
+        self,
+        *,
+        role: str | Sequence[str] | None = None,
+        since: datetime | float | None = None,
+        until: datetime | float | None = None,
+        where: Mapping[str, Any] | None = None,
+        scope: Literal["session", "namespace"] = "session",
+        wait: bool = True,
+    ) -> list[str]:
+        """See :meth:`ragmem.Memory.forget_where`."""
+        return await self._worker.run(
+            self._mem.forget_where, role=role, since=since, until=until, where=where, scope=scope, wait=wait
+        )
 
     async def finish_forgets(self) -> int:
         """See :meth:`ragmem.Memory.finish_forgets`."""

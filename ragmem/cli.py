@@ -72,18 +72,32 @@ def _cfg(store_: str | None, namespace_: str | None, session_: str | None, json_
 
     base: Config = click.get_current_context().find_object(Config) or Config()
     validate.store_path(base.store if store_ is None else store_)  # `--store ''` is a mistake, not the cwd
-    return Config(
+    # the store's ragmem.toml and RAGMEM_* variables fill what the options left at "default"
+    return _store_defaults(Config(
         store=base.store if store_ is None else store_,
         namespace=base.namespace if namespace_ is None else namespace_,
         session=base.session if session_ is None else session_,
         json=bool(json_) or base.json,
-    )
+    ))
 
 
 def _open(cfg: Config, **kw: Any) -> "Memory":
     from ragmem import Memory  # lazy: keeps --help and model-free commands fast
 
     return Memory(cfg.store, session=cfg.session, namespace=cfg.namespace, **kw)
+
+
+def _store_defaults(cfg: Config) -> Config:
+    """``cfg`` with the store's ragmem.toml / RAGMEM_NAMESPACE / RAGMEM_SESSION where options left "default"."""
+    from ragmem.config import load_config
+
+    sc = load_config(cfg.store)
+    return Config(
+        store=cfg.store,
+        namespace=sc.namespace if cfg.namespace == "default" and sc.namespace else cfg.namespace,
+        session=sc.session if cfg.session == "default" and sc.session else cfg.session,
+        json=cfg.json,
+    )
 
 
 def _emit(cfg: Config, data: Any, human: Callable[[], Iterable[str]] | str | None = None) -> None:
@@ -313,8 +327,11 @@ def _progress(total: int, show: bool) -> Any:
 @click.option("--since", metavar="WHEN", help="Only messages at or after WHEN (ISO date/time, or an age: 12h, 7d).")
 @click.option("--until", metavar="WHEN", help="Only messages before WHEN (same forms as --since).")
 @click.option("--all-sessions", is_flag=True, help="Search every session of the namespace, not just --session.")
+@click.option("--min-score", type=click.FloatRange(-1, 1), default=None, metavar="SCORE",
+              help="Only hits whose cosine similarity to QUERY reaches SCORE (0.3 keeps clear matches; see docs/recall.md).")
 @_common
-def search(query: str, k: int, role: str | None, since: str | None, until: str | None, all_sessions: bool, **opts: Any) -> None:
+def search(query: str, k: int, role: str | None, since: str | None, until: str | None, all_sessions: bool,
+           min_score: float | None, **opts: Any) -> None:
     """Search the history semantically for QUERY, best hits first."""
     cfg = _cfg(**opts)
     lo, hi = _when(since, "--since"), _when(until, "--until")
@@ -322,7 +339,8 @@ def search(query: str, k: int, role: str | None, since: str | None, until: str |
     try:
         if not all_sessions:
             _require_session(mem, cfg, cfg.session)
-        hits = mem.search(query, k=k, role=role, since=lo, until=hi, scope="namespace" if all_sessions else "session")
+        hits = mem.search(query, k=k, role=role, since=lo, until=hi, min_score=min_score,
+                          scope="namespace" if all_sessions else "session")
     finally:
         mem.close()
     data = [{"score": h.score, "session": h.session, "message": h.message.to_record()} for h in hits]
@@ -455,6 +473,31 @@ def import_(file: str, **opts: Any) -> None:
     _emit(cfg, {"imported": n, "records": len(records)}, f"imported {n} of {len(records)} records")
 
 
+@cli.command("import-chats")
+@click.argument("file", metavar="FILE")
+@_common
+def import_chats(file: str, **opts: Any) -> None:
+    """Import a ChatGPT or Claude data export (conversations.json): one session per conversation.
+
+    Sessions are named after the source, the title and the conversation id
+    (chatgpt-<title>-<id>); importing the same export again stores nothing twice.
+    """
+    from ragmem.exports import import_export
+    from ragmem.loaders import parse_json_or_jsonl, read_text
+
+    cfg = _cfg(**opts)
+    data = parse_json_or_jsonl(read_text(file), file)
+    mem = _open(cfg)
+    try:
+        counts = import_export(mem, data)
+    finally:
+        mem.close()
+    total = sum(counts.values())
+    _emit(cfg, {"imported": total, "sessions": counts},
+          lambda: [*(f"{n:6d}  {name}" for name, n in counts.items()),
+                   f"imported {total} messages into {len(counts)} sessions (namespace {cfg.namespace})"])
+
+
 # ------------------------------------------------------------------ prompt
 
 
@@ -470,9 +513,10 @@ def import_(file: str, **opts: Any) -> None:
     show_default=True,
     help="Assembly strategy (the others are baselines).",
 )
-@click.option("-k", "k", type=click.IntRange(0), default=20, show_default=True, help="Recall candidates.")
+@click.option("-k", "k", type=click.IntRange(0), default=None,
+              help="Most recalled units [default: as Memory.prompt: 20, or one per 100 tokens of a larger budget].")
 @_common
-def prompt(turn: str, budget: int, system_: str | None, fmt: str, strategy: str, k: int, **opts: Any) -> None:
+def prompt(turn: str, budget: int, system_: str | None, fmt: str, strategy: str, k: int | None, **opts: Any) -> None:
     """Assemble and print the prompt for a user TURN, with its trace.
 
     The prompt fits --budget tokens (tiktoken, message overhead included) and

@@ -18,7 +18,7 @@ import hashlib
 import os
 import threading
 from pathlib import Path
-from typing import Literal, Protocol, Sequence, runtime_checkable
+from typing import Any, Literal, Protocol, Sequence, runtime_checkable
 
 from .errors import MissingDependency, StoreError
 
@@ -39,6 +39,26 @@ class Embedder(Protocol):
     def embed_batch(self, texts: Sequence[str], kind: Kind = "document") -> list[list[float]]:
         """One unit-length vector per text."""
         ...
+
+
+def as_vectors(result: Any, n: int, name: str = "embedder") -> list[list[float]]:
+    """An embedder's result as plain lists of floats: numpy arrays (2-D, or a list of 1-D) are accepted.
+
+    Raises :class:`~ragmem.errors.StoreError` naming the embedder when the
+    result is not ``n`` vectors of one length.
+    """
+    from ragmem.errors import StoreError
+
+    if hasattr(result, "tolist"):
+        result = result.tolist()
+    try:
+        out = [v.tolist() if hasattr(v, "tolist") else [float(x) for x in v] for v in result]
+    except TypeError:
+        raise StoreError(f"{name}.embed_batch must return one sequence of floats per text, got {type(result).__name__}") from None
+    if len(out) != n or len({len(v) for v in out}) > 1:
+        raise StoreError(f"{name}.embed_batch returned {len(out)} vectors of lengths {sorted({len(v) for v in out})} for {n} texts; "
+                         "it must return one vector per text, all of one dimension")
+    return out
 
 
 def chunk_text(text: str, max_chars: int = 1000, overlap: int = 150) -> list[str]:
@@ -355,6 +375,10 @@ class AutoEmbedder:
         if cached and cached.get("choice") in candidates:
             self.bulk_rates = cached.get("rates", {})
             return cached["choice"]
+        from .onnx_embed import notice
+
+        notice(f"first bulk ingest on this machine: timing the embedding paths ({', '.join(candidates)}) once "
+               f"to pick the fastest (a few seconds; cached in {path})")
         engines = {"int8": self.int8, "torch": self.torch}
         rates: dict[str, float] = {}
         working = []

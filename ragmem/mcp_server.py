@@ -5,8 +5,10 @@ Run it with ``ragmem mcp`` or ``python -m ragmem.mcp_server``; both take
 tool is a thin shell over :class:`ragmem.Memory`; each accepts an optional
 ``session`` so one server can serve several conversations of a namespace.
 
-Tools: ``add_messages``, ``search_memory``, ``get_context``,
-``get_pinned_state``, ``update_pinned_state``, ``forget``. See ``docs/mcp.md``.
+Tools: ``add_messages``, ``search_memory``, ``get_context``, ``list_sessions``,
+``read_recent``, ``get_pinned_state``, ``update_pinned_state``, ``forget``.
+Results are compact JSON (an LLM reads them): ``get_context``'s whole result
+fits its budget, and its trace comes only on request. See ``docs/mcp.md``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 import os
 import sys
 import threading
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -27,7 +29,7 @@ from ragmem.errors import MissingDependency
 try:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.types import ToolAnnotations
+    from mcp.types import CallToolResult, TextContent, ToolAnnotations
 except ImportError as exc:  # no SDK, or the 1.x SDK (FastMCP) whose API differs
     raise MissingDependency("the ragmem MCP server needs the MCP SDK 2.x: pip install 'ragmem[mcp]'") from exc
 
@@ -85,29 +87,42 @@ class AddResult(BaseModel):
     ids: list[str] = Field(description="Ids of the newly stored messages, in order.")
 
 
-class StoredMessage(BaseModel):
+class SearchHit(BaseModel):
     model_config = ConfigDict(extra="allow")
     id: str
     role: str
-    content: str | list[dict[str, Any]] | None = None
-    created_at: str
-    seq: int
-
-
-class SearchHit(BaseModel):
-    score: float = Field(description="Relevance, higher is better.")
-    session: str
-    message: StoredMessage = Field(description="The stored message: id, role, content, tool_calls, tool_call_id, created_at, seq, metadata.")
+    content: str = Field(description="The message text (a tool call shows as name(arguments)).")
+    score: float = Field(description="Relevance to the query, higher is better (see docs/recall.md, 'Scores').")
+    at: str = Field(description="When the message was added, ISO 8601 UTC to the minute.")
 
 
 class SearchResult(BaseModel):
-    hits: list[SearchHit] = Field(description="Best first.")
+    hits: list[SearchHit] = Field(description="Best first. `session` is set when all_sessions was asked.")
 
 
 class ContextResult(BaseModel):
     messages: list[dict[str, Any]] = Field(description="The prompt, ready to send; the user turn is last.")
     system: str | None = Field(default=None, description="The separate system prompt (Anthropic format only).")
-    trace: dict[str, Any] = Field(description="budget, total_tokens, sections (tokens each), included and dropped units.")
+    tokens: int = Field(description="Tokens the messages cost when sent to the model.")
+    trace: dict[str, Any] | None = Field(
+        default=None, description="Only with trace=true: sections (tokens each), included and dropped units."
+    )
+
+
+class SessionRow(BaseModel):
+    session: str
+    messages: int
+    first_at: str | None = None
+    last_at: str | None = None
+
+
+class SessionsResult(BaseModel):
+    sessions: list[SessionRow] = Field(description="Sessions of the server's namespace, most recently active first.")
+
+
+class RecentResult(BaseModel):
+    session: str
+    messages: list[dict[str, Any]] = Field(description="Oldest first: id, role, content, tool_calls/tool_call_id, at.")
 
 
 class StateResult(BaseModel):
@@ -117,6 +132,29 @@ class StateResult(BaseModel):
 class ForgetResult(BaseModel):
     forgotten: list[str] = Field(default_factory=list, description="Ids of the messages deleted.")
     forgotten_session: str | None = Field(default=None, description="The session deleted, if any.")
+
+
+def _compact(model: BaseModel) -> CallToolResult:
+    """A tool result whose text is compact JSON (no indentation, no nulls), equal to its structured content."""
+    data = model.model_dump(mode="json", exclude_none=True)
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def _iso(dt: datetime | None) -> str | None:
+    """UTC to the minute: what an LLM needs of a time, in few tokens."""
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%MZ") if dt else None
+
+
+def _brief(m: Any) -> dict[str, Any]:
+    """A stored message as an LLM reads it: id, role, text, the tool fields it has, the time."""
+    out: dict[str, Any] = {"id": m.id, "role": m.role, "content": m.content if isinstance(m.content, str) else m.text}
+    if m.tool_calls:
+        out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls]
+    if m.tool_call_id:
+        out["tool_call_id"] = m.tool_call_id
+    out["at"] = _iso(m.created_at)
+    return out
 
 
 Session = Annotated[
@@ -168,11 +206,6 @@ def _guard(memories: _Memories):
             raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
 
-def _record(m: Any) -> dict[str, Any]:
-    rec = m.to_record()
-    return {k: v for k, v in rec.items() if v not in (None, {}, [])}
-
-
 def _when(value: str | None, name: str) -> datetime | None:
     """The library's one time parser: ISO 8601, or an age such as 7d (the CLI's --since forms)."""
     from .errors import UsageError
@@ -212,8 +245,15 @@ def build_server(
 ) -> MCPServer:
     """Create the MCP server (not yet running) for a store; ``memory_kwargs`` go to every ``Memory``."""
     store = store or os.environ.get("RAGMEM_STORE") or DEFAULT_STORE
+    from ragmem.config import load_config
+
+    sc = load_config(store)  # the store's ragmem.toml and RAGMEM_* variables fill what was left "default"
+    namespace = sc.namespace if namespace == "default" and sc.namespace else namespace
+    session = sc.session if session == "default" and sc.session else session
     memories = _Memories(store, namespace, session, memory_kwargs)
-    server = MCPServer("ragmem", instructions=INSTRUCTIONS)
+    from ragmem import __version__
+
+    server = MCPServer("ragmem", version=__version__, instructions=INSTRUCTIONS)
     server._ragmem_memories = memories  # for tests and embedding hosts that want to close it
 
     @server.tool(
@@ -237,7 +277,7 @@ def build_server(
         with _guard(memories):
             mem = memories(session)
             added = mem.add_many([m.model_dump(exclude_none=True) for m in messages])
-            return AddResult(session=session or memories.default, added=len(added), ids=[m.id for m in added])
+            return _compact(AddResult(session=session or memories.default, added=len(added), ids=[m.id for m in added]))
 
     @server.tool(annotations=ToolAnnotations(title="Search memory", read_only_hint=True))
     def search_memory(
@@ -247,8 +287,9 @@ def build_server(
             Literal["system", "user", "assistant", "tool"] | None,
             Field(description="Only messages with this role."),
         ] = None,
-        since: Annotated[str | None, Field(description="Only messages at or after this ISO 8601 time.")] = None,
-        until: Annotated[str | None, Field(description="Only messages before this ISO 8601 time.")] = None,
+        since: Annotated[str | None, Field(description="Only messages at or after this time: ISO 8601, or an age such as 12h, 7d.")] = None,
+        until: Annotated[str | None, Field(description="Only messages before this time: ISO 8601, or an age such as 12h, 7d.")] = None,
+        min_score: Annotated[float | None, Field(description="Only hits whose cosine similarity to the query reaches this; 0.3 keeps clear matches.", ge=-1, le=1)] = None,
         all_sessions: Annotated[bool, Field(description="Search every session of the namespace, not just one.")] = False,
         session: Session = None,
     ) -> SearchResult:
@@ -259,39 +300,86 @@ def build_server(
         lo, hi = _when(since, "since"), _when(until, "until")
         with _guard(memories):
             hits = memories(session).search(
-                query, k=k, role=role, since=lo, until=hi, scope="namespace" if all_sessions else "session"
+                query, k=k, role=role, since=lo, until=hi, min_score=min_score,
+                scope="namespace" if all_sessions else "session",
             )
-            return SearchResult(
-                hits=[SearchHit(score=round(float(h.score), 4), session=h.session, message=_record(h.message)) for h in hits]
-            )
+            rows = []
+            for h in hits:
+                m = h.message
+                text = m.text or "; ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
+                row = {"id": m.id, "role": m.role, "content": text, "score": round(float(h.score), 2), "at": _iso(m.created_at)}
+                if all_sessions:
+                    row["session"] = h.session
+                rows.append(row)
+            return _compact(SearchResult(hits=rows))
 
     @server.tool(annotations=ToolAnnotations(title="Get the prompt context for a turn", read_only_hint=True))
     def get_context(
         user_turn: Annotated[str, Field(description="The new user message the prompt is for.", min_length=1)],
-        budget: Annotated[int, Field(description="Maximum tokens of the whole prompt (message overhead included).", ge=1)] = 4000,
+        budget: Annotated[int, Field(description="Maximum tokens of this tool's whole result.", ge=1)] = 4000,
         system: Annotated[str | None, Field(description="System prompt to put first.")] = None,
         format: Annotated[
             Literal["openai", "anthropic"],
             Field(description="openai: chat messages; anthropic: messages plus a separate system prompt."),
         ] = "openai",
+        trace: Annotated[bool, Field(description="Also return the assembly trace (costs extra tokens, outside the budget).")] = False,
         session: Session = None,
     ) -> ContextResult:
         """Assemble the prompt for the next turn: relevant old turns recalled, recent turns verbatim,
-        pinned state and summary, all within the token budget, never splitting a tool call from its result.
+        pinned state and summary, never splitting a tool call from its result.
 
-        Returns `messages` ready to send to the model (the user turn last), `system` for the Anthropic
-        format, and a `trace` (tokens per section, what was included and what was dropped). It does not
-        store the user turn; call add_messages for that.
+        The whole result fits `budget` tokens. Returns `messages` ready to send to the model (the
+        user turn last), `system` for the Anthropic format, and `tokens` (what the messages cost when
+        sent). It does not store the user turn; call add_messages for that.
         """
         with _guard(memories):
-            ctx = memories(session).prompt(user_turn, system=system, budget=budget, format=format)
-            return ContextResult(**_plain(ctx.to_dict()))
+            mem = memories(session)
+            result, inner = None, budget
+            # the JSON result costs more than the chat messages it holds: shrink until it fits
+            for _ in range(6):
+                ctx = mem.prompt(user_turn, system=system, budget=inner, format=format)
+                result = ContextResult(messages=ctx.messages, system=ctx.system, tokens=ctx.trace.total_tokens)
+                over = mem.counter.count_text(_compact(result).content[0].text) - budget
+                if over <= 0:
+                    break
+                inner -= over + 8
+                if inner < 1:
+                    from ragmem.errors import BudgetTooSmall
+
+                    raise BudgetTooSmall(
+                        f"budget {budget} cannot hold the system prompt, pinned state and user turn as a tool "
+                        "result; raise the budget"
+                    )
+            if trace:
+                result.trace = _plain(ctx.trace.to_dict())
+            return _compact(result)
+
+    @server.tool(annotations=ToolAnnotations(title="List sessions", read_only_hint=True))
+    def list_sessions() -> SessionsResult:
+        """List the conversations (sessions) stored in this namespace, most recently active first,
+        with their message counts and first/last times. Use a name as `session` in the other tools."""
+        with _guard(memories):
+            infos = memories(None).sessions()
+            infos.sort(key=lambda i: i.last_at or datetime.min.replace(tzinfo=timezone.utc), reverse=True)
+            rows = [SessionRow(session=i.session, messages=i.messages, first_at=_iso(i.first_at), last_at=_iso(i.last_at))
+                    for i in infos if i.messages]
+            return _compact(SessionsResult(sessions=rows))
+
+    @server.tool(annotations=ToolAnnotations(title="Read recent messages", read_only_hint=True))
+    def read_recent(
+        n: Annotated[int, Field(description="How many of the latest messages to return.", ge=1, le=200)] = 10,
+        session: Session = None,
+    ) -> RecentResult:
+        """Read the latest `n` messages of a session verbatim, oldest first (to catch up on a conversation)."""
+        with _guard(memories):
+            msgs = memories(session).recent(n)
+            return _compact(RecentResult(session=session or memories.default, messages=[_brief(m) for m in msgs]))
 
     @server.tool(annotations=ToolAnnotations(title="Read pinned state", read_only_hint=True))
     def get_pinned_state(session: Session = None) -> StateResult:
         """Read the session's pinned state: goals, preferences and key facts that go into every prompt."""
         with _guard(memories):
-            return StateResult(state=memories(session).state.get())
+            return _compact(StateResult(state=memories(session).state.get()))
 
     @server.tool(annotations=ToolAnnotations(title="Update pinned state", read_only_hint=False, idempotent_hint=True))
     def update_pinned_state(
@@ -310,30 +398,30 @@ def build_server(
             if replace:
                 mem.state.clear()
             mem.state.update({**updates, **{key: None for key in remove or []}})  # None removes a key
-            return StateResult(state=mem.state.get())
+            return _compact(StateResult(state=mem.state.get()))
 
     @server.tool(annotations=ToolAnnotations(title="Forget", read_only_hint=False, destructive_hint=True))
     def forget(
         message_id: Annotated[str | None, Field(description="Id of one message to delete.")] = None,
-        entire_session: Annotated[
+        session_to_delete: Annotated[
             str | None,
             Field(description="Name of a session to delete entirely: messages, pinned state and summary."),
         ] = None,
         session: Session = None,
     ) -> ForgetResult:
-        """Permanently delete one message (by id) or an entire session. Pass exactly one of the two.
+        """Permanently delete one message (by id) or a whole session (by name). Pass exactly one of the two.
 
         Deleting a message of a tool exchange removes the whole exchange, so no orphan is left;
         `forgotten` lists every id removed.
         """
-        if (message_id is None) == (entire_session is None):
-            raise ToolError("pass exactly one of message_id or entire_session")
+        if (message_id is None) == (session_to_delete is None):
+            raise ToolError("pass exactly one of message_id or session_to_delete")
         with _guard(memories):
             if message_id is not None:
-                return ForgetResult(forgotten=memories(session).forget(message_id))
-            ids = [m.id for m in memories(session).messages(entire_session)]
-            memories(session).forget_session(entire_session)
-            return ForgetResult(forgotten=ids, forgotten_session=entire_session)
+                return _compact(ForgetResult(forgotten=memories(session).forget(message_id)))
+            ids = [m.id for m in memories(session).messages(session_to_delete)]
+            memories(session).forget_session(session_to_delete)
+            return _compact(ForgetResult(forgotten=ids, forgotten_session=session_to_delete))
 
     return server
 

@@ -23,12 +23,13 @@ from . import consistency
 from .assemble import (
     MIN_MESSAGE_TOKENS, STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline, assemble_whole,
 )
+from .config import load_config
 from .embed import Embedder, default_embedder
 from . import validate
 from .errors import InvalidMessage, MessageNotFound, StoreError
 from .indexing import build_where, by_namespace, index_messages, lexical_rows
 from .rerank import RERANK_TOP, Reranker, as_reranker, rerank
-from .messages import MAX_CHARS, Message, from_anthropic, looks_anthropic, parse_message
+from .messages import MAX_CHARS, Message, from_anthropic, from_sdk, looks_anthropic, parse_message
 from .recall import (
     Hit, companions, diversify, embed_query, lexical_filters, retrieve_units, search_candidates,
 )
@@ -165,9 +166,11 @@ class Memory:
             self._consistency, self._location_lock = _shared._consistency, None
             return
         self.path = Path(path or os.environ.get("RAGMEM_STORE") or DEFAULT_PATH)
-        self.chroma_url = chroma_url
+        # the store's ragmem.toml and RAGMEM_* variables: every tool opens the store the same way
+        config = load_config(self.path)
+        self.chroma_url = chroma_url or config.chroma_url
         self._log = MessageLog(self.path, create=create)
-        self._embedder = embedder
+        self._embedder = embedder if embedder is not None else config.make_embedder()
         self._counter = counter  # the default loads on first use: its BPE data takes ~0.4 s
         self.summarizer: Summarizer | None = (
             None if summarizer is False else (summarizer or ExtractiveSummarizer())
@@ -220,13 +223,16 @@ class Memory:
                     client = read_only_chroma(self.path / "chroma")
                 else:  # embedded Chroma migrates its database on first open: openers take turns
                     with opening_lock(self.path, name=CHROMA_LOCK_FILE):
+                        # absolute: Chroma caches clients by path string, and a relative one would
+                        # reach another folder's client after a chdir
+                        chroma_path = str((self.path / "chroma").resolve())
                         try:
-                            client = make_client(path=str(self.path / "chroma"))
+                            client = make_client(path=chroma_path)
                         except Exception as exc:  # damage the look at open could not see: rebuild too
                             if not is_index_corruption(exc):
                                 raise
                             self._index_broken("corrupt", set_aside(self.path / "chroma"))
-                            client = make_client(path=str(self.path / "chroma"))
+                            client = make_client(path=chroma_path)
                 name = getattr(self._embedder, "name", None) or "all-MiniLM-L6-v2"
                 store_id = self._log.store_id if self.chroma_url else None  # a server may hold many stores
                 self._index_holder.append(VectorIndex(client, name, store_id=store_id))
@@ -416,6 +422,7 @@ class Memory:
         Returns the stored message, with its id, time and sequence number. Adding
         a message whose id is already stored is a no-op that returns the stored one.
         """
+        message = from_sdk(message)  # OpenAI / Anthropic SDK objects and their model_dump()
         if not isinstance(message, (Mapping, Message)):
             raise InvalidMessage(
                 f"message must be a dict in the OpenAI chat format (or a Message), got {type(message).__name__}"
@@ -452,7 +459,7 @@ class Memory:
         newly stored messages (re-added ids are skipped).
         """
         validate.choice(format, "format", ("auto", "openai", "anthropic"))
-        items = list(messages)
+        items = [from_sdk(m) for m in messages]  # OpenAI / Anthropic SDK objects and their model_dump()
         if format == "anthropic" or (format == "auto" and (system is not None or looks_anthropic(
             m for m in items if isinstance(m, Mapping)
         ))):
@@ -554,12 +561,15 @@ class Memory:
         until: datetime | float | None = None,
         where: Mapping[str, Any] | None = None,
         scope: Literal["session", "namespace"] = "session",
+        min_score: float | None = None,
     ) -> list[Hit]:
         """Semantic search of the history: the ``k`` most relevant messages, best first.
 
         Filters run inside the store: ``role``, a time range, and equality on
         scalar metadata (``where={"topic": "db"}``). ``scope="namespace"``
-        searches every session of the namespace.
+        searches every session of the namespace. ``min_score`` keeps only
+        hits whose cosine similarity to the query (``Hit.similarity``, absolute,
+        unlike the fused ``Hit.score``) reaches it; see docs/recall.md, "Scores".
         """
         validate.text(query, "query")
         validate.count(k, "k", lo=1, hi=validate.MAX_K)
@@ -567,15 +577,20 @@ class Memory:
         role = validate.roles(role)
         since, until = validate.when(since, "since"), validate.when(until, "until")
         where = validate.where(where)
+        if min_score is not None:
+            validate.similarity(min_score, "min_score")
         # the session scope is the collection searched, so the clause holds only the caller's filters
         clause = build_where(role=role, since=since, until=until, where=dict(where or {}))
         self._catch_up()
         vec = embed_query(self.embedder, query)
+        sims: dict[str, float] = {}
         cands = self._rebuilding_if_damaged(lambda: search_candidates(
             text=query, vector=vec, log=self._log, index=self.index, namespace=self.namespace,
             session=self.session if scope == "session" else None, n=3 * k, where=clause,
-            filters=lexical_filters(role=role, since=since, until=until, where=where),
+            filters=lexical_filters(role=role, since=since, until=until, where=where), similarity=sims,
         ))
+        if min_score is not None:  # on the absolute cosine, not the fused score, which is relative per query
+            cands = [c for c in cands if sims.get(c.message_id, -1.0) >= min_score]
         cands = cands[: max(k, RERANK_TOP) if self.reranker is not None else k]
         found = self._log.get_many(self.namespace, [c.message_id for c in cands])
         if self.reranker is not None:
@@ -585,7 +600,7 @@ class Memory:
         cands = cands[:k]
         return [
             Hit(found[c.message_id], c.score, found[c.message_id].session, found[c.message_id].namespace,
-                found[c.message_id].created_at)
+                found[c.message_id].created_at, sims.get(c.message_id))
             for c in cands
             if c.message_id in found
         ]
@@ -777,6 +792,59 @@ class Memory:
             else:
                 self._health["purge"] = True  # the next search or prompt finishes it
         return n
+
+    def forget_where(
+        self,
+        *,
+        role: str | Sequence[str] | None = None,
+        since: datetime | float | None = None,
+        until: datetime | float | None = None,
+        where: Mapping[str, Any] | None = None,
+        scope: Literal["session", "namespace"] = "session",
+        wait: bool = True,
+    ) -> list[str]:
+        """Forget every message matching a filter (and the rest of each one's unit); return the ids forgotten.
+
+        The filters are :meth:`search`'s: ``role``, a time range (``until`` alone
+        expires what is older than a date), and equality on metadata
+        (``where={"topic": "db"}``); ``scope="namespace"`` covers every session of
+        the namespace. At least one filter is required. Like :meth:`forget`, the
+        messages vanish from every read in one log transaction, then are purged.
+        """
+        from .errors import UsageError
+
+        validate.choice(scope, "scope", ("session", "namespace"))
+        role = validate.roles(role)
+        lo, hi = validate.when(since, "since"), validate.when(until, "until")
+        where = validate.where(where)
+        if role is None and lo is None and hi is None and not where:
+            raise UsageError("forget_where() needs a filter (role, since, until or where); "
+                             "use forget_session() to forget a whole session")
+        if any(isinstance(v, Mapping) for v in (where or {}).values()):
+            raise UsageError("forget_where()'s where takes equality on metadata only ({'topic': 'db'}), "
+                             "not operators; search with the operator, then forget the hits by id")
+        roles = {role} if isinstance(role, str) else set(role) if role is not None else None
+        sessions = [self.session] if scope == "session" else [s.session for s in self.sessions()]
+        doomed: list[str] = []
+        for name in sessions:
+            matched = [
+                m for m in self._log.messages(self.namespace, name)
+                if (roles is None or m.role in roles) and (lo is None or m.created_at >= lo)
+                and (hi is None or m.created_at < hi)
+                and all(m.metadata.get(k) == v for k, v in (where or {}).items())
+            ]
+            if matched:
+                units = set(self._log.unit_ids_of(self.namespace, [m.id for m in matched]).values())
+                doomed += [m.id for m in self._log.unit_messages(self.namespace, name, units)]
+        if not doomed:
+            return []
+        with self._lock:  # no indexing may run between the tombstones and the purge
+            self._log.mark_deleted(self.namespace, doomed)
+            if wait:
+                self.finish_forgets()
+            else:
+                self._health["purge"] = True
+        return doomed
 
     def finish_forgets(self) -> int:
         """Purge what was forgotten from the index, then from the log; return the messages purged.

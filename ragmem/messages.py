@@ -471,3 +471,52 @@ def to_anthropic(messages: Iterable[Mapping[str, Any]]) -> tuple[str | None, lis
         if t["role"] == "user":
             t["content"].sort(key=lambda b: b.get("type") != "tool_result")
     return ("\n\n".join(p for p in system_parts if p) or None), turns
+
+
+# ---------------------------------------------------------------- SDK objects
+
+#: Fields the OpenAI and Anthropic SDKs put on a message that ragmem does not use.
+#: They are accepted on plain dicts too (a ``model_dump()``) and kept in
+#: ``metadata["extra"]``, out of the prompt.
+SDK_FIELDS = frozenset({
+    "refusal", "annotations", "audio", "function_call", "reasoning_content",  # OpenAI chat completions
+    "type", "model", "stop_reason", "stop_sequence", "usage", "container", "context_management",  # Anthropic
+})
+_OWN_FIELDS = frozenset(_MessageIn.model_fields) - SDK_FIELDS
+
+
+def from_sdk(message: Any) -> Any:
+    """A message from the OpenAI or Anthropic SDK (object or ``model_dump()``) as a storable dict.
+
+    Objects are dumped to JSON data; the fields ragmem does not use
+    (``refusal``, ``annotations``, ``audio``, an Anthropic reply's ``model``,
+    ``usage``, ``stop_reason`` ...) move to ``metadata["extra"]`` when they hold
+    something, so they are kept but never sent in a prompt. Plain OpenAI dicts
+    and :class:`Message` objects pass through unchanged.
+
+    >>> from_sdk({"role": "assistant", "content": "hi", "refusal": None, "annotations": []})
+    {'role': 'assistant', 'content': 'hi'}
+    """
+    if isinstance(message, Message):
+        return message
+    from_object = not isinstance(message, Mapping) and callable(getattr(message, "model_dump", None))
+    if from_object:
+        message = message.model_dump(mode="json")
+    if not isinstance(message, Mapping):
+        return message  # parse_message names the problem
+    # an object's every unknown field is SDK data; a dict's only the known SDK fields (typos still fail)
+    movable = (set(message) - _OWN_FIELDS) if from_object else (set(message) & SDK_FIELDS)
+    if not movable:
+        return message
+    out = {k: v for k, v in message.items() if k not in movable}
+    extra = {k: message[k] for k in sorted(movable) if message[k] not in (None, [], {}, "")}
+    if message.get("type") == "message" and message.get("id") and "id" in out:
+        out.pop("id")  # an Anthropic reply's msg_ id names the API response, not a stored message
+        extra["id"] = message["id"]
+    if extra:
+        meta = dict(out.get("metadata") or {})
+        meta["extra"] = {**extra, **(meta.get("extra") or {})}
+        out["metadata"] = meta
+    if message.get("type") == "message" and out.get("role") == "assistant" and isinstance(out.get("content"), list):
+        out = from_anthropic([out])[0]  # an Anthropic reply: text blocks joined, tool_use blocks as tool_calls
+    return out

@@ -52,6 +52,14 @@ INT8_PROBE = PROBE + [
 MAX_TOKENS = 256
 
 
+def notice(message: str) -> None:
+    """Tell the user on stderr what a slow one-time step is doing (``RAGMEM_QUIET=1`` silences it)."""
+    if not os.environ.get("RAGMEM_QUIET"):
+        import sys
+
+        print(f"ragmem: {message}", file=sys.stderr, flush=True)
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("RAGMEM_CACHE") or Path.home() / ".cache" / "ragmem")
 
@@ -155,6 +163,16 @@ def quantize_int8(source: Path, target: Path) -> dict:
     return record
 
 
+def _quiet_weight_loading() -> None:
+    """Hide transformers' "Loading weights" bar during the export: the notice above says what happens."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except Exception:  # noqa: BLE001 - cosmetic only
+        pass
+
+
 def default_onnx_path(precision: str = "fp32") -> Path:
     """Where the export of the bundled model is cached (``model.onnx``, or ``model-int8.onnx``)."""
     name = "model.onnx" if precision == "fp32" else f"model-{precision}.onnx"
@@ -208,8 +226,12 @@ class OnnxEmbedder:
             with FileLock(str(self.onnx_path.parent / "export.lock")):  # one exporter per machine at a time
                 source = default_onnx_path()
                 if not source.exists():
+                    notice(f"first use on this machine: exporting the bundled embedding model to ONNX, once "
+                           f"(about 15 s; cached in {source.parent})")
+                    _quiet_weight_loading()
                     export_onnx(source)
                 if not self.onnx_path.exists():
+                    notice("first bulk ingest on this machine: quantizing the embedding model to int8, once (a few seconds)")
                     quantize_int8(source, self.onnx_path)
         if self.verify:
             rec = json.loads(self.onnx_path.with_suffix(".json").read_text())

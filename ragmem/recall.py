@@ -73,9 +73,15 @@ class Hit:
     session: str
     namespace: str
     created_at: datetime
+    #: Cosine similarity of the message to the query (absolute, comparable across queries);
+    #: ``None`` when only the lexical retriever found it.
+    similarity: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"score": round(self.score, 6), **self.message.to_record()}
+        out = {"score": round(self.score, 6), **self.message.to_record()}
+        if self.similarity is not None:
+            out["similarity"] = round(self.similarity, 6)
+        return out
 
 
 @dataclass(frozen=True)
@@ -218,13 +224,19 @@ def search_candidates(
     n: int,
     where: dict[str, Any] | None,
     filters: tuple[str, list[Any]] | None = ("", []),
+    similarity: dict[str, float] | None = None,
 ) -> list[Candidate]:
-    """Fused candidates for a query, best first (dense alone when ``text`` or ``filters`` is None)."""
+    """Fused candidates for a query, best first (dense alone when ``text`` or ``filters`` is None).
+
+    ``similarity``, when given, receives each dense candidate's cosine similarity by message id.
+    """
     pool = max(CANDIDATES, n)
     # each session has its own collection: the scope is the list of collections asked, never a filter
     sessions = [session] if session is not None else [r["session"] for r in log.sessions(namespace)]
     hits = index.query(namespace, vector, n=pool, where=where, sessions=sessions, metadata=False)
     dense = dense_candidates(hits, log, namespace)
+    if similarity is not None:
+        similarity.update((c.message_id, c.score) for c in dense)
     if text is None or filters is None or DENSE_WEIGHT >= 1.0:
         return dense
     lex = lexical_candidates(log, text, namespace=namespace, session=session, n=pool, filters=filters)
@@ -370,4 +382,6 @@ def companions(
 
 
 def embed_query(embedder: Embedder, text: str) -> list[float]:
-    return embedder.embed_batch([text], kind="query")[0]
+    from .embed import as_vectors
+
+    return as_vectors(embedder.embed_batch([text], kind="query"), 1, type(embedder).__name__)[0]

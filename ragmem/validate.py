@@ -51,6 +51,15 @@ def count(value: Any, name: str, *, lo: int, hi: int) -> int:
     return value
 
 
+def similarity(value: Any, name: str) -> float:
+    """A cosine similarity threshold: a finite number from -1 to 1."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1.0 <= float(value) <= 1.0:
+        raise UsageError(
+            f"{name} must be a number from -1 to 1 (a cosine similarity; 0.3 keeps clear matches), got {value!r}"
+        )
+    return float(value)
+
+
 def budget(value: Any) -> Any:
     """A token budget: a whole number up to :data:`MAX_BUDGET` (too small is ``BudgetTooSmall``, later)."""
     if isinstance(value, bool) or not isinstance(value, int):

@@ -154,3 +154,25 @@ def test_chunk_ids_are_the_message_id_then_numbered():
     # injective: an id holding "#" never meets another message's chunk id, and reads back at the last "#"
     assert chunk_id("doc", 1) != chunk_id("doc#1", 0)
     assert message_of_chunk(chunk_id("doc#1", 0)) == "doc#1" and message_of_chunk(chunk_id("doc", 1)) == "doc"
+
+
+def test_one_time_steps_say_what_they_do_on_stderr(tmp_path, monkeypatch, capfd):
+    from ragmem import onnx_embed
+
+    OnnxEmbedder().embed_batch(["make sure the fp32 export exists"])
+    fresh = tmp_path / "onnx" / default_onnx_path().parent.name
+    fresh.mkdir(parents=True)
+    for suffix in (".onnx", ".json"):
+        shutil.copy(default_onnx_path().with_suffix(suffix), fresh / f"model{suffix}")
+    monkeypatch.setattr(onnx_embed, "cache_dir", lambda: tmp_path)
+    capfd.readouterr()
+    OnnxEmbedder(precision="int8").embed_batch(["first int8 use"])
+    assert "quantizing the embedding model to int8, once" in capfd.readouterr().err
+    OnnxEmbedder(precision="int8").embed_batch(["cached now"])
+    assert capfd.readouterr().err == ""
+    AutoEmbedder()._calibrated(["int8", "torch"])
+    assert "timing the embedding paths (int8, torch) once" in capfd.readouterr().err
+    monkeypatch.setenv("RAGMEM_QUIET", "1")
+    (tmp_path / "bulk_path.json").unlink()
+    AutoEmbedder()._calibrated(["int8", "torch"])
+    assert capfd.readouterr().err == ""

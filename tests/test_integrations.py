@@ -39,6 +39,7 @@ def mem(shared, request):
         ("ragmem.integrations.langchain", "langchain_core", "langchain"),
         ("ragmem.integrations.llamaindex", "llama_index", "llamaindex"),
         ("ragmem.integrations.openai_agents", "agents", "agents"),
+        ("ragmem.integrations.langgraph", "langgraph", "langgraph"),
         ("ragmem.mcp_server", "mcp", "mcp"),
     ],
 )
@@ -409,3 +410,237 @@ def test_openai_agents_runner_uses_the_session(tmp_path):
     log = session.memory.messages()
     assert [m.role for m in log].count("tool") == 2
     assert all(m.tool_call_id in {c.id for x in log for c in x.tool_calls} for m in log if m.role == "tool")
+
+
+# ------------------------------------------------------------------ budgets over 200 turns
+
+TURNS = 200
+
+
+def _fact(i: int) -> str:
+    return f"Please remember that crate {i} holds {i * 7} widgets and is stored in aisle {i % 13}."
+
+
+def test_langchain_agent_middleware_keeps_the_model_input_within_budget(tmp_path):
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+    from ragmem.integrations.langchain import from_langchain
+    from ragmem.integrations.langgraph import RagmemMiddleware
+    from ragmem.tokens import count_messages
+
+    seen: list = []
+
+    class RecordingModel(GenericFakeChatModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kw):
+            seen.append(list(messages))
+            return super()._generate(messages, stop=stop, run_manager=run_manager, **kw)
+
+    mem = Memory(tmp_path / "lc")
+    model = RecordingModel(messages=iter(AIMessage(f"Noted: crate {i} is in aisle {i % 13}.") for i in range(TURNS)))
+    budget = 800
+    agent = create_agent(model, tools=[], system_prompt="You are a warehouse assistant.",
+                         middleware=[RagmemMiddleware(memory=mem, budget=budget)], checkpointer=InMemorySaver())
+    for i in range(TURNS):
+        agent.invoke({"messages": [{"role": "user", "content": _fact(i)}]}, config={"configurable": {"thread_id": "wh"}})
+    sizes = [count_messages(mem.counter, [from_langchain(m) for m in msgs]) for msgs in seen]
+    assert len(sizes) == TURNS and max(sizes) <= budget
+    assert sizes[-1] > budget // 2  # the budget is used, not starved
+    assert len(mem.for_session("wh").messages()) == 2 * TURNS  # every turn stored once, though the thread resends them
+    assert seen[-1][-1].content == _fact(TURNS - 1)  # the turn is last, once
+    assert sum(1 for m in seen[-1] if m.content == _fact(TURNS - 1)) == 1
+    assert seen[-1][0].type == "system" and "warehouse assistant" in seen[-1][0].content
+
+
+def test_langgraph_store_put_get_search_list_delete(mem):
+    from ragmem.integrations.langgraph import RagmemStore
+
+    store = RagmemStore(memory=mem)
+    store.put(("u1", "memories"), "style", {"content": "User prefers short answers", "kind": "pref"})
+    store.put(("u1", "memories"), "dog", {"content": "The user's dog is called Pixel", "kind": "fact"})
+    store.put(("u2", "memories"), "dog", {"content": "This user has a cat called Miso", "kind": "fact"})
+    store.put(("u1", "memories"), "style", {"content": "User prefers detailed answers", "kind": "pref"})
+    got = store.get(("u1", "memories"), "style")
+    assert got.value["content"] == "User prefers detailed answers" and got.created_at <= got.updated_at
+    assert store.get(("u1", "memories"), "missing") is None
+    hits = store.search(("u1",), query="what is the dog's name")
+    assert [h.key for h in hits][0] == "dog" and all(h.namespace == ("u1", "memories") for h in hits)
+    assert hits[0].score is not None
+    assert [h.key for h in store.search(("u1", "memories"), filter={"kind": "pref"})] == ["style"]
+    assert store.list_namespaces() == [("u1", "memories"), ("u2", "memories")]
+    assert store.list_namespaces(prefix=("u2",)) == [("u2", "memories")]
+    assert store.list_namespaces(max_depth=1) == [("u1",), ("u2",)]
+    store.delete(("u1", "memories"), "dog")
+    assert store.get(("u1", "memories"), "dog") is None
+    assert store.get(("u2", "memories"), "dog").value["content"].startswith("This user has a cat")
+    assert asyncio.run(store.aget(("u1", "memories"), "style")).key == "style"
+
+
+def test_langgraph_store_is_isolated_per_ragmem_namespace(tmp_path):
+    from ragmem.integrations.langgraph import RagmemStore
+
+    a = RagmemStore(store=tmp_path / "iso", namespace="tenant-a")
+    a.put(("memories",), "secret", {"content": "tenant A's launch date is May 3"})
+    b = RagmemStore(memory=a.memory.for_session("x", namespace="tenant-b"))
+    assert b.get(("memories",), "secret") is None
+    assert b.search(("memories",), query="launch date") == [] and b.list_namespaces() == []
+
+
+def _recording_mock_llm(seen):
+    from llama_index.core.llms import MockLLM
+
+    inside: list = []
+
+    class RecordingLLM(MockLLM):
+        def chat(self, messages, **kw):
+            seen.append(list(messages))
+            inside.append(True)  # MockLLM.chat answers through complete(): record the chat call only
+            try:
+                return super().chat(messages, **kw)
+            finally:
+                inside.pop()
+
+        async def achat(self, messages, **kw):
+            seen.append(list(messages))
+            return await super().achat(messages, **kw)
+
+        def complete(self, prompt, formatted=False, **kw):
+            if not inside:
+                seen.append(prompt)  # engines that format a text prompt (not a chat model)
+            return super().complete(prompt, formatted=formatted, **kw)
+
+    return RecordingLLM(max_tokens=16)
+
+
+def test_llamaindex_memory_keeps_the_model_input_within_token_limit(tmp_path):
+    from llama_index.core.chat_engine import SimpleChatEngine
+    from ragmem.integrations.llamaindex import RagmemMemory, from_llamaindex
+    from ragmem.tokens import count_messages
+
+    seen: list = []
+    mem = Memory(tmp_path / "li", session="engine")
+    limit = 800
+    engine = SimpleChatEngine.from_defaults(llm=_recording_mock_llm(seen), memory=RagmemMemory.from_defaults(memory=mem, token_limit=limit))
+    for i in range(TURNS):
+        engine.chat(_fact(i))
+    sizes = [count_messages(mem.counter, [from_llamaindex(m) for m in msgs]) for msgs in seen]
+    assert len(sizes) == TURNS and max(sizes) <= limit and sizes[-1] > limit // 2
+    assert sum(1 for m in seen[-1] if m.content == _fact(TURNS - 1)) == 1
+    assert len(mem.messages()) == 2 * TURNS
+
+
+def test_llamaindex_get_without_a_turn_is_budgeted(mem):
+    from ragmem.integrations.llamaindex import RagmemMemory, from_llamaindex
+    from ragmem.tokens import count_messages
+
+    memory = RagmemMemory.from_defaults(memory=mem, token_limit=300)
+    for i in range(40):
+        mem.add_many([{"role": "user", "content": _fact(i)}, {"role": "assistant", "content": f"Noted crate {i}."}])
+    got = memory.get()
+    assert 0 < len(got) < 80 and got[-1].content == "Noted crate 39."
+    assert count_messages(mem.counter, [from_llamaindex(m) for m in got]) <= 300
+    assert len(memory.get_all()) == 80
+
+
+@pytest.mark.parametrize("engine_name", ["ContextChatEngine", "CondensePlusContextChatEngine"])
+def test_llamaindex_context_engines_send_the_question_once(tmp_path, engine_name):
+    from llama_index.core import chat_engine
+    from llama_index.core.retrievers import BaseRetriever
+    from llama_index.core.schema import NodeWithScore, TextNode
+    from ragmem.integrations.llamaindex import RagmemMemory
+
+    class OneDoc(BaseRetriever):
+        def _retrieve(self, query_bundle):
+            return [NodeWithScore(node=TextNode(text="The warehouse opens at 8."), score=1.0)]
+
+    seen: list = []
+    memory = RagmemMemory.from_defaults(store=tmp_path / "ctx", session_id="ctx", token_limit=2000)
+    cls = getattr(chat_engine, engine_name)
+    engine = cls.from_defaults(retriever=OneDoc(), llm=_recording_mock_llm(seen), memory=memory)
+    for q in ("My dog is called Pixel.", "I live in Lisbon.", "What is my dog called?"):
+        engine.chat(q)
+        sent = seen[-1] if isinstance(seen[-1], str) else "\n".join(m.content or "" for m in seen[-1])
+        assert sent.count(q) == 1, sent
+    assert [m.role.value for m in memory.get_all()] == ["user", "assistant"] * 3
+
+
+def test_llamaindex_memory_block_recalls_ejected_turns(tmp_path):
+    from llama_index.core.chat_engine import SimpleChatEngine
+    from llama_index.core.memory import Memory as LlamaMemory
+    from ragmem.integrations.llamaindex import RagmemMemoryBlock, from_llamaindex
+    from ragmem.tokens import count_messages
+
+    seen: list = []
+    mem = Memory(tmp_path / "blk", session="blk")
+    limit = 800
+    memory = LlamaMemory.from_defaults(session_id="blk", token_limit=limit, memory_blocks=[RagmemMemoryBlock(memory=mem)])
+    engine = SimpleChatEngine.from_defaults(llm=_recording_mock_llm(seen), memory=memory)
+    for i in range(TURNS):
+        engine.chat(_fact(i))
+    engine.chat("Which crate holds 21 widgets?")
+    sizes = [count_messages(mem.counter, [from_llamaindex(m) for m in msgs]) for msgs in seen]
+    # LlamaIndex's Memory counts text tokens without the few tokens of framing per message
+    assert max(sizes) <= limit + 4 * max(len(m) for m in seen)
+    assert len(mem.messages()) > TURNS  # the ejected turns went to ragmem
+    assert "crate 3 holds 21 widgets" in seen[-1][0].content  # recalled into the system message
+
+
+def test_openai_agents_run_config_keeps_the_model_input_within_budget(tmp_path):
+    from agents import Agent, Runner, function_tool, set_tracing_disabled
+    from agents.items import ModelResponse
+    from agents.models.interface import Model
+    from agents.usage import Usage
+    from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+    from ragmem.integrations.openai_agents import RagmemSession, items_to_messages
+    from ragmem.tokens import count_messages
+
+    set_tracing_disabled(True)
+    seen: list = []
+
+    class ScriptedModel(Model):
+        """Every 10th turn looks a crate up with the tool first; otherwise answers at once."""
+
+        async def get_response(self, system_instructions, input, *args, **kwargs):
+            seen.append((system_instructions, list(input)))
+            n = len(seen)
+            last = input[-1]
+            if last.get("type") != "function_call_output" and "crate 5" in str(last.get("content")):
+                out = [ResponseFunctionToolCall(type="function_call", call_id=f"call_{n}", name="aisle_of", arguments='{"crate": 5}', id=f"fc_{n}", status="completed")]
+            else:
+                out = [ResponseOutputMessage(type="message", id=f"msg_{n}", role="assistant", status="completed",
+                                             content=[ResponseOutputText(type="output_text", text=f"Noted ({n}).", annotations=[])])]
+            return ModelResponse(output=out, usage=Usage(), response_id=None)
+
+        def stream_response(self, *args, **kwargs):  # pragma: no cover - not used
+            raise NotImplementedError
+
+    @function_tool
+    def aisle_of(crate: int) -> str:
+        """The aisle a crate is stored in."""
+        return f"crate {crate} is in aisle {crate % 13}"
+
+    budget = 800
+    agent = Agent(name="wh", instructions="You are a warehouse assistant.", tools=[aisle_of], model=ScriptedModel())
+    session = RagmemSession("wh", store=tmp_path / "agents")
+    config = session.run_config(budget=budget)
+
+    async def go():
+        for i in range(TURNS):
+            await Runner.run(agent, _fact(i), session=session, run_config=config)
+
+    asyncio.run(go())
+    sizes = [
+        count_messages(session.memory.counter, [{"role": "system", "content": ins or ""}, *items_to_messages(inp)])
+        for ins, inp in seen
+    ]
+    assert len(seen) > TURNS and max(sizes) <= budget and sizes[-1] > budget // 2
+    assert all("warehouse assistant" in ins for ins, _ in seen)
+    last_turn = [i for i in seen[-1][1] if i.get("role") == "user" and i.get("content") == _fact(TURNS - 1)]
+    assert len(last_turn) == 1
+    # a tool loop's second call sees its own call and result after the turn
+    tool_round = next(inp for _, inp in seen if inp[-1].get("type") == "function_call_output")
+    assert tool_round[-2].get("type") == "function_call" and tool_round[-3].get("role") == "user", tool_round[-4:]
+    log = session.memory.messages()
+    assert sum(1 for m in log if m.role == "user") == TURNS  # the SDK stored every turn once
+    assert asyncio.run(session.get_items())[0] == {"content": _fact(0), "role": "user"}

@@ -164,6 +164,8 @@ def test_tokenize_equals_the_reference(parts):
 
 def test_tokenize_equals_the_reference_when_the_cache_empties(monkeypatch):
     monkeypatch.setattr(lexical, "_TERMS_MAX", 3)
+    # a full cache of other words: earlier tests of the run may have cached every word of the text
+    monkeypatch.setattr(lexical, "_TERMS", {f"w{i}": (f"w{i}",) for i in range(3)})
     text = "Set pool_size to 40 on billing-db; maxRetries is 3.5 and the HTTPServer runs at 10:30 " * 2
     assert tokenize(text) == reference_tokenize(text)
     assert len(lexical._TERMS) <= 3

@@ -10,12 +10,17 @@ from contextlib import asynccontextmanager
 import anyio
 import pytest
 
+import ragmem
+
 pytest.importorskip("mcp")
 
 from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
-TOOLS = {"add_messages", "search_memory", "get_context", "get_pinned_state", "update_pinned_state", "forget"}
+TOOLS = {
+    "add_messages", "search_memory", "get_context", "list_sessions", "read_recent",
+    "get_pinned_state", "update_pinned_state", "forget",
+}
 
 CONVERSATION = [
     {"role": "user", "content": "Our Redis cache evicts keys far too early."},
@@ -39,7 +44,7 @@ async def connect(store, *command: str):
     with open(os.devnull, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write) as session:
-                await session.initialize()
+                session.init_result = await session.initialize()
                 yield session
 
 
@@ -48,8 +53,9 @@ async def call(session: ClientSession, tool: str, /, **arguments):
     assert not result.is_error, result.content[0].text
     data = result.structured_content
     assert data is not None
-    # the text content carries the same JSON for clients that ignore structured output
-    assert json.loads(result.content[0].text) == data
+    # the text content carries the same JSON for clients that ignore structured output, compactly
+    text = result.content[0].text
+    assert json.loads(text) == data and text == json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return data
 
 
@@ -64,6 +70,7 @@ def test_mcp_server_end_to_end(tmp_path):
 
     async def scenario():
         async with connect(store, sys.executable, "-m", "ragmem.mcp_server", "--session", "ops") as s:
+            assert s.init_result.server_info.version == ragmem.__version__
             listed = await s.list_tools()
             tools = {t.name: t for t in listed.tools}
             assert set(tools) == TOOLS
@@ -84,10 +91,13 @@ def test_mcp_server_end_to_end(tmp_path):
 
             hits = (await call(s, "search_memory", query="redis memory eviction", k=3))["hits"]
             assert len(hits) == 3
-            assert {"score", "session", "message"} <= set(hits[0])
-            assert any("64mb" in (h["message"].get("content") or "") for h in hits)
+            assert set(hits[0]) == {"id", "role", "content", "score", "at"}
+            assert any("64mb" in h["content"] for h in hits)
             users = (await call(s, "search_memory", query="slow builds", role="user"))["hits"]
-            assert users and all(h["message"]["role"] == "user" for h in users)
+            assert users and all(h["role"] == "user" for h in users)
+            assert (await call(s, "search_memory", query="redis", since="7d"))["hits"]
+            strict = (await call(s, "search_memory", query="redis memory eviction", k=10, min_score=0.3))["hits"]
+            assert strict and len(strict) < 6 and any("64mb" in h["content"] for h in strict)
             assert (await call(s, "search_memory", query="redis", since="2999-01-01"))["hits"] == []
             assert "since" in await call_error(s, "search_memory", query="redis", since="not a date")
             # the CLI's ages work here too (one parser for every front door)
@@ -106,7 +116,9 @@ def test_mcp_server_end_to_end(tmp_path):
             ctx = await call(s, "get_context", user_turn="What maxmemory did we recommend?", budget=700, system="Be brief.")
             msgs = ctx["messages"]
             assert msgs[-1] == {"role": "user", "content": "What maxmemory did we recommend?"}
-            assert ctx["trace"]["total_tokens"] <= 700
+            assert "trace" not in ctx and ctx["tokens"] <= 700
+            traced = await call(s, "get_context", user_turn="What maxmemory did we recommend?", budget=700, trace=True)
+            assert traced["trace"]["total_tokens"] == traced["tokens"] and "sections" in traced["trace"]
             prompt_text = json.dumps(msgs)
             assert "stop early Redis evictions" in prompt_text  # pinned state travels with the prompt
             called = {c["id"] for m in msgs for c in m.get("tool_calls") or []}
@@ -121,7 +133,7 @@ def test_mcp_server_end_to_end(tmp_path):
             other = await call(s, "add_messages", messages=[{"role": "user", "content": "Kafka consumer lag is growing"}], session="data")
             assert other["session"] == "data"
             only_ops = (await call(s, "search_memory", query="kafka consumer lag", k=10))["hits"]
-            assert all(h["session"] == "ops" for h in only_ops)
+            assert only_ops and "Kafka" not in json.dumps(only_ops) and "session" not in only_ops[0]
             everywhere = (await call(s, "search_memory", query="kafka consumer lag", k=1, all_sessions=True))["hits"]
             assert everywhere[0]["session"] == "data"
 
@@ -129,10 +141,15 @@ def test_mcp_server_end_to_end(tmp_path):
             # forgetting a tool result takes its whole exchange
             assert sorted((await call(s, "forget", message_id=ids[2]))["forgotten"]) == sorted(ids[1:3])
             hits = (await call(s, "search_memory", query="cache the dependency install step", k=10))["hits"]
-            assert ids[-1] not in [h["message"]["id"] for h in hits]
+            assert ids[-1] not in [h["id"] for h in hits]
             assert "exactly one" in await call_error(s, "forget")
             assert "MessageNotFound" in await call_error(s, "forget", message_id="no-such-id")
-            dropped = await call(s, "forget", entire_session="data")
+            listed = (await call(s, "list_sessions"))["sessions"]
+            assert {r["session"]: r["messages"] for r in listed} == {"data": 1, "ops": 3}
+            recent = await call(s, "read_recent", n=2)
+            assert [m["id"] for m in recent["messages"]] == [ids[3], ids[4]]
+            assert recent["session"] == "ops" and all({"id", "role", "content", "at"} <= set(m) for m in recent["messages"])
+            dropped = await call(s, "forget", session_to_delete="data")
             assert dropped["forgotten_session"] == "data" and dropped["forgotten"] == other["ids"]
             assert (await call(s, "search_memory", query="kafka", session="data"))["hits"] == []
 
@@ -143,7 +160,7 @@ def test_mcp_server_end_to_end(tmp_path):
 
         # the data outlives the server process
         async with connect(store, sys.executable, "-m", "ragmem.cli", "--session", "ops", "mcp") as s:
-            hits = (await call(s, "search_memory", query="redis maxmemory", k=2))["hits"]
+            hits = (await call(s, "search_memory", query="redis maxmemory", k=2, all_sessions=True))["hits"]
             assert hits and hits[0]["session"] == "ops"
             assert (await call(s, "get_pinned_state"))["state"]["deadline"] == "friday"
 
@@ -161,3 +178,32 @@ def test_docs_client_configurations_are_valid_json():
         config = json.loads(block)
         for server in config["mcpServers"].values():
             assert server["command"] and "mcp" in " ".join([server["command"], *server["args"]])
+
+
+def test_mcp_results_are_compact_and_get_context_fits_its_budget(tmp_path):
+    from ragmem.tokens import default_counter
+
+    counter = default_counter()
+    history = []
+    for i in range(80):
+        history.append({"role": "user", "content": f"Note {i}: the {['api', 'db', 'cache', 'queue'][i % 4]} host {i} runs on port {8000 + i} in rack {i % 9}."})
+        history.append({"role": "assistant", "content": f"Recorded host {i}, port {8000 + i}, rack {i % 9}."})
+
+    async def scenario():
+        async with connect(tmp_path / "store", sys.executable, "-m", "ragmem.mcp_server") as s:
+            await call(s, "add_messages", messages=history)
+            figures = {}
+            for budget in (500, 2000):
+                result = await s.call_tool("get_context", {"user_turn": "Which port does db host 41 use?", "budget": budget})
+                text = result.content[0].text
+                figures[budget] = counter.count_text(text)
+                assert figures[budget] <= budget, (budget, figures[budget])
+            assert figures[500] > 500 * 0.6  # the budget is used, not starved
+            result = await s.call_tool("search_memory", {"query": "db host port", "k": 5})
+            hits = result.structured_content["hits"]
+            content = sum(counter.count_text(h["content"]) for h in hits)
+            total = counter.count_text(result.content[0].text)
+            assert total <= content + 50 * len(hits), (total, content)  # id (~18 tokens of hex), role, score, time
+            print(f"get_context result tokens: {figures}; search k=5: {total} tokens for {content} of content")
+
+    anyio.run(scenario)

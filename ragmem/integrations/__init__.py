@@ -5,9 +5,12 @@ Each lives in its own module and needs its framework, installed as an extra:
 =====================================  ===============================  ==================================
 module                                 exposes                          install
 =====================================  ===============================  ==================================
+``ragmem.integrations.langgraph``      ``RagmemMiddleware``,            ``pip install 'ragmem[langgraph]'``
+                                       ``RagmemStore``
 ``ragmem.integrations.langchain``      ``RagmemChatMessageHistory``,    ``pip install 'ragmem[langchain]'``
                                        ``RagmemRetriever``
-``ragmem.integrations.llamaindex``     ``RagmemMemory``                 ``pip install 'ragmem[llamaindex]'``
+``ragmem.integrations.llamaindex``     ``RagmemMemory``,                ``pip install 'ragmem[llamaindex]'``
+                                       ``RagmemMemoryBlock``
 ``ragmem.integrations.openai_agents``  ``RagmemSession``                ``pip install 'ragmem[agents]'``
 =====================================  ===============================  ==================================
 

@@ -26,11 +26,12 @@ from ragmem.integrations import _jsonable, _memory, _missing
 try:
     from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
     from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
+    from llama_index.core.memory import BaseMemoryBlock
     from llama_index.core.memory.types import BaseMemory
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise _missing("llamaindex", "llama-index-core", exc) from exc
 
-__all__ = ["RagmemMemory", "from_llamaindex", "to_llamaindex"]
+__all__ = ["RagmemMemory", "RagmemMemoryBlock", "from_llamaindex", "to_llamaindex"]
 
 _KEY = "llamaindex"
 _ROLES = {
@@ -115,6 +116,24 @@ def to_llamaindex(message: Any) -> ChatMessage:
     return ChatMessage(role=MessageRole(li_role), content=text, additional_kwargs=kw)
 
 
+def _recent_within(mem: Any, budget: int, system: str | None) -> list[Any]:
+    """The latest whole units of the session whose messages (and ``system``) fit ``budget`` tokens."""
+    from ragmem.tokens import REPLY_PRIMING, count_message
+    from ragmem.units import group_units
+
+    head = [{"role": "system", "content": system}] if system else []
+    left = budget - REPLY_PRIMING - sum(count_message(mem.counter, m) for m in head)
+    units = group_units(mem.recent(max(mem.window, 50)))
+    kept: list[Any] = []
+    for unit in reversed(units):
+        cost = sum(count_message(mem.counter, m.to_openai()) for m in unit.messages)
+        if cost > left or unit.messages[0].role == "tool":  # over budget, or a result cut from its call
+            break
+        left -= cost
+        kept[:0] = unit.messages
+    return [*head, *(m.to_openai() | {"metadata": dict(m.metadata)} for m in kept)]
+
+
 class RagmemMemory(BaseMemory):
     """A LlamaIndex memory stored in ragmem. Build it with :meth:`from_defaults`.
 
@@ -161,8 +180,14 @@ class RagmemMemory(BaseMemory):
     def get(self, input: Optional[str] = None, initial_token_count: int = 0, **kwargs: Any) -> List[ChatMessage]:
         """The token-budgeted history for ``input`` (default: the last stored user message).
 
-        When the session does not end with a user message and no ``input`` is
-        given, there is no turn to assemble for, and the whole log is returned.
+        Like ``ChatMemoryBuffer``, the result holds the user turn only if it
+        is stored: agents put the turn and then ``get()``, and receive it once,
+        last; ``ContextChatEngine`` and ``CondensePlusContextChatEngine`` call
+        ``get(input=question)`` before storing it and add the question
+        themselves, so it is left out (the budget still counts it). With no
+        turn to assemble for (no ``input``, and the session does not end with a
+        user message), the most recent whole units that fit are returned.
+        Either way the result fits ``token_limit - initial_token_count``.
         """
         mem = self._memory
         last = mem.recent(1)
@@ -172,8 +197,10 @@ class RagmemMemory(BaseMemory):
         # the engine stores the user turn before asking: ragmem places it once, as the turn
         stored = last[-1].role == "user" and (input is None or last[-1].text == input)
         if input is None and not stored:
-            return self.get_all()
+            return [to_llamaindex(m) for m in _recent_within(mem, budget, self.system)]
         messages = mem.prompt(input, system=self.system, budget=budget, turn_stored=stored, **kwargs).messages
+        if not stored:
+            messages = messages[:-1]  # the engine appends the question itself
         return [to_llamaindex(m) for m in messages]
 
     def get_all(self) -> List[ChatMessage]:
@@ -196,3 +223,62 @@ class RagmemMemory(BaseMemory):
     def reset(self) -> None:
         """Forget the session: messages, pinned state and summary."""
         self._memory.forget_session()
+
+
+class RagmemMemoryBlock(BaseMemoryBlock[str]):
+    """A long-term memory block for LlamaIndex's ``Memory``: old turns stored in ragmem, recalled by meaning.
+
+    ``Memory`` keeps the recent turns itself within ``token_limit`` and hands
+    the turns it ejects to its blocks; this block stores them in ragmem and,
+    on every ``get``, recalls the ``k`` past messages most relevant to the
+    latest user message (never one still in the short-term history), at most
+    ``max_tokens`` of them. ``Memory`` trims the block from its least relevant
+    line when the whole would exceed ``token_limit``.
+
+    >>> memory = Memory.from_defaults(session_id="trip", token_limit=4000,
+    ...     memory_blocks=[RagmemMemoryBlock(memory=Memory_("./.ragmem", session="trip"))])  # doctest: +SKIP
+    """
+
+    name: str = "ragmem"
+    description: Optional[str] = "Relevant earlier conversation, recalled by ragmem."
+    priority: int = 1
+    memory: Any = Field(description="The ragmem Memory the ejected turns go to.")
+    k: int = Field(default=8, description="Most past messages recalled per get.")
+    max_tokens: int = Field(default=1000, description="Most tokens of recalled text.")
+
+    async def _aput(self, messages: List[ChatMessage]) -> None:
+        import asyncio
+
+        rows = [from_llamaindex(m) for m in messages]
+        for r in rows:  # the session id Memory stamps on ejected messages is Memory's, not content
+            r["metadata"][_KEY].get("additional_kwargs", {}).pop("session_id", None)
+        if rows:
+            await asyncio.to_thread(self.memory.add_many, rows)
+
+    async def _aget(self, messages: Optional[List[ChatMessage]] = None, **block_kwargs: Any) -> str:
+        import asyncio
+
+        users = [m for m in messages or [] if m.role == MessageRole.USER and m.content]
+        if not users or not self.memory.recent(1):
+            return ""
+        present = {m.content for m in messages or [] if m.content}
+        hits = await asyncio.to_thread(self.memory.search, users[-1].content, self.k)
+        lines, used = [], 0
+        for h in hits:
+            text = h.message.text
+            if not text or text in present:
+                continue
+            line = f"{h.message.role}: {text}"
+            cost = self.memory.counter.count_text(line)
+            if used + cost > self.max_tokens:
+                break
+            lines.append(line)
+            used += cost
+        return "\n".join(lines)
+
+    async def atruncate(self, content: str, tokens_to_truncate: int) -> Optional[str]:
+        """Drop the least relevant lines (the last ones) until ``tokens_to_truncate`` are freed."""
+        lines = content.split("\n")
+        while lines and tokens_to_truncate > 0:
+            tokens_to_truncate -= self.memory.counter.count_text(lines.pop()) + 1
+        return "\n".join(lines) or None

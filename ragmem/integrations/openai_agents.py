@@ -32,7 +32,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 if TYPE_CHECKING:  # pragma: no cover
     from agents.memory import SessionSettings
 
-__all__ = ["RagmemSession", "items_to_messages", "messages_to_items"]
+__all__ = ["BudgetedInput", "RagmemSession", "chat_to_items", "items_to_messages", "messages_to_items"]
 
 _KEY = "openai_agents"
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "refusal")
@@ -188,3 +188,114 @@ class RagmemSession(SessionABC):
     async def clear_session(self) -> None:
         """Forget every item of the session."""
         await self._run(self.memory.forget_session)
+
+    def run_config(self, budget: int = 4000, **run_config: Any) -> Any:
+        """A ``RunConfig`` whose model calls get ragmem's budgeted prompt, not the whole session.
+
+        >>> await Runner.run(agent, "What did we set the pool to?", session=session,
+        ...                  run_config=session.run_config(budget=4000))      # doctest: +SKIP
+
+        ``budget`` caps the input items and instructions of every model call
+        (tool schemas are not counted: leave room for them). Other keyword
+        arguments go to ``RunConfig``.
+        """
+        from agents import RunConfig
+
+        hooks = BudgetedInput(self, budget)
+        return RunConfig(
+            session_input_callback=hooks.session_input_callback,
+            call_model_input_filter=hooks.call_model_input_filter,
+            **run_config,
+        )
+
+
+# ------------------------------------------------------------------ budgeted model input
+
+
+def chat_to_items(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI chat dicts (a ragmem prompt) as Responses-API input items."""
+    items: list[dict[str, Any]] = []
+    for m in messages:
+        text = _text(m.get("content"))
+        if m.get("role") == "tool":
+            items.append({"type": "function_call_output", "call_id": m["tool_call_id"], "output": text})
+            continue
+        if text or not m.get("tool_calls"):
+            items.append({"role": m["role"], "content": text})
+        for c in m.get("tool_calls") or ():
+            fn = c["function"]
+            items.append({"type": "function_call", "call_id": c["id"], "name": fn["name"], "arguments": fn.get("arguments") or "{}"})
+    return items
+
+
+def _is_user_turn(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("role") == "user" and item.get("type", "message") == "message"
+
+
+class BudgetedInput:
+    """The ``RunConfig`` hooks that send the model ragmem's budgeted prompt instead of the whole session.
+
+    ``session_input_callback`` keeps only the new input (the SDK still stores
+    it in the session); ``call_model_input_filter`` then rebuilds every model
+    call's input: ragmem's prompt for the turn (recalled old turns, the recent
+    window, the pinned state folded into the instructions), the turn, and this
+    run's tool calls and results so far, all within ``budget`` tokens. Build it
+    with :meth:`RagmemSession.run_config`.
+    """
+
+    def __init__(self, session: "RagmemSession", budget: int = 4000) -> None:
+        self.session, self.budget = session, budget
+        self._turn: tuple[str, list[dict[str, Any]], str | None] | None = None  # (turn id, history, instructions)
+
+    def session_input_callback(self, history: list[Any], new_items: list[Any]) -> list[Any]:
+        """Drop the full history the SDK read; ragmem supplies a budgeted one per model call."""
+        return list(new_items)
+
+    async def call_model_input_filter(self, data: Any) -> Any:
+        """Replace the model input with ragmem's budgeted prompt plus the in-flight turn."""
+        return await asyncio.to_thread(self._filter, data)
+
+    def _filter(self, data: Any) -> Any:
+        from agents.run_config import ModelInputData
+
+        from ragmem.tokens import count_messages
+
+        items = list(data.model_data.input)
+        turn_at = max((i for i, it in enumerate(items) if _is_user_turn(it)), default=None)
+        if turn_at is None:
+            return data.model_data
+        turn, inflight = items[turn_at], items[turn_at + 1 :]
+        mem = self.session.memory
+        with self.session._lock:
+            history, instructions = self._history(mem, turn, inflight, data.model_data.instructions)
+        counter = mem.counter
+        fixed = items_to_messages([turn, *inflight])
+        system = [{"role": "system", "content": instructions}] if instructions else []
+        # a long tool loop can outgrow what the turn's first call left: drop whole units, oldest first
+        while history and count_messages(counter, [*system, *history, *fixed]) > self.budget:
+            drop = 1
+            while drop < len(history) and history[drop].get("role") == "tool":
+                drop += 1
+            history = history[drop:]
+        return ModelInputData(input=[*chat_to_items(history), turn, *inflight], instructions=instructions)
+
+    def _history(self, mem: Any, turn: dict[str, Any], inflight: list[Any], instructions: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        """ragmem's prompt for ``turn`` (computed on the turn's first model call), without the turn.
+
+        The SDK stores the turn before the first model call and each tool call
+        and result as they happen, so later calls of the same turn reuse the
+        first call's history rather than re-reading a log that now holds them.
+        """
+        text = _text(turn.get("content"))
+        tail = mem.recent(len(items_to_messages(inflight)) + 1)
+        stored = next((m for m in tail if m.role == "user" and m.text == text), None)
+        if stored is not None and self._turn is not None and self._turn[0] == stored.id:
+            return self._turn[1], self._turn[2]
+        at_end = stored is not None and tail[-1].id == stored.id
+        ctx = mem.prompt(None if at_end else text, system=instructions, budget=self.budget, turn_stored=at_end)
+        msgs = list(ctx.messages[:-1])
+        if instructions and msgs and msgs[0].get("role") == "system":
+            instructions = _text(msgs.pop(0).get("content"))  # the instructions, pinned state folded in
+        if at_end:
+            self._turn = (stored.id, msgs, instructions)
+        return msgs, instructions

@@ -1,0 +1,100 @@
+"""Store configuration: ``ragmem.toml`` in the store folder, overridden by environment variables.
+
+A store made with a Chroma server or a custom embedder must be opened the same
+way by every tool (CLI, MCP server, adapters, your code). The store's
+``ragmem.toml`` says how, once::
+
+    chroma_url = "http://127.0.0.1:8000"       # the index lives on this Chroma server
+    embedder = "mypackage.embeddings:MyEmbedder"  # import path, called with no arguments
+    # embedder = "default"                     # or a named model (see NAMED_EMBEDDERS)
+    namespace = "team-a"                       # defaults for the CLI and the MCP server
+    session = "main"
+
+Environment variables win over the file: ``RAGMEM_CHROMA_URL``,
+``RAGMEM_EMBEDDER``, ``RAGMEM_NAMESPACE``, ``RAGMEM_SESSION``. Arguments given
+in code or on the command line win over both. :class:`ragmem.Memory` applies
+``chroma_url`` and ``embedder`` itself, so everything that opens a store
+follows the file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+
+CONFIG_FILE = "ragmem.toml"
+
+#: Embedders known by name (``embedder = "default"``): the bundled offline model.
+NAMED_EMBEDDERS = {"default": "ragmem.embed:default_embedder", "all-minilm-l6-v2": "ragmem.embed:default_embedder"}
+
+_ENV = {"chroma_url": "RAGMEM_CHROMA_URL", "embedder": "RAGMEM_EMBEDDER", "namespace": "RAGMEM_NAMESPACE", "session": "RAGMEM_SESSION"}
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """What a store's ``ragmem.toml`` and the environment say; ``None`` where neither says anything."""
+
+    chroma_url: str | None = None
+    embedder: str | None = None
+    namespace: str | None = None
+    session: str | None = None
+
+    def make_embedder(self) -> Any:
+        """The configured embedder, built; ``None`` when none is configured."""
+        if not self.embedder:
+            return None
+        return load_embedder(self.embedder)
+
+
+def load_config(path: str | os.PathLike[str] | None) -> StoreConfig:
+    """The configuration of the store at ``path``: its ``ragmem.toml``, then the environment on top."""
+    values: dict[str, Any] = {}
+    file = Path(path) / CONFIG_FILE if path is not None else None
+    if file is not None and file.is_file():
+        try:
+            import tomllib
+        except ImportError:  # pragma: no cover - Python 3.10
+            import tomli as tomllib  # type: ignore[no-redef]
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{file} is not valid TOML ({exc}); fix or delete it") from None
+        unknown = sorted(set(data) - set(_ENV))
+        if unknown:
+            raise UsageError(f"{file} has unknown keys {unknown}; the keys are {sorted(_ENV)}")
+        for key, value in data.items():
+            if not isinstance(value, str) or not value:
+                raise UsageError(f"{file}: {key} must be a non-empty string, got {value!r}")
+        values.update(data)
+    for key, var in _ENV.items():
+        if os.environ.get(var):
+            values[key] = os.environ[var]
+    return StoreConfig(**values)
+
+
+def load_embedder(spec: str) -> Any:
+    """An embedder from a name in :data:`NAMED_EMBEDDERS` or an import path ``module:attribute``.
+
+    The attribute is a class or factory called with no arguments, or an
+    embedder instance.
+    """
+    target = NAMED_EMBEDDERS.get(spec.lower(), spec)
+    module_name, _, attr = target.partition(":")
+    if not attr:
+        raise UsageError(
+            f"embedder {spec!r} is neither a known name ({', '.join(sorted(NAMED_EMBEDDERS))}) "
+            "nor an import path like 'mypackage.embeddings:MyEmbedder'"
+        )
+    try:
+        obj = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"embedder {spec!r} cannot be imported ({exc}); check the import path and your PYTHONPATH") from None
+    emb = obj() if callable(obj) and not hasattr(obj, "embed_batch") or isinstance(obj, type) else obj
+    if not hasattr(emb, "embed_batch"):
+        raise UsageError(f"embedder {spec!r} gave a {type(emb).__name__}, which has no embed_batch(texts, kind) method")
+    return emb
