@@ -20,7 +20,7 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from .assemble import STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline
 from .embed import Embedder, default_embedder
-from .errors import InvalidMessage, MessageNotFound, StoreError
+from .errors import InvalidMessage, MessageNotFound, StoreError, UsageError
 from .indexing import build_where, index_messages, lexical_rows
 from .messages import MAX_CHARS, Message, from_anthropic, looks_anthropic, parse_message
 from .recall import (
@@ -35,6 +35,17 @@ from .trace import BudgetMonitor, Context
 from .units import group_units
 
 DEFAULT_PATH = ".ragmem"
+
+Scope = Literal["session", "namespace"]
+#: Where recall and search look: this session only, or every session of the namespace.
+SCOPES = ("session", "namespace")
+
+
+def check_scope(scope: object, name: str = "recall_scope") -> str:
+    """``scope`` itself when it is one of :data:`SCOPES`; a :class:`UsageError` naming the choices otherwise."""
+    if not isinstance(scope, str) or scope not in SCOPES:
+        raise UsageError(f"unknown {name} {scope!r}; choose one of {', '.join(repr(c) for c in SCOPES)}")
+    return scope
 
 @dataclass(frozen=True)
 class SessionInfo:
@@ -94,6 +105,10 @@ class Memory:
     Chroma server. ``window`` caps the verbatim window in messages. ``orphans``
     is ``"raise"`` (default) or ``"keep"`` (store orphan tool results flagged,
     never in prompts). ``summarizer=False`` turns the running summary off.
+    ``recall_scope="namespace"`` lets :meth:`prompt` recall from every session
+    of the namespace (the memory of a user across their conversations); the
+    window stays this session's, and recalled units of other sessions say which
+    conversation and day they come from.
     """
 
     def __init__(
@@ -112,6 +127,7 @@ class Memory:
         clip_tool_results: int | None = None,
         placement: Placement = "before_window",
         recall_format: RecallFormat = "auto",
+        recall_scope: Scope = "session",
         monitor: BudgetMonitor = BudgetMonitor(),
         create: bool = True,
         index: Literal["sync", "background"] = "sync",
@@ -135,6 +151,7 @@ class Memory:
         self.clip_tool_results = clip_tool_results
         self.placement = placement
         self.recall_format = recall_format
+        self.recall_scope = check_scope(recall_scope)
         self.monitor = monitor
         if _shared is not None:  # a view on another session of the same store
             self.path, self.chroma_url = _shared.path, _shared.chroma_url
@@ -210,7 +227,7 @@ class Memory:
         return Memory(
             session=session, namespace=namespace or self.namespace, window=self.window, orphans=self.orphans,
             max_chars=self.max_chars, clip_tool_results=self.clip_tool_results, placement=self.placement,
-            recall_format=self.recall_format, monitor=self.monitor, _shared=self,
+            recall_format=self.recall_format, recall_scope=self.recall_scope, monitor=self.monitor, _shared=self,
         )
 
     def _session_names(self, namespace: str) -> list[str]:
@@ -251,8 +268,9 @@ class Memory:
         if full:
             for ns in self._log.namespaces():
                 flags = self._log.index_flags(ns)
-                held = self.index.all_message_ids(ns, self._session_names(ns))
-                extra = sorted(held - flags.keys())
+                # held anywhere, and held by both the session's and the namespace's collection
+                anywhere, held = self.index.held_everywhere(ns, self._session_names(ns))
+                extra = sorted(anywhere - flags.keys())
                 for start in range(0, len(extra), 500):
                     self.index.delete_where(
                         ns, {"message_id": {"$in": extra[start : start + 500]}}, self._session_names(ns)
@@ -457,6 +475,7 @@ class Memory:
         scalar metadata (``where={"topic": "db"}``). ``scope="namespace"``
         searches every session of the namespace.
         """
+        check_scope(scope, "scope")
         if k < 1:
             raise ValueError("k must be at least 1")
         # the session scope is the collection searched, so the clause holds only the caller's filters
@@ -514,6 +533,7 @@ class Memory:
         query: str | None = None,
         placement: Placement | None = None,
         recall_format: RecallFormat | None = None,
+        recall_scope: Scope | None = None,
         turn_stored: bool = False,
     ) -> Context:
         """Assemble the next prompt for ``user_turn`` within ``budget`` tokens.
@@ -527,7 +547,10 @@ class Memory:
         message is then the user turn (``user_turn`` may be omitted) and is not
         repeated in the window. ``k`` caps the recalled units; by default it
         grows with the budget (20, or one per 100 tokens of a larger budget).
+        ``recall_scope`` overrides the Memory's for this call: ``"namespace"``
+        recalls from every session of the namespace, even into a new session.
         """
+        scope = check_scope(self.recall_scope if recall_scope is None else recall_scope)
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
         skip: set[str] = set()
@@ -570,7 +593,10 @@ class Memory:
         timings["summary"] = time.perf_counter() - t
         recalled: list = []
         beside: dict = {}
-        if tail and k > 0 and tail[0].seq > 0:  # something older than the window exists to recall
+        wide = scope == "namespace"
+        older = bool(tail) and tail[0].seq > 0
+        if k > 0 and (older or (wide and self._log.count(self.namespace) > len(tail))):
+            # something outside the window exists to recall: in this session, or in another one
             self._catch_up()
             text = query or (user_turn if isinstance(user_turn, str) else str(user_turn.get("content", "")))
             t = time.perf_counter()
@@ -578,12 +604,16 @@ class Memory:
             timings["embed"] = time.perf_counter() - t
             t = time.perf_counter()
             recalled = retrieve_units(
-                vec, log=self._log, index=self.index, namespace=self.namespace, session=self.session,
-                k=k + len(window_units), text=text,
+                vec, log=self._log, index=self.index, namespace=self.namespace,
+                session=None if wide else self.session, k=k + len(window_units), text=text,
             )
             recalled = diversify([(u, score) for u, score in recalled if u.id not in skip][: k + len(window_units)])
-            beside = companions(self._log, [u for u, _ in recalled], namespace=self.namespace,
-                                session=self.session, before_seq=tail[0].seq)
+            by_session: dict[str, list] = {}
+            for u, _ in recalled:
+                by_session.setdefault(u.messages[0].session, []).append(u)
+            for sess, units in by_session.items():  # another session's units may bring any later unit
+                beside.update(companions(self._log, units, namespace=self.namespace, session=sess,
+                                         before_seq=tail[0].seq if tail and sess == self.session else 2**62))
             timings["search"] = time.perf_counter() - t
         t = time.perf_counter()
         ctx = assemble(
@@ -591,7 +621,7 @@ class Memory:
             summary=summary[0] if summary else None, summary_covers=summary[2] if summary else (),
             window=window_units, recall=recalled, companions=beside, max_window_messages=self.window,
             format=format, placement=placement or self.placement, recall_format=recall_format or self.recall_format,
-            monitor=self.monitor, token_cache=self._tokens,
+            monitor=self.monitor, token_cache=self._tokens, current_session=self.session,
         )
         timings["assemble"] = time.perf_counter() - t
         ctx.trace.timings = timings
