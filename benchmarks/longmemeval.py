@@ -399,7 +399,13 @@ def pick(questions: list[dict], quick: bool, limit: int | None) -> list[dict]:
                 seen.add(q["question_type"])
                 out.append(q)
         return out[:QUICK_QUESTIONS]
-    return questions[:limit] if limit else questions
+    # round-robin over the types (the file is grouped by type), so the first N questions of a run cover them all
+    by_type: dict[str, list[dict]] = defaultdict(list)
+    for q in questions:
+        by_type[q["question_type"]].append(q)
+    queues = list(by_type.values())
+    order = [queue[i] for i in range(max(map(len, queues))) for queue in queues if i < len(queue)]
+    return order[:limit] if limit else order
 
 
 def run(quick: bool = False, out_dir: Path | None = None, limit: int | None = None, data: str | None = None,
