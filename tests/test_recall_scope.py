@@ -196,3 +196,19 @@ def test_labelled_recall_keeps_every_invariant(units, budget, fmt, recall_format
         if len(days) > 1 or len(sessions) > 1:  # dates shown whatever the question's wording
             for u in rec:
                 assert by_id[u.unit_id].messages[0].created_at.strftime("%Y-%m-%d") in text
+
+
+def test_async_prompt_takes_the_scope_too(tmp_path, embedder):
+    import asyncio
+
+    from ragmem.aio import AsyncMemory
+
+    mem = Memory(tmp_path / "s", embedder=embedder)
+    _alice(mem)
+
+    async def ask():
+        amem = AsyncMemory(memory=mem.for_session("friday", "alice"))
+        return await amem.prompt("Any snack ideas for me?", budget=2000, recall_scope="namespace")
+
+    assert "allergic to peanuts" in json.dumps(asyncio.run(ask()).messages)
+    mem.close()
