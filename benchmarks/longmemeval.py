@@ -409,7 +409,7 @@ def pick(questions: list[dict], quick: bool, limit: int | None) -> list[dict]:
 
 
 def run(quick: bool = False, out_dir: Path | None = None, limit: int | None = None, data: str | None = None,
-        resume: str | None = None) -> dict:
+        resume: str | None = None, done_only: bool = False) -> dict:
     """Run the benchmark, print its tables, write JSON and the plot."""
     from ragmem.embed import default_embedder
 
@@ -427,6 +427,8 @@ def run(quick: bool = False, out_dir: Path | None = None, limit: int | None = No
     if resume:  # per-question results of an interrupted run of the same code, one JSON line each
         if Path(resume).exists():
             done = {r["id"]: r for r in map(json.loads, Path(resume).read_text().splitlines())}
+        if done_only:  # report what an interrupted run finished, without running the rest
+            questions = [q for q in questions if q["question_id"] in done]
     for n, q in enumerate(questions):
         t = time.perf_counter()
         if q["question_id"] in done:
@@ -460,8 +462,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--data", default=None, help="folder or file of LongMemEval (default $RAGMEM_LONGMEMEVAL)")
     ap.add_argument("--out", type=Path, default=None, help="results folder (default benchmarks/results)")
     ap.add_argument("--resume", default=None, help="a JSONL file of per-question results to continue from")
+    ap.add_argument("--done-only", action="store_true", help="with --resume: report the finished questions only")
     args = ap.parse_args(argv)
-    return run(quick=args.quick, out_dir=args.out, limit=args.limit, data=args.data, resume=args.resume)
+    return run(quick=args.quick, out_dir=args.out, limit=args.limit, data=args.data, resume=args.resume,
+               done_only=args.done_only)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from .recall import (
     Hit, companions, diversify, embed_query, lexical_filters, retrieve_units, search_candidates,
 )
 from .store import MessageLog, VectorIndex, make_client
-from .store.index import INDEX_SCHEMA
+from .store.index import INDEX_SCHEMA, NAMESPACE_SCOPE
 from .store.locking import CHROMA_LOCK_FILE, opening_lock
 from .summary import ExtractiveSummarizer, Summarizer
 from .tokens import TokenCounter, default_counter
@@ -695,6 +695,7 @@ class Memory:
         with self._lock:
             # flags first: a crash between the drop and the re-index leaves them pending, for repair
             self._log.mark_unindexed(self.namespace)
+            self.index.drop_session(self.namespace, NAMESPACE_SCOPE)  # the namespace's collection first
             for name in self._session_names(self.namespace):
                 self.index.drop_session(self.namespace, name)
             msgs = [m for s in self.sessions() for m in self._log.messages(self.namespace, s.session)]

@@ -169,7 +169,8 @@ class VectorIndex:
         meta = col.metadata or {}
         if meta.get("embedder") not in (None, self.embedder_name):
             raise EmbeddingMismatch(
-                f"session {session!r} of namespace {namespace!r} was indexed with embedder "
+                f"{'session ' + repr(session) if session != NAMESPACE_SCOPE else 'the whole'} of namespace "
+                f"{namespace!r} was indexed with embedder "
                 f"{meta.get('embedder')!r}, not {self.embedder_name!r}; open the Memory with that embedder, "
                 "or call Memory.reindex()"
             )
@@ -304,8 +305,11 @@ class VectorIndex:
         return in_sessions | in_namespace, in_sessions & in_namespace
 
     def drop_session(self, namespace: str, session: str) -> None:
-        """Delete a session's whole collection, and its chunks from the namespace's collection."""
-        if self.namespace_collections:
+        """Delete a session's whole collection, and its chunks from the namespace's collection.
+
+        ``session=NAMESPACE_SCOPE`` deletes the namespace's collection itself (``Memory.reindex``).
+        """
+        if self.namespace_collections and session != NAMESPACE_SCOPE:
             col = self.collection(namespace, NAMESPACE_SCOPE, create=False)
             if col is not None:
                 self._call("delete vectors", lambda: col.delete(where={"session": session}))
