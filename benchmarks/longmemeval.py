@@ -158,6 +158,8 @@ def history(q: dict, quick: bool) -> tuple[list[int], list[dict]]:
     for i in keep:
         start = parse_date(q["haystack_dates"][i])
         for t, turn in enumerate(q["haystack_sessions"][i]):
+            if not turn["content"].strip():
+                continue  # a few turns are empty; ragmem refuses an empty user message (nothing to remember)
             turns.append({
                 "id": f"c{i}t{t}", "chat": i, "chat_id": q["haystack_session_ids"][i], "role": turn["role"],
                 "content": turn["content"], "created_at": start + timedelta(seconds=30 * t),

@@ -133,7 +133,9 @@ left out of the figures.
 
 def longmemeval_section(result: dict) -> str:
     n = result["questions"]
-    run = "all of them" if n == 50 else f"the first {n} of them, in an order that takes the six types in turn"
+    run = "all of them" if n == 50 else (
+        f"{n} of them: the questions a time-boxed run finished, taking the six types in turn; "
+        "`--resume` continues it")
     notes = LONGMEMEVAL_NOTES.format(run=run, window=result["window"],
                                      published=result["mempalace_published_any@5"],
                                      abstention=result["aggregate"]["abstention_questions"])
