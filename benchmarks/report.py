@@ -6,7 +6,7 @@ import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import recall_locomo, speed
+from . import longmemeval, recall_locomo, speed
 from .common import REPO_ROOT, markdown_table
 
 HEADER = """# Benchmarks
@@ -113,6 +113,40 @@ def locomo_section(result: dict) -> str:
     return "\n\n".join(body)
 
 
+LONGMEMEVAL_NOTES = """Data: LongMemEval_S, the 50 development questions in `$RAGMEM_LONGMEMEVAL`
+(each with a user's history of about 50 dated chats, about 500 turns;
+{run}). Two layouts: `one_session` holds the whole history as one session,
+in date order, and asks the question at its end; `per_chat` holds each chat
+as its own session of one namespace and asks the question in a new, empty
+session with `recall_scope="namespace"`. Session recall ranks the chats by
+their best turn in `search(question, k=100)`; turn recall@10 is the share of
+`has_answer` turns in the top 10; evidence is the share of `has_answer` turns
+placed in `prompt(question, budget=B)` (window: the last {window} messages).
+MemPalace raw is reproduced here, in the same run: one document per chat made
+of its user turns joined by newlines, all-MiniLM-L6-v2 (truncated at its 256
+word pieces), cosine; MemPalace publishes {published} recall_any@5 for it over
+all 500 questions. The sliding window is `strategy="sliding_window"` over the
+whole history. The {abstention} abstention questions have no evidence and are
+left out of the figures.
+"""
+
+
+def longmemeval_section(result: dict) -> str:
+    n = result["questions"]
+    run = "all of them" if n == 50 else (
+        f"{n} of them: the questions a time-boxed run finished, taking the six types in turn; "
+        "`--resume` continues it")
+    notes = LONGMEMEVAL_NOTES.format(run=run, window=result["window"],
+                                     published=result["mempalace_published_any@5"],
+                                     abstention=result["aggregate"]["abstention_questions"])
+    return "\n\n".join([
+        f"## Memory across conversations: LongMemEval\n\n{notes}",
+        longmemeval.tables(result),
+        f"![LongMemEval evidence and session recall](benchmarks/results/{result['plot']})",
+        f"This benchmark took {result['elapsed_s']:.0f} s (vectors cached on disk across runs).",
+    ])
+
+
 def speed_section(result: dict) -> str:
     f = result["filler"]
     notes = SPEED_NOTES.format(session_size=f["session_size"], embedded=f["embedded"], reused=f["reused"],
@@ -167,6 +201,8 @@ def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float 
     halves = halves_section()
     if halves:
         parts.append(halves)
+    if "longmemeval" in results:
+        parts.append(longmemeval_section(results["longmemeval"]))
     if "speed" in results:
         parts.append(speed_section(results["speed"]))
     parts.append(machine_section(info))

@@ -17,10 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-from . import recall_locomo, report, speed
+from . import longmemeval, recall_locomo, report, speed
 from .common import REPO_ROOT, RESULTS_DIR, invocation, machine_info, result_path, write_json
 
-BENCHMARKS = {"recall_locomo": recall_locomo.run, "speed": speed.run}
+BENCHMARKS = {"recall_locomo": recall_locomo.run, "longmemeval": longmemeval.run, "speed": speed.run}
 
 
 def main(argv: list[str] | None = None) -> dict:

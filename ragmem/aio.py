@@ -227,13 +227,14 @@ class AsyncMemory:
         query: str | None = None,
         placement: Placement | None = None,
         recall_format: RecallFormat | None = None,
+        recall_scope: Literal["session", "namespace"] | None = None,
         turn_stored: bool = False,
     ) -> Context:
         """See :meth:`ragmem.Memory.prompt`."""
         return await self._worker.run(
             self._mem.prompt, user_turn, system=system, budget=budget, shares=shares, strategy=strategy,
             format=format, k=k, query=query, placement=placement, recall_format=recall_format,
-            turn_stored=turn_stored,
+            recall_scope=recall_scope, turn_stored=turn_stored,
         )
 
     # -- forgetting ----------------------------------------------------------------

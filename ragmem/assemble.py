@@ -112,9 +112,44 @@ def render_state(state: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def unit_as_text(u: Unit) -> str:
-    """A unit as dated transcript lines, for ``recall_format="text"``."""
-    lines = []
+#: Label recalled units with their date (and conversation, when another) once recall spans several days or
+#: conversations, whatever the question's wording (off only for the benchmark's ablation).
+DATE_LABELS = True
+
+
+def source_label(u: Unit, current_session: str | None, dated: bool) -> str | None:
+    """The note placed before a recalled unit: which conversation and day it comes from.
+
+    A unit of another session of the namespace always says so; a unit of this
+    session carries its day only when ``dated`` (the recall spans several days
+    or conversations). None when nothing needs saying. A label reads
+    ``[from conversation "monday", 2023-05-20 (Sat)]`` or ``[2023-05-20 (Sat)]``.
+    """
+    m = u.messages[0]
+    day = m.created_at.strftime("%Y-%m-%d (%a)")
+    if current_session is not None and m.session and m.session != current_session:
+        return f"[from conversation {json.dumps(m.session, ensure_ascii=False)}, {day}]"
+    return f"[{day}]" if dated else None
+
+
+def spans_time(units: Iterable[Unit], current_session: str | None) -> bool:
+    """Whether recalled units come from more than one day or conversation (so their dates matter)."""
+    if not DATE_LABELS:
+        return False
+    days, sessions = set(), set()
+    for u in units:
+        m = u.messages[0]
+        days.add(m.created_at.date())
+        sessions.add(m.session)
+        if len(days) > 1 or len(sessions) > 1:
+            return True
+    return False
+
+
+def unit_as_text(u: Unit, label: str | None = None) -> str:
+    """A unit as dated transcript lines, for ``recall_format="text"``, under its source label if any
+    (the lines carry the date already, so only the conversation part of the label is kept)."""
+    lines = [label.split(", ")[0] + "]"] if label and label.startswith("[from conversation") else []
     for m in u.messages:
         when = m.created_at.strftime("%Y-%m-%d %H:%M")
         if m.tool_calls:
@@ -200,9 +235,11 @@ def _finish(
     recall_format: RecallFormat,
     monitor: BudgetMonitor,
     summary_covers: Sequence[str] = (),
+    current_session: str | None = None,
 ) -> Context:
     """Place and render the chosen units; drop the least relevant recall until the rendered prompt fits."""
     recall_units = sorted(recall_units, key=lambda us: (us[1] if us[1] is not None else 0.0))  # rising relevance
+    dated = spans_time((u for u, _ in recall_units), current_session)
     # Counting is additive per message, so each section is counted once: stored messages from the
     # per-id cache, the few rendered ones (system, summary, header, user) here.
     c = lambda ms: sum(count_message(counter, m) for m in ms)  # noqa: E731
@@ -212,13 +249,22 @@ def _finish(
         window_msgs = [m.to_openai() for u in window_units for m in u.messages]
         window_tokens = sum(costs.unit(u) for u in window_units)
         if recall_units and recall_format == "text":
-            body = "\n\n".join(unit_as_text(u) for u, _ in recall_units)
+            body = "\n\n".join(unit_as_text(u, source_label(u, current_session, dated)) for u, _ in recall_units)
             recall_msgs = [{"role": "system", "content": f"{RECALL_HEADER}\n\n{body}"}]
             recall_tokens = c(recall_msgs)
         elif recall_units:
             recall_msgs = [{"role": "system", "content": RECALL_HEADER}]
-            recall_msgs += [m.to_openai() for u, _ in recall_units for m in u.messages]
-            recall_tokens = c(recall_msgs[:1]) + sum(costs.unit(u) for u, _ in recall_units)
+            labels = []
+            last = None
+            for u, _ in recall_units:
+                label = source_label(u, current_session, dated)
+                if label is not None and label != last:  # consecutive units of one source share a note
+                    note = {"role": "system", "content": label}
+                    recall_msgs.append(note)
+                    labels.append(note)
+                last = label
+                recall_msgs += [m.to_openai() for m in u.messages]
+            recall_tokens = c(recall_msgs[:1]) + c(labels) + sum(costs.unit(u) for u, _ in recall_units)
         else:
             recall_msgs, recall_tokens = [], 0
         middle = recall_msgs + window_msgs if placement == "before_window" else window_msgs + recall_msgs
@@ -261,7 +307,7 @@ def _finish(
 
 def _pack_recall(
     recall: Sequence[tuple[Unit, float]], companions: Mapping[str, Unit], in_window: set[str], cap: int,
-    costs: _Costs, dropped: list[DropTrace],
+    costs: _Costs, dropped: list[DropTrace], label_cost: Any = None,
 ) -> list[tuple[Unit, float]]:
     """The recall units to place: best score first, greedily, skipping what does not fit; each unit's
     companion goes right beside it when it fits too.
@@ -280,7 +326,7 @@ def _pack_recall(
         if not u.complete:
             _split_incomplete([u], "recall", dropped, costs)
             continue
-        cost = costs.unit(u)
+        cost = costs.unit(u) + (label_cost(u) if label_cost else 0)
         if used + cost > cap:
             dropped.append(_drop("recall", u, cost, "over budget", score))
             continue
@@ -316,6 +362,7 @@ def assemble(
     recall_format: RecallFormat = "messages",
     monitor: BudgetMonitor = BudgetMonitor(),
     token_cache: dict[str, int] | None = None,
+    current_session: str | None = None,
 ) -> Context:
     """Assemble a prompt from its sections within ``budget``; see the module docstring for the layout.
 
@@ -327,6 +374,10 @@ def assemble(
     unit, with the same score, whenever its unit is chosen and it still fits.
     ``recall_format="auto"`` renders recall as dated text when the user turn
     asks about time (:func:`ragmem.recall.asks_when`), as messages otherwise.
+    ``current_session`` names the prompt's session: recalled units of other
+    sessions (``recall_scope="namespace"``) are labelled with their
+    conversation and date, and once recall spans several days or
+    conversations every recalled unit carries its date (:func:`source_label`).
 
     >>> from ragmem.tokens import default_counter
     >>> ctx = assemble("hi", budget=100, counter=default_counter(), system="be brief")
@@ -375,12 +426,19 @@ def assemble(
 
     # Recall: into what is left (at least its share); see _pack_recall.
     recall_cap = free - w_tokens - s_tokens - count_message(counter, {"role": "system", "content": RECALL_HEADER})
-    chosen_recall = _pack_recall(recall, companions or {}, in_window, recall_cap, counter_costs, dropped)
+    # a label note costs tokens: reserve them while packing, so rendering rarely has to drop a unit
+    dated = spans_time((u for u, _ in recall), current_session)
+    label_cost = None
+    if recall_format != "text" and (dated or any(u.messages[0].session != current_session for u, _ in recall)):
+        def label_cost(u: Unit) -> int:
+            label = source_label(u, current_session, dated)
+            return count_message(counter, {"role": "system", "content": label}) if label else 0
+    chosen_recall = _pack_recall(recall, companions or {}, in_window, recall_cap, counter_costs, dropped, label_cost)
     return _finish(
         strategy="ragmem", fmt=format, budget=budget, counter=counter, costs=counter_costs, sys_msgs=sys_msgs,
         user=user, summary_msgs=summary_msgs, recall_units=list(chosen_recall), window_units=chosen_window,
         dropped=dropped, placement=placement, recall_format=recall_format, monitor=monitor,
-        summary_covers=summary_covers,
+        summary_covers=summary_covers, current_session=current_session,
     )
 
 

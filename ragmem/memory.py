@@ -37,7 +37,7 @@ from .store import MessageLog, VectorIndex, make_client
 from .store.faults import (
     IndexCorrupt, IndexRebuilt, embedded_index_problem, is_index_corruption, read_only_chroma, rebuild_notice, set_aside,
 )
-from .store.index import INDEX_SCHEMA
+from .store.index import INDEX_SCHEMA, NAMESPACE_SCOPE
 from .store.locking import CHROMA_LOCK_FILE, opening_lock
 from .summary import ExtractiveSummarizer, Summarizer
 from .tokens import TokenCounter, default_counter
@@ -46,8 +46,16 @@ from .units import group_units
 
 DEFAULT_PATH = ".ragmem"
 
-#: Characters a namespace or session name may not hold besides control characters: the bidirectional
-#: overrides and isolates, which make a name print as another ("Trojan Source", CVE-2021-42574).
+Scope = Literal["session", "namespace"]
+#: Where recall and search look: this session only, or every session of the namespace.
+SCOPES = ("session", "namespace")
+
+
+def check_scope(scope: object, name: str = "recall_scope") -> str:
+    """``scope`` itself when it is one of :data:`SCOPES`; a :class:`UsageError` naming the choices otherwise."""
+    return validate.choice(scope, name, SCOPES)
+
+
 @dataclass(frozen=True)
 class SessionInfo:
     """A session and its size."""
@@ -111,6 +119,10 @@ class Memory:
     ``reranker`` (a :class:`~ragmem.rerank.CrossEncoderReranker` or any callable
     ``(query, texts) -> scores``) reorders the best recalled units and search hits
     (:func:`ragmem.rerank.rerank`); none by default.
+    ``recall_scope="namespace"`` lets :meth:`prompt` recall from every session
+    of the namespace (the memory of a user across their conversations); the
+    window stays this session's, and recalled units of other sessions say which
+    conversation and day they come from.
     """
 
     def __init__(
@@ -129,6 +141,7 @@ class Memory:
         clip_tool_results: int | None = None,
         placement: Placement = "before_window",
         recall_format: RecallFormat = "auto",
+        recall_scope: Scope = "session",
         monitor: BudgetMonitor = BudgetMonitor(),
         create: bool = True,
         index: Literal["sync", "background"] = "sync",
@@ -154,6 +167,7 @@ class Memory:
         self.placement = placement
         self.recall_format = recall_format
         self.reranker = as_reranker(reranker)
+        self.recall_scope = check_scope(recall_scope)
         self.monitor = monitor
         if _shared is not None:  # a view on another session of the same store
             self.path, self.chroma_url = _shared.path, _shared.chroma_url
@@ -252,7 +266,8 @@ class Memory:
         return Memory(
             session=session, namespace=self.namespace if namespace is None else namespace, window=self.window,
             orphans=self.orphans, max_chars=self.max_chars, clip_tool_results=self.clip_tool_results, placement=self.placement,
-            recall_format=self.recall_format, monitor=self.monitor, reranker=self.reranker, _shared=self,
+            recall_format=self.recall_format, recall_scope=self.recall_scope, monitor=self.monitor,
+            reranker=self.reranker, _shared=self,
         )
 
     def _session_names(self, namespace: str) -> list[str]:
@@ -342,8 +357,9 @@ class Memory:
             done["stale_collections"] = self.index.drop_older_layouts()
             for ns in self._log.namespaces():
                 flags = self._log.index_flags(ns)
-                held = self.index.all_message_ids(ns, self._session_names(ns))
-                extra = sorted(held - flags.keys())
+                # held anywhere, and held by both the session's and the namespace's collection
+                anywhere, held = self.index.held_everywhere(ns, self._session_names(ns))
+                extra = sorted(anywhere - flags.keys())
                 for start in range(0, len(extra), 500):
                     self.index.delete_where(
                         ns, {"message_id": {"$in": extra[start : start + 500]}}, self._session_names(ns)
@@ -573,7 +589,7 @@ class Memory:
         """
         validate.text(query, "query")
         validate.count(k, "k", lo=1, hi=validate.MAX_K)
-        validate.choice(scope, "scope", ("session", "namespace"))
+        check_scope(scope, "scope")
         role = validate.roles(role)
         since, until = validate.when(since, "since"), validate.when(until, "until")
         where = validate.where(where)
@@ -644,6 +660,7 @@ class Memory:
         query: str | None = None,
         placement: Placement | None = None,
         recall_format: RecallFormat | None = None,
+        recall_scope: Scope | None = None,
         turn_stored: bool = False,
     ) -> Context:
         """Assemble the next prompt for ``user_turn`` within ``budget`` tokens.
@@ -657,7 +674,10 @@ class Memory:
         message is then the user turn (``user_turn`` may be omitted) and is not
         repeated in the window. ``k`` caps the recalled units; by default it
         grows with the budget (20, or one per 100 tokens of a larger budget).
+        ``recall_scope`` overrides the Memory's for this call: ``"namespace"``
+        recalls from every session of the namespace, even into a new session.
         """
+        scope = check_scope(self.recall_scope if recall_scope is None else recall_scope)
         validate.choice(strategy, "strategy", STRATEGIES)
         validate.choice(format, "format", get_args(Format))
         if placement is not None:
@@ -708,8 +728,9 @@ class Memory:
         window_units = group_units(tail)
         state = self.state.get()
         # A short history goes in whole, in order (recall begins where it stops fitting). Sequence numbers
-        # bound the session's length, so a long session costs nothing here.
-        if tail and tail[0].seq > 0 and (tail[-1].seq + 1) * MIN_MESSAGE_TOKENS <= budget_obj.limit:
+        # bound the session's length, so a long session costs nothing here. A namespace-wide recall has
+        # other conversations to draw on, so it never stops at this session's history.
+        if scope == "session" and tail and tail[0].seq > 0 and (tail[-1].seq + 1) * MIN_MESSAGE_TOKENS <= budget_obj.limit:
             self._catch_up()  # as recall would: pending forgets are purged by the next prompt either way
             history = [m for m in self._log.messages(self.namespace, self.session) if m.id not in skip]
             whole = assemble_whole(
@@ -728,7 +749,10 @@ class Memory:
         timings["summary"] = time.perf_counter() - t
         recalled: list = []
         beside: dict = {}
-        if tail and k > 0 and tail[0].seq > 0:  # something older than the window exists to recall
+        wide = scope == "namespace"
+        older = bool(tail) and tail[0].seq > 0
+        if k > 0 and (older or (wide and self._log.count(self.namespace) > len(tail))):
+            # something outside the window exists to recall: in this session, or in another one
             self._catch_up()
             text = query or (user_turn if isinstance(user_turn, str) else str(user_turn.get("content", "")))
             t = time.perf_counter()
@@ -736,13 +760,17 @@ class Memory:
             timings["embed"] = time.perf_counter() - t
             t = time.perf_counter()
             recalled = self._rebuilding_if_damaged(lambda: retrieve_units(
-                vec, log=self._log, index=self.index, namespace=self.namespace, session=self.session,
-                k=k + len(window_units), text=text,
+                vec, log=self._log, index=self.index, namespace=self.namespace,
+                session=None if wide else self.session, k=k + len(window_units), text=text,
             ))
             recalled = [(u, score) for u, score in recalled if u.id not in skip][: k + len(window_units)]
             recalled = diversify(rerank(self.reranker, text, recalled, lambda u: u.text))
-            beside = companions(self._log, [u for u, _ in recalled], namespace=self.namespace,
-                                session=self.session, before_seq=tail[0].seq)
+            by_session: dict[str, list] = {}
+            for u, _ in recalled:
+                by_session.setdefault(u.messages[0].session, []).append(u)
+            for sess, units in by_session.items():  # another session's units may bring any later unit
+                beside.update(companions(self._log, units, namespace=self.namespace, session=sess,
+                                         before_seq=tail[0].seq if tail and sess == self.session else 2**62))
             timings["search"] = time.perf_counter() - t
         t = time.perf_counter()
         ctx = assemble(
@@ -750,7 +778,7 @@ class Memory:
             summary=summary[0] if summary else None, summary_covers=summary[2] if summary else (),
             window=window_units, recall=recalled, companions=beside, max_window_messages=self.window,
             format=format, placement=placement or self.placement, recall_format=recall_format or self.recall_format,
-            monitor=self.monitor, token_cache=self._tokens,
+            monitor=self.monitor, token_cache=self._tokens, current_session=self.session,
         )
         timings["assemble"] = time.perf_counter() - t
         ctx.trace.timings = timings
@@ -877,6 +905,7 @@ class Memory:
         with self._lock:
             # flags first: a crash between the drop and the re-index leaves them pending, for repair
             self._log.mark_unindexed(self.namespace)
+            self.index.drop_session(self.namespace, NAMESPACE_SCOPE)  # the namespace's collection first
             for name in self._session_names(self.namespace):
                 self.index.drop_session(self.namespace, name)
             consistency.record_namespace_model(self)  # the namespace moves to this model as a whole

@@ -231,8 +231,9 @@ def search_candidates(
     ``similarity``, when given, receives each dense candidate's cosine similarity by message id.
     """
     pool = max(CANDIDATES, n)
-    # each session has its own collection: the scope is the list of collections asked, never a filter
-    sessions = [session] if session is not None else [r["session"] for r in log.sessions(namespace)]
+    # each session has its own collection, and the namespace one more: the scope is the collection
+    # asked, never a filter
+    sessions = [session] if session is not None else None
     hits = index.query(namespace, vector, n=pool, where=where, sessions=sessions, metadata=False)
     dense = dense_candidates(hits, log, namespace)
     if similarity is not None:
@@ -249,12 +250,12 @@ def retrieve_units(
     log: MessageLog,
     index: VectorIndex,
     namespace: str,
-    session: str,
+    session: str | None,
     k: int,
     where: dict[str, Any] | None = None,
     text: str | None = None,
 ) -> list[tuple[Unit, float]]:
-    """The top ``k`` units of a session for a query, whole, best first.
+    """The top ``k`` units of a session (of every session of the namespace when None), whole, best first.
 
     With ``text`` the query also runs through the lexical index and the scores
     are fused; without it, recall is dense only.
@@ -264,11 +265,18 @@ def retrieve_units(
         session=session, n=3 * k, where=where,
     )
     scores: dict[str, float] = {}
+    where_is: dict[str, str] = {}
     for c in cands:
         if c.score > scores.get(c.unit_id, float("-inf")):
             scores[c.unit_id] = c.score
+            where_is[c.unit_id] = c.session
     top = sorted(scores, key=lambda u: -scores[u])[:k]
-    units = {u.id: u for u in group_units(log.unit_messages(namespace, session, top))}
+    by_session: dict[str, list[str]] = {}
+    for u in top:
+        by_session.setdefault(session if session is not None else where_is[u], []).append(u)
+    units = {
+        u.id: u for sess, ids in by_session.items() for u in group_units(log.unit_messages(namespace, sess, ids))
+    }
     return [(units[u], scores[u]) for u in top if u in units]
 
 

@@ -10,12 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.longmemeval import data_dir as lme_dir
 from ragmem.locomo import data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.skipif(not any(data_dir().glob("conv-*.json")), reason="no LoCoMo data (set RAGMEM_LOCOMO)")
+@pytest.mark.skipif(not (lme_dir() / "longmemeval_s_dev50.json").exists() and not lme_dir().is_file(),
+                    reason="no LongMemEval data (set RAGMEM_LONGMEMEVAL)")
 def test_quick_benchmarks_run_and_write_their_results(tmp_path):
     r = subprocess.run(
         [sys.executable, "-m", "benchmarks.run_all", "--quick", "--out", str(tmp_path)],
@@ -23,6 +26,8 @@ def test_quick_benchmarks_run_and_write_their_results(tmp_path):
     )
     assert r.returncode == 0, r.stderr[-3000:]
     recall = json.loads((tmp_path / "recall_locomo-quick.json").read_text())
+    lme = json.loads((tmp_path / "longmemeval-quick.json").read_text())
+    assert lme["questions"] == 3 and set(lme["aggregate"]["all"]) >= {"one_session", "per_chat", "mempalace_raw"}
     speed = json.loads((tmp_path / "speed-quick.json").read_text())
     assert recall and speed
     assert "Recall" in r.stdout or "recall" in r.stdout

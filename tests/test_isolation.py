@@ -1,9 +1,10 @@
 """Isolation (invariant 5): namespaces and sessions never leak into each other.
 
-The scope is enforced inside the store: a vector collection per session (named
-by an injective key of store, namespace and session), ``namespace=?`` in every
-log query (message ids are unique per namespace, so every lookup by id is
-keyed by the namespace too), and a scope term in every lexical query. These property tests fill one store with several namespaces and sessions
+The scope is enforced inside the store: a vector collection per session and one
+per namespace (never one shared by two namespaces; each named by an injective key of
+store, namespace and session), ``namespace=?`` in every log query (message ids are
+unique per namespace, so every lookup by id is keyed by the namespace too), and a
+scope term in every lexical query. These property tests fill one store with several namespaces and sessions
 sharing one vocabulary (so a missing filter would surface at once), then check
 search, recall (prompt), export and forget against a model of what each scope holds.
 The fast embedder is a bag-of-words hash; one test uses the real model.
@@ -74,6 +75,24 @@ def test_search_and_prompt_stay_in_scope(history, query):
             for m in ctx.messages:
                 if m["role"] in ("user", "assistant") and m["content"] != query:
                     assert m["content"].endswith(f"[{ns}|{s}]")
+            # the namespace scope: recall from every session of this namespace, never another's;
+            # the window stays this session's, and other sessions' units are labelled with their name
+            for fmt in ("messages", "text"):
+                ctx = view.prompt(query, budget=4000, k=50, recall_scope="namespace", recall_format=fmt)
+                for u in ctx.trace.included:
+                    for mid in u.message_ids:
+                        assert where[mid][0] == ns
+                        if u.section == "window":
+                            assert where[mid] == (ns, s)
+                others = {where[mid][1] for u in ctx.trace.included for mid in u.message_ids} - {s}
+                rendered = "\n".join(str(m.get("content")) for m in ctx.messages)
+                for other in others:
+                    assert f'[from conversation "{other}"' in rendered
+                for other_ns in set(NAMESPACES) - {ns}:
+                    assert f"[{other_ns}|" not in rendered
+            # everything of the namespace fits this budget: all of it is placed, once
+            placed = [i for u in ctx.trace.included for i in u.message_ids]
+            assert sorted(placed) == sorted(i for x in SESSIONS for i in model[(ns, x)])
         base.close()
 
 
@@ -109,6 +128,8 @@ def test_forget_session_removes_that_session_and_nothing_else(history, victim):
         for ns in NAMESPACES:
             expected = index_before[ns] - gone if ns == victim[0] else index_before[ns]
             assert base.index.all_message_ids(ns) == expected
+            # the namespace's own collection lost exactly the same vectors
+            assert base.index.held_everywhere(ns) == (expected, expected)
         assert all(base.log.get(victim[0], i) is None for i in gone)
         # the session is reusable afterwards, from seq 0
         assert views[victim].add({"role": "user", "content": "fresh start"}).seq == 0
@@ -466,7 +487,7 @@ def test_mcp_tools_stay_in_their_namespace(tmp_path, embedder):
             for all_sessions in (False, True):
                 hits = (await call(s, "search_memory", query="vault code", k=20, all_sessions=all_sessions))["hits"]
                 _no_leak(json.dumps(hits))
-                assert {h["message"]["id"] for h in hits} == {"m1", "call-unit", "tool-res"}
+                assert {h["id"] for h in hits} == {"m1", "call-unit", "tool-res"}
             billing = (await call(s, "search_memory", query="invoice", session="billing"))["hits"]
             assert billing == []
             ctx = await call(s, "get_context", user_turn="what is my vault code?", budget=2000)
@@ -478,7 +499,7 @@ def test_mcp_tools_stay_in_their_namespace(tmp_path, embedder):
             assert added["ids"] == ["a-only"]
             _no_leak(json.dumps(added), ("billing",))
             assert (await call(s, "forget", message_id="m1"))["forgotten"] == ["m1"]
-            assert (await call(s, "forget", entire_session="billing"))["forgotten"] == ["a-only"]
+            assert (await call(s, "forget", session_to_delete="billing"))["forgotten"] == ["a-only"]
 
     anyio.run(scenario)
     a = Memory(store, namespace=VICTIM, session="support", embedder=embedder)

@@ -1,11 +1,15 @@
-"""The vector index over Chroma: one collection per session, chunks keyed to messages.
+"""The vector index over Chroma: a collection per session, and one per namespace beside them.
 
 Chroma runs embedded (``PersistentClient`` in ``<store>/chroma``) or as a
-server (``HttpClient``); the code path is the same. A session's vectors live in
-a collection of their own (named from the store id, namespace and session), so
-isolation is enforced by the store itself, never by filtering afterwards, and
-a query costs the same however many sessions share the store. A wider scope
-(every session of a namespace) is explicit: the caller names the sessions.
+server (``HttpClient``); the code path is the same. Every chunk is written
+twice: to its session's collection and to its namespace's collection (both
+named from the store id, namespace and session, the namespace's with the
+session :data:`NAMESPACE_SCOPE`). A session's query reads its own collection,
+so it costs the same however many sessions share the store; a namespace-wide
+query is one query of the namespace's collection, however many sessions it
+has. Isolation between namespaces is the store's structure: no collection
+ever holds two namespaces' vectors, and no query filters afterwards.
+See docs/storage.md for the measurements behind this layout.
 
 Chunk ids are ``<message id>#<n>`` for every chunk, the first included, and
 are read back at their last ``#``: the encoding is injective, so a caller's id
@@ -27,9 +31,12 @@ from typing import Any, Callable, Sequence, TypeVar
 from ..errors import EmbeddingMismatch, MissingDependency, StoreError
 from .faults import IndexCorrupt, is_index_corruption
 
+# 4: a collection per namespace beside each session's (one query for a namespace-wide search);
 # 3: injective collection names (a JSON key, not a NUL join) and chunk ids "<id>#<n>" for every chunk;
 # 2: a collection per session; 1: one per namespace. A store indexed with an older layout is re-indexed on open.
-INDEX_SCHEMA = 3
+INDEX_SCHEMA = 4
+#: The session name of a namespace's own collection: sessions are non-empty strings, so it names none of them.
+NAMESPACE_SCOPE = ""
 T = TypeVar("T")
 
 
@@ -118,14 +125,17 @@ class VectorIndex:
     """Chunks of messages with their vectors, over a Chroma client."""
 
     def __init__(
-        self, client, embedder_name: str, *, retries: int = 3, retry_delay: float = 0.5, store_id: str | None = None
+        self, client, embedder_name: str, *, retries: int = 3, retry_delay: float = 0.5, store_id: str | None = None,
+        namespace_collections: bool = True,
     ) -> None:
         self.client = client
         self.store_id = store_id
         self.embedder_name = embedder_name
         self.retries = retries
         self.retry_delay = retry_delay
-        self._collections: dict[str, Any] = {}
+        self._collections: dict[tuple[str, str], Any] = {}
+        #: Keep a collection per namespace beside the sessions' (False reproduces schema 2, for benchmarks).
+        self.namespace_collections = namespace_collections
 
     def reset_client(self, client) -> None:
         """Use another Chroma client from now on (a fresh embedded one that sees other processes' writes)."""
@@ -184,6 +194,8 @@ class VectorIndex:
     def collection(self, namespace: str, session: str = "default", *, create: bool = True):
         """The collection of one session (``None`` when it does not exist and ``create`` is false).
 
+        ``session=NAMESPACE_SCOPE`` is the namespace's collection, which holds every session's chunks.
+
         One collection per session keeps a session's query as cheap as an
         unfiltered one however many other sessions share the store: a
         ``where`` on the session over one shared collection measured 13.8x
@@ -202,7 +214,9 @@ class VectorIndex:
                     configuration={"hnsw": {"space": "cosine"}},
                     metadata={
                         "ragmem_schema": INDEX_SCHEMA, "embedder": self.embedder_name, "namespace": namespace,
-                        "session": session, **({"store_id": self.store_id} if self.store_id else {}),
+                        # the namespace's collection has a scope, not a session, so session listings skip it
+                        **({"session": session} if session != NAMESPACE_SCOPE else {"scope": "namespace"}),
+                        **({"store_id": self.store_id} if self.store_id else {}),
                     },
                     embedding_function=None,
                 ),
@@ -214,7 +228,8 @@ class VectorIndex:
         meta = col.metadata or {}
         if meta.get("embedder") not in (None, self.embedder_name):
             raise EmbeddingMismatch(
-                f"session {session!r} of namespace {namespace!r} was indexed with embedder "
+                f"{'session ' + repr(session) if session != NAMESPACE_SCOPE else 'the whole'} of namespace "
+                f"{namespace!r} was indexed with embedder "
                 f"{meta.get('embedder')!r}, not {self.embedder_name!r}; open the Memory with that embedder, "
                 "or call Memory.reindex()"
             )
@@ -265,6 +280,12 @@ class VectorIndex:
                     metadatas=[metadatas[i] for i in rows],
                 ),
             )
+        if self.namespace_collections:  # the same chunks once more, for one-query namespace-wide search
+            whole = self.collection(namespace, NAMESPACE_SCOPE)
+            self._call(
+                "add vectors",
+                lambda: whole.upsert(ids=list(ids), embeddings=[list(v) for v in vectors], metadatas=list(metadatas)),
+            )
 
     def query(
         self, namespace: str, vector: Sequence[float], n: int, where: dict[str, Any] | None = None,
@@ -277,7 +298,10 @@ class VectorIndex:
         """
         include = ["distances", "metadatas"] if metadata else ["distances"]
         out: list[IndexHit] = []
-        for session in self._sessions(namespace, sessions):
+        scopes = self._sessions(namespace, sessions)
+        if sessions is None and self.namespace_collections:
+            scopes = [NAMESPACE_SCOPE]  # every session of the namespace: one query of its collection
+        for session in scopes:
             col = self.collection(namespace, session, create=False)
             if col is None:
                 continue
@@ -292,7 +316,17 @@ class VectorIndex:
         return out[:n]
 
     def delete_where(self, namespace: str, where: dict[str, Any], sessions: Sequence[str] | None = None) -> None:
-        for session in self._sessions(namespace, sessions):
+        """Delete the chunks matching ``where`` from the sessions' collections and the namespace's."""
+        targets = self._sessions(namespace, sessions)
+        if self.namespace_collections:
+            scoped = where
+            if sessions is not None:  # only those sessions' chunks leave the namespace's collection
+                only = {"session": {"$in": list(sessions)}}
+                scoped = {"$and": [where, only]}
+            col = self.collection(namespace, NAMESPACE_SCOPE, create=False)
+            if col is not None:
+                self._call("delete vectors", lambda: col.delete(where=scoped))
+        for session in targets:
             col = self.collection(namespace, session, create=False)
             if col is not None:
                 self._call("delete vectors", lambda: col.delete(where=where))
@@ -304,14 +338,17 @@ class VectorIndex:
             total += int(self._call("count", col.count)) if col is not None else 0
         return total
 
+    def _held(self, col) -> set[str]:
+        res = self._call("list vectors", lambda: col.get(include=["metadatas"]))
+        return {m.get("message_id", i) for i, m in zip(res["ids"], res["metadatas"])}
+
     def all_message_ids(self, namespace: str, sessions: Sequence[str] | None = None) -> set[str]:
+        """Ids of the messages with chunks in the sessions' collections (all of the namespace's by default)."""
         held: set[str] = set()
         for session in self._sessions(namespace, sessions):
             col = self.collection(namespace, session, create=False)
-            if col is None:
-                continue
-            res = self._call("list vectors", lambda: col.get(include=["metadatas"]))
-            held |= {m.get("message_id", i) for i, m in zip(res["ids"], res["metadatas"])}
+            if col is not None:
+                held |= self._held(col)
         return held
 
     def drop_older_layouts(self) -> int:
@@ -334,8 +371,28 @@ class VectorIndex:
         self._collections.clear()
         return dropped
 
+    def held_everywhere(self, namespace: str, sessions: Sequence[str] | None = None) -> tuple[set[str], set[str]]:
+        """(ids held anywhere, ids held by both their session's and the namespace's collection).
+
+        A message in one but not the other (a store written before the
+        namespace collections, a crash between the two writes) is to be indexed again.
+        """
+        in_sessions = self.all_message_ids(namespace, sessions)
+        if not self.namespace_collections:
+            return in_sessions, in_sessions
+        col = self.collection(namespace, NAMESPACE_SCOPE, create=False)
+        in_namespace = self._held(col) if col is not None else set()
+        return in_sessions | in_namespace, in_sessions & in_namespace
+
     def drop_session(self, namespace: str, session: str) -> None:
-        """Delete a session's whole collection."""
+        """Delete a session's whole collection, and its chunks from the namespace's collection.
+
+        ``session=NAMESPACE_SCOPE`` deletes the namespace's collection itself (``Memory.reindex``).
+        """
+        if self.namespace_collections and session != NAMESPACE_SCOPE:
+            col = self.collection(namespace, NAMESPACE_SCOPE, create=False)
+            if col is not None:
+                self._call("delete vectors", lambda: col.delete(where={"session": session}))
         self._collections.pop((namespace, session), None)
         name = collection_name(namespace, self.store_id, session)
         try:

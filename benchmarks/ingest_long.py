@@ -1,0 +1,101 @@
+"""Ingest of long messages against the embedding engine alone, on LongMemEval and LoCoMo.
+
+For each corpus the messages are chunked exactly as ragmem indexes them
+(``document_text`` then the embedder's ``chunk``); then, in alternating rounds
+so that a noisy neighbour hits both alike:
+
+* the engine alone: ``default_embedder().embed_batch(chunks)``, the bulk path ragmem
+  uses, with no store around it;
+* ragmem: ``Memory.add_many(messages)`` into a fresh store whose index is already
+  open (opening Chroma is a one-time cost of a process, not of ingest).
+
+The best round of each counts. The share is the engine's time over ragmem's
+(1.0: ingest runs at the engine's speed; the target is >= 0.9).
+
+    python -m benchmarks.ingest_long [--rounds 3] [--lme-chats 10] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from .common import invocation, log, markdown_table, ragmem_version, result_path, write_json
+
+
+def corpora(lme_chats: int, locomo_turns: int) -> dict[str, list[dict]]:
+    from ragmem.locomo import load_conversations
+
+    from .longmemeval import load_questions
+
+    q = load_questions()[5]
+    lme = [{"role": t["role"], "content": t["content"]} for s in q["haystack_sessions"][:lme_chats] for t in s]
+    conv = load_conversations(limit=1)[0]
+    return {"longmemeval": lme, "locomo": [t.to_message() for t in conv.turns][:locomo_turns]}
+
+
+def measure(messages: list[dict], rounds: int) -> dict:
+    from ragmem import Memory
+    from ragmem.embed import default_embedder
+    from ragmem.indexing import document_text
+    from ragmem.messages import parse_message
+
+    emb = default_embedder()
+    chunks = [c for m in messages for c in emb.chunk(document_text(parse_message(m)))]
+    emb.embed_batch(chunks[:64])  # warm the bulk path
+    engine, ragmem = [], []
+    for r in range(rounds):
+        t = time.perf_counter()
+        emb.embed_batch(chunks)
+        engine.append(time.perf_counter() - t)
+        with tempfile.TemporaryDirectory(prefix="ragmem-ingest-") as tmp:
+            mem = Memory(tmp, session="s", embedder=emb)
+            mem.index.collection("default", "s")  # Chroma open and its first collection made: not ingest
+            t = time.perf_counter()
+            mem.add_many([{**m, "id": f"r{r}-{i}"} for i, m in enumerate(messages)])
+            ragmem.append(time.perf_counter() - t)
+            mem.close()
+        log(f"[ingest_long] round {r + 1}: engine {engine[-1]:.1f} s, add_many {ragmem[-1]:.1f} s")
+    best_e, best_r = min(engine), min(ragmem)
+    return {"messages": len(messages), "chunks": len(chunks), "path": emb.precision_used,
+            "engine_s": [round(x, 2) for x in engine], "add_many_s": [round(x, 2) for x in ragmem],
+            "engine_chunks_per_s": round(len(chunks) / best_e, 1), "add_many_chunks_per_s": round(len(chunks) / best_r, 1),
+            "add_many_msgs_per_s": round(len(messages) / best_r, 1), "share": round(best_e / best_r, 3)}
+
+
+def run(rounds: int, lme_chats: int, locomo_turns: int, quick: bool = False, out_dir: Path | None = None) -> dict:
+    start = time.perf_counter()
+    out = {"benchmark": "ingest_long", "ragmem": ragmem_version(), "command": invocation(), "corpora": {}}
+    for name, msgs in corpora(lme_chats, locomo_turns).items():
+        out["corpora"][name] = measure(msgs, rounds)
+    out["elapsed_s"] = round(time.perf_counter() - start, 1)
+    write_json(result_path("ingest_long", quick, out_dir=out_dir), out)
+    print(tables(out))
+    return out
+
+
+def tables(result: dict) -> str:
+    rows = [[name, r["messages"], r["chunks"], r["path"], r["engine_chunks_per_s"], r["add_many_chunks_per_s"],
+             r["add_many_msgs_per_s"], r["share"]] for name, r in result["corpora"].items()]
+    return markdown_table(["corpus", "messages", "chunks", "engine path", "engine alone chunks/s",
+                           "add_many chunks/s", "add_many messages/s", "share (target >= 0.9)"], rows)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--lme-chats", type=int, default=10)
+    ap.add_argument("--locomo-turns", type=int, default=400)
+    ap.add_argument("--quick", action="store_true", help="2 rounds, 2 chats, 60 LoCoMo turns")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    if args.quick:
+        return run(2, 2, 60, quick=True, out_dir=args.out)
+    return run(args.rounds, args.lme_chats, args.locomo_turns, out_dir=args.out)
+
+
+if __name__ == "__main__":
+    main()

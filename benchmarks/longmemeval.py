@@ -1,0 +1,474 @@
+"""Memory across a user's conversations: LongMemEval_S, 50 development questions.
+
+Each question comes with a user's history of about 50 chats (``haystack_sessions``,
+dated). It is ingested into a fresh store in two layouts:
+
+* ``one_session``: the whole history as one long session, in date order, and the
+  question asked at its end (``prompt()`` with the default session scope);
+* ``per_chat``: each chat its own session of one namespace, and the question asked
+  in a new, empty session with ``recall_scope="namespace"``.
+
+Figures (questions with evidence; the ``_abs`` abstention questions have none):
+
+* session recall_any@5/@10 and recall_all@5: sessions ranked by their best turn in
+  ``search(question, k=100)`` (namespace scope for ``per_chat``); found when any /
+  every answer session is among the top k;
+* turn recall@10: the share of the ``has_answer`` turns among the top 10 hits;
+* evidence in the prompt: the share of ``has_answer`` turns placed in
+  ``prompt(question, budget=B)`` for B = 2,000, 4,000, 8,000 tokens;
+* the same prompt at 4,000 tokens without the date labels (``DATE_LABELS`` off), to
+  measure what the labels cost and gain;
+* baselines in the same run: MemPalace's "raw" mode reproduced (one document per
+  session made of its user turns joined by newlines, all-MiniLM-L6-v2 at its
+  256-wordpiece limit, cosine; as in MemPalace's ``benchmarks/longmemeval_bench.py``),
+  and a sliding window (``strategy="sliding_window"`` over the whole history).
+
+Vectors are cached on disk by text hash (``$RAGMEM_EMBED_CACHE``, default under
+/tmp), so a rerun embeds nothing twice; the figures do not depend on it (the model
+is deterministic). Data: ``$RAGMEM_LONGMEMEVAL`` or ``--data`` (default
+``../shared/data/longmemeval``).
+
+    python -m benchmarks.longmemeval [--quick] [--limit N] [--data DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import statistics
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+
+from .common import REPO_ROOT, invocation, load_raw_model, log, markdown_table, ragmem_version, result_path, write_json
+
+NAME = "longmemeval"
+FILE = "longmemeval_s_dev50.json"
+BUDGETS = (2000, 4000, 8000)
+LAYOUTS = ("one_session", "per_chat")
+WINDOW = 12
+SEARCH_K = 100
+#: MemPalace's published raw figure, recall_any@5 over all 500 questions.
+MEMPALACE_PUBLISHED = 0.966
+#: The quick slice: a few questions of different types, each history cut to its answer chats plus a few others.
+QUICK_QUESTIONS = 3
+QUICK_OTHER_CHATS = 6
+
+
+def data_dir(path: str | os.PathLike | None = None) -> Path:
+    """Where the LongMemEval file lives: ``path``, ``$RAGMEM_LONGMEMEVAL``, or the shared data folder."""
+    return Path(path or os.environ.get("RAGMEM_LONGMEMEVAL") or REPO_ROOT.parent.parent / "shared/data/longmemeval")
+
+
+def load_questions(path: str | os.PathLike | None = None) -> list[dict]:
+    folder = data_dir(path)
+    target = folder / FILE if folder.is_dir() else folder
+    return json.loads(target.read_text())
+
+
+def parse_date(s: str) -> datetime:
+    """``2023/05/20 (Sat) 02:21`` as an aware UTC datetime."""
+    return datetime.strptime(re.sub(r"\s*\(\w+\)\s*", " ", s).strip(), "%Y/%m/%d %H:%M").replace(tzinfo=timezone.utc)
+
+
+# -- embedding cache -----------------------------------------------------------
+
+
+class DiskCache:
+    """Vectors by (model, kind, text) hash in one SQLite file, shared by every run on this machine."""
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        path = path or os.environ.get("RAGMEM_EMBED_CACHE") or Path(tempfile.gettempdir()) / "ragmem-embed-cache.sqlite"
+        self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=60)
+        self._db.execute("CREATE TABLE IF NOT EXISTS v (k TEXT PRIMARY KEY, vec BLOB)")
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    @staticmethod
+    def key(model: str, kind: str, text: str) -> str:
+        return hashlib.sha1(f"{model}\x00{kind}\x00{text}".encode("utf-8", "surrogatepass")).hexdigest()
+
+    def get_many(self, keys: list[str]) -> dict[str, np.ndarray]:
+        out = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                part = keys[start : start + 500]
+                rows = self._db.execute(f"SELECT k, vec FROM v WHERE k IN ({','.join('?' * len(part))})", part)
+                out.update({k: np.frombuffer(b, dtype=np.float32) for k, b in rows})
+        return out
+
+    def put_many(self, items: dict[str, np.ndarray]) -> None:
+        with self._lock:
+            self._db.executemany("INSERT OR REPLACE INTO v VALUES (?, ?)",
+                                 [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items.items()])
+            self._db.commit()
+
+    def cached(self, model: str, kind: str, texts: list[str], compute) -> list[np.ndarray]:
+        keys = [self.key(model, kind, t) for t in texts]
+        got = self.get_many(list(dict.fromkeys(keys)))
+        todo = {k: t for k, t in zip(keys, texts) if k not in got}
+        self.hits += len(texts) - len(todo)
+        self.misses += len(todo)
+        if todo:
+            vecs = compute(list(todo.values()))
+            new = dict(zip(todo.keys(), (np.asarray(v, dtype=np.float32) for v in vecs)))
+            self.put_many(new)
+            got.update(new)
+        return [got[k] for k in keys]
+
+
+class CachedEmbedder:
+    """ragmem's embedder with every vector kept in a :class:`DiskCache` (same vectors, computed once)."""
+
+    def __init__(self, base, cache: DiskCache):
+        self._base, self._cache = base, cache
+        self.name = base.name
+
+    def __getattr__(self, attr):  # dimension, chunk, precision_used, ...: the base's
+        return getattr(self._base, attr)
+
+    def embed_batch(self, texts, kind="document"):
+        vecs = self._cache.cached(f"ragmem:{self.name}", kind, list(texts), lambda t: self._base.embed_batch(t, kind))
+        return [v.tolist() for v in vecs]
+
+
+# -- one question --------------------------------------------------------------
+
+
+def history(q: dict, quick: bool) -> tuple[list[int], list[dict]]:
+    """The chats kept (indexes into the haystack) and every turn as a record with id, time and chat."""
+    n = len(q["haystack_sessions"])
+    keep = list(range(n))
+    if quick:  # the answer chats and a few others, in their original order
+        answers = set(q.get("answer_session_ids") or [])
+        ans = [i for i in keep if q["haystack_session_ids"][i] in answers]
+        others = [i for i in keep if i not in ans][:QUICK_OTHER_CHATS]
+        keep = sorted(ans + others)
+    keep.sort(key=lambda i: parse_date(q["haystack_dates"][i]))  # date order, as the user lived it
+    turns = []
+    for i in keep:
+        start = parse_date(q["haystack_dates"][i])
+        for t, turn in enumerate(q["haystack_sessions"][i]):
+            if not turn["content"].strip():
+                continue  # a few turns are empty; ragmem refuses an empty user message (nothing to remember)
+            turns.append({
+                "id": f"c{i}t{t}", "chat": i, "chat_id": q["haystack_session_ids"][i], "role": turn["role"],
+                "content": turn["content"], "created_at": start + timedelta(seconds=30 * t),
+                "has_answer": bool(turn.get("has_answer")),
+            })
+    return keep, turns
+
+
+def session_metrics(ranked_chats: list[str], answers: set[str]) -> dict[str, float]:
+    out = {}
+    for k in (5, 10):
+        top = set(ranked_chats[:k])
+        out[f"any@{k}"] = float(bool(answers & top))
+        out[f"all@{k}"] = float(answers <= top)
+    return out
+
+
+def chats_by_best_turn(hit_ids: list[str], chat_of: dict[str, str]) -> list[str]:
+    return list(dict.fromkeys(chat_of[h] for h in hit_ids if h in chat_of))
+
+
+_LABEL = re.compile(r"^\[(from conversation .*, )?\d{4}-\d\d-\d\d \(\w+\)\]$")
+
+
+def label_tokens(ctx, counter) -> int:
+    """Tokens the date/conversation labels cost in a prompt (label notes, or label lines of text recall)."""
+    from ragmem.tokens import count_message
+
+    n = 0
+    for m in ctx.messages:
+        c = m.get("content") if isinstance(m.get("content"), str) else ""
+        if m["role"] == "system" and _LABEL.match(c or ""):
+            n += count_message(counter, m)
+        elif m["role"] == "system" and "\n[from conversation" in (c or ""):
+            n += sum(counter.count_text(line) + 1 for line in c.splitlines() if line.startswith("[from conversation"))
+    return n
+
+
+def run_question(q: dict, quick: bool, embedder, raw_encode, budgets) -> dict:
+    import importlib
+
+    from ragmem import Memory
+
+    assemble_mod = importlib.import_module("ragmem.assemble")  # the module (the package exports a function too)
+
+    keep, turns = history(q, quick)
+    chat_of = {t["id"]: t["chat_id"] for t in turns}
+    evidence = [t["id"] for t in turns if t["has_answer"]]
+    answers = set(q.get("answer_session_ids") or []) & {t["chat_id"] for t in turns}
+    question = q["question"]
+    out: dict = {"id": q["question_id"], "type": q["question_type"], "chats": len(keep), "turns": len(turns),
+                 "evidence_turns": len(evidence), "answer_chats": len(answers)}
+    records = [{"id": t["id"], "role": t["role"], "content": t["content"], "created_at": t["created_at"]}
+               for t in turns]
+
+    with tempfile.TemporaryDirectory(prefix="ragmem-lme-") as tmp:
+        for layout in LAYOUTS:
+            mem = Memory(Path(tmp) / layout, session="history" if layout == "one_session" else "ask",
+                         window=WINDOW, embedder=embedder)
+            t0 = time.perf_counter()
+            if layout == "one_session":
+                mem.add_many(records)
+                scope = "session"
+            else:
+                by_chat: dict[int, list[dict]] = defaultdict(list)
+                for t, r in zip(turns, records):
+                    by_chat[t["chat"]].append(r)
+                for chat in keep:  # date order
+                    mem.for_session(q["haystack_session_ids"][chat]).add_many(by_chat[chat])
+                scope = "namespace"
+            ingest_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            hits = mem.search(question, k=SEARCH_K, scope=scope)
+            search_ms = (time.perf_counter() - t0) * 1000
+            ids = [h.message.id for h in hits]
+            res: dict = {"ingest_s": round(ingest_s, 2), "search_ms": round(search_ms, 1)}
+            if evidence:
+                res["session"] = session_metrics(chats_by_best_turn(ids, chat_of), answers)
+                res["turn@10"] = sum(e in ids[:10] for e in evidence) / len(evidence)
+            res["prompt"] = {}
+            res["label_tokens"] = {}
+            for b in budgets:
+                ctx = mem.prompt(question, budget=b, recall_scope=scope)
+                assert ctx.trace.total_tokens <= b
+                got = set(ctx.message_ids())
+                if evidence:
+                    res["prompt"][str(b)] = sum(e in got for e in evidence) / len(evidence)
+                res["label_tokens"][str(b)] = label_tokens(ctx, mem.counter)
+            assemble_mod.DATE_LABELS = False  # the ablation: no dates unless the question asks about time
+            try:
+                ctx = mem.prompt(question, budget=4000, recall_scope=scope)
+            finally:
+                assemble_mod.DATE_LABELS = True
+            if evidence:
+                got = set(ctx.message_ids())
+                res["prompt_no_dates@4000"] = sum(e in got for e in evidence) / len(evidence)
+            res["label_tokens_no_dates@4000"] = label_tokens(ctx, mem.counter)
+            if layout == "one_session":
+                res["sliding_window"] = {}
+                for b in budgets:
+                    ctx = mem.prompt(question, budget=b, strategy="sliding_window")
+                    got = set(ctx.message_ids())
+                    if evidence:
+                        res["sliding_window"][str(b)] = sum(e in got for e in evidence) / len(evidence)
+            mem.close()
+            out[layout] = res
+
+    # MemPalace raw: one document per chat made of its user turns, cosine on the raw model
+    docs, doc_chats = [], []
+    for i in keep:
+        users = [t["content"] for t in q["haystack_sessions"][i] if t["role"] == "user"]
+        if users:
+            docs.append("\n".join(users))
+            doc_chats.append(q["haystack_session_ids"][i])
+    if evidence and docs:
+        d = np.stack(raw_encode(docs, "document"))
+        qv = raw_encode([question], "query")[0]
+        order = np.argsort(-(d @ qv), kind="stable")
+        out["mempalace_raw"] = {"session": session_metrics([doc_chats[j] for j in order], answers)}
+    return out
+
+
+# -- aggregation and report ------------------------------------------------------
+
+
+def mean(xs) -> float:
+    xs = list(xs)
+    return round(statistics.fmean(xs), 3) if xs else float("nan")
+
+
+def aggregate(per: list[dict], budgets) -> dict:
+    with_ev = [r for r in per if r["evidence_turns"]]
+    groups = {"all": with_ev}
+    for r in with_ev:
+        groups.setdefault(r["type"], []).append(r)
+    out = {}
+    for name, rs in groups.items():
+        g: dict = {"questions": len(rs)}
+        for layout in LAYOUTS:
+            g[layout] = {
+                **{m: mean(r[layout]["session"][m] for r in rs) for m in ("any@5", "any@10", "all@5", "all@10")},
+                "turn@10": mean(r[layout]["turn@10"] for r in rs),
+                "prompt": {str(b): mean(r[layout]["prompt"][str(b)] for r in rs) for b in budgets},
+                "prompt_no_dates@4000": mean(r[layout]["prompt_no_dates@4000"] for r in rs),
+            }
+        g["sliding_window"] = {str(b): mean(r["one_session"]["sliding_window"][str(b)] for r in rs) for b in budgets}
+        g["mempalace_raw"] = {m: mean(r["mempalace_raw"]["session"][m] for r in rs if "mempalace_raw" in r)
+                              for m in ("any@5", "any@10", "all@5", "all@10")}
+        out[name] = g
+    cost = {}
+    for layout in LAYOUTS:
+        cost[layout] = {
+            "label_tokens@4000": mean(r[layout]["label_tokens"]["4000"] for r in per if "4000" in r[layout]["label_tokens"]),
+            "label_tokens_no_dates@4000": mean(r[layout]["label_tokens_no_dates@4000"] for r in per),
+            "search_ms_p50": round(statistics.median(r[layout]["search_ms"] for r in per), 1),
+        }
+    out["cost"] = cost
+    out["abstention_questions"] = len(per) - len(with_ev)
+    return out
+
+
+def tables(result: dict) -> str:
+    agg, budgets = result["aggregate"], result["budgets"]
+    a = agg["all"]
+    rows = []
+    for layout in LAYOUTS:
+        g = a[layout]
+        rows.append([f"ragmem, {layout}", g["any@5"], g["any@10"], g["all@5"], g["turn@10"]]
+                    + [g["prompt"][str(b)] for b in budgets])
+    mp = a["mempalace_raw"]
+    rows.append(["MemPalace raw (reproduced)", mp["any@5"], mp["any@10"], mp["all@5"], "-"] + ["-"] * len(budgets))
+    rows.append(["sliding window", "-", "-", "-", "-"] + [a["sliding_window"][str(b)] for b in budgets])
+    head = ["method", "session any@5", "any@10", "all@5", "turn recall@10"] + [f"evidence @{b:,}" for b in budgets]
+    parts = [f"**All {a['questions']} questions with evidence** ({agg['abstention_questions']} abstention "
+             "questions have none)\n\n" + markdown_table(head, rows)]
+    types = [k for k in agg if k not in ("all", "cost", "abstention_questions")]
+    trows = []
+    for t in sorted(types):
+        g = agg[t]
+        trows.append([t, g["questions"]] + [g[lay][m] for lay in LAYOUTS for m in ("any@5", "all@5")]
+                     + [g["mempalace_raw"]["any@5"]] + [g[lay]["prompt"]["4000"] for lay in LAYOUTS]
+                     + [g["sliding_window"]["4000"]])
+    parts.append("**Per question type** (evidence at 4,000 tokens)\n\n" + markdown_table(
+        ["type", "n", "one_session any@5", "all@5", "per_chat any@5", "all@5", "MemPalace raw any@5",
+         "one_session evidence", "per_chat evidence", "sliding window"], trows))
+    crows = []
+    for layout in LAYOUTS:
+        c = agg["cost"][layout]
+        crows.append([layout, a[layout]["prompt"]["4000"], a[layout]["prompt_no_dates@4000"],
+                      c["label_tokens@4000"], c["label_tokens_no_dates@4000"], c["search_ms_p50"]])
+    parts.append("**Date and conversation labels at 4,000 tokens** (labels on: recalled units say their day once "
+                 "recall spans several days or chats, and their chat when it is another; off: only other chats "
+                 "are named, and dates only when the question asks about time)\n\n" + markdown_table(
+                     ["layout", "evidence, labels on", "labels off", "label tokens per prompt, on", "off",
+                      "search p50 ms"], crows))
+    return "\n\n".join(parts)
+
+
+def plot(result: dict, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    a, budgets = result["aggregate"]["all"], result["budgets"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=120)
+    for layout, style in (("one_session", dict(color="C3", marker="o")), ("per_chat", dict(color="C1", marker="s"))):
+        ax1.plot(budgets, [a[layout]["prompt"][str(b)] for b in budgets], label=f"ragmem, {layout}", **style)
+    ax1.plot(budgets, [a["sliding_window"][str(b)] for b in budgets], label="sliding window", color="C2",
+             marker="^", ls=":")
+    ax1.set_xscale("log", base=2)
+    ax1.set_xticks(budgets, [f"{b:,}" for b in budgets])
+    ax1.set_ylim(0, 1)
+    ax1.set_xlabel("prompt budget (tokens)")
+    ax1.set_ylabel("share of evidence turns in the prompt")
+    ax1.grid(alpha=0.3)
+    ax1.legend()
+    names = ["any@5", "any@10", "all@5"]
+    x = np.arange(len(names))
+    for j, (label, g) in enumerate((("ragmem one_session", a["one_session"]), ("ragmem per_chat", a["per_chat"]),
+                                    ("MemPalace raw", a["mempalace_raw"]))):
+        ax2.bar(x + (j - 1) * 0.27, [g[n] for n in names], 0.27, label=label)
+    ax2.axhline(MEMPALACE_PUBLISHED, color="grey", ls="--", lw=1, label="MemPalace published any@5")
+    ax2.set_xticks(x, [f"session {n}" for n in names])
+    ax2.set_ylim(0, 1.05)
+    ax2.legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"LongMemEval_S dev: {a['questions']} questions with evidence")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def pick(questions: list[dict], quick: bool, limit: int | None) -> list[dict]:
+    if quick:  # different types, with evidence
+        seen, out = set(), []
+        for q in questions:
+            if q["question_type"] not in seen and not q["question_id"].endswith("_abs"):
+                seen.add(q["question_type"])
+                out.append(q)
+        return out[:QUICK_QUESTIONS]
+    # round-robin over the types (the file is grouped by type), so the first N questions of a run cover them all
+    by_type: dict[str, list[dict]] = defaultdict(list)
+    for q in questions:
+        by_type[q["question_type"]].append(q)
+    queues = list(by_type.values())
+    order = [queue[i] for i in range(max(map(len, queues))) for queue in queues if i < len(queue)]
+    return order[:limit] if limit else order
+
+
+def run(quick: bool = False, out_dir: Path | None = None, limit: int | None = None, data: str | None = None,
+        resume: str | None = None, done_only: bool = False) -> dict:
+    """Run the benchmark, print its tables, write JSON and the plot."""
+    from ragmem.embed import default_embedder
+
+    start = time.perf_counter()
+    questions = pick(load_questions(data), quick, limit)
+    budgets = BUDGETS
+    cache = DiskCache()
+    embedder = CachedEmbedder(default_embedder(), cache)
+    raw = load_raw_model()
+    raw_encode = lambda texts, kind: cache.cached(  # noqa: E731
+        "raw:all-MiniLM-L6-v2", kind, texts,
+        lambda t: raw.encode(t, batch_size=32, normalize_embeddings=True, convert_to_numpy=True))
+    per = []
+    done = {}
+    if resume:  # per-question results of an interrupted run of the same code, one JSON line each
+        if Path(resume).exists():
+            done = {r["id"]: r for r in map(json.loads, Path(resume).read_text().splitlines())}
+        if done_only:  # report what an interrupted run finished, without running the rest
+            questions = [q for q in questions if q["question_id"] in done]
+    for n, q in enumerate(questions):
+        t = time.perf_counter()
+        if q["question_id"] in done:
+            per.append(done[q["question_id"]])
+            continue
+        per.append(run_question(q, quick, embedder, raw_encode, budgets))
+        if resume:
+            with open(resume, "a") as f:
+                f.write(json.dumps(per[-1]) + "\n")
+        r = per[-1]
+        log(f"[{NAME}] {n + 1}/{len(questions)} {q['question_id']} {q['question_type']}: {r['turns']} turns, "
+            f"{time.perf_counter() - t:.0f} s; cache {cache.hits} hits / {cache.misses} embedded")
+    result = {
+        "benchmark": NAME, "quick": quick, "ragmem": ragmem_version(), "command": invocation(),
+        "window": WINDOW, "budgets": list(budgets), "questions": len(per),
+        "aggregate": aggregate(per, budgets), "mempalace_published_any@5": MEMPALACE_PUBLISHED,
+        "elapsed_s": round(time.perf_counter() - start, 1),
+    }
+    result["plot"] = plot(result, result_path("longmemeval", quick, ".png", out_dir)).name
+    write_json(result_path(NAME, quick, out_dir=out_dir), result)
+    write_json(result_path(f"{NAME}-questions", quick, out_dir=out_dir), {"per_question": per}, compact=True)
+    print(f"\n## LongMemEval{' (quick slice)' if quick else ''}\n\n{tables(result)}\n")
+    print(f"[{NAME}] took {result['elapsed_s']} s")
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="3 questions, each history cut to its answer chats + 6")
+    ap.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    ap.add_argument("--data", default=None, help="folder or file of LongMemEval (default $RAGMEM_LONGMEMEVAL)")
+    ap.add_argument("--out", type=Path, default=None, help="results folder (default benchmarks/results)")
+    ap.add_argument("--resume", default=None, help="a JSONL file of per-question results to continue from")
+    ap.add_argument("--done-only", action="store_true", help="with --resume: report the finished questions only")
+    args = ap.parse_args(argv)
+    return run(quick=args.quick, out_dir=args.out, limit=args.limit, data=args.data, resume=args.resume,
+               done_only=args.done_only)
+
+
+if __name__ == "__main__":
+    main()
