@@ -23,7 +23,7 @@ from typing import Any, Sequence
 from . import lexical
 from .embed import Embedder, chunk_text
 from .messages import Message, ToolCall
-from .store import MessageLog, VectorIndex
+from .store import Log as MessageLog, VectorIndex, namespaces_of
 from .store.index import chunk_id
 
 
@@ -62,8 +62,9 @@ def _calls_answered(messages: Sequence[Message], log: MessageLog) -> dict[tuple[
     call_of: dict[tuple[str, str, str], ToolCall] = {}
     tools = [m.id for m in messages if m.role == "tool"]
     if tools:
-        owners = set(log.unit_ids_of(tools).values())
-        for owner in log.get_many(owners).values():
+        ns = messages[0].namespace  # index_messages passes one namespace at a time
+        owners = set(log.unit_ids_of(ns, tools).values())
+        for owner in log.get_many(ns, owners).values():
             for c in owner.tool_calls:
                 call_of[(owner.namespace, owner.session, c.id)] = c
     for m in messages:
@@ -124,7 +125,11 @@ def index_messages(
     """
     if not messages:
         return 0
-    units = log.unit_ids_of(m.id for m in messages)
+    by_ns = namespaces_of(messages)
+    if len(by_ns) > 1:  # ids are unique per namespace: the log is asked one namespace at a time
+        return sum(index_messages(part, log=log, index=index, embedder=embedder) for part in by_ns.values())
+    namespace = messages[0].namespace
+    units = log.unit_ids_of(namespace, (m.id for m in messages))
     # the calls tool results answer, so their text can carry the call's name and arguments
     call_of = _calls_answered(messages, log)
     texts: list[str] = []
@@ -152,7 +157,7 @@ def index_messages(
             lex = lexical_rows(messages, log, call_of)  # meanwhile, the last upsert runs
             for f in pending:
                 f.result()  # an upsert that failed raises here, before anything is marked indexed
-    log.mark_indexed(n_chunks, lex)
+    log.mark_indexed(namespace, n_chunks, lex)
     return len(texts)
 
 

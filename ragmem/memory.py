@@ -26,7 +26,7 @@ from .messages import MAX_CHARS, Message, from_anthropic, looks_anthropic, parse
 from .recall import (
     Hit, companions, diversify, embed_query, lexical_filters, retrieve_units, search_candidates,
 )
-from .store import MessageLog, VectorIndex, make_client
+from .store import Log, VectorIndex, make_client, namespaces_of, open_log
 from .store.index import INDEX_SCHEMA
 from .store.locking import CHROMA_LOCK_FILE, opening_lock
 from .summary import ExtractiveSummarizer, Summarizer
@@ -50,7 +50,7 @@ class SessionInfo:
 class PinnedState:
     """The pinned state of one session: a small JSON object that travels with every prompt."""
 
-    def __init__(self, log: MessageLog, namespace: str, session: str):
+    def __init__(self, log: Log, namespace: str, session: str):
         self._log, self._ns, self._session = log, namespace, session
 
     def get(self) -> dict[str, Any]:
@@ -91,7 +91,10 @@ class Memory:
 
     ``path`` is the store folder (created unless ``create=False``); it holds the
     message log, and the embedded Chroma index unless ``chroma_url`` points at a
-    Chroma server. ``window`` caps the verbatim window in messages. ``orphans``
+    Chroma server. ``log_url`` (``postgresql://user:password@host/db``) puts the
+    message log on PostgreSQL instead, so replicas on several hosts share one
+    store (see docs/deployment.md); the folder then holds only local lock
+    files, or the embedded index when there is no ``chroma_url``. ``window`` caps the verbatim window in messages. ``orphans``
     is ``"raise"`` (default) or ``"keep"`` (store orphan tool results flagged,
     never in prompts). ``summarizer=False`` turns the running summary off.
     """
@@ -103,6 +106,7 @@ class Memory:
         namespace: str = "default",
         *,
         chroma_url: str | None = None,
+        log_url: str | None = None,
         embedder: Embedder | None = None,
         counter: TokenCounter | None = None,
         summarizer: Summarizer | Literal[False] | None = None,
@@ -137,7 +141,7 @@ class Memory:
         self.recall_format = recall_format
         self.monitor = monitor
         if _shared is not None:  # a view on another session of the same store
-            self.path, self.chroma_url = _shared.path, _shared.chroma_url
+            self.path, self.chroma_url, self.log_url = _shared.path, _shared.chroma_url, _shared.log_url
             self._log, self._embedder, self._counter = _shared._log, _shared._embedder, _shared._counter
             self.summarizer, self._index_holder = _shared.summarizer, _shared._index_holder
             self._tokens = _shared._tokens
@@ -147,7 +151,8 @@ class Memory:
             return
         self.path = Path(path or os.environ.get("RAGMEM_STORE") or DEFAULT_PATH)
         self.chroma_url = chroma_url
-        self._log = MessageLog(self.path, create=create)
+        self.log_url = log_url
+        self._log = open_log(self.path, url=self.log_url, create=create)
         self._embedder = embedder
         self._counter = counter  # the default loads on first use: its BPE data takes ~0.4 s
         self.summarizer: Summarizer | None = (
@@ -197,7 +202,7 @@ class Memory:
             return self._index_holder[0]
 
     @property
-    def log(self) -> MessageLog:
+    def log(self) -> Log:
         return self._log
 
     @property
@@ -269,7 +274,8 @@ class Memory:
             todo = self._log.lexical_missing(limit=2000)
             if not todo:
                 break
-            self._log.put_lexical(lexical_rows(todo, self._log))
+            for ns, part in namespaces_of(todo).items():
+                self._log.put_lexical(ns, lexical_rows(part, self._log))
             done["lexical"] = done.get("lexical", 0) + len(todo)
         if full or self._log.meta("index_location") is None:
             self._log.set_meta("index_location", self._index_location())
@@ -341,7 +347,7 @@ class Memory:
         if stored:
             return stored[0]
         msg = parse_message(raw, max_chars=10**12)
-        existing = self._log.get(msg.id)
+        existing = self._log.get(self.namespace, msg.id)
         if existing is None:  # pragma: no cover - append skips only ids it holds
             raise MessageNotFound(f"message {msg.id!r} vanished while being added")
         return existing
@@ -408,7 +414,7 @@ class Memory:
     # -- reading ---------------------------------------------------------------
     def get(self, message_id: str) -> Message:
         """A stored message, verbatim, by id."""
-        m = self._log.get(message_id)
+        m = self._log.get(self.namespace, message_id)
         if m is None:
             raise MessageNotFound(f"no message with id {message_id!r} in the store at {self.path}")
         return m
@@ -468,7 +474,7 @@ class Memory:
             session=self.session if scope == "session" else None, n=3 * k, where=clause,
             filters=lexical_filters(role=role, since=since, until=until, where=where),
         )[:k]
-        found = self._log.get_many(c.message_id for c in cands)
+        found = self._log.get_many(self.namespace, (c.message_id for c in cands))
         return [
             Hit(found[c.message_id], c.score, found[c.message_id].session, found[c.message_id].namespace,
                 found[c.message_id].created_at)
@@ -608,10 +614,10 @@ class Memory:
         to return without importing Chroma. A crash midway is finished the same way.
         """
         m = self.get(message_id)
-        unit_id = self._log.unit_ids_of([m.id])[m.id]
+        unit_id = self._log.unit_ids_of(m.namespace, [m.id])[m.id]
         ids = [x.id for x in self._log.unit_messages(m.namespace, m.session, [unit_id])]
         with self._lock:  # no indexing may run between the tombstone and the purge
-            self._log.mark_deleted(ids)
+            self._log.mark_deleted(m.namespace, ids)
             if wait:
                 self.finish_forgets()
             else:
@@ -654,7 +660,7 @@ class Memory:
                 if (ns, session) not in dropped:
                     for start in range(0, len(ids), 500):
                         self.index.delete_where(ns, {"message_id": {"$in": ids[start : start + 500]}}, [session])
-                self._log.purge(ids)
+                self._log.purge(ns, ids)
             for ns, session in dropped:
                 self._log.finish_session_forget(ns, session)
             self._health["purge"] = False
@@ -678,6 +684,7 @@ class Memory:
         return {
             "path": str(self.path),
             "chroma_url": self.chroma_url,
+            "log_url": getattr(self._log, "folder", None) if self.log_url else None,  # password hidden
             "namespace": self.namespace,
             "session": self.session,
             "messages": self._log.count(self.namespace, self.session),

@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 from . import lexical
 from .embed import Embedder
 from .messages import Message
-from .store import IndexHit, MessageLog, VectorIndex
+from .store import IndexHit, Log as MessageLog, VectorIndex
 from .units import Unit, group_units
 
 #: Weight of the dense score in the fusion; BM25 gets the rest. 1.0 turns lexical retrieval off.
@@ -80,12 +80,14 @@ class Candidate:
     score: float
 
 
-def dense_candidates(hits: Sequence[IndexHit], log: MessageLog | None = None) -> list[Candidate]:
+def dense_candidates(
+    hits: Sequence[IndexHit], log: MessageLog | None = None, namespace: str = "default"
+) -> list[Candidate]:
     """Index hits folded to one candidate per message (its best chunk), best first.
 
     Hits queried without metadata are placed from the log (``log.positions``).
     """
-    where = log.positions(h.message_id for h in hits if not h.metadata) if log is not None else {}
+    where = log.positions(namespace, (h.message_id for h in hits if not h.metadata)) if log is not None else {}
     best: dict[str, Candidate] = {}
     for h in hits:
         if h.metadata:
@@ -203,7 +205,7 @@ def search_candidates(
     # each session has its own collection: the scope is the list of collections asked, never a filter
     sessions = [session] if session is not None else [r["session"] for r in log.sessions(namespace)]
     hits = index.query(namespace, vector, n=pool, where=where, sessions=sessions, metadata=False)
-    dense = dense_candidates(hits, log)
+    dense = dense_candidates(hits, log, namespace)
     if text is None or filters is None or DENSE_WEIGHT >= 1.0:
         return dense
     lex = lexical_candidates(log, text, namespace=namespace, session=session, n=pool, filters=filters)
@@ -338,7 +340,7 @@ def companions(
             wanted[u.id] = got[0]
     if not wanted:
         return {}
-    unit_of = log.unit_ids_of(wanted.values())
+    unit_of = log.unit_ids_of(namespace, wanted.values())
     found = {n.id: n for n in group_units(log.unit_messages(namespace, session, set(unit_of.values())))}
     out = {}
     for uid, mid in wanted.items():
