@@ -20,6 +20,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -45,6 +46,14 @@ def pg_bindir() -> Path:
     )
 
 
+def _reachable(folder: Path) -> bool:
+    """Whether every existing parent of ``folder`` lets other users through (o+x)."""
+    for parent in folder.parents:
+        if parent.exists() and not parent.stat().st_mode & 0o001:
+            return False
+    return True
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -55,7 +64,10 @@ class PostgresServer:
     """One PostgreSQL cluster in ``folder`` on 127.0.0.1; :meth:`start`, :meth:`stop`, :meth:`restart`."""
 
     def __init__(self, folder: str | os.PathLike[str], port: int | None = None) -> None:
-        self.folder = Path(folder)
+        self.folder = Path(folder).absolute()
+        if os.geteuid() == 0 and not _reachable(self.folder):
+            # the cluster's owner must reach its folder (pytest's temp dirs are private to root)
+            self.folder = Path(tempfile.mkdtemp(prefix="ragmem-pg-"))
         self.data = self.folder / "data"
         self.port = port or free_port()
         self.bindir = pg_bindir()
