@@ -425,8 +425,9 @@ class PostgresLog:
         for mid, scope, body in rows:
             nscope, sscope = scope.split()
             words = body.split()
-            docs.append((namespace, mid, nscope, sscope, len(words)))
-            terms += [(t, namespace, mid, nscope, sscope, tf, len(words)) for t, tf in Counter(words).items()]
+            n = len(words) + 2  # FTS5's bm25 counts a row's tokens in every column: the two scope terms too
+            docs.append((namespace, mid, nscope, sscope, n))
+            terms += [(t, namespace, mid, nscope, sscope, tf, n) for t, tf in Counter(words).items()]
         with cur.copy("COPY lexical_docs (namespace, mid, nscope, sscope, len) FROM STDIN") as cp:
             for d in docs:
                 cp.write_row(d)
