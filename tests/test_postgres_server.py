@@ -1,0 +1,99 @@
+"""Several hosts, one store: the log on a real PostgreSQL server, the vectors on a real `chroma run` server.
+
+Writers are separate processes, each with its own folder (no shared
+filesystem, no file lock between them). Sequence numbers stay dense and
+ordered, tool pairs whole, nothing acknowledged is lost when a writer is
+SIGKILLed or PostgreSQL restarts, and a replica opening the store indexes
+what a killed writer left behind.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from benchmarks.postgres import HashEmbedder, audit, read_output, spawn_writer
+from ragmem import Memory, StoreError
+
+pytestmark = [pytest.mark.server, pytest.mark.postgres]
+
+CLEAN = {"lost": 0, "duplicated": 0, "out_of_order": 0, "broken_pairs": 0, "unindexed_after_reopen": 0,
+         "index_mismatch": 0}
+
+
+def faults(report: dict) -> dict:
+    return {k: report[k] for k in CLEAN}
+
+
+def test_processes_on_separate_folders_share_one_session(tmp_path, pg_url, chroma_server):
+    procs = {f"w{t}": spawn_writer(pg_url, chroma_server.url, tmp_path / f"host{t}", "shared", f"w{t}", 30, 10)
+             for t in range(3)}
+    outs = {tag: read_output(p.communicate(timeout=600)[0]) for tag, p in procs.items()}
+    assert all(o["done"] and not o["errors"] and not o["bad"] for o in outs.values()), outs
+    acked = [i for o in outs.values() for i in o["acked"]]
+    report = audit(pg_url, chroma_server.url, tmp_path / "auditor", "shared", acked,
+                   {t: o["acked"] for t, o in outs.items()})
+    assert faults(report) == CLEAN and report["stored"] == report["acknowledged"] == 3 * 33
+
+
+def test_sigkilled_writers_lose_nothing_acknowledged_and_the_index_catches_up(tmp_path, pg_url, chroma_server):
+    acked: list[str] = []
+    for round_ in range(2):
+        procs = [spawn_writer(pg_url, chroma_server.url, tmp_path / f"k{round_}{i}", "killed", f"k{round_}{i}",
+                              10_000, 0) for i in range(2)]
+        for p in procs:
+            assert p.stdout.readline().strip() == "READY"
+        deadline = time.monotonic() + 60
+        first = procs[0].stdout.readline()  # kill only once a write is under way
+        assert first.startswith("ACK"), first
+        acked += first.split()[1:]
+        time.sleep(0.5)
+        assert time.monotonic() < deadline
+        for p in procs:
+            p.send_signal(signal.SIGKILL)
+        for p in procs:
+            acked += read_output(p.communicate()[0])["acked"]
+    report = audit(pg_url, chroma_server.url, tmp_path / "auditor", "killed", acked)
+    assert faults(report) == CLEAN and report["acknowledged"] > 0
+
+
+def test_postgres_restart_mid_run_is_retried_transparently(tmp_path, pg_instance, chroma_server):
+    url = pg_instance.url + "?schema=restart"
+    procs = {f"x{t}": spawn_writer(url, chroma_server.url, tmp_path / f"h{t}", "s", f"x{t}", 60, 20) for t in range(2)}
+    for p in procs.values():
+        assert p.stdout.readline().strip() == "READY"
+    time.sleep(1.0)
+    pg_instance.restart("fast")  # terminates every session: each writer's next statement fails
+    outs = {tag: read_output(p.communicate(timeout=600)[0]) for tag, p in procs.items()}
+    assert all(o["done"] and not o["errors"] for o in outs.values()), outs
+    acked = [i for o in outs.values() for i in o["acked"]]
+    report = audit(url, chroma_server.url, tmp_path / "auditor", "s", acked, {t: o["acked"] for t, o in outs.items()})
+    assert faults(report) == CLEAN and report["stored"] == 2 * 66
+
+
+def test_server_down_longer_than_the_retry_window_is_a_clear_retryable_error(tmp_path, pg_instance, monkeypatch):
+    from ragmem.store.pglog import PostgresLog
+
+    mem = Memory(tmp_path / "h", log_url=pg_instance.url, embedder=HashEmbedder())
+    mem.add({"role": "user", "content": "before the outage"}, id="a")
+    monkeypatch.setattr(PostgresLog, "RETRY_SECONDS", 1.0)
+    pg_instance.stop("immediate")
+    with pytest.raises(StoreError, match="unreachable.*safe to retry") as e:
+        mem.add({"role": "user", "content": "during the outage"}, id="b")
+    assert "ragmem-test-secret" not in str(e.value)
+    pg_instance.start()
+    mem.add({"role": "user", "content": "during the outage"}, id="b")  # the retry the error invited
+    assert [m.id for m in mem.messages()] == ["a", "b"]
+    mem.close()
+
+
+def test_memory_reports_wrong_credentials_and_missing_database(tmp_path, pg_server):
+    bad = pg_server.replace("ragmem-test-secret", "nope")
+    with pytest.raises(StoreError, match="credentials"):
+        Memory(tmp_path / "a", log_url=bad)
+    with pytest.raises(StoreError, match="does not exist"):
+        Memory(tmp_path / "b", log_url=pg_server.rsplit("/", 1)[0] + "/missing_db")
+    with pytest.raises(StoreError, match="cannot reach"):
+        Memory(tmp_path / "c", log_url="postgresql://u:p@127.0.0.1:1/db")
