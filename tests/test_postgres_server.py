@@ -97,3 +97,33 @@ def test_memory_reports_wrong_credentials_and_missing_database(tmp_path, pg_serv
         Memory(tmp_path / "b", log_url=pg_server.rsplit("/", 1)[0] + "/missing_db")
     with pytest.raises(StoreError, match="cannot reach"):
         Memory(tmp_path / "c", log_url="postgresql://u:p@127.0.0.1:1/db")
+
+
+def test_migrate_moves_an_embedded_store_to_postgres_and_a_chroma_server(tmp_path, pg_url, chroma_server, embedder):
+    from ragmem.cli import main
+
+    src = Memory(tmp_path / "store", session="s1", embedder=embedder, window=2)
+    src.add_many([
+        {"role": "user", "content": "The connection pool keeps dropping", "id": "u0"},
+        {"role": "assistant", "content": None, "id": "a1", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read_config", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "pool_size: 5", "id": "t2"},
+        {"role": "assistant", "content": "Raise pool_size to 20.", "id": "a3"},
+        {"role": "user", "content": "Unrelated: I like teal.", "id": "u4"},
+        {"role": "user", "content": "Forget me", "id": "gone"},
+    ])
+    src.for_session("s2", "tenant").add({"role": "user", "content": "another tenant's turn"}, id="x")
+    src.state.update(goal="fix the pool")
+    src.forget("gone")
+    before = {"export": src.export(), "state": src.state.get(), "prompt": src.prompt("pool size?", budget=800).messages}
+    src.close()
+    for _ in range(2):  # a second run is a no-op
+        main(["--store", str(tmp_path / "store"), "--chroma-url", chroma_server.url, "migrate", "--to", pg_url])
+    dst = Memory(tmp_path / "elsewhere", session="s1", embedder=embedder, window=2, log_url=pg_url,
+                 chroma_url=chroma_server.url)
+    after = {"export": dst.export(), "state": dst.state.get(), "prompt": dst.prompt("pool size?", budget=800).messages}
+    assert after == before
+    assert [m.seq for m in dst.messages()] == [0, 1, 2, 3, 4]
+    assert dst.search("teal", k=1)[0].message.id == "u4"
+    assert dst.for_session("s2", "tenant").messages()[0].id == "x"
+    dst.close()
