@@ -612,12 +612,12 @@ class PostgresLog:
 
     def tail(self, namespace: str, session: str, n: int) -> list[Message]:
         """The last ``n`` messages of a session plus the rest of any unit they start inside, in order (one query)."""
+        # = ANY(ARRAY(...)) keeps the outer lookup on the unit index, where IN (subquery) scans the session
         rows = self._rows(
-            f"WITH t AS (SELECT unit_id FROM messages WHERE namespace=%s AND session=%s AND deleted=0 "
-            "ORDER BY seq DESC LIMIT %s) "
             f"SELECT {self._COLS} FROM messages WHERE namespace=%s AND session=%s AND deleted=0 "
-            "AND unit_id IN (SELECT unit_id FROM t) ORDER BY seq",
-            (namespace, session, n, namespace, session),
+            "AND unit_id = ANY(ARRAY(SELECT unit_id FROM messages WHERE namespace=%s AND session=%s AND deleted=0 "
+            "ORDER BY seq DESC LIMIT %s)) ORDER BY seq",
+            (namespace, session, namespace, session, n),
         )
         return [self._msg(r) for r in rows]
 
