@@ -331,10 +331,36 @@ def phase_prompt(pg, chroma, convs, work: Path, size: int, questions: int) -> di
             t = time.perf_counter()
             mem.prompt(q, budget=4000)
             times.append(time.perf_counter() - t)
-        mem.close()
         out[mode] = {"grow_s": round(grow_s, 1), "prompt": p50_p95(times)}
+        if mode == "server":  # where the time goes: log round trips per prompt, and one round trip's latency
+            out[mode]["log_queries_per_prompt"] = count_queries(mem, qs[0])
+            trips = []
+            for _ in range(200):
+                t = time.perf_counter()
+                mem.log._rows("SELECT 1")
+                trips.append(time.perf_counter() - t)
+            out[mode]["round_trip"] = p50_p95(trips)
+        mem.close()
     out["ratio_p50"] = round(out["server"]["prompt"]["p50_ms"] / out["embedded"]["prompt"]["p50_ms"], 2)
     return out
+
+
+def count_queries(mem, question: str) -> int:
+    """How many queries one prompt sends to the PostgreSQL log."""
+    log_ = mem.log
+    n = [0]
+    real = log_._rows
+
+    def counting(sql, args=()):
+        n[0] += 1
+        return real(sql, args)
+
+    log_._rows = counting
+    try:
+        mem.prompt(question, budget=4000)
+    finally:
+        del log_._rows
+    return n[0]
 
 
 def phase_throughput(pg, chroma, convs, work: Path, batches: int, batch: int) -> dict:
