@@ -240,7 +240,11 @@ def phase_lexical(pg, convs) -> dict:
 
     url = pg.url + "?schema=bench_lex"
     lg = PostgresLog(url)
-    scores: dict[str, list[float]] = {"bm25": [], "ts_rank": [], "ts_rank_cd": [], "ts_rank_cd_len": []}
+    from ragmem.store import open_log
+
+    sqlite = open_log(Path(tempfile.mkdtemp(prefix="ragmem-lex-")))  # today's FTS5 bm25, the reference
+    scores: dict[str, list[float]] = {"fts5_bm25_sqlite": [], "bm25": [], "ts_rank": [], "ts_rank_cd": [],
+                                      "ts_rank_cd_len": []}
     conn = psycopg.connect(pg.url, autocommit=True)
     conn.execute("SET search_path TO bench_lex")
     conn.execute("CREATE TABLE IF NOT EXISTS fts (mid TEXT, scope TEXT, tsv tsvector)")
@@ -250,6 +254,8 @@ def phase_lexical(pg, convs) -> dict:
         stored = lg.append("default", conv.sample, msgs)
         rows = lexical_rows(stored, lg)
         lg.mark_indexed("default", {m.id: 1 for m in stored}, rows)
+        sqlite.append("default", conv.sample, msgs)
+        sqlite.mark_indexed("default", {m.id: 1 for m in stored}, rows)
         with conn.cursor() as cur:
             # the same pre-tokenised terms ('simple': no second stemming), so only the ranking differs
             cur.executemany("INSERT INTO fts VALUES (%s, %s, to_tsvector('simple', %s))",
@@ -262,6 +268,8 @@ def phase_lexical(pg, convs) -> dict:
             ev = q.evidence_ids
             ranked = [r[0] for r in lg.lexical_search(match, 10)] if match else []
             scores["bm25"].append(recall_at_k(ev, unique(ranked))["10"])
+            ref = [r[0] for r in sqlite.lexical_search(match, 10)] if match else []
+            scores["fts5_bm25_sqlite"].append(recall_at_k(ev, unique(ref))["10"])
             tsq = " | ".join("'" + t.replace("'", "''") + "'" for t in terms) or "''"
             for name, fn in (("ts_rank", "ts_rank(tsv, q)"), ("ts_rank_cd", "ts_rank_cd(tsv, q)"),
                              ("ts_rank_cd_len", "ts_rank_cd(tsv, q, 1)")):
@@ -271,6 +279,7 @@ def phase_lexical(pg, convs) -> dict:
                 scores[name].append(recall_at_k(ev, [r[0] for r in got])["10"])
     conn.close()
     lg.close()
+    sqlite.close()
     return {k: round(sum(v) / len(v), 4) for k, v in scores.items()} | {"questions": len(scores["bm25"])}
 
 
