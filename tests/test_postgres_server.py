@@ -127,3 +127,20 @@ def test_migrate_moves_an_embedded_store_to_postgres_and_a_chroma_server(tmp_pat
     assert dst.search("teal", k=1)[0].message.id == "u4"
     assert dst.for_session("s2", "tenant").messages()[0].id == "x"
     dst.close()
+
+
+def test_cli_takes_the_log_url_as_a_flag_or_from_the_environment(tmp_path, pg_url, monkeypatch, capsys):
+    import json
+
+    from ragmem.cli import main
+
+    turns = tmp_path / "turns.jsonl"
+    turns.write_text("\n".join(json.dumps({"role": "user", "content": f"turn {i} about the pool", "id": f"c{i}"})
+                               for i in range(3)))
+    main(["--store", str(tmp_path / "a"), "--log-url", pg_url, "--session", "cli", "ingest", str(turns)])
+    capsys.readouterr()
+    monkeypatch.setenv("RAGMEM_LOG_URL", pg_url)
+    main(["--store", str(tmp_path / "b"), "--json", "sessions"])  # another folder: the log is on the server
+    listed = json.loads(capsys.readouterr().out)
+    assert [(s["session"], s["messages"]) for s in listed] == [("cli", 3)]
+    assert not (tmp_path / "a" / "log.sqlite3").exists()
