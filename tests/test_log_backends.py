@@ -182,3 +182,62 @@ def test_clear_errors_for_wrong_url_credentials_and_database(pg_server):
         open_log("x", url="mysql://host/db")
     with pytest.raises(StoreError, match="no ragmem store"):
         PostgresLog(pg_server + "?schema=never_created", create=False)
+
+
+def test_postgres_log_behaves_as_the_sqlite_log(tmp_path, pg_url):
+    """Random batches of turns, tool calls, results, re-adds and forgets: both logs give the same answers."""
+    import itertools
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    sqlite, pg = open_log(tmp_path / "ref"), PostgresLog(pg_url)
+    example = itertools.count()
+    op = st.one_of(
+        st.tuples(st.just("user"), st.integers(0, 12)),
+        st.tuples(st.just("call"), st.integers(0, 12), st.lists(st.sampled_from("abc"), min_size=1, max_size=2,
+                                                                 unique=True)),
+        st.tuples(st.just("result"), st.integers(0, 12), st.sampled_from("abcz")),
+        st.tuples(st.just("forget"), st.integers(0, 12)),
+    )
+
+    def build(o):
+        if o[0] == "user":
+            return msg(o[1])
+        if o[0] == "call":
+            return call(o[1], *o[2])
+        return result(o[1], o[2])
+
+    def outcome(lg, ns, batch, keep):
+        try:
+            if batch[0][0] == "forget":  # a batch that starts with a forget forgets; others only add
+                lg.mark_deleted(ns, [f"{ns}-m{o[1]}" for o in batch])
+                return "forgot"
+            batch = [o for o in batch if o[0] != "forget"]
+            # ids carry the example's name: the SQLite log still keys ids per store, not per namespace
+            msgs = [build(o) for o in batch]
+            msgs = [m.with_(id=f"{ns}-{m.id}") for m in msgs]
+            return [(m.id, m.seq) for m in lg.append(ns, "s", msgs,
+                                                     orphans="keep" if keep else "raise")]
+        except InvalidMessage as exc:
+            return type(exc).__name__
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(st.tuples(st.lists(op, min_size=1, max_size=3), st.booleans()), min_size=1, max_size=8))
+    def check(batches):
+        ns = f"ex{next(example)}"
+        for batch, keep in batches:
+            assert outcome(sqlite, ns, batch, keep) == outcome(pg, ns, batch, keep)
+        a, b = sqlite.messages(ns, "s"), pg.messages(ns, "s")
+        assert [(m.id, m.seq, m.to_openai()) for m in a] == [(m.id, m.seq, m.to_openai()) for m in b]
+        ids = [m.id for m in a]
+        assert sqlite.unit_ids_of(ns, ids) == pg.unit_ids_of(ns, ids)
+        assert sorted(sqlite.pending_delete()) == sorted(pg.pending_delete())
+        sqlite.purge(ns, [i for i, n, _ in sqlite.pending_delete() if n == ns])
+        pg.purge(ns, [i for i, n, _ in pg.pending_delete() if n == ns])
+
+    try:
+        check()
+    finally:
+        sqlite.close()
+        pg.close()
