@@ -118,7 +118,9 @@ def spawn_writer(log_url, chroma_url, folder, session, tag, n, prompt_every) -> 
         f"writer({log_url!r}, {chroma_url!r}, {str(folder)!r}, {session!r}, {tag!r}, {n}, {prompt_every})"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
-    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    # one pipe: communicate() then reads through the same buffer as a readline() of READY before it
+    # (with two pipes it reads the file descriptors directly, and lines readline() buffered are lost)
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=env, cwd=str(REPO_ROOT))
 
 
