@@ -124,6 +124,16 @@ def spawn_writer(log_url, chroma_url, folder, session, tag, n, prompt_every) -> 
                             text=True, env=env, cwd=str(REPO_ROOT))
 
 
+def wait_ready(p: subprocess.Popen) -> None:
+    """Read a writer's output up to READY (its store is open); fail with what it printed instead."""
+    seen = []
+    for line in p.stdout:
+        if line.strip() == "READY":
+            return
+        seen.append(line)
+    raise RuntimeError(f"a writer exited before opening its store: {''.join(seen)[-2000:]}")
+
+
 def read_output(text: str) -> dict:
     acked, bad, errors = [], 0, []
     for line in text.splitlines():
@@ -199,7 +209,7 @@ def phase_kills(pg, chroma, work: Path, kills: int, parallel: int = 4) -> dict:
         procs = [spawn_writer(url, chroma.url, work / f"kill{done + i}", "killed", f"k{done + i}", 10_000, 0)
                  for i in range(batch)]
         for p in procs:  # wait until each has opened its store, then let it add for a random moment
-            p.stdout.readline()
+            wait_ready(p)
         time.sleep(rng.uniform(0.3, 2.5))
         for p in procs:
             p.send_signal(signal.SIGKILL)
@@ -216,7 +226,7 @@ def phase_restart(pg, chroma, work: Path, writers: int, n: int) -> dict:
     procs = {f"x{t}": spawn_writer(url, chroma.url, work / f"rhost{t}", "restarted", f"x{t}", n, 25)
              for t in range(writers)}
     for p in procs.values():
-        p.stdout.readline()
+        wait_ready(p)
     time.sleep(3)
     t0 = time.perf_counter()
     pg.restart("fast")

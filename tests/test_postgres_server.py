@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from benchmarks.postgres import HashEmbedder, audit, read_output, spawn_writer
+from benchmarks.postgres import HashEmbedder, audit, read_output, spawn_writer, wait_ready
 from ragmem import Memory, StoreError
 
 pytestmark = [pytest.mark.server, pytest.mark.postgres]
@@ -44,10 +44,11 @@ def test_sigkilled_writers_lose_nothing_acknowledged_and_the_index_catches_up(tm
         procs = [spawn_writer(pg_url, chroma_server.url, tmp_path / f"k{round_}{i}", "killed", f"k{round_}{i}",
                               10_000, 0) for i in range(2)]
         for p in procs:
-            assert p.stdout.readline().strip() == "READY"
+            wait_ready(p)
         deadline = time.monotonic() + 60
         first = procs[0].stdout.readline()  # kill only once a write is under way
-        assert first.startswith("ACK"), first
+        while first and not first.startswith("ACK"):
+            first = procs[0].stdout.readline()
         acked += first.split()[1:]
         time.sleep(0.5)
         assert time.monotonic() < deadline
@@ -63,7 +64,7 @@ def test_postgres_restart_mid_run_is_retried_transparently(tmp_path, pg_instance
     url = pg_instance.url + "?schema=restart"
     procs = {f"x{t}": spawn_writer(url, chroma_server.url, tmp_path / f"h{t}", "s", f"x{t}", 60, 20) for t in range(2)}
     for p in procs.values():
-        assert p.stdout.readline().strip() == "READY"
+        wait_ready(p)
     time.sleep(1.0)
     pg_instance.restart("fast")  # terminates every session: each writer's next statement fails
     outs = {tag: read_output(p.communicate(timeout=600)[0]) for tag, p in procs.items()}
