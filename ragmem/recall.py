@@ -144,7 +144,7 @@ def lexical_candidates(
     match = lexical.match_query(terms, lexical.scope_token(namespace, session))
     if match is None:
         return []
-    rows = log.lexical_search(match, n, filters=filters[0], args=filters[1])
+    rows = log.lexical_search(namespace, match, n, filters=filters[0], args=filters[1])
     return [Candidate(mid, uid, sess, seq, score) for mid, uid, sess, seq, score in rows]
 
 

@@ -127,14 +127,16 @@ def test_lexical_index_ranks_with_bm25(log, tmp_path):
     ref.append("ns", "s", msgs)
     ref.mark_indexed("ns", {m.id: 1 for m in msgs}, rows)
     match = lexical.match_query(lexical.tokenize("pool size"), lexical.scope_token("ns", "s"))
-    got, want = log.lexical_search(match, 10), ref.lexical_search(match, 10)
+    got, want = log.lexical_search("ns", match, 10), ref.lexical_search("ns", match, 10)
     assert [r[0] for r in got] == [r[0] for r in want]
     assert [r[4] for r in got] == pytest.approx([r[4] for r in want], rel=1e-6)
     # scoped: another session's scope finds nothing; filters work over the message row
-    assert log.lexical_search(lexical.match_query(["pool"], lexical.scope_token("ns", "x")), 10) == []
-    assert log.lexical_search(match, 10, filters=" AND m.role IN (?)", args=["assistant"]) == []
+    assert log.lexical_search("ns", lexical.match_query(["pool"], lexical.scope_token("ns", "x")), 10) == []
+    assert log.lexical_search("ns", match, 10, filters=" AND m.role IN (?)", args=["assistant"]) == []
     log.mark_deleted("ns", ["m3"])
-    assert "m3" not in [r[0] for r in log.lexical_search(match, 10)]
+    assert "m3" not in [r[0] for r in log.lexical_search("ns", match, 10)]
+    if isinstance(log, PostgresLog):  # the namespace is part of the query (the SQLite log's once it takes one)
+        assert log.lexical_search("other", match, 10) == []
     log.purge("ns", ["m3"])
     assert log.lexical_missing() == []
     ref.close()

@@ -53,6 +53,9 @@ class _SqliteLog(MessageLog):
     def mark_indexed(self, *args: Any, **kw: Any):  # type: ignore[override]
         return super().mark_indexed(*(args[1:] if isinstance(args[0], str) else args), **kw)
 
+    def lexical_search(self, *args: Any, **kw: Any):  # type: ignore[override]
+        return super().lexical_search(*(args[1:] if len(args) == 3 else args), **kw)
+
     def put_lexical(self, *args: Any):  # type: ignore[override]
         return super().put_lexical(*(args[1:] if len(args) == 2 else args))
 

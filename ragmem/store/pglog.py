@@ -447,9 +447,9 @@ class PostgresLog:
     _MATCH = re.compile(r'^scope : "([^"]+)" AND body : \((.*)\)$', re.S)
 
     def lexical_search(
-        self, match: str, n: int, *, filters: str = "", args: Iterable[Any] = ()
+        self, namespace: str, match: str, n: int, *, filters: str = "", args: Iterable[Any] = ()
     ) -> list[tuple[str, str, str, int, float]]:
-        """The ``n`` best BM25 matches of a query, as (id, unit_id, session, seq, score).
+        """The ``n`` best BM25 matches of a query in a namespace, as (id, unit_id, session, seq, score).
 
         ``match`` is the expression :func:`ragmem.lexical.match_query` builds
         (a scope term AND any of the body terms); ``filters`` is SQL over the
@@ -477,12 +477,12 @@ class PostgresLog:
         sql = (
             "WITH q AS (SELECT * FROM unnest(%s::text[], %s::float8[]) AS q(term, idf)), "
             "l AS (SELECT t.namespace, t.mid, SUM(q.idf * t.tf * %s / (t.tf + %s * (1 - %s + %s * t.len / %s))) AS s "
-            f"FROM q JOIN lexical_terms t ON t.{col} = %s AND t.term = q.term "
+            f"FROM q JOIN lexical_terms t ON t.{col} = %s AND t.term = q.term AND t.namespace = %s "
             "GROUP BY t.namespace, t.mid ORDER BY s DESC LIMIT %s) "
             "SELECT m.id, m.unit_id, m.session, m.seq, l.s FROM l JOIN messages m ON m.namespace = l.namespace "
             f"AND m.id = l.mid WHERE m.deleted=0{sql_filters} ORDER BY l.s DESC, m.rid LIMIT %s"
         )
-        params = [terms, idf, k1 + 1, k1, b, b, avgdl, scope, inner, *fargs, n]
+        params = [terms, idf, k1 + 1, k1, b, b, avgdl, scope, namespace, inner, *fargs, n]
         return [(r[0], r[1], r[2], int(r[3]), float(r[4])) for r in self._rows(sql, params)]
 
     def lexical_df(self, terms: list[str]) -> tuple[int, dict[str, int]]:
