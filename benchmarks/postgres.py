@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -446,6 +447,7 @@ def run(quick: bool = False, size: int = 100_000, phases: list[str] | None = Non
     finally:
         chroma.stop()
         pg.destroy()
+        shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(result, indent=2))
     return result
 
