@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
@@ -43,6 +43,8 @@ class Config:
     namespace: str = "default"
     session: str = "default"
     json: bool = False
+    log_url: str | None = None  # a shared PostgreSQL log (docs/deployment.md)
+    chroma_url: str | None = None
 
 
 def _common(fn: Callable) -> Callable:
@@ -78,13 +80,16 @@ def _cfg(store_: str | None, namespace_: str | None, session_: str | None, json_
         namespace=base.namespace if namespace_ is None else namespace_,
         session=base.session if session_ is None else session_,
         json=bool(json_) or base.json,
+        log_url=base.log_url,
+        chroma_url=base.chroma_url,
     ))
 
 
 def _open(cfg: Config, **kw: Any) -> "Memory":
     from ragmem import Memory  # lazy: keeps --help and model-free commands fast
 
-    return Memory(cfg.store, session=cfg.session, namespace=cfg.namespace, **kw)
+    return Memory(cfg.store, session=cfg.session, namespace=cfg.namespace, log_url=cfg.log_url,
+                  chroma_url=cfg.chroma_url, **kw)
 
 
 def _store_defaults(cfg: Config) -> Config:
@@ -92,11 +97,10 @@ def _store_defaults(cfg: Config) -> Config:
     from ragmem.config import load_config
 
     sc = load_config(cfg.store)
-    return Config(
-        store=cfg.store,
+    return replace(
+        cfg,
         namespace=sc.namespace if cfg.namespace == "default" and sc.namespace else cfg.namespace,
         session=sc.session if cfg.session == "default" and sc.session else cfg.session,
-        json=cfg.json,
     )
 
 
@@ -181,17 +185,25 @@ def _msg_line(m: Any) -> str:
 @click.option("--namespace", default="default", show_default=True, metavar="NAME", help="Namespace (user, agent or tenant).")
 @click.option("--session", default="default", show_default=True, metavar="NAME", help="Session within the namespace.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.option("--log-url", envvar="RAGMEM_LOG_URL", metavar="URL",
+              help="postgresql:// URL of a log shared by several hosts (env RAGMEM_LOG_URL; docs/deployment.md).")
+@click.option("--chroma-url", envvar="RAGMEM_CHROMA_URL", metavar="URL",
+              help="URL of a Chroma server for the vectors (env RAGMEM_CHROMA_URL).")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=lambda c, p, v: _version(c, v),
               help="Show the version and exit.")
 @click.pass_context
-def cli(ctx: click.Context, store: str, namespace: str, session: str, as_json: bool) -> None:
+def cli(
+    ctx: click.Context, store: str, namespace: str, session: str, as_json: bool, log_url: str | None,
+    chroma_url: str | None,
+) -> None:
     """ragmem: retrieval-augmented memory over LLM conversation history.
 
     Every message goes into a Chroma collection; `ragmem prompt` assembles a
     token-budgeted prompt that never splits a tool call from its result.
     Options given here apply to every command and may also follow the command.
     """
-    ctx.obj = Config(store=store, namespace=namespace, session=session, json=as_json)
+    ctx.obj = Config(store=store, namespace=namespace, session=session, json=as_json, log_url=log_url,
+                     chroma_url=chroma_url)
 
 
 def _version(ctx: click.Context, value: bool) -> None:
@@ -705,6 +717,9 @@ def _purge_later(cfg: Config) -> int | None:
     try:
         proc = subprocess.Popen(
             [sys.executable, "-m", "ragmem.cli", "--store", cfg.store, "purge"],
+            # the URLs travel in the environment, where a password does not show in `ps`
+            env={**os.environ, **{k: v for k, v in (("RAGMEM_LOG_URL", cfg.log_url),
+                                                    ("RAGMEM_CHROMA_URL", cfg.chroma_url)) if v}},
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,  # outlives this command, and a Ctrl-C on the terminal does not reach it
         )
@@ -790,6 +805,37 @@ def purge(**opts: Any) -> None:
     _emit(cfg, {"purged": n}, "nothing left to purge" if not n else f"purged {n} messages")
 
 
+# ------------------------------------------------------------------ migrate
+
+
+@cli.command()
+@click.option("--to", "to", required=True, metavar="URL", help="postgresql:// URL of the log to move the store to.")
+@_common
+def migrate(to: str, **opts: Any) -> None:
+    """Move the store's log to PostgreSQL: every session, message, state and summary.
+
+    Sequence numbers, ids and tool pairing are kept; the vectors are rebuilt
+    in the index the store is opened with afterwards (--chroma-url, or the
+    embedded one). Safe to run again: what was copied is skipped. See
+    docs/deployment.md.
+    """
+    cfg = _cfg(**opts)
+    from ragmem import Memory
+    from ragmem.store import open_log
+    from ragmem.store.migrate import copy_log
+
+    src = open_log(cfg.store, create=False)
+    try:
+        counts = copy_log(src, open_log(cfg.store, url=to))
+    finally:
+        src.close()
+    # opening the new store indexes what it holds (the repair on open): vectors and the lexical index
+    mem = Memory(cfg.store, log_url=to, chroma_url=cfg.chroma_url, namespace=cfg.namespace)
+    counts["indexed"] = mem.repaired.get("indexed", 0) if isinstance(mem.repaired, dict) else 0
+    mem.close()
+    _emit(cfg, counts, f"moved {counts['messages']} messages in {counts['sessions']} sessions to PostgreSQL")
+
+
 # ------------------------------------------------------------------ mcp
 
 
@@ -806,7 +852,8 @@ def mcp(**opts: Any) -> None:
     cfg = _cfg(**opts)
     from ragmem.mcp_server import serve
 
-    serve(store=cfg.store, namespace=cfg.namespace, session=cfg.session)
+    serve(store=cfg.store, namespace=cfg.namespace, session=cfg.session, log_url=cfg.log_url,
+          chroma_url=cfg.chroma_url)
 
 
 # ------------------------------------------------------------------ entry point

@@ -32,7 +32,7 @@ CONFIG_FILE = "ragmem.toml"
 #: Embedders known by name (``embedder = "default"``): the bundled offline model.
 NAMED_EMBEDDERS = {"default": "ragmem.embed:default_embedder", "all-minilm-l6-v2": "ragmem.embed:default_embedder"}
 
-_ENV = {"chroma_url": "RAGMEM_CHROMA_URL", "embedder": "RAGMEM_EMBEDDER", "namespace": "RAGMEM_NAMESPACE", "session": "RAGMEM_SESSION"}
+_ENV = {"chroma_url": "RAGMEM_CHROMA_URL", "log_url": "RAGMEM_LOG_URL", "embedder": "RAGMEM_EMBEDDER", "namespace": "RAGMEM_NAMESPACE", "session": "RAGMEM_SESSION"}
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,7 @@ class StoreConfig:
     """What a store's ``ragmem.toml`` and the environment say; ``None`` where neither says anything."""
 
     chroma_url: str | None = None
+    log_url: str | None = None
     embedder: str | None = None
     namespace: str | None = None
     session: str | None = None

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 from . import lexical, timeparse
 from .embed import Embedder, chunk_text
 from .messages import Message, ToolCall
-from .store import MessageLog, VectorIndex
+from .store import Log as MessageLog, VectorIndex
 from .store.index import chunk_id
 
 

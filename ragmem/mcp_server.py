@@ -436,13 +436,16 @@ def _warm_up(memories: _Memories) -> None:
         pass
 
 
-def serve(store: str | None = None, *, namespace: str = "default", session: str = "default", warm: bool = True) -> None:
+def serve(
+    store: str | None = None, *, namespace: str = "default", session: str = "default", warm: bool = True,
+    **memory_kwargs: Any,
+) -> None:
     """Run the server on stdio until the client disconnects.
 
     ``warm`` loads the embedding model in a background thread at start-up;
     the server answers ``initialize`` and ``tools/list`` meanwhile.
     """
-    server = build_server(store, namespace=namespace, session=session)
+    server = build_server(store, namespace=namespace, session=session, **memory_kwargs)
     if warm:
         threading.Thread(target=_warm_up, args=(server._ragmem_memories,), daemon=True).start()
     try:
@@ -457,8 +460,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--store", default=os.environ.get("RAGMEM_STORE", DEFAULT_STORE), help="store folder (env RAGMEM_STORE)")
     parser.add_argument("--namespace", default="default")
     parser.add_argument("--session", default="default")
+    parser.add_argument("--log-url", default=os.environ.get("RAGMEM_LOG_URL"),
+                        help="postgresql:// URL of a shared log (env RAGMEM_LOG_URL; docs/deployment.md)")
+    parser.add_argument("--chroma-url", default=os.environ.get("RAGMEM_CHROMA_URL"),
+                        help="URL of a Chroma server (env RAGMEM_CHROMA_URL)")
     args = parser.parse_args(argv)
-    serve(args.store, namespace=args.namespace, session=args.session)
+    serve(args.store, namespace=args.namespace, session=args.session, log_url=args.log_url, chroma_url=args.chroma_url)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -33,7 +33,7 @@ from .messages import MAX_CHARS, Message, from_anthropic, from_sdk, looks_anthro
 from .recall import (
     Hit, companions, diversify, embed_query, lexical_filters, retrieve_units, search_candidates,
 )
-from .store import MessageLog, VectorIndex, make_client
+from .store import Log, VectorIndex, make_client, open_log
 from .store.faults import (
     IndexCorrupt, IndexRebuilt, embedded_index_problem, is_index_corruption, read_only_chroma, rebuild_notice, set_aside,
 )
@@ -70,7 +70,7 @@ class SessionInfo:
 class PinnedState:
     """The pinned state of one session: a small JSON object that travels with every prompt."""
 
-    def __init__(self, log: MessageLog, namespace: str, session: str):
+    def __init__(self, log: Log, namespace: str, session: str):
         self._log, self._ns, self._session = log, namespace, session
 
     def get(self) -> dict[str, Any]:
@@ -113,7 +113,10 @@ class Memory:
 
     ``path`` is the store folder (created unless ``create=False``); it holds the
     message log, and the embedded Chroma index unless ``chroma_url`` points at a
-    Chroma server. ``window`` caps the verbatim window in messages. ``orphans``
+    Chroma server. ``log_url`` (``postgresql://user:password@host/db``) puts the
+    message log on PostgreSQL instead, so replicas on several hosts share one
+    store (see docs/deployment.md); the folder then holds only local lock
+    files, or the embedded index when there is no ``chroma_url``. ``window`` caps the verbatim window in messages. ``orphans``
     is ``"raise"`` (default) or ``"keep"`` (store orphan tool results flagged,
     never in prompts). ``summarizer=False`` turns the running summary off.
     ``reranker`` (a :class:`~ragmem.rerank.CrossEncoderReranker` or any callable
@@ -132,6 +135,7 @@ class Memory:
         namespace: str = "default",
         *,
         chroma_url: str | None = None,
+        log_url: str | None = None,
         embedder: Embedder | None = None,
         counter: TokenCounter | None = None,
         summarizer: Summarizer | Literal[False] | None = None,
@@ -170,7 +174,7 @@ class Memory:
         self.recall_scope = check_scope(recall_scope)
         self.monitor = monitor
         if _shared is not None:  # a view on another session of the same store
-            self.path, self.chroma_url = _shared.path, _shared.chroma_url
+            self.path, self.chroma_url, self.log_url = _shared.path, _shared.chroma_url, _shared.log_url
             self._log, self._embedder, self._counter = _shared._log, _shared._embedder, _shared._counter
             self.summarizer, self._index_holder = _shared.summarizer, _shared._index_holder
             self._tokens = _shared._tokens
@@ -183,7 +187,8 @@ class Memory:
         # the store's ragmem.toml and RAGMEM_* variables: every tool opens the store the same way
         config = load_config(self.path)
         self.chroma_url = chroma_url or config.chroma_url
-        self._log = MessageLog(self.path, create=create)
+        self.log_url = log_url or config.log_url
+        self._log = open_log(self.path, url=self.log_url, create=create)
         self._embedder = embedder if embedder is not None else config.make_embedder()
         self._counter = counter  # the default loads on first use: its BPE data takes ~0.4 s
         self.summarizer: Summarizer | None = (
@@ -253,7 +258,7 @@ class Memory:
             return self._index_holder[0]
 
     @property
-    def log(self) -> MessageLog:
+    def log(self) -> Log:
         return self._log
 
     @property
@@ -923,6 +928,7 @@ class Memory:
         return {
             "path": str(self.path),
             "chroma_url": self.chroma_url,
+            "log_url": getattr(self._log, "folder", None) if self.log_url else None,  # password hidden
             "namespace": self.namespace,
             "session": self.session,
             "messages": self._log.count(self.namespace, self.session),

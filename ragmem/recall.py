@@ -39,7 +39,8 @@ from typing import Any, Mapping, Sequence
 from . import lexical, timeparse
 from .embed import Embedder
 from .messages import Message
-from .store import IndexHit, MessageLog, VectorIndex
+from .store import IndexHit, Log as MessageLog, VectorIndex
+from .store.filters import RowFilter
 from .units import Unit, group_units
 
 #: Weight of the dense score in the fusion; BM25 gets the rest. 1.0 turns lexical retrieval off.
@@ -129,35 +130,25 @@ def lexical_filters(
     since: datetime | float | None = None,
     until: datetime | float | None = None,
     where: Mapping[str, Any] | None = None,
-) -> tuple[str, list[Any]] | None:
-    """SQL over the joined message row for a search's filters; None when one cannot be expressed."""
-    sql, args = "", []
-    if role is not None:
-        roles = [role] if isinstance(role, str) else list(role)
-        sql += f" AND m.role IN ({','.join('?' * len(roles))})"
-        args += roles
-    for op, t in ((">=", since), ("<=", until)):
-        if t is not None:
-            sql += f" AND m.created_at {op} ?"
-            args.append(t.timestamp() if isinstance(t, datetime) else float(t))
+) -> RowFilter | None:
+    """A search's filters as a :class:`~ragmem.store.filters.RowFilter`; None when one cannot be expressed."""
+    equals = []
     for k, v in (where or {}).items():
         if isinstance(v, bool) or not isinstance(v, (str, int, float)):
             return None  # operators and booleans: leave them to the vector index alone
-        # json_valid first: a record holding NaN (stored before messages were checked for it) would make
-        # json_extract fail the whole query with "malformed JSON"; such a row simply does not match
-        if '"' in k or "\\" in k:  # a JSON path cannot quote these: match the key itself
-            sql += (" AND json_valid(m.record) AND EXISTS (SELECT 1 FROM json_each(m.record, '$.metadata') j"
-                    " WHERE j.key = ? AND j.value = ?)")
-            args += [k, v]
-        else:
-            sql += " AND CASE WHEN json_valid(m.record) THEN json_extract(m.record, ?) END = ?"
-            args += ['$.metadata."' + k + '"', v]
-    return sql, args
+        equals.append((k, v))
+    stamp = lambda t: t.timestamp() if isinstance(t, datetime) else float(t)  # noqa: E731
+    return RowFilter(
+        roles=None if role is None else (role,) if isinstance(role, str) else tuple(role),
+        since=None if since is None else stamp(since),
+        until=None if until is None else stamp(until),
+        equals=tuple(equals),
+    )
 
 
 def lexical_candidates(
     log: MessageLog, text: str, *, namespace: str, session: str | None, n: int,
-    filters: tuple[str, list[Any]] = ("", []),
+    filters: RowFilter | None = None,
 ) -> list[Candidate]:
     """The ``n`` best BM25 matches of a query text in a session (or a whole namespace), best first."""
     terms = list(dict.fromkeys(lexical.tokenize(text) + (timeparse.query_terms(text) if QUERY_DATES else [])))
@@ -169,7 +160,7 @@ def lexical_candidates(
     match = lexical.match_query(terms, lexical.scope_token(namespace, session))
     if match is None:
         return []
-    rows = log.lexical_search(namespace, match, n, filters=filters[0], args=filters[1])
+    rows = log.lexical_search(namespace, match, n, filters=filters)
     return [Candidate(mid, uid, sess, seq, score) for mid, uid, sess, seq, score in rows]
 
 
@@ -223,7 +214,7 @@ def search_candidates(
     session: str | None,
     n: int,
     where: dict[str, Any] | None,
-    filters: tuple[str, list[Any]] | None = ("", []),
+    filters: RowFilter | None = RowFilter(),
     similarity: dict[str, float] | None = None,
 ) -> list[Candidate]:
     """Fused candidates for a query, best first (dense alone when ``text`` or ``filters`` is None).

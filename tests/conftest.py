@@ -47,14 +47,65 @@ def hash_embedder():
     return HashEmbedder()
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def log_url(request):
+    """Each log backend in turn: None (the embedded SQLite log) or a fresh store on the test PostgreSQL server."""
+    if request.param == "sqlite":
+        return None
+    return request.getfixturevalue("pg_url")
+
+
 @pytest.fixture
-def mem(tmp_path, embedder):
-    """A Memory on a fresh embedded store with the real model, Chroma and tiktoken."""
+def mem(tmp_path, embedder, log_url):
+    """A Memory on a fresh store with the real model, Chroma and tiktoken, over each log backend in turn."""
     from ragmem import Memory
 
-    m = Memory(tmp_path / "store", session="s1", embedder=embedder)
+    m = Memory(tmp_path / "store", session="s1", embedder=embedder, log_url=log_url)
     yield m
     m.close()
+
+
+# ----------------------------------------------------------------- PostgreSQL server
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory):
+    """A real PostgreSQL server for the run: ``$RAGMEM_TEST_PG_URL`` (started by .ci/run), else one started here.
+
+    It never skips: a run that cannot start PostgreSQL fails, loudly, with the server's log.
+    """
+    from benchmarks.pgserver import PostgresServer
+
+    url = os.environ.get("RAGMEM_TEST_PG_URL")
+    if url:
+        yield url
+        return
+    server = PostgresServer(tmp_path_factory.mktemp("postgres"))
+    server.start()
+    yield server.url
+    server.destroy()
+
+
+@pytest.fixture
+def pg_url(pg_server, request):
+    """A log URL of a store of this test alone (its own PostgreSQL schema on the shared server)."""
+    name = "t" + hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:16]
+    import psycopg
+
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+    return f"{pg_server}?schema={name}"
+
+
+@pytest.fixture
+def pg_instance(tmp_path):
+    """A PostgreSQL server of this test alone (free to stop, restart and kill)."""
+    from benchmarks.pgserver import PostgresServer
+
+    server = PostgresServer(tmp_path / "pg")
+    server.start()
+    yield server
+    server.destroy()
 
 
 # ----------------------------------------------------------------- Chroma server

@@ -39,6 +39,7 @@ from typing import Any, Iterable, Iterator, Literal
 
 from ..errors import InvalidMessage, OrphanToolResult, SchemaVersionError, StoreError
 from ..messages import Message, message_from_record
+from .filters import RowFilter
 from .faults import is_corrupt, open_read_only, resource_fault
 from .index import message_of_chunk
 from .locking import opening_lock
@@ -340,22 +341,22 @@ class MessageLog:
         return [self._msg(r) for r in rows]
 
     def lexical_search(
-        self, namespace: str, match: str, n: int, *, filters: str = "", args: Iterable[Any] = ()
+        self, namespace: str, match: str, n: int, *, filters: RowFilter | None = None
     ) -> list[tuple[str, str, str, int, float]]:
         """The ``n`` best BM25 matches of an FTS5 expression in a namespace, as (id, unit_id, session, seq, score).
 
         ``match`` carries the scope term (see :func:`ragmem.lexical.match_query`);
         the join keeps the namespace as well, so no other namespace's row can
-        come back even if two scope terms ever collided. ``filters`` is extra
-        SQL over the joined ``messages m`` row (role, time, metadata), with its
-        ``args``. Scores are positive, higher is better.
+        come back even if two scope terms ever collided. ``filters`` narrows the
+        joined ``messages m`` row (role, time, metadata). Scores are positive, higher is better.
         """
+        where, args = filters.sqlite() if filters else ("", [])
         # rank inside FTS5 first, then join the few winners (joining every match costs 2x at 100k rows)
-        inner = n if not filters else 4 * n
+        inner = n if not where else 4 * n
         sql = (
             "SELECT m.id, m.unit_id, m.session, m.seq, l.s FROM (SELECT mid, -bm25(lexical, 0.0, 1.0, 0.0) AS s "
             "FROM lexical WHERE lexical MATCH ? ORDER BY s DESC LIMIT ?) l JOIN messages m "
-            f"ON m.namespace = ? AND m.id = l.mid WHERE m.deleted=0{filters} ORDER BY l.s DESC LIMIT ?"
+            f"ON m.namespace = ? AND m.id = l.mid WHERE m.deleted=0{where} ORDER BY l.s DESC LIMIT ?"
         )
         return [tuple(r) for r in self._rows(sql, [match, inner, namespace, *args, n])]  # type: ignore[misc]
 
