@@ -153,7 +153,7 @@ def test_soak_long_lived_reader_beside_killed_writers(tmp_path, embedder):
     def poll() -> None:
         for mid in [m for m in list(acked) if not found(m)]:
             t = time.time()
-            reads.setdefault(mid, []).append((t, mid in vector_ids(reader, reader.log.get(mid).content)))
+            reads.setdefault(mid, []).append((t, mid in vector_ids(reader, reader.log.get(reader.namespace, mid).content)))
 
     for pair in (threads[0:2], threads[2:4]):
         for t in pair:
