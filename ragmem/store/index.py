@@ -298,9 +298,10 @@ class VectorIndex:
         """
         include = ["distances", "metadatas"] if metadata else ["distances"]
         out: list[IndexHit] = []
-        scopes = self._sessions(namespace, sessions)
         if sessions is None and self.namespace_collections:
             scopes = [NAMESPACE_SCOPE]  # every session of the namespace: one query of its collection
+        else:  # (listing the sessions' collections is itself a Chroma call that grows with the store)
+            scopes = self._sessions(namespace, sessions)
         for session in scopes:
             col = self.collection(namespace, session, create=False)
             if col is None:
