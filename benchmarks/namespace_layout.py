@@ -57,22 +57,41 @@ def grow(path: Path, layout: str, sessions: int, per: int, embedder, texts) -> d
 
 
 def measure(mems: dict, sessions: int, questions: list[str]) -> dict:
-    """p50/p95 of each call in each store, the stores taking turns query by query (so load hits both alike)."""
-    pick = random.Random(7)
+    """p50/p95 of each call in each store, in blocks that alternate between the stores.
+
+    Each block runs every question against one store; the stores take turns
+    block by block (four rounds), so load on the machine hits both alike. The
+    blocks keep one store's queries together: interleaving the two stores query
+    by query measured another thing too, Chroma reloading one store's
+    collections after the other store's queries had pushed them out of its
+    cache (a session search then read 9x slower in whichever store came second).
+
+    Every session's collection is queried once in both stores before any
+    timing: the first query of a collection in a process opens it and loads its
+    index (about 9 ms here), and the old layout's namespace search, which
+    queries every session's collection, would otherwise have warmed all of
+    them for its own session searches and none of the new layout's.
+    """
+    for mem in mems.values():
+        for i in range(sessions):
+            mem.for_session(f"s{i:04d}").search(questions[0], k=1)
     lat = {layout: {"session_search": [], "namespace_search": [], "prompt": []} for layout in mems}
-    for j, q in enumerate(list(questions) * 2):  # each question twice: more samples under a noisy load
-        sess = f"s{pick.randrange(sessions):04d}"
-        for layout, mem in mems.items():
-            s = mem.for_session(sess)
-            for name, call in (
-                ("session_search", lambda: s.search(q, k=10)),
-                ("namespace_search", lambda: s.search(q, k=10, scope="namespace")),
-                ("prompt", lambda: s.prompt(q, budget=4000)),
-            ):
-                t = time.perf_counter()
-                call()
-                if j >= 3:  # warm-up: the first queries open collections and load caches
-                    lat[layout][name].append(time.perf_counter() - t)
+    for round_ in range(4):
+        order = list(mems) if round_ % 2 == 0 else list(reversed(list(mems)))
+        for layout in order:
+            mem = mems[layout]
+            pick = random.Random(7 + round_)  # the same sessions in both stores
+            for j, q in enumerate(questions):
+                s = mem.for_session(f"s{pick.randrange(sessions):04d}")
+                for name, call in (
+                    ("session_search", lambda: s.search(q, k=10)),
+                    ("namespace_search", lambda: s.search(q, k=10, scope="namespace")),
+                    ("prompt", lambda: s.prompt(q, budget=4000)),
+                ):
+                    t = time.perf_counter()
+                    call()
+                    if j >= 3:  # warm-up: the first queries of a block open collections and load caches
+                        lat[layout][name].append(time.perf_counter() - t)
     return {layout: {name: p50_p95(v) for name, v in d.items()} for layout, d in lat.items()}
 
 
