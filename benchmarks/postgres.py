@@ -28,7 +28,6 @@ written to ``benchmarks/results/postgres.json``.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import random
@@ -40,26 +39,17 @@ import tempfile
 import time
 from pathlib import Path
 
+from ragmem.testing import HashEmbedder as _HashEmbedder
+
 from .common import REPO_ROOT, invocation, log, p50_p95, result_path, stopwatch, write_json
 
 NAME = "postgres"
 
 
-class HashEmbedder:
+class HashEmbedder(_HashEmbedder):
     """A deterministic bag-of-words embedder (64 dims): the fault phases test the log, not recall."""
 
     name = "bench-hash-embedder"
-    dim = 64
-
-    def embed_batch(self, texts, kind="document"):
-        out = []
-        for t in texts:
-            v = [0.0] * self.dim
-            for w in t.lower().split():
-                v[int(hashlib.md5(w.encode()).hexdigest(), 16) % self.dim] += 1.0
-            n = sum(x * x for x in v) ** 0.5
-            out.append([x / n for x in v] if n else [1.0] + [0.0] * (self.dim - 1))
-        return out
 
 
 # ----------------------------------------------------------------- the writer process

@@ -43,6 +43,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ragmem.testing import HashEmbedder as _HashEmbedder
+
 ROOT = Path(__file__).resolve().parents[1]
 SESSIONS = [("default", "s0"), ("default", "s1"), ("tenant-b", "s0")]
 
@@ -51,21 +53,10 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-class HashEmbedder:
+class HashEmbedder(_HashEmbedder):
     """Deterministic bag-of-words vectors: durability does not depend on the model, and this starts instantly."""
 
     name = "crash-hash-embedder"
-    dim = 64
-
-    def embed_batch(self, texts, kind="document"):
-        out = []
-        for t in texts:
-            v = [0.0] * self.dim
-            for w in t.lower().split():
-                v[int(hashlib.md5(w.encode()).hexdigest(), 16) % self.dim] += 1.0
-            n = sum(x * x for x in v) ** 0.5
-            out.append([x / n for x in v] if n else [1.0] + [0.0] * (self.dim - 1))
-        return out
 
 
 def open_memory(store: str, hash_embedder: bool, namespace="default", session="s0", index="sync"):

@@ -25,21 +25,7 @@ def embedder():
     return default_embedder()
 
 
-class HashEmbedder:
-    """A tiny deterministic bag-of-words embedder for fast pure-logic tests (never for recall-quality claims)."""
-
-    name = "test-hash-embedder"
-    dim = 64
-
-    def embed_batch(self, texts, kind="document"):
-        out = []
-        for t in texts:
-            v = [0.0] * self.dim
-            for w in t.lower().split():
-                v[int(hashlib.md5(w.encode()).hexdigest(), 16) % self.dim] += 1.0
-            n = sum(x * x for x in v) ** 0.5 or 1.0
-            out.append([x / n if n else 0.0 for x in v] if any(v) else [1.0] + [0.0] * (self.dim - 1))
-        return out
+from ragmem.testing import HashEmbedder  # noqa: E402  (re-exported for the tests)
 
 
 @pytest.fixture
