@@ -27,6 +27,7 @@ demo: install
 	RAGMEM_LOCOMO=$(LOCOMO) HF_HUB_OFFLINE=1 $(BIN)/python examples/demo.py
 
 test: install
+	$(BIN)/ruff check ragmem
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
 
 bench: install
