@@ -247,3 +247,17 @@ def test_postgres_log_behaves_as_the_sqlite_log(tmp_path, pg_url):
     finally:
         sqlite.close()
         pg.close()
+
+
+def test_data_version_moves_when_another_connection_adds(log, tmp_path, log_url):
+    """What a long-lived Memory checks before each read to learn that other processes wrote (consistency.py)."""
+    other = open_log(tmp_path / "store", url=log_url)
+    try:
+        log.append("ns", "s", [msg(0)])
+        before = log.data_version()
+        assert log.data_version() == before  # nothing new: the same number, cheaply
+        other.append("ns", "s", [msg(1)])
+        assert log.data_version() != before
+        assert log.unindexed_rowids() and len(log.unindexed_rowids()) == 2
+    finally:
+        other.close()

@@ -716,9 +716,12 @@ class PostgresLog:
     read_only = False
 
     def data_version(self) -> int:
-        """A number that changes when any writer commits a message or indexes one (for Consistency)."""
-        row = self._rows("SELECT coalesce(max(rid), 0), count(*) FILTER (WHERE indexed=0) FROM messages")[0]
-        return hash((int(row[0]), int(row[1])))
+        """A number that changes when any writer adds a message (for Consistency: others wrote)."""
+        # the rid sequence moves with every message any writer adds, and reading it is O(1); counting the
+        # unindexed rows here cost a scan of messages per read (about 6 ms at 20,000 messages, 30 at 100,000).
+        # Rows left unindexed by a dead writer are watched through unindexed_rowids() once seen.
+        row = self._rows("SELECT last_value, is_called FROM messages_rid_seq")[0]
+        return hash((int(row[0]), bool(row[1])))
 
     def unindexed_rowids(self, limit: int = 1000) -> list[int]:
         """Row ids of live messages not yet in the vector index, oldest first (an indexed lookup; few rows)."""
