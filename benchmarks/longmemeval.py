@@ -248,15 +248,16 @@ def run_question(q: dict, quick: bool, embedder, raw_encode, budgets) -> dict:
                 if evidence:
                     res["prompt"][str(b)] = sum(e in got for e in evidence) / len(evidence)
                 res["label_tokens"][str(b)] = label_tokens(ctx, mem.counter)
-            assemble_mod.DATE_LABELS = False  # the ablation: no dates unless the question asks about time
+            default = assemble_mod.DATE_LABELS
+            assemble_mod.DATE_LABELS = True  # the ablation: every recalled unit dated once recall spans days
             try:
                 ctx = mem.prompt(question, budget=4000, recall_scope=scope)
             finally:
-                assemble_mod.DATE_LABELS = True
+                assemble_mod.DATE_LABELS = default
             if evidence:
                 got = set(ctx.message_ids())
-                res["prompt_no_dates@4000"] = sum(e in got for e in evidence) / len(evidence)
-            res["label_tokens_no_dates@4000"] = label_tokens(ctx, mem.counter)
+                res["prompt_dates@4000"] = sum(e in got for e in evidence) / len(evidence)
+            res["label_tokens_dates@4000"] = label_tokens(ctx, mem.counter)
             if layout == "one_session":
                 res["sliding_window"] = {}
                 for b in budgets:
@@ -303,7 +304,7 @@ def aggregate(per: list[dict], budgets) -> dict:
                 **{m: mean(r[layout]["session"][m] for r in rs) for m in ("any@5", "any@10", "all@5", "all@10")},
                 "turn@10": mean(r[layout]["turn@10"] for r in rs),
                 "prompt": {str(b): mean(r[layout]["prompt"][str(b)] for r in rs) for b in budgets},
-                "prompt_no_dates@4000": mean(r[layout]["prompt_no_dates@4000"] for r in rs),
+                "prompt_dates@4000": mean(r[layout]["prompt_dates@4000"] for r in rs),
             }
         g["sliding_window"] = {str(b): mean(r["one_session"]["sliding_window"][str(b)] for r in rs) for b in budgets}
         g["mempalace_raw"] = {m: mean(r["mempalace_raw"]["session"][m] for r in rs if "mempalace_raw" in r)
@@ -313,7 +314,7 @@ def aggregate(per: list[dict], budgets) -> dict:
     for layout in LAYOUTS:
         cost[layout] = {
             "label_tokens@4000": mean(r[layout]["label_tokens"]["4000"] for r in per if "4000" in r[layout]["label_tokens"]),
-            "label_tokens_no_dates@4000": mean(r[layout]["label_tokens_no_dates@4000"] for r in per),
+            "label_tokens_dates@4000": mean(r[layout]["label_tokens_dates@4000"] for r in per),
             "search_ms_p50": round(statistics.median(r[layout]["search_ms"] for r in per), 1),
         }
     out["cost"] = cost
@@ -348,11 +349,11 @@ def tables(result: dict) -> str:
     crows = []
     for layout in LAYOUTS:
         c = agg["cost"][layout]
-        crows.append([layout, a[layout]["prompt"]["4000"], a[layout]["prompt_no_dates@4000"],
-                      c["label_tokens@4000"], c["label_tokens_no_dates@4000"], c["search_ms_p50"]])
-    parts.append("**Date and conversation labels at 4,000 tokens** (labels on: recalled units say their day once "
-                 "recall spans several days or chats, and their chat when it is another; off: only other chats "
-                 "are named, and dates only when the question asks about time)\n\n" + markdown_table(
+        crows.append([layout, a[layout]["prompt_dates@4000"], a[layout]["prompt"]["4000"],
+                      c["label_tokens_dates@4000"], c["label_tokens@4000"], c["search_ms_p50"]])
+    parts.append("**Date and conversation labels at 4,000 tokens** (on: recalled units say their day once "
+                 "recall spans several days or chats, and their chat when it is another; off, the default: only "
+                 "other chats are named, and dates only when the question asks about time)\n\n" + markdown_table(
                      ["layout", "evidence, labels on", "labels off", "label tokens per prompt, on", "off",
                       "search p50 ms"], crows))
     return "\n\n".join(parts)
