@@ -96,12 +96,8 @@ def _store_defaults(cfg: Config) -> Config:
     """``cfg`` with the store's ragmem.toml / RAGMEM_NAMESPACE / RAGMEM_SESSION where options left "default"."""
     from ragmem.config import load_config
 
-    sc = load_config(cfg.store)
-    return replace(
-        cfg,
-        namespace=sc.namespace if cfg.namespace == "default" and sc.namespace else cfg.namespace,
-        session=sc.session if cfg.session == "default" and sc.session else cfg.session,
-    )
+    namespace, session = load_config(cfg.store).scope(cfg.namespace, cfg.session)
+    return replace(cfg, namespace=namespace, session=session)
 
 
 def _emit(cfg: Config, data: Any, human: Callable[[], Iterable[str]] | str | None = None) -> None:

@@ -45,6 +45,13 @@ class StoreConfig:
     namespace: str | None = None
     session: str | None = None
 
+    def scope(self, namespace: str, session: str) -> tuple[str, str]:
+        """``(namespace, session)`` with this configuration's where the caller left them at ``"default"``."""
+        return (
+            self.namespace if namespace == "default" and self.namespace else namespace,
+            self.session if session == "default" and self.session else session,
+        )
+
     def make_embedder(self) -> Any:
         """The configured embedder, built; ``None`` when none is configured."""
         if not self.embedder:

@@ -247,9 +247,8 @@ def build_server(
     store = store or os.environ.get("RAGMEM_STORE") or DEFAULT_STORE
     from ragmem.config import load_config
 
-    sc = load_config(store)  # the store's ragmem.toml and RAGMEM_* variables fill what was left "default"
-    namespace = sc.namespace if namespace == "default" and sc.namespace else namespace
-    session = sc.session if session == "default" and sc.session else session
+    # the store's ragmem.toml and RAGMEM_* variables fill what was left "default", as in the CLI
+    namespace, session = load_config(store).scope(namespace, session)
     memories = _Memories(store, namespace, session, memory_kwargs)
     from ragmem import __version__
 

@@ -802,13 +802,23 @@ class Memory:
         m = self.get(message_id)  # this namespace only: another's id is MessageNotFound, and nothing changes
         unit_id = self._log.unit_ids_of(self.namespace, [m.id])[m.id]
         ids = [x.id for x in self._log.unit_messages(self.namespace, m.session, [unit_id])]
-        with self._lock:  # no indexing may run between the tombstone and the purge
-            self._log.mark_deleted(self.namespace, ids)
+        self._tombstone(lambda: self._log.mark_deleted(self.namespace, ids), wait)
+        return ids
+
+    def _tombstone(self, mark: Callable[[], Any], wait: bool) -> Any:
+        """Run ``mark`` (a tombstoning log transaction), then purge now or leave it to the next read.
+
+        Every forget goes through here: no indexing may run between the
+        tombstones and the purge, and ``wait=False`` hands the purge to the
+        next search or prompt (of this or any later process).
+        """
+        with self._lock:
+            result = mark()
             if wait:
                 self.finish_forgets()
             else:
-                self._health["purge"] = True  # the next search or prompt finishes it
-        return ids
+                self._health["purge"] = True
+        return result
 
     def forget_session(self, session: str | None = None, *, wait: bool = True) -> int:
         """Forget a whole session (this one by default): its messages, state and summary. Returns the count.
@@ -818,13 +828,7 @@ class Memory:
         ``wait=False``, by the next search or prompt (see :meth:`forget`).
         """
         session = self.session if session is None else validate.name(session, "session")
-        with self._lock:  # no indexing may run between the tombstones and the purge
-            n = self._log.forget_session(self.namespace, session)
-            if wait:
-                self.finish_forgets()
-            else:
-                self._health["purge"] = True  # the next search or prompt finishes it
-        return n
+        return self._tombstone(lambda: self._log.forget_session(self.namespace, session), wait)
 
     def forget_where(
         self,
@@ -871,12 +875,7 @@ class Memory:
                 doomed += [m.id for m in self._log.unit_messages(self.namespace, name, units)]
         if not doomed:
             return []
-        with self._lock:  # no indexing may run between the tombstones and the purge
-            self._log.mark_deleted(self.namespace, doomed)
-            if wait:
-                self.finish_forgets()
-            else:
-                self._health["purge"] = True
+        self._tombstone(lambda: self._log.mark_deleted(self.namespace, doomed), wait)
         return doomed
 
     def finish_forgets(self) -> int:
