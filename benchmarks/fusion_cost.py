@@ -3,7 +3,7 @@
 The store is grown to ``--size`` messages in sessions of 1,000 (100 sessions at
 100,000) exactly as ``benchmarks/speed.py`` grows it; then the same questions
 are asked of session ``s000`` with the default fused recall and with recall
-switched to dense only (``ragmem.recall.DENSE_WEIGHT = 1.0``), alternating
+switched to dense only (``ragmem._recall.DENSE_WEIGHT = 1.0``), alternating
 question by question so both see the same machine. The lexical retriever's own
 share of a fused prompt (``recall.lexical_candidates``: tokenising, document
 frequencies, the FTS5 query) is timed as well, as ``lexical``.

@@ -40,8 +40,8 @@ def corpora(lme_chats: int, locomo_turns: int) -> dict[str, list[dict]]:
 def measure(messages: list[dict], rounds: int) -> dict:
     from ragmem import Memory
     from ragmem.embed import default_embedder
-    from ragmem.indexing import document_text
-    from ragmem.messages import parse_message
+    from ragmem._indexing import document_text
+    from ragmem._messages import parse_message
 
     emb = default_embedder()
     chunks = [c for m in messages for c in emb.chunk(document_text(parse_message(m)))]

@@ -186,7 +186,7 @@ _LABEL = re.compile(r"^\[(from conversation .*, )?\d{4}-\d\d-\d\d \(\w+\)\]$")
 
 def label_tokens(ctx, counter) -> int:
     """Tokens the date/conversation labels cost in a prompt (label notes, or label lines of text recall)."""
-    from ragmem.tokens import count_message
+    from ragmem._tokens import count_message
 
     n = 0
     for m in ctx.messages:
@@ -203,7 +203,7 @@ def run_question(q: dict, quick: bool, embedder, raw_encode, budgets) -> dict:
 
     from ragmem import Memory
 
-    assemble_mod = importlib.import_module("ragmem.assemble")  # the module (the package exports a function too)
+    assemble_mod = importlib.import_module("ragmem._assemble")  # the module (the package exports a function too)
 
     keep, turns = history(q, quick)
     chat_of = {t["id"]: t["chat_id"] for t in turns}

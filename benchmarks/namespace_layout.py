@@ -36,7 +36,7 @@ LAYOUTS = ("per_session", "per_session+namespace")
 
 def grow(path: Path, layout: str, sessions: int, per: int, embedder, texts) -> dict:
     from ragmem import Memory
-    from ragmem.store import VectorIndex, make_client
+    from ragmem._store import VectorIndex, make_client
 
     mem = Memory(path, session="s0000", embedder=embedder, summarizer=False)
     client = make_client(path=str(path / "chroma"))

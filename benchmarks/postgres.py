@@ -236,14 +236,14 @@ def phase_lexical(pg, convs) -> dict:
     import psycopg
 
     from benchmarks.recall_locomo import pick_questions, recall_at_k, unique
-    from ragmem import lexical
-    from ragmem.indexing import lexical_rows
-    from ragmem.messages import parse_message
-    from ragmem.store import PostgresLog
+    from ragmem import _lexical as lexical
+    from ragmem._indexing import lexical_rows
+    from ragmem._messages import parse_message
+    from ragmem._store import PostgresLog
 
     url = pg.url + "?schema=bench_lex"
     lg = PostgresLog(url)
-    from ragmem.store import open_log
+    from ragmem._store import open_log
 
     sqlite = open_log(Path(tempfile.mkdtemp(prefix="ragmem-lex-")))  # today's FTS5 bm25, the reference
     scores: dict[str, list[float]] = {"fts5_bm25_sqlite": [], "bm25": [], "ts_rank": [], "ts_rank_cd": [],

@@ -3,7 +3,7 @@
 The tuning harness of the recall issue: each LoCoMo conversation is ingested
 once into a cached store (``--cache``, default a temp folder), then every
 question with evidence is asked under each recall configuration (the
-constants of :mod:`ragmem.recall`, switched in-process), printing the ablation
+constants of :mod:`ragmem._recall`, switched in-process), printing the ablation
 table: recall@5/@10/@50 overall and per category, evidence in the prompt at
 2,000 tokens overall and per category, the share of prompts whose recall
 shows each message's time ("dated", for the temporal category and overall),
@@ -23,7 +23,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from ragmem.assemble import RECALL_HEADER
+from ragmem._assemble import RECALL_HEADER
 
 from .common import log, markdown_table
 from .locomo import CATEGORIES, load_conversations
@@ -33,7 +33,7 @@ KS = (5, 10, 50)
 BUDGET = 2000
 
 #: Recall settings to compare: overrides of module constants, ``"module.NAME": value``
-#: (a bare ``NAME`` means :mod:`ragmem.recall`).
+#: (a bare ``NAME`` means :mod:`ragmem._recall`).
 CONFIGS: dict[str, dict] = {
     "dense": {"DENSE_WEIGHT": 1.0, "NEIGHBOUR_WEIGHT": 0.0},
     "fused": {"DENSE_WEIGHT": 0.3, "NEIGHBOUR_WEIGHT": 0.0},

@@ -94,7 +94,7 @@ def open_memory(path: Path, session: str):
 
 def token_counter():
     """ragmem's own prompt counter, so every method's budget is the same."""
-    from ragmem.tokens import count_messages, default_counter
+    from ragmem._tokens import count_messages, default_counter
 
     counter = default_counter()
     return lambda msgs: count_messages(counter, msgs)

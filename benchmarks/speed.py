@@ -180,7 +180,7 @@ def bench_single_add(store: Path, n: int) -> dict:
 def bench_tokens(convs: list[Conversation]) -> dict:
     """ragmem's chat-format count over every turn, against raw tiktoken encode."""
     import tiktoken
-    from ragmem.tokens import count_messages, default_counter
+    from ragmem._tokens import count_messages, default_counter
 
     msgs = [t.to_openai() for c in convs for t in c.turns]
     texts = [m["content"] for m in msgs]

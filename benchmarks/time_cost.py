@@ -1,11 +1,11 @@
 """What time as data costs: ingest with and without date terms, and ``prompt()`` at scale, in one run.
 
 * ingest: the turns of LoCoMo conv-26 and conv-30 go through ``Memory.add_many``
-  into a fresh store, alternately with ``ragmem.indexing.TIME_TERMS`` on and
+  into a fresh store, alternately with ``ragmem._indexing.TIME_TERMS`` on and
   off, ``--reps`` times each; the figure is the median seconds of each.
 * prompt: a store grown to ``--size`` messages as ``benchmarks/speed.py`` grows
   it; the same questions are asked of session ``s000`` alternately with the
-  query's date terms (``ragmem.recall.QUERY_DATES``) on and off. The
+  query's date terms (``ragmem._recall.QUERY_DATES``) on and off. The
   short-history check of ``prompt()`` reads no row for a session longer than
   the budget can hold, so it is in both figures.
 
@@ -26,7 +26,7 @@ from .speed import PROMPT_BUDGET, grow_store, session_name, timed_questions
 
 
 def ingest(reps: int) -> dict:
-    from ragmem import Memory, indexing
+    from ragmem import Memory, _indexing as indexing
     from ragmem.embed import default_embedder
     from ragmem.locomo import load_conversations
 

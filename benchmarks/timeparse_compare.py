@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from datetime import date, datetime
 
-from ragmem import timeparse
+from ragmem import _timeparse as timeparse
 
 from .locomo import load_conversations
 
@@ -89,7 +89,7 @@ def cost(fn, turns) -> float:
 def main() -> None:
     convs = [c for c in load_conversations() if c.sample in ("conv-26", "conv-30", "conv-41")]
     turns = [t for c in convs for t in c.turns]
-    for name, fn in (("ragmem.timeparse", ours), ("dateparser.search_dates", theirs)):
+    for name, fn in (("ragmem._timeparse", ours), ("dateparser.search_dates", theirs)):
         acc, wrong = accuracy(fn)
         us = cost(fn, turns[:300] if name.startswith("date") else turns)  # dateparser is slow: a slice
         print(f"{name}: accuracy {acc:.3f} ({len(CASES) - len(wrong)}/{len(CASES)}), {us:,.0f} us per message")

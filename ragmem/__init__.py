@@ -3,10 +3,10 @@
 >>> from ragmem import Memory  # doctest: +SKIP
 """
 
-from .aio import AsyncMemory
-from .assemble import Budget, assemble, assemble_baseline
+from ._aio import AsyncMemory
+from ._assemble import Budget, assemble, assemble_baseline
 from .embed import Embedder, SentenceTransformerEmbedder
-from .errors import (
+from ._errors import (
     BudgetTooSmall,
     EmbeddingMismatch,
     InvalidMessage,
@@ -18,13 +18,13 @@ from .errors import (
     StoreError,
     UsageError,
 )
-from .memory import Memory, PinnedState, SessionInfo
-from .messages import Message, ToolCall, from_anthropic, parse_message, to_anthropic
-from .recall import Hit
-from .summary import ExtractiveSummarizer, LLMSummarizer, OpenAICompatibleSummarizer, Summarizer
-from .tokens import TiktokenCounter, TokenCounter
-from .trace import BudgetMonitor, Context, DropTrace, Trace, UnitTrace
-from .units import Unit, group_units
+from ._memory import Memory, PinnedState, SessionInfo
+from ._messages import Message, ToolCall, from_anthropic, parse_message, to_anthropic
+from ._recall import Hit
+from ._summary import ExtractiveSummarizer, LLMSummarizer, OpenAICompatibleSummarizer, Summarizer
+from ._tokens import TiktokenCounter, TokenCounter
+from ._trace import BudgetMonitor, Context, DropTrace, Trace, UnitTrace
+from ._units import Unit, group_units
 
 __version__ = "0.1.0"
 

@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 from typing import Any, Literal, Protocol, Sequence, runtime_checkable
 
-from .errors import MissingDependency, StoreError
+from ._errors import MissingDependency, StoreError
 
 Kind = Literal["document", "query"]
 
@@ -44,10 +44,10 @@ class Embedder(Protocol):
 def as_vectors(result: Any, n: int, name: str = "embedder") -> list[list[float]]:
     """An embedder's result as plain lists of floats: numpy arrays (2-D, or a list of 1-D) are accepted.
 
-    Raises :class:`~ragmem.errors.StoreError` naming the embedder when the
+    Raises :class:`~ragmem._errors.StoreError` naming the embedder when the
     result is not ``n`` vectors of one length.
     """
-    from ragmem.errors import StoreError
+    from ragmem._errors import StoreError
 
     if hasattr(result, "tolist"):
         result = result.tolist()

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Literal, Sequence
 
 from .embed import DEFAULT_MODEL, DEFAULT_MODEL_SHA256, Kind, bundled_model_path, split_by_offsets
-from .errors import MissingDependency, StoreError
+from ._errors import MissingDependency, StoreError
 
 PROBE = [
     "The DB pool keeps dropping connections after the deploy.",

@@ -53,7 +53,7 @@ def test_malformed_json_in_import_file(tmp_path, store):
     """The JSONL import path: a broken line is reported with its line number; nothing is imported."""
     from click.testing import CliRunner
 
-    from ragmem.cli import cli
+    from ragmem._cli import cli
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps(GOOD[0] | {"id": "new0"}) + "\n" + '{"role": "user", "content": "unterminated\n')

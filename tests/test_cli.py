@@ -16,7 +16,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from ragmem.cli import cli, main  # noqa: E402
+from ragmem._cli import cli, main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "conv-26.json"
@@ -437,7 +437,7 @@ def _python(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 NO_TORCH = """
 import sys
-from ragmem.cli import main
+from ragmem._cli import main
 try:
     main({args!r})
 except SystemExit as e:
@@ -466,7 +466,7 @@ def test_model_free_commands_do_not_import_torch(store, args):
 
 def test_console_script_errors_exit_1_without_traceback(store):
     proc = subprocess.run(
-        [sys.executable, "-m", "ragmem.cli", "show", "message", "nope"],
+        [sys.executable, "-m", "ragmem", "show", "message", "nope"],
         capture_output=True, text=True, env={**os.environ, "RAGMEM_STORE": str(store), "HF_HUB_OFFLINE": "1"}, timeout=300,
     )
     assert proc.returncode == 1
@@ -525,7 +525,7 @@ def test_reingest_with_tool_calls_and_repeated_lines_is_idempotent(store, histor
 
 
 def test_content_ids_are_stable_and_distinct():
-    from ragmem.loaders import content_ids
+    from ragmem._loaders import content_ids
 
     msgs = [{"role": "user", "content": "ok"}, {"role": "user", "content": "ok"},
             {"role": "assistant", "content": "ok"}, {"role": "user", "content": "ok", "id": "mine"}]

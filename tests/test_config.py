@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from ragmem import Memory
-from ragmem.cli import cli
-from ragmem.config import load_config, load_embedder
-from ragmem.errors import EmbeddingMismatch, UsageError
+from ragmem._cli import cli
+from ragmem._config import load_config, load_embedder
+from ragmem._errors import EmbeddingMismatch, UsageError
 
 EMBEDDER_MODULE = textwrap.dedent('''
     import hashlib
@@ -135,7 +135,7 @@ def test_search_min_score(mem):
 def test_forget_where_expires_by_time_role_and_metadata_keeping_units_whole(tmp_path, embedder):
     from datetime import datetime, timezone
 
-    from ragmem.errors import UsageError
+    from ragmem._errors import UsageError
 
     old, new = datetime(2023, 1, 1, tzinfo=timezone.utc), datetime(2025, 1, 1, tzinfo=timezone.utc)
     mem = Memory(tmp_path / "fw", embedder=embedder, session="a")

@@ -82,7 +82,7 @@ def agree(mem: Memory) -> None:
 def test_crash_inside_reindex_is_repaired_on_open(tmp_path, hash_embedder, monkeypatch):
     """reindex() drops the collection, then rebuilds it: a crash in between must not leave
     messages flagged as indexed that the index no longer holds."""
-    import ragmem.memory
+    import ragmem._memory
 
     mem = Memory(tmp_path / "s", embedder=hash_embedder)
     mem.add_many([{"role": "user", "content": f"turn {i} about pools"} for i in range(20)])
@@ -90,7 +90,7 @@ def test_crash_inside_reindex_is_repaired_on_open(tmp_path, hash_embedder, monke
     def die(*a, **k):
         raise KeyboardInterrupt("simulated kill -9 inside reindex")
 
-    monkeypatch.setattr(ragmem.memory, "index_messages", die)
+    monkeypatch.setattr(ragmem._memory, "index_messages", die)
     with pytest.raises(KeyboardInterrupt):
         mem.reindex()
     monkeypatch.undo()
@@ -151,7 +151,7 @@ print("ACK", flush=True)
 
 
 def _batch(ids: str) -> list[dict]:
-    from ragmem.loaders import content_ids
+    from ragmem._loaders import content_ids
 
     batch = [{"role": "user", "content": f"retry me {i}: the pool size is {i}"} for i in range(6)]
     batch.append({"role": "assistant", "content": None, "tool_calls": [

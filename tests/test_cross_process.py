@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from ragmem import Memory, StoreError
-from ragmem.consistency import ORPHAN_GRACE, REFRESH_INTERVAL
-from ragmem.recall import embed_query
+from ragmem._consistency import ORPHAN_GRACE, REFRESH_INTERVAL
+from ragmem._recall import embed_query
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
@@ -64,8 +64,8 @@ def test_embedded_reader_sees_vectors_another_process_added(tmp_path, embedder):
 
 LEAVE_UNINDEXED = """
 import os, signal, sys
-from ragmem.messages import parse_message
-from ragmem.store import MessageLog
+from ragmem._messages import parse_message
+from ragmem._store import MessageLog
 log = MessageLog(sys.argv[1])
 log.append("default", "s", [parse_message({"role": "user", "content": "the orphan about the harbour crane", "id": "orphan"})])
 os.kill(os.getpid(), signal.SIGKILL)  # dies between the log commit and the index write

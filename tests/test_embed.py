@@ -147,7 +147,7 @@ def test_chunks_fit_the_window_and_cover_the_text():
 
 
 def test_chunk_ids_are_the_message_id_then_numbered():
-    from ragmem.store.index import chunk_id, message_of_chunk
+    from ragmem._store.index import chunk_id, message_of_chunk
 
     # computed per chunk in constant time (an earlier version rebuilt the whole list per chunk: quadratic)
     assert [chunk_id("m1", i) for i in range(3)] == ["m1#0", "m1#1", "m1#2"]

@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 from ragmem import Memory
-from ragmem.cli import cli
-from ragmem.errors import InvalidMessage
-from ragmem.exports import detect_export, from_chatgpt, from_claude, import_export
+from ragmem._cli import cli
+from ragmem._errors import InvalidMessage
+from ragmem._exports import detect_export, from_chatgpt, from_claude, import_export
 
 
 def _node(ident, parent, children, role=None, text=None, t=None, kind="text", hidden=False):

@@ -68,7 +68,7 @@ def test_embedded_refreshes_leak_no_file_handles(tmp_path, hash_embedder):
     reader.add({"role": "user", "content": "first"})
     reader.search("first")
     other = Memory(tmp_path / "s", embedder=hash_embedder)  # another connection: its commits count as others'
-    from ragmem import consistency
+    from ragmem import _consistency as consistency
 
     def rounds(n: int) -> None:
         for i in range(n):
@@ -190,7 +190,7 @@ def read_only_store(tmp_path, embedder):
 
 
 def test_read_only_store_opens_for_reading_and_refuses_writes_clearly(read_only_store, embedder):
-    from ragmem.store.faults import ReadOnlyStore
+    from ragmem._store.faults import ReadOnlyStore
 
     mem = Memory(read_only_store, session="s1", embedder=embedder, window=2)
     hits = mem.search("when does the pump arrive", k=2)
@@ -223,7 +223,7 @@ def test_cli_reads_a_read_only_store(read_only_store):
 
 
 def _vector_hit(mem: Memory, text: str) -> str:
-    from ragmem.recall import embed_query
+    from ragmem._recall import embed_query
 
     return mem.index.query(mem.namespace, embed_query(mem.embedder, text), 1, sessions=[mem.session])[0].message_id
 
@@ -239,7 +239,7 @@ def _store_with_history(path: Path, embedder) -> dict[str, str]:
 
 @pytest.mark.parametrize("damage", ["deleted", "emptied", "garbage header", "garbage inside"])
 def test_lost_or_damaged_embedded_index_is_said_and_rebuilt_from_the_log(tmp_path, embedder, damage):
-    from ragmem.store.faults import IndexRebuilt
+    from ragmem._store.faults import IndexRebuilt
 
     ids = _store_with_history(tmp_path / "s", embedder)
     db = tmp_path / "s" / "chroma" / "chroma.sqlite3"
@@ -269,7 +269,7 @@ def test_lost_or_damaged_embedded_index_is_said_and_rebuilt_from_the_log(tmp_pat
 def test_repair_full_rebuilds_a_damaged_index_in_a_running_process(tmp_path, embedder):
     """The index is damaged while a process has the store open but has not opened Chroma yet."""
     ids = _store_with_history(tmp_path / "s", embedder)
-    from ragmem.store.faults import IndexRebuilt
+    from ragmem._store.faults import IndexRebuilt
 
     mem = Memory(tmp_path / "s", session="s1", embedder=embedder)
     db = tmp_path / "s" / "chroma" / "chroma.sqlite3"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ragmem import InvalidMessage, Memory, MessageNotFound
-from ragmem.store.index import collection_name, make_client
+from ragmem._store.index import collection_name, make_client
 
 
 def tombstones(store: Path) -> int:
@@ -107,7 +107,7 @@ def test_forget_session_waited_drops_the_collection(tmp_path, embedder):
 
 
 def _cli(store: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ragmem.cli", "--store", str(store), "--json", *args],
+    return subprocess.run([sys.executable, "-m", "ragmem", "--store", str(store), "--json", *args],
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
 
@@ -141,7 +141,7 @@ def test_cli_forget_does_not_import_chroma(tmp_path, embedder):
     ids = [m.id for m in mem.add_many(TURNS)]
     mem.close()
     code = (
-        "import sys\nfrom ragmem.cli import main\n"
+        "import sys\nfrom ragmem._cli import main\n"
         f"try:\n    main(['--store', {str(store)!r}, 'forget', 'message', {ids[0]!r}, '--session', 'e'])\n"
         "except SystemExit as e:\n    assert not e.code, e.code\n"
         "heavy = sorted(m for m in ('chromadb', 'torch', 'onnxruntime') if m in sys.modules)\n"

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from conftest import HashEmbedder
 from ragmem import BudgetTooSmall, Memory
-from ragmem.tokens import count_messages, default_counter
+from ragmem._tokens import count_messages, default_counter
 
 WORDS = ["pool", "deploy", "teal", "lisbon", "rain", "index", "crash", "budget", "tool", "ok", "42", "naïve", "日本"]
 text = st.one_of(

@@ -14,7 +14,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from ragmem import Memory  # noqa: E402
-from ragmem.errors import MissingDependency  # noqa: E402
+from ragmem._errors import MissingDependency  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -428,7 +428,7 @@ def test_langchain_agent_middleware_keeps_the_model_input_within_budget(tmp_path
     from langgraph.checkpoint.memory import InMemorySaver
     from ragmem.integrations.langchain import from_langchain
     from ragmem.integrations.langgraph import RagmemMiddleware
-    from ragmem.tokens import count_messages
+    from ragmem._tokens import count_messages
 
     seen: list = []
 
@@ -516,7 +516,7 @@ def _recording_mock_llm(seen):
 def test_llamaindex_memory_keeps_the_model_input_within_token_limit(tmp_path):
     from llama_index.core.chat_engine import SimpleChatEngine
     from ragmem.integrations.llamaindex import RagmemMemory, from_llamaindex
-    from ragmem.tokens import count_messages
+    from ragmem._tokens import count_messages
 
     seen: list = []
     mem = Memory(tmp_path / "li", session="engine")
@@ -532,7 +532,7 @@ def test_llamaindex_memory_keeps_the_model_input_within_token_limit(tmp_path):
 
 def test_llamaindex_get_without_a_turn_is_budgeted(mem):
     from ragmem.integrations.llamaindex import RagmemMemory, from_llamaindex
-    from ragmem.tokens import count_messages
+    from ragmem._tokens import count_messages
 
     memory = RagmemMemory.from_defaults(memory=mem, token_limit=300)
     for i in range(40):
@@ -569,7 +569,7 @@ def test_llamaindex_memory_block_recalls_ejected_turns(tmp_path):
     from llama_index.core.chat_engine import SimpleChatEngine
     from llama_index.core.memory import Memory as LlamaMemory
     from ragmem.integrations.llamaindex import RagmemMemoryBlock, from_llamaindex
-    from ragmem.tokens import count_messages
+    from ragmem._tokens import count_messages
 
     seen: list = []
     mem = Memory(tmp_path / "blk", session="blk")
@@ -593,7 +593,7 @@ def test_openai_agents_run_config_keeps_the_model_input_within_budget(tmp_path):
     from agents.usage import Usage
     from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
     from ragmem.integrations.openai_agents import RagmemSession, items_to_messages
-    from ragmem.tokens import count_messages
+    from ragmem._tokens import count_messages
 
     set_tracing_disabled(True)
     seen: list = []

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ragmem import BudgetTooSmall, assemble, assemble_baseline, group_units, parse_message
-from ragmem.tokens import count_messages, default_counter
-from ragmem.assemble import RECALL_HEADER, count_anthropic, render_state
+from ragmem._tokens import count_messages, default_counter
+from ragmem._assemble import RECALL_HEADER, count_anthropic, render_state
 
 COUNTER = default_counter()
 WORDS = st.sampled_from("pool size connection timeout deploy error retry the a we set to 20 5 ok why".split())

@@ -334,8 +334,8 @@ def test_names_with_control_characters_are_refused(tmp_path, bad, kind):
 
 def test_collection_and_scope_keys_are_injective():
     """No two (store, namespace, session) share a collection or a lexical scope term, whatever they hold."""
-    from ragmem.lexical import scope_token
-    from ragmem.store.index import collection_name
+    from ragmem._lexical import scope_token
+    from ragmem._store.index import collection_name
 
     triples = [
         (st_, ns, s)
@@ -431,7 +431,7 @@ def test_cli_calls_stay_in_their_namespace(tmp_path, embedder):
     import contextlib
     import io
 
-    from ragmem.cli import main
+    from ragmem._cli import main
 
     store = tmp_path / "s"
     a = _two_tenants(store, embedder)

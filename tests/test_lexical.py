@@ -11,8 +11,8 @@ import Stemmer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragmem import Memory, lexical
-from ragmem.lexical import match_query, scope_token, tokenize
+from ragmem import Memory, _lexical as lexical
+from ragmem._lexical import match_query, scope_token, tokenize
 
 
 @pytest.mark.parametrize(
@@ -95,7 +95,7 @@ def test_fts5_available():
 
 def test_cached_frequencies_never_hide_a_word_that_just_arrived(tmp_path, hash_embedder):
     from ragmem import Memory
-    from ragmem.recall import lexical_candidates
+    from ragmem._recall import lexical_candidates
 
     mem = Memory(tmp_path / "s", embedder=hash_embedder)
     mem.add({"role": "user", "content": "the weather is fine"}, id="w")

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from ragmem.store.filters import RowFilter
+from ragmem._store.filters import RowFilter
 
-from ragmem import lexical
-from ragmem.errors import InvalidMessage, OrphanToolResult, SchemaVersionError, StoreError
-from ragmem.messages import Message, ToolCall
-from ragmem.store import PostgresLog, open_log
+from ragmem import _lexical as lexical
+from ragmem._errors import InvalidMessage, OrphanToolResult, SchemaVersionError, StoreError
+from ragmem._messages import Message, ToolCall
+from ragmem._store import PostgresLog, open_log
 
 pytestmark = pytest.mark.postgres
 
@@ -96,8 +96,8 @@ def test_state_summary_meta_and_store_id(log):
     assert log.get_summary("ns", "s") == ("text", 4, ["a", "b"])
     log.set_meta("k", "v1")
     log.set_meta("k", "v2")
-    from ragmem.store import pglog
-    from ragmem.store.migrations import SCHEMA_VERSION
+    from ragmem._store import pglog
+    from ragmem._store.migrations import SCHEMA_VERSION
 
     expected = pglog.SCHEMA_VERSION if isinstance(log, pglog.PostgresLog) else SCHEMA_VERSION
     assert log.meta("k") == "v2" and log.meta("schema_version") == str(expected)
@@ -161,7 +161,7 @@ def test_pending_index_and_flags(log):
 def test_migrations_are_recorded_and_a_newer_store_is_refused(pg_url):
     import psycopg
 
-    from ragmem.store.pglog import split_url
+    from ragmem._store.pglog import split_url
 
     lg = PostgresLog(pg_url)
     assert lg.migrations() == [1]

@@ -159,7 +159,7 @@ def test_mcp_server_end_to_end(tmp_path):
             assert "OrphanToolResult" in orphan
 
         # the data outlives the server process
-        async with connect(store, sys.executable, "-m", "ragmem.cli", "--session", "ops", "mcp") as s:
+        async with connect(store, sys.executable, "-m", "ragmem", "--session", "ops", "mcp") as s:
             hits = (await call(s, "search_memory", query="redis maxmemory", k=2, all_sessions=True))["hits"]
             assert hits and hits[0]["session"] == "ops"
             assert (await call(s, "get_pinned_state"))["state"]["deadline"] == "friday"
@@ -181,7 +181,7 @@ def test_docs_client_configurations_are_valid_json():
 
 
 def test_mcp_results_are_compact_and_get_context_fits_its_budget(tmp_path):
-    from ragmem.tokens import default_counter
+    from ragmem._tokens import default_counter
 
     counter = default_counter()
     history = []

@@ -10,7 +10,7 @@ import pytest
 from ragmem import (
     BudgetTooSmall, InvalidMessage, Memory, MessageNotFound, OrphanToolResult, StoreError,
 )
-from ragmem.tokens import count_messages
+from ragmem._tokens import count_messages
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
 

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 from ragmem import InvalidMessage, from_anthropic, parse_message, to_anthropic
-from ragmem.messages import clip_marker, message_from_record
+from ragmem._messages import clip_marker, message_from_record
 
 
 def test_openai_message_round_trips_through_a_record():

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from ragmem import Memory, MessageNotFound
-from ragmem.errors import SchemaVersionError, StoreError
-from ragmem.store import migrations
-from ragmem.store.index import INDEX_SCHEMA, make_client
-from ragmem.store.log import MessageLog
-from ragmem.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from ragmem._errors import SchemaVersionError, StoreError
+from ragmem._store import migrations
+from ragmem._store.index import INDEX_SCHEMA, make_client
+from ragmem._store.log import MessageLog
+from ragmem._store.migrations import MIGRATIONS, SCHEMA_VERSION
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store_v1"
 EXPECTED = json.loads((FIXTURE.parent / "store_v1.expected.json").read_text())
@@ -132,8 +132,8 @@ def test_an_old_store_is_migrated_in_place_and_everything_still_works(old_store,
 
 _KILLER = """
 import os, signal, sys
-from ragmem.store import migrations
-from ragmem.store.log import MessageLog
+from ragmem._store import migrations
+from ragmem._store.log import MessageLog
 
 AT = int(sys.argv[2])
 real = migrations.MIGRATIONS[1]
@@ -217,7 +217,7 @@ def test_a_log_from_a_newer_ragmem_is_refused_untouched(tmp_path):
 
 def test_only_this_stores_older_layout_collections_are_dropped(tmp_path):
     """On a shared Chroma, re-indexing one store never drops another store's collections."""
-    from ragmem.store.index import VectorIndex, collection_name
+    from ragmem._store.index import VectorIndex, collection_name
 
     client = make_client(path=str(tmp_path / "chroma"))
     mine, theirs = VectorIndex(client, "e", store_id="mine"), VectorIndex(client, "e", store_id="theirs")

@@ -75,7 +75,7 @@ def test_postgres_restart_mid_run_is_retried_transparently(tmp_path, pg_instance
 
 
 def test_server_down_longer_than_the_retry_window_is_a_clear_retryable_error(tmp_path, pg_instance, monkeypatch):
-    from ragmem.store.pglog import PostgresLog
+    from ragmem._store.pglog import PostgresLog
 
     mem = Memory(tmp_path / "h", log_url=pg_instance.url, embedder=HashEmbedder())
     mem.add({"role": "user", "content": "before the outage"}, id="a")
@@ -101,7 +101,7 @@ def test_memory_reports_wrong_credentials_and_missing_database(tmp_path, pg_serv
 
 
 def test_migrate_moves_an_embedded_store_to_postgres_and_a_chroma_server(tmp_path, pg_url, chroma_server, embedder):
-    from ragmem.cli import main
+    from ragmem._cli import main
 
     src = Memory(tmp_path / "store", session="s1", embedder=embedder, window=2)
     src.add_many([
@@ -133,7 +133,7 @@ def test_migrate_moves_an_embedded_store_to_postgres_and_a_chroma_server(tmp_pat
 def test_cli_takes_the_log_url_as_a_flag_or_from_the_environment(tmp_path, pg_url, monkeypatch, capsys):
     import json
 
-    from ragmem.cli import main
+    from ragmem._cli import main
 
     turns = tmp_path / "turns.jsonl"
     turns.write_text("\n".join(json.dumps({"role": "user", "content": f"turn {i} about the pool", "id": f"c{i}"})

@@ -23,7 +23,7 @@ def test_importing_ragmem_loads_no_heavy_dependency():
 def test_opening_a_store_loads_no_tokenizer_or_model(tmp_path):
     """Commands that need neither (sessions, show, export, state) start fast: both load on first use."""
     from ragmem import Memory
-    from ragmem.tokens import default_counter
+    from ragmem._tokens import default_counter
 
     default_counter.cache_clear()
     mem = Memory(tmp_path / "s")

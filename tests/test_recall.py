@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import ragmem.recall as recall
+import ragmem._recall as recall
 from ragmem import group_units
-from ragmem.recall import Candidate, fuse
+from ragmem._recall import Candidate, fuse
 
 FILLER = [
     "Let's grab lunch later today.", "The weather is lovely this week.", "I watched a documentary about whales.",
@@ -85,7 +85,7 @@ def _units(*rows):
 
 
 def test_the_turn_after_a_question_or_a_tool_result_comes_along():
-    from ragmem.recall import needs_next
+    from ragmem._recall import needs_next
 
     q, short, long_, call = _units(
         {"role": "user", "content": "Where did Jon move after the startup?"},
@@ -100,7 +100,7 @@ def test_the_turn_after_a_question_or_a_tool_result_comes_along():
 
 def test_companions_are_whole_neighbouring_units_older_than_the_window(tmp_path, hash_embedder):
     from ragmem import Memory
-    from ragmem.recall import companions
+    from ragmem._recall import companions
 
     mem = Memory(tmp_path / "s", embedder=hash_embedder)
     mem.add_many([
@@ -124,7 +124,7 @@ def test_companions_are_whole_neighbouring_units_older_than_the_window(tmp_path,
 
 def test_assembly_places_a_companion_beside_its_unit_only_when_it_fits():
     from ragmem import assemble
-    from ragmem.tokens import default_counter
+    from ragmem._tokens import default_counter
 
     counter = default_counter()
     ask, reply, other, recent = _units(
@@ -170,9 +170,9 @@ def test_prompt_brings_the_reply_to_a_recalled_question(mem, monkeypatch):
 
 def test_auto_recall_format_dates_recall_when_the_turn_asks_about_time():
     from ragmem import assemble
-    from ragmem.assemble import RECALL_HEADER
-    from ragmem.recall import asks_when
-    from ragmem.tokens import default_counter
+    from ragmem._assemble import RECALL_HEADER
+    from ragmem._recall import asks_when
+    from ragmem._tokens import default_counter
 
     assert asks_when("When did Jon move to Sweden?") and asks_when("How long has Mel been painting?")
     assert asks_when("What did Tim do in May 2023?") and not asks_when("May I ask what Jon's job is?")
@@ -189,7 +189,7 @@ def test_auto_recall_format_dates_recall_when_the_turn_asks_about_time():
 
 
 def test_diversify_sinks_near_duplicates_below_distinct_units():
-    from ragmem.recall import diversify
+    from ragmem._recall import diversify
 
     a, dup, other = _units(
         {"role": "user", "content": "billing-db pool_size 37 timeout_ms 900 replicas 3"},
@@ -219,7 +219,7 @@ def test_prompt_recall_scores_carry_the_diversity_penalty(mem, monkeypatch):
 
 def _reference_mmr(ranked, weight):
     """The plain statement of diversify(): argmax of score - weight * max Jaccard to a chosen unit."""
-    from ragmem import lexical
+    from ragmem import _lexical as lexical
 
     terms = [set(lexical.tokenize(u.text)) for u, _ in ranked]
     left, overlap, out = list(range(len(ranked))), [0.0] * len(ranked), []
@@ -242,9 +242,9 @@ def _reference_mmr(ranked, weight):
 )
 def test_diversify_is_maximal_marginal_relevance(texts, scores, weight):
     """The optimised diversify() keeps the plain MMR's order and scores, ties included (it once was that loop)."""
-    from ragmem.messages import parse_message
-    from ragmem.recall import diversify
-    from ragmem.units import group_units
+    from ragmem._messages import parse_message
+    from ragmem._recall import diversify
+    from ragmem._units import group_units
 
     units = group_units([parse_message({"role": "user", "content": " ".join(t) or "-"}) for t in texts])
     ranked = list(zip(units, scores))

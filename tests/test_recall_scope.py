@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from conftest import HashEmbedder
 from ragmem import Memory, assemble, group_units, parse_message
-from ragmem.errors import UsageError
-from ragmem.store import VectorIndex, make_client
-from ragmem.store.index import INDEX_SCHEMA, NAMESPACE_SCOPE, collection_name
-from ragmem.tokens import count_messages, default_counter
+from ragmem._errors import UsageError
+from ragmem._store import VectorIndex, make_client
+from ragmem._store.index import INDEX_SCHEMA, NAMESPACE_SCOPE, collection_name
+from ragmem._tokens import count_messages, default_counter
 
 MONDAY = datetime(2023, 5, 22, 9, 0, tzinfo=timezone.utc)
 
@@ -198,7 +198,7 @@ def test_labelled_recall_keeps_every_invariant(units, budget, fmt, recall_format
     if fmt == "openai" and recall_format == "messages" and rec:
         days = {by_id[u.unit_id].messages[0].created_at.date() for u in rec}
         sessions = {by_id[u.unit_id].messages[0].session for u in rec}
-        assemble_mod = sys.modules["ragmem.assemble"]  # (the package's `assemble` function shadows the module)
+        assemble_mod = sys.modules["ragmem._assemble"]  # (the package's `assemble` function shadows the module)
 
         for u in rec:  # another conversation's unit always carries its date; this one's when DATE_LABELS is on
             first = by_id[u.unit_id].messages[0]
@@ -209,7 +209,7 @@ def test_labelled_recall_keeps_every_invariant(units, budget, fmt, recall_format
 def test_async_prompt_takes_the_scope_too(tmp_path, embedder):
     import asyncio
 
-    from ragmem.aio import AsyncMemory
+    from ragmem._aio import AsyncMemory
 
     mem = Memory(tmp_path / "s", embedder=embedder)
     _alice(mem)

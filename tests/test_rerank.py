@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ragmem import Memory
-from ragmem.errors import UsageError
-from ragmem.rerank import CrossEncoderReranker, as_reranker, rerank
+from ragmem._errors import UsageError
+from ragmem._rerank import CrossEncoderReranker, as_reranker, rerank
 
 
 @given(st.lists(st.floats(-5, 5, allow_nan=False), min_size=0, max_size=30), st.integers(0, 30),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ragmem import Memory
-from ragmem.errors import InvalidMessage
-from ragmem.messages import from_sdk
+from ragmem._errors import InvalidMessage
+from ragmem._messages import from_sdk
 
 openai_types = pytest.importorskip("openai.types.chat")
 anthropic_types = pytest.importorskip("anthropic.types")

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragmem import Memory, lexical
-from ragmem.timeparse import Period, explicit, index_terms, period_terms, query_terms, resolve
+from ragmem import Memory, _lexical as lexical
+from ragmem._timeparse import Period, explicit, index_terms, period_terms, query_terms, resolve
 
 MON = datetime(2023, 5, 8, 13, 56)  # a Monday
 SUN = datetime(2023, 5, 14, 10, 0)
@@ -72,7 +72,7 @@ def test_resolve_never_fails_and_stays_near_the_anchor(text, at):
 
 def test_a_question_about_a_date_finds_the_turn_that_said_yesterday(tmp_path, embedder, monkeypatch):
     """Every turn says "yesterday"; only the turn written on 8 May means 7 May (date terms switched on)."""
-    from ragmem import indexing
+    from ragmem import _indexing as indexing
 
     monkeypatch.setattr(indexing, "TIME_TERMS", True)
     t0 = datetime(2023, 4, 1, 12, tzinfo=timezone.utc)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ragmem import TiktokenCounter
-from ragmem.tokens import count_message, count_messages, default_counter
+from ragmem._tokens import count_message, count_messages, default_counter
 
 
 def test_offline_default_is_cl100k():

@@ -1,4 +1,4 @@
-"""The shared argument checks (ragmem.validate) and content-derived ids (ragmem.loaders.content_ids).
+"""The shared argument checks (ragmem._validate) and content-derived ids (ragmem._loaders.content_ids).
 
 Property tests: whatever a caller passes, a check either returns a usable value or raises the
 documented error, never a raw OverflowError, TypeError or RecursionError; and content ids make
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragmem import InvalidMessage, UsageError, validate
-from ragmem.loaders import content_ids
+from ragmem import InvalidMessage, UsageError, _validate as validate
+from ragmem._loaders import content_ids
 
 ANY = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=40),

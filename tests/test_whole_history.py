@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragmem import group_units
-from ragmem.assemble import RECALL_HEADER, SUMMARY_HEADER, _Costs, assemble_whole
-from ragmem.tokens import count_messages, default_counter
+from ragmem._assemble import RECALL_HEADER, SUMMARY_HEADER, _Costs, assemble_whole
+from ragmem._tokens import count_messages, default_counter
 
 from test_invariants import check_openai, histories
 

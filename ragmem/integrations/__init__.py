@@ -30,7 +30,7 @@ __all__: list[str] = []
 
 def _missing(extra: str, package: str, exc: ImportError) -> ImportError:
     """The error raised when a framework is not installed; it names the fix."""
-    from ragmem.errors import MissingDependency
+    from ragmem._errors import MissingDependency
 
     err = MissingDependency(
         f"this adapter needs {package}, which is not installed: pip install 'ragmem[{extra}]'"

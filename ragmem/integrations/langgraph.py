@@ -105,7 +105,7 @@ class RagmemMiddleware(AgentMiddleware):
         mem = self._session()
         self._store(mem, msgs[:turn])
         inflight = msgs[turn + 1 :]  # this turn's tool calls and results: verbatim, counted in the budget
-        from ragmem.tokens import count_message
+        from ragmem._tokens import count_message
 
         spent = sum(count_message(mem.counter, from_langchain(m)) for m in inflight)
         system = request.system_message.text if request.system_message is not None else None
@@ -146,7 +146,7 @@ _PREFIX = "store/"
 
 
 def _session_of(namespace: tuple[str, ...]) -> str:
-    from ragmem.errors import UsageError
+    from ragmem._errors import UsageError
 
     if not namespace or any(not isinstance(p, str) or not p or "/" in p for p in namespace):
         raise UsageError(f"a LangGraph namespace must be a non-empty tuple of non-empty labels without '/', got {namespace!r}")
@@ -201,7 +201,7 @@ class RagmemStore(BaseStore):
 
     def _find(self, view: Any, mid: str) -> Any:
         """The stored item message ``mid`` of this namespace, or None."""
-        from ragmem.errors import MessageNotFound
+        from ragmem._errors import MessageNotFound
 
         try:
             m = view.get(mid)
@@ -293,7 +293,7 @@ class RagmemStore(BaseStore):
             elif isinstance(op, ListNamespacesOp):
                 results.append(self._list(op))
             else:  # pragma: no cover - a future op type
-                from ragmem.errors import UsageError
+                from ragmem._errors import UsageError
 
                 raise UsageError(f"RagmemStore does not support {type(op).__name__}")
         return results

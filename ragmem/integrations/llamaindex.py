@@ -118,8 +118,8 @@ def to_llamaindex(message: Any) -> ChatMessage:
 
 def _recent_within(mem: Any, budget: int, system: str | None) -> list[Any]:
     """The latest whole units of the session whose messages (and ``system``) fit ``budget`` tokens."""
-    from ragmem.tokens import REPLY_PRIMING, count_message
-    from ragmem.units import group_units
+    from ragmem._tokens import REPLY_PRIMING, count_message
+    from ragmem._units import group_units
 
     head = [{"role": "system", "content": system}] if system else []
     left = budget - REPLY_PRIMING - sum(count_message(mem.counter, m) for m in head)

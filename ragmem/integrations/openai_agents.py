@@ -258,7 +258,7 @@ class BudgetedInput:
     def _filter(self, data: Any) -> Any:
         from agents.run_config import ModelInputData
 
-        from ragmem.tokens import count_messages
+        from ragmem._tokens import count_messages
 
         items = list(data.model_data.input)
         turn_at = max((i for i, it in enumerate(items) if _is_user_turn(it)), default=None)

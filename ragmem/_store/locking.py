@@ -42,7 +42,7 @@ def opening_lock(folder: Path, timeout: float = 120.0, name: str = LOCK_FILE) ->
         yield
         return
     except Timeout as exc:
-        from ..errors import StoreError
+        from .._errors import StoreError
 
         raise StoreError(
             f"another process has been opening the store at {folder} for over {timeout:.0f} s; "

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence, TypeVar
 
-from ..errors import EmbeddingMismatch, MissingDependency, StoreError
+from .._errors import EmbeddingMismatch, MissingDependency, StoreError
 from .faults import IndexCorrupt, is_index_corruption
 
 # 4: a collection per namespace beside each session's (one query for a namespace-wide search);
@@ -234,7 +234,7 @@ class VectorIndex:
                 "or call Memory.reindex()"
             )
         if int(meta.get("ragmem_schema", INDEX_SCHEMA)) > INDEX_SCHEMA:
-            from ..errors import SchemaVersionError
+            from .._errors import SchemaVersionError
 
             raise SchemaVersionError(
                 f"the vector index of namespace {namespace!r} has a newer schema ({meta.get('ragmem_schema')}) "

@@ -28,11 +28,11 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, TypeVar
 
-from .assemble import Budget, Format, Placement, RecallFormat
-from .memory import Memory, SessionInfo
-from .messages import Message
-from .recall import Hit
-from .trace import Context
+from ._assemble import Budget, Format, Placement, RecallFormat
+from ._memory import Memory, SessionInfo
+from ._messages import Message
+from ._recall import Hit
+from ._trace import Context
 
 T = TypeVar("T")
 

@@ -11,7 +11,7 @@ What happens to incomplete groups (documented in docs/api.md):
   arrives, because chat APIs reject an assistant ``tool_calls`` message without
   all of its results.
 * **orphan** — a tool result that answers no known call in its session. By
-  default :class:`~ragmem.errors.OrphanToolResult` is raised and nothing is
+  default :class:`~ragmem._errors.OrphanToolResult` is raised and nothing is
   stored; with ``Memory(orphans="keep")`` it is stored, flagged, searchable,
   and never placed in a prompt.
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Literal
 
-from .messages import Message
+from ._messages import Message
 
 Status = Literal["complete", "pending", "orphan"]
 

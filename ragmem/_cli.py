@@ -6,7 +6,7 @@ every one takes ``--json``, and the store folder comes from ``--store`` or the
 commands, never at module level, so ``ragmem --help`` and the commands that
 need no embedding model start without loading torch.
 
-Errors a user can fix (a :class:`~ragmem.errors.RagmemError`, a missing or
+Errors a user can fix (a :class:`~ragmem._errors.RagmemError`, a missing or
 malformed file) print one line to stderr and exit with status 1.
 """
 
@@ -70,7 +70,7 @@ _COMMON_OPTIONS = [
 
 def _cfg(store_: str | None, namespace_: str | None, session_: str | None, json_: bool | None) -> Config:
     """Merge a command's own options over the group's (``ragmem --store X search ...``)."""
-    from ragmem import validate
+    from . import _validate as validate
 
     base: Config = click.get_current_context().find_object(Config) or Config()
     validate.store_path(base.store if store_ is None else store_)  # `--store ''` is a mistake, not the cwd
@@ -94,7 +94,7 @@ def _open(cfg: Config, **kw: Any) -> "Memory":
 
 def _store_defaults(cfg: Config) -> Config:
     """``cfg`` with the store's ragmem.toml / RAGMEM_NAMESPACE / RAGMEM_SESSION where options left "default"."""
-    from ragmem.config import load_config
+    from ragmem._config import load_config
 
     namespace, session = load_config(cfg.store).scope(cfg.namespace, cfg.session)
     return replace(cfg, namespace=namespace, session=session)
@@ -128,7 +128,7 @@ def _json_default(obj: Any) -> Any:
 
 def _when(value: str | None, option: str) -> datetime | None:
     """Parse --since/--until with the library's one parser: ISO date or time, or an age like 90m, 12h, 7d, 2w."""
-    from ragmem import validate
+    from . import _validate as validate
 
     return validate.when(value, option)
 
@@ -242,8 +242,8 @@ def ingest(file: str, fmt: str, progress: bool | None, **opts: Any) -> None:
       - a LoCoMo conversation (speaker_a, speaker_b, session_N ...), one ragmem
         session per conversation (named by --session, or the sample id).
     """
-    from ragmem.errors import InvalidMessage
-    from ragmem.loaders import content_ids, load_history, relabel
+    from ragmem._errors import InvalidMessage
+    from ragmem._loaders import content_ids, load_history, relabel
 
     cfg = _cfg(**opts)
     conversations = load_history(file, fmt, default_session=cfg.session)
@@ -463,7 +463,7 @@ def import_(file: str, **opts: Any) -> None:
     FILE is JSONL or a JSON array; '-' reads stdin. Records keep their ids, times and metadata; ids already in the store are skipped.
     """
     cfg = _cfg(**opts)
-    from ragmem.loaders import parse_json_or_jsonl, read_text
+    from ragmem._loaders import parse_json_or_jsonl, read_text
 
     text = read_text(file)
     if not text.strip():
@@ -490,8 +490,8 @@ def import_chats(file: str, **opts: Any) -> None:
     Sessions are named after the source, the title and the conversation id
     (chatgpt-<title>-<id>); importing the same export again stores nothing twice.
     """
-    from ragmem.exports import import_export
-    from ragmem.loaders import parse_json_or_jsonl, read_text
+    from ragmem._exports import import_export
+    from ragmem._loaders import parse_json_or_jsonl, read_text
 
     cfg = _cfg(**opts)
     data = parse_json_or_jsonl(read_text(file), file)
@@ -712,7 +712,7 @@ def _purge_later(cfg: Config) -> int | None:
 
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ragmem.cli", "--store", cfg.store, "purge"],
+            [sys.executable, "-m", "ragmem", "--store", cfg.store, "purge"],
             # the URLs travel in the environment, where a password does not show in `ps`
             env={**os.environ, **{k: v for k, v in (("RAGMEM_LOG_URL", cfg.log_url),
                                                     ("RAGMEM_CHROMA_URL", cfg.chroma_url)) if v}},
@@ -817,8 +817,8 @@ def migrate(to: str, **opts: Any) -> None:
     """
     cfg = _cfg(**opts)
     from ragmem import Memory
-    from ragmem.store import open_log
-    from ragmem.store.migrate import copy_log
+    from ragmem._store import open_log
+    from ragmem._store.migrate import copy_log
 
     src = open_log(cfg.store, create=False)
     try:
@@ -846,7 +846,7 @@ def mcp(**opts: Any) -> None:
     update_pinned_state, forget. See docs/mcp.md for client configuration.
     """
     cfg = _cfg(**opts)
-    from ragmem.mcp_server import serve
+    from ._mcp import serve
 
     serve(store=cfg.store, namespace=cfg.namespace, session=cfg.session, log_url=cfg.log_url,
           chroma_url=cfg.chroma_url)
@@ -880,7 +880,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _is_user_error(exc: Exception) -> bool:
-    from ragmem.errors import RagmemError
+    from ragmem._errors import RagmemError
 
     # ValueError: the core's plain argument checks (an empty session name, say) are caller mistakes too.
     return isinstance(exc, (RagmemError, OSError, ValueError))

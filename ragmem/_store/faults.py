@@ -14,7 +14,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from ..errors import StoreError
+from .._errors import StoreError
 
 # SQLite's primary result codes (the low byte of an extended code)
 SQLITE_READONLY = 8

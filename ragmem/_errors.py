@@ -10,8 +10,8 @@ One root, so callers can catch everything ragmem raises with a single clause::
     ├── MessageNotFound         no message with that id in the caller's namespace
     ├── StoreError              the store folder or server is missing, corrupt or unreachable
     │   ├── SchemaVersionError  the store was written by a newer ragmem
-    │   ├── ReadOnlyStore       a write to a store on a read-only mount (ragmem.store.faults)
-    │   └── IndexCorrupt        Chroma reports its database damaged; rebuilt from the log (ragmem.store.faults)
+    │   ├── ReadOnlyStore       a write to a store on a read-only mount (ragmem._store.faults)
+    │   └── IndexCorrupt        Chroma reports its database damaged; rebuilt from the log (ragmem._store.faults)
     ├── EmbeddingMismatch       the store was built with another embedding model/dimension
     └── MissingDependency       an optional extra is not installed (the message names the pip command)
 

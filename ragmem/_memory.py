@@ -19,30 +19,30 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, get_args
 
-from . import consistency
-from .assemble import (
+from . import _consistency as consistency
+from ._assemble import (
     MIN_MESSAGE_TOKENS, STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline, assemble_whole,
 )
-from .config import load_config
+from ._config import load_config
 from .embed import Embedder, default_embedder
-from . import validate
-from .errors import InvalidMessage, MessageNotFound, StoreError
-from .indexing import build_where, by_namespace, index_messages, lexical_rows
-from .rerank import RERANK_TOP, Reranker, as_reranker, rerank
-from .messages import MAX_CHARS, Message, from_anthropic, from_sdk, looks_anthropic, parse_message
-from .recall import (
+from . import _validate as validate
+from ._errors import InvalidMessage, MessageNotFound, StoreError
+from ._indexing import build_where, by_namespace, index_messages, lexical_rows
+from ._rerank import RERANK_TOP, Reranker, as_reranker, rerank
+from ._messages import MAX_CHARS, Message, from_anthropic, from_sdk, looks_anthropic, parse_message
+from ._recall import (
     Hit, companions, diversify, embed_query, lexical_filters, retrieve_units, search_candidates,
 )
-from .store import Log, VectorIndex, make_client, open_log
-from .store.faults import (
+from ._store import Log, VectorIndex, make_client, open_log
+from ._store.faults import (
     IndexCorrupt, IndexRebuilt, embedded_index_problem, is_index_corruption, read_only_chroma, rebuild_notice, set_aside,
 )
-from .store.index import INDEX_SCHEMA, NAMESPACE_SCOPE
-from .store.locking import CHROMA_LOCK_FILE, opening_lock
-from .summary import ExtractiveSummarizer, Summarizer
-from .tokens import TokenCounter, default_counter
-from .trace import BudgetMonitor, Context
-from .units import group_units
+from ._store.index import INDEX_SCHEMA, NAMESPACE_SCOPE
+from ._store.locking import CHROMA_LOCK_FILE, opening_lock
+from ._summary import ExtractiveSummarizer, Summarizer
+from ._tokens import TokenCounter, default_counter
+from ._trace import BudgetMonitor, Context
+from ._units import group_units
 
 DEFAULT_PATH = ".ragmem"
 
@@ -119,9 +119,9 @@ class Memory:
     files, or the embedded index when there is no ``chroma_url``. ``window`` caps the verbatim window in messages. ``orphans``
     is ``"raise"`` (default) or ``"keep"`` (store orphan tool results flagged,
     never in prompts). ``summarizer=False`` turns the running summary off.
-    ``reranker`` (a :class:`~ragmem.rerank.CrossEncoderReranker` or any callable
+    ``reranker`` (a :class:`~ragmem._rerank.CrossEncoderReranker` or any callable
     ``(query, texts) -> scores``) reorders the best recalled units and search hits
-    (:func:`ragmem.rerank.rerank`); none by default.
+    (:func:`ragmem._rerank.rerank`); none by default.
     ``recall_scope="namespace"`` lets :meth:`prompt` recall from every session
     of the namespace (the memory of a user across their conversations); the
     window stays this session's, and recalled units of other sessions say which
@@ -670,7 +670,7 @@ class Memory:
     ) -> Context:
         """Assemble the next prompt for ``user_turn`` within ``budget`` tokens.
 
-        Returns a :class:`~ragmem.trace.Context` with ``.messages`` (OpenAI chat
+        Returns a :class:`~ragmem._trace.Context` with ``.messages`` (OpenAI chat
         format, or Anthropic with ``format="anthropic"``) and ``.trace``.
         ``strategy`` picks ragmem's retrieval (default) or a baseline:
         ``sliding_window``, ``keep_first``, ``importance``. The user turn is not
@@ -848,7 +848,7 @@ class Memory:
         the namespace. At least one filter is required. Like :meth:`forget`, the
         messages vanish from every read in one log transaction, then are purged.
         """
-        from .errors import UsageError
+        from ._errors import UsageError
 
         validate.choice(scope, "scope", ("session", "namespace"))
         role = validate.roles(role)

@@ -16,8 +16,8 @@ from typing import Any, Iterable, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from . import validate
-from .errors import InvalidMessage
+from . import _validate as validate
+from ._errors import InvalidMessage
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 ROLES = ("system", "developer", "user", "assistant", "tool")

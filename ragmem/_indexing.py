@@ -5,7 +5,7 @@ for a tool result the name and arguments of the call it answers (a bare
 ``{"rows": 3}`` means nothing alone). Long texts are chunked to the model's
 window; every chunk carries its message id, so hits map back to messages.
 
-The lexical index (:mod:`ragmem.lexical`) gets more context than the vectors,
+The lexical index (:mod:`ragmem._lexical`) gets more context than the vectors,
 because it costs nothing at ingest: the message's date and the turn before it
 (the question a reply answers, the tool result an explanation follows). A
 reply such as "Yes, in Sweden" is then found by the words of its question.
@@ -20,11 +20,11 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Sequence
 
-from . import lexical, timeparse
+from . import _lexical as lexical, _timeparse as timeparse
 from .embed import Embedder, chunk_text
-from .messages import Message, ToolCall
-from .store import Log as MessageLog, VectorIndex
-from .store.index import chunk_id
+from ._messages import Message, ToolCall
+from ._store import Log as MessageLog, VectorIndex
+from ._store.index import chunk_id
 
 
 def document_text(m: Message, call: ToolCall | None = None) -> str:
@@ -42,7 +42,7 @@ def document_text(m: Message, call: ToolCall | None = None) -> str:
 PREVIOUS_CHARS = 600
 
 
-#: Index the date terms of :mod:`ragmem.timeparse` (the message's day and the periods its words refer to).
+#: Index the date terms of :mod:`ragmem._timeparse` (the message's day and the periods its words refer to).
 #: Off: measured under the recall protocol it lifts LoCoMo recall@10 (temporal on the check half +0.04) but
 #: costs evidence in the prompt on LongMemEval (see docs/recall.md), so it is not the default.
 TIME_TERMS = False
@@ -53,7 +53,7 @@ LEXICAL_MAX_CHARS = 100_000
 
 def lexical_text(m: Message, call: ToolCall | None = None, previous: Message | None = None) -> str:
     """The text the lexical index holds for a message: itself, its date, the dates it refers to
-    (:func:`ragmem.timeparse.index_terms`), and the turn before it."""
+    (:func:`ragmem._timeparse.index_terms`), and the turn before it."""
     # BM25's length normalisation makes the words of a giant text rank near zero anyway, and tokenising
     # megabytes in Python costs seconds: the lexical index keeps a long message's head, the vector index
     # (chunked) keeps all of it searchable.

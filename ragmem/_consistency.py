@@ -51,10 +51,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import StoreError
+from ._errors import StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .memory import Memory
+    from ._memory import Memory
 
 #: Seconds a row must stay the oldest unindexed one before another process indexes it.
 ORPHAN_GRACE = 3.0
@@ -78,7 +78,7 @@ def fresh_embedded_client(old: Any, path: Path) -> Any:
     """
     from chromadb.api.shared_system_client import SharedSystemClient
 
-    from .store import make_client
+    from ._store import make_client
 
     ident = getattr(old, "_identifier", None)
     if ident is not None and not getattr(old, "_closed", False):
@@ -229,7 +229,7 @@ class Consistency:
 
     def _refresh(self) -> None:
         """Replace the embedded Chroma client by one that reloads the vectors from disk."""
-        from .store.locking import CHROMA_LOCK_FILE, opening_lock
+        from ._store.locking import CHROMA_LOCK_FILE, opening_lock
 
         mem = self._memory
         index = mem._index_holder[0]
@@ -253,7 +253,7 @@ def check_namespace_model(memory: "Memory") -> None:
     add (``embedder:<namespace>``); a store from before the record is checked
     against another session's collection once. One meta lookup per add.
     """
-    from .errors import EmbeddingMismatch
+    from ._errors import EmbeddingMismatch
 
     mem = memory
     name = mem.index.embedder_name

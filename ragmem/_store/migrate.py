@@ -3,7 +3,7 @@
 Rows are copied as they are (ids, sequence numbers, units, tool-call
 records, pinned state, summaries, meta) in one PostgreSQL transaction, so a
 copy cut short leaves the target as it was. Messages arrive flagged
-unindexed: the first :class:`~ragmem.memory.Memory` opened on the new log
+unindexed: the first :class:`~ragmem._memory.Memory` opened on the new log
 indexes them into whichever index it uses (a Chroma server, or the embedded
 one). Forgotten messages are not copied. Running it again skips what is
 already there; a target holding another store is refused.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import StoreError
+from .._errors import StoreError
 from .log import MessageLog
 from .pglog import PostgresLog
 

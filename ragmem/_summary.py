@@ -20,7 +20,7 @@ import re
 import urllib.request
 from typing import Callable, Protocol, Sequence, runtime_checkable
 
-from .units import Unit
+from ._units import Unit
 
 
 @runtime_checkable

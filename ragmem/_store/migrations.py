@@ -29,7 +29,7 @@ import sqlite3
 import time
 from typing import Callable
 
-from ..errors import SchemaVersionError, StoreError
+from .._errors import SchemaVersionError, StoreError
 
 Migration = Callable[[sqlite3.Connection], None]
 

@@ -1,7 +1,7 @@
 """Argument checks shared by every front door (``Memory``, the CLI, the MCP server).
 
-Each check raises :class:`~ragmem.errors.UsageError` (or the error class the
-caller passes, :class:`~ragmem.errors.InvalidMessage` for a message's fields)
+Each check raises :class:`~ragmem._errors.UsageError` (or the error class the
+caller passes, :class:`~ragmem._errors.InvalidMessage` for a message's fields)
 naming the argument, what was wrong with it and what would be accepted. They
 run before anything is read or written, so a bad call fails at once instead
 of seconds later inside Chroma or SQLite with a raw error.
@@ -21,7 +21,7 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping, Sequence
 
-from .errors import UsageError
+from ._errors import UsageError
 
 #: Most hits a search returns, and most units a prompt recalls. Chroma is asked for a few times this
 #: many candidates; a larger count gains nothing (no prompt holds 10,000 recalled turns) and much

@@ -1,6 +1,6 @@
 """The message log on PostgreSQL, for stores that several hosts share.
 
-The same tables, the same semantics as the SQLite :class:`~ragmem.store.log.MessageLog`
+The same tables, the same semantics as the SQLite :class:`~ragmem._store.log.MessageLog`
 (dense per-session sequence numbers, idempotent ids, tool pairing, tombstones,
 purges, forgotten sessions, pinned state, summaries, the lexical index), over a
 psycopg 3 connection pool. Messages are keyed by (namespace, id), and every
@@ -14,7 +14,7 @@ sessions never wait for each other. No file lock is taken on this path.
 Faults: every operation is idempotent (re-adding a stored id is a no-op), so a
 lost connection (a server restart, a failover) is retried transparently with
 backoff for up to :attr:`PostgresLog.RETRY_SECONDS`; after that the caller gets
-a :class:`~ragmem.errors.StoreError` saying the server is unreachable and that
+a :class:`~ragmem._errors.StoreError` saying the server is unreachable and that
 the call may be retried. A commit either happened (the retry then finds the
 rows and skips them) or did not (the retry writes them): nothing acknowledged
 is lost and nothing is stored twice.
@@ -42,8 +42,8 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator, Literal, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import InvalidMessage, MissingDependency, OrphanToolResult, SchemaVersionError, StoreError
-from ..messages import Message, message_from_record
+from .._errors import InvalidMessage, MissingDependency, OrphanToolResult, SchemaVersionError, StoreError
+from .._messages import Message, message_from_record
 from .filters import RowFilter
 from .log import _differs
 
@@ -452,7 +452,7 @@ class PostgresLog:
     ) -> list[tuple[str, str, str, int, float]]:
         """The ``n`` best BM25 matches of a query in a namespace, as (id, unit_id, session, seq, score).
 
-        ``match`` is the expression :func:`ragmem.lexical.match_query` builds
+        ``match`` is the expression :func:`ragmem._lexical.match_query` builds
         (a scope term AND any of the body terms); ``filters`` narrows the
         joined ``messages m`` row, as in the SQLite log. Scores are FTS5's BM25: positive, higher is better.
         """

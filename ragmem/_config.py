@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
+from ._errors import UsageError
 
 CONFIG_FILE = "ragmem.toml"
 

@@ -9,14 +9,14 @@ agreement after a crash.
 Tables::
 
     meta(key, value)                      schema_version, store_id, index_location
-    migrations(number, name, applied_at)  schema migrations applied (see ragmem.store.migrations)
+    migrations(number, name, applied_at)  schema migrations applied (see ragmem._store.migrations)
     sessions(namespace, session, next_seq, created_at)
     messages(namespace, id, session, seq, unit_id, role, created_at, record,
              indexed, n_chunks, deleted)  keyed (namespace, id)
     tool_calls(namespace, session, call_id, unit_id, answered)
     state(namespace, session, value)      pinned state, JSON
     summaries(namespace, session, text, upto_seq, covers)
-    lexical(scope, body, mid)             FTS5 over pre-tokenised text (see ragmem.lexical)
+    lexical(scope, body, mid)             FTS5 over pre-tokenised text (see ragmem._lexical)
     lexical_map(namespace, mid, rid)      message -> lexical rowid, for removal
 
 Message ids are unique per namespace, not per store: every method that takes
@@ -37,8 +37,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal
 
-from ..errors import InvalidMessage, OrphanToolResult, SchemaVersionError, StoreError
-from ..messages import Message, message_from_record
+from .._errors import InvalidMessage, OrphanToolResult, SchemaVersionError, StoreError
+from .._messages import Message, message_from_record
 from .filters import RowFilter
 from .faults import is_corrupt, open_read_only, resource_fault
 from .index import message_of_chunk
@@ -345,7 +345,7 @@ class MessageLog:
     ) -> list[tuple[str, str, str, int, float]]:
         """The ``n`` best BM25 matches of an FTS5 expression in a namespace, as (id, unit_id, session, seq, score).
 
-        ``match`` carries the scope term (see :func:`ragmem.lexical.match_query`);
+        ``match`` carries the scope term (see :func:`ragmem._lexical.match_query`);
         the join keeps the namespace as well, so no other namespace's row can
         come back even if two scope terms ever collided. ``filters`` narrows the
         joined ``messages m`` row (role, time, metadata). Scores are positive, higher is better.
@@ -547,7 +547,7 @@ class MessageLog:
     def positions(self, namespace: str, chunk_ids: Iterable[str]) -> dict[str, tuple[str, str, str, int]]:
         """Map a namespace's vector chunk ids to their messages: chunk id -> (message id, unit id, session, seq).
 
-        A chunk id is ``<message id>#<n>`` (see :func:`ragmem.store.index.chunk_id`),
+        A chunk id is ``<message id>#<n>`` (see :func:`ragmem._store.index.chunk_id`),
         read at its last ``#``, so a message id holding ``#`` resolves too.
         """
         of = {c: message_of_chunk(c) for c in dict.fromkeys(chunk_ids)}
@@ -653,7 +653,7 @@ class MessageLog:
                 (namespace, session, text, upto_seq, json.dumps(covers)),
             )
 
-    # -- watching other processes (see ragmem.consistency) ---------------------
+    # -- watching other processes (see ragmem._consistency) ---------------------
     def data_version(self) -> int:
         """SQLite's ``PRAGMA data_version`` of this connection: it changes when another connection commits."""
         return int(self._rows("PRAGMA data_version")[0][0])

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
-from .errors import MissingDependency
+from ._errors import MissingDependency
 
 PER_MESSAGE = 3
 PER_NAME = 1

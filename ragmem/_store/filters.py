@@ -1,9 +1,9 @@
 """One model of a search's row filters (role, time range, metadata equality), rendered per log backend.
 
-:func:`ragmem.recall.lexical_filters` builds a :class:`RowFilter` from the
+:func:`ragmem._recall.lexical_filters` builds a :class:`RowFilter` from the
 arguments of ``Memory.search``; each message log renders it in its own SQL
 dialect over the joined ``messages m`` row. The vector index takes the same
-filters as a Chroma ``where`` (``ragmem.indexing.build_where``).
+filters as a Chroma ``where`` (``ragmem._indexing.build_where``).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import re
 from datetime import datetime
 from typing import Any, Iterable, Mapping
 
-from .errors import InvalidMessage
+from ._errors import InvalidMessage
 
 __all__ = ["detect_export", "from_chatgpt", "from_claude", "import_export"]
 

@@ -2,9 +2,9 @@
 
 :func:`assemble` takes the sections of a prompt (system prompt, pinned state,
 summary, candidate window units, scored recall candidates, the user turn) and a
-:class:`Budget`, and returns a :class:`~ragmem.trace.Context`. It never splits
+:class:`Budget`, and returns a :class:`~ragmem._trace.Context`. It never splits
 a unit, never truncates a message, never exceeds the budget, and raises
-:class:`~ragmem.errors.BudgetTooSmall` when the mandatory parts alone do not fit.
+:class:`~ragmem._errors.BudgetTooSmall` when the mandatory parts alone do not fit.
 
 Layout (``placement="before_window"``, the default)::
 
@@ -27,12 +27,12 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
-from .errors import BudgetTooSmall
-from .messages import Message, content_text, to_anthropic
-from .recall import asks_when
-from .tokens import PER_MESSAGE, PER_TOOL_CALL, REPLY_PRIMING, TokenCounter, count_message
-from .trace import BudgetMonitor, Context, DropTrace, Trace, UnitTrace
-from .units import Unit
+from ._errors import BudgetTooSmall
+from ._messages import Message, content_text, to_anthropic
+from ._recall import asks_when
+from ._tokens import PER_MESSAGE, PER_TOOL_CALL, REPLY_PRIMING, TokenCounter, count_message
+from ._trace import BudgetMonitor, Context, DropTrace, Trace, UnitTrace
+from ._units import Unit
 
 Format = Literal["openai", "anthropic"]
 Placement = Literal["before_window", "after_window"]
@@ -376,13 +376,13 @@ def assemble(
     question, the explanation after a tool result): it goes in right beside its
     unit, with the same score, whenever its unit is chosen and it still fits.
     ``recall_format="auto"`` renders recall as dated text when the user turn
-    asks about time (:func:`ragmem.recall.asks_when`), as messages otherwise.
+    asks about time (:func:`ragmem._recall.asks_when`), as messages otherwise.
     ``current_session`` names the prompt's session: recalled units of other
     sessions (``recall_scope="namespace"``) are labelled with their
     conversation and date, and once recall spans several days or
     conversations every recalled unit carries its date (:func:`source_label`).
 
-    >>> from ragmem.tokens import default_counter
+    >>> from ragmem._tokens import default_counter
     >>> ctx = assemble("hi", budget=100, counter=default_counter(), system="be brief")
     >>> [m["role"] for m in ctx.messages], ctx.trace.total_tokens <= 100
     (['system', 'user'], True)
@@ -471,7 +471,7 @@ def assemble_whole(
     summary. Incomplete units (tool results still pending) are left out as
     the window leaves them out.
 
-    >>> from ragmem.tokens import default_counter
+    >>> from ragmem._tokens import default_counter
     >>> assemble_whole("hi", history=[], budget=100, counter=default_counter()).trace.sections["recall"]
     0
     """

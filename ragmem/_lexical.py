@@ -28,7 +28,7 @@ import unicodedata
 from functools import lru_cache
 from typing import Iterable
 
-from .errors import MissingDependency
+from ._errors import MissingDependency
 
 #: Bumped when tokenisation changes, so stores rebuild their lexical index on open.
 LEXICAL_VERSION = 1

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .errors import InvalidMessage, UsageError
-from .messages import MAX_CHARS, from_anthropic, looks_anthropic, parse_message
+from ._errors import InvalidMessage, UsageError
+from ._messages import MAX_CHARS, from_anthropic, looks_anthropic, parse_message
 
 
 @dataclass

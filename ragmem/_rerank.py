@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol, Sequence, TypeVar, runtime_checkable
 
-from .errors import MissingDependency, UsageError
+from ._errors import MissingDependency, UsageError
 
 #: How many of the best recalled units a reranker reorders.
 RERANK_TOP = 20

@@ -3,7 +3,7 @@
 Two retrievers run side by side, both scoped to the session inside their store:
 
 * dense: the query vector against the Chroma index (cosine, chunks folded per message);
-* lexical: BM25 over the FTS5 index in the log (:mod:`ragmem.lexical`), whose
+* lexical: BM25 over the FTS5 index in the log (:mod:`ragmem._lexical`), whose
   rows carry each message's date and the turn before it.
 
 Their scores are fused by weight after normalising each list to [0, 1] (dense
@@ -18,10 +18,10 @@ result brings the unit after it, which carries its answer (:func:`companions`).
 Dropping what the window holds and packing are left to assembly, which knows
 the window and the budget.
 
-The lexical rows and queries also carry date terms (:mod:`ragmem.timeparse`):
+The lexical rows and queries also carry date terms (:mod:`ragmem._timeparse`):
 "yesterday" in a turn written on 8 May 2023 is indexed as that day, and a
 question naming "7 May 2023" matches it. An optional reranker
-(:mod:`ragmem.rerank`) may reorder the best units.
+(:mod:`ragmem._rerank`) may reorder the best units.
 
 The constants were tuned on the five shared LoCoMo conversations with
 ``python -m benchmarks.recall_dev``; since the recall issue 15, a change is
@@ -36,12 +36,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Mapping, Sequence
 
-from . import lexical, timeparse
+from . import _lexical as lexical, _timeparse as timeparse
 from .embed import Embedder
-from .messages import Message
-from .store import IndexHit, Log as MessageLog, VectorIndex
-from .store.filters import RowFilter
-from .units import Unit, group_units
+from ._messages import Message
+from ._store import IndexHit, Log as MessageLog, VectorIndex
+from ._store.filters import RowFilter
+from ._units import Unit, group_units
 
 #: Weight of the dense score in the fusion; BM25 gets the rest. 1.0 turns lexical retrieval off.
 DENSE_WEIGHT = 0.3
@@ -51,7 +51,7 @@ NEIGHBOUR_WEIGHT = 0.15
 COMMON_TERM_SHARE = 0.05
 #: ... but only once the index is larger than this many rows (small stores keep every term).
 COMMON_TERM_MIN_ROWS = 20_000
-#: Match the dates a query writes out ("in May 2023") against the date terms of the index (:mod:`ragmem.timeparse`).
+#: Match the dates a query writes out ("in May 2023") against the date terms of the index (:mod:`ragmem._timeparse`).
 QUERY_DATES = True
 #: Candidates each retriever returns before fusion (at least; more when k is large).
 CANDIDATES = 100
@@ -131,7 +131,7 @@ def lexical_filters(
     until: datetime | float | None = None,
     where: Mapping[str, Any] | None = None,
 ) -> RowFilter | None:
-    """A search's filters as a :class:`~ragmem.store.filters.RowFilter`; None when one cannot be expressed."""
+    """A search's filters as a :class:`~ragmem._store.filters.RowFilter`; None when one cannot be expressed."""
     equals = []
     for k, v in (where or {}).items():
         if isinstance(v, bool) or not isinstance(v, (str, int, float)):
@@ -345,7 +345,7 @@ def needs_next(u: Unit) -> bool:
 
     (Bringing the question before a short answer was measured too and did not help on LoCoMo.)
 
-    >>> from ragmem.messages import parse_message
+    >>> from ragmem._messages import parse_message
     >>> [needs_next(group_units([parse_message({"role": "user", "content": t})])[0])
     ...  for t in ("Where did Jon move?", "Sweden, in the end.")]
     [True, False]

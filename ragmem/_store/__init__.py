@@ -23,7 +23,7 @@ def open_log(path: str | Path, *, url: str | None = None, create: bool = True) -
     """The store's message log: PostgreSQL when ``url`` is a ``postgresql://`` URL, else SQLite in ``path``."""
     if url:
         if not url.startswith(("postgresql://", "postgres://")):
-            from ..errors import StoreError
+            from .._errors import StoreError
 
             raise StoreError(
                 f"log_url must be a postgresql:// URL (got {url.split(':', 1)[0]}:...); "

@@ -1,0 +1,471 @@
+"""An MCP server over stdio: ragmem as the memory of any MCP-speaking agent.
+
+Run it with ``ragmem mcp`` or ``python -m ragmem.mcp_server``; both take
+``--store`` (env ``RAGMEM_STORE``), ``--namespace`` and ``--session``. Every
+tool is a thin shell over :class:`ragmem.Memory`; each accepts an optional
+``session`` so one server can serve several conversations of a namespace.
+
+Tools: ``add_messages``, ``search_memory``, ``get_context``, ``list_sessions``,
+``read_recent``, ``get_pinned_state``, ``update_pinned_state``, ``forget``.
+Results are compact JSON (an LLM reads them): ``get_context``'s whole result
+fits its budget, and its trace comes only on request. See ``docs/mcp.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import threading
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragmem._errors import MissingDependency
+
+try:
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import CallToolResult, TextContent, ToolAnnotations
+except ImportError as exc:  # no SDK, or the 1.x SDK (FastMCP) whose API differs
+    raise MissingDependency("the ragmem MCP server needs the MCP SDK 2.x: pip install 'ragmem[mcp]'") from exc
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ragmem import Memory
+
+DEFAULT_STORE = "./.ragmem"
+
+INSTRUCTIONS = """\
+ragmem is a long-term memory of conversation history. Store every message of the
+conversation with add_messages (OpenAI chat format: role, content, tool_calls,
+tool_call_id); find old turns by meaning with search_memory; get_context returns a
+ready-to-send prompt for the next user turn that fits a token budget, with the
+relevant old turns recalled, the recent turns verbatim, and the pinned state.
+Keep goals, user preferences and key facts in the pinned state
+(get_pinned_state / update_pinned_state): it goes into every prompt uncompressed.
+Every tool acts on the server's default session unless you pass `session`."""
+
+
+# ------------------------------------------------------------------ input schemas
+
+
+class FunctionCall(BaseModel):
+    name: str = Field(description="Name of the function the assistant called.")
+    arguments: str = Field(default="{}", description="The call's arguments as a JSON text, e.g. '{\"city\": \"Paris\"}'.")
+
+
+class ToolCallIn(BaseModel):
+    id: str = Field(description="Call id; the tool message answering it repeats it as tool_call_id.")
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class ChatMessage(BaseModel):
+    """One chat message in the OpenAI format."""
+
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["system", "user", "assistant", "tool"] = Field(description="Who wrote the message.")
+    content: str | list[dict[str, Any]] | None = Field(
+        default=None,
+        description="The text. May be null only for an assistant message that just calls tools.",
+    )
+    tool_calls: list[ToolCallIn] | None = Field(default=None, description="Assistant only: the tools it called.")
+    tool_call_id: str | None = Field(default=None, description="Tool only: the id of the call this result answers.")
+    name: str | None = Field(default=None, description="Optional name of the author.")
+    id: str | None = Field(default=None, description="Optional stable id; re-adding an id already stored is a no-op.")
+    created_at: str | None = Field(default=None, description="Optional ISO 8601 time; default now.")
+    metadata: dict[str, Any] | None = Field(default=None, description="Optional JSON metadata kept with the message.")
+
+
+class AddResult(BaseModel):
+    session: str = Field(description="The session the messages went to.")
+    added: int = Field(description="How many messages were newly stored (ids already stored are skipped).")
+    ids: list[str] = Field(description="Ids of the newly stored messages, in order.")
+
+
+class SearchHit(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str
+    role: str
+    content: str = Field(description="The message text (a tool call shows as name(arguments)).")
+    score: float = Field(description="Relevance to the query, higher is better (see docs/recall.md, 'Scores').")
+    at: str = Field(description="When the message was added, ISO 8601 UTC to the minute.")
+
+
+class SearchResult(BaseModel):
+    hits: list[SearchHit] = Field(description="Best first. `session` is set when all_sessions was asked.")
+
+
+class ContextResult(BaseModel):
+    messages: list[dict[str, Any]] = Field(description="The prompt, ready to send; the user turn is last.")
+    system: str | None = Field(default=None, description="The separate system prompt (Anthropic format only).")
+    tokens: int = Field(description="Tokens the messages cost when sent to the model.")
+    trace: dict[str, Any] | None = Field(
+        default=None, description="Only with trace=true: sections (tokens each), included and dropped units."
+    )
+
+
+class SessionRow(BaseModel):
+    session: str
+    messages: int
+    first_at: str | None = None
+    last_at: str | None = None
+
+
+class SessionsResult(BaseModel):
+    sessions: list[SessionRow] = Field(description="Sessions of the server's namespace, most recently active first.")
+
+
+class RecentResult(BaseModel):
+    session: str
+    messages: list[dict[str, Any]] = Field(description="Oldest first: id, role, content, tool_calls/tool_call_id, at.")
+
+
+class StateResult(BaseModel):
+    state: dict[str, Any] = Field(description="The pinned state.")
+
+
+class ForgetResult(BaseModel):
+    forgotten: list[str] = Field(default_factory=list, description="Ids of the messages deleted.")
+    forgotten_session: str | None = Field(default=None, description="The session deleted, if any.")
+
+
+def _compact(model: BaseModel) -> CallToolResult:
+    """A tool result whose text is compact JSON (no indentation, no nulls), equal to its structured content."""
+    data = model.model_dump(mode="json", exclude_none=True)
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def _iso(dt: datetime | None) -> str | None:
+    """UTC to the minute: what an LLM needs of a time, in few tokens."""
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%MZ") if dt else None
+
+
+def _brief(m: Any) -> dict[str, Any]:
+    """A stored message as an LLM reads it: id, role, text, the tool fields it has, the time."""
+    out: dict[str, Any] = {"id": m.id, "role": m.role, "content": m.content if isinstance(m.content, str) else m.text}
+    if m.tool_calls:
+        out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls]
+    if m.tool_call_id:
+        out["tool_call_id"] = m.tool_call_id
+    out["at"] = _iso(m.created_at)
+    return out
+
+
+Session = Annotated[
+    str | None,
+    Field(description="Session (conversation) to act on; omit for the server's default session."),
+]
+
+
+# ------------------------------------------------------------------ the server
+
+
+class _Memories:
+    """The store's :class:`Memory`, opened on first use, and a view per session; calls are serialised."""
+
+    def __init__(self, store: str, namespace: str, session: str, memory_kwargs: dict[str, Any]):
+        self.store, self.namespace, self.default = store, namespace, session
+        self.kwargs = memory_kwargs
+        self._root: "Memory | None" = None
+        self._views: dict[str, "Memory"] = {}
+        self.lock = threading.RLock()
+
+    def __call__(self, session: str | None) -> "Memory":
+        from ragmem import Memory  # lazy: the server answers `initialize` before torch loads
+
+        if self._root is None:
+            self._root = Memory(self.store, session=self.default, namespace=self.namespace, **self.kwargs)
+        name = session or self.default
+        if name == self.default:
+            return self._root
+        if name not in self._views:
+            self._views[name] = self._root.for_session(name)
+        return self._views[name]
+
+    def close(self) -> None:
+        if self._root is not None:
+            self._root.close()  # the views share its log
+        self._root, self._views = None, {}
+
+
+@contextlib.contextmanager
+def _guard(memories: _Memories):
+    """Serialise access; keep stray prints off stdout (the protocol channel); report ragmem errors."""
+    from ragmem._errors import RagmemError
+
+    with memories.lock, contextlib.redirect_stdout(sys.stderr):
+        try:
+            yield
+        except RagmemError as exc:
+            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _when(value: str | None, name: str) -> datetime | None:
+    """The library's one time parser: ISO 8601, or an age such as 7d (the CLI's --since forms)."""
+    from ._errors import UsageError
+    from ._validate import when
+
+    if not value:
+        return None
+    try:
+        return when(value, name)
+    except UsageError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def _plain(obj: Any) -> Any:
+    """Dataclasses (the trace) as JSON data."""
+
+    def default(o: Any) -> Any:
+        if isinstance(o, datetime):
+            return o.isoformat()
+        if hasattr(o, "__dataclass_fields__"):
+            from dataclasses import asdict
+
+            return asdict(o)
+        if isinstance(o, (set, tuple)):
+            return list(o)
+        return str(o)
+
+    return json.loads(json.dumps(obj, default=default))
+
+
+def build_server(
+    store: str | None = None,
+    *,
+    namespace: str = "default",
+    session: str = "default",
+    **memory_kwargs: Any,
+) -> MCPServer:
+    """Create the MCP server (not yet running) for a store; ``memory_kwargs`` go to every ``Memory``."""
+    store = store or os.environ.get("RAGMEM_STORE") or DEFAULT_STORE
+    from ragmem._config import load_config
+
+    # the store's ragmem.toml and RAGMEM_* variables fill what was left "default", as in the CLI
+    namespace, session = load_config(store).scope(namespace, session)
+    memories = _Memories(store, namespace, session, memory_kwargs)
+    from ragmem import __version__
+
+    server = MCPServer("ragmem", version=__version__, instructions=INSTRUCTIONS)
+    server._ragmem_memories = memories  # for tests and embedding hosts that want to close it
+
+    @server.tool(
+        annotations=ToolAnnotations(title="Add messages to memory", read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+    )
+    def add_messages(
+        messages: Annotated[
+            list[ChatMessage],
+            Field(
+                description="Messages in conversation order, OpenAI chat format. Keep an assistant message "
+                "with tool_calls and the tool messages answering it in the same call or in order.",
+                min_length=1,
+            ),
+        ],
+        session: Session = None,
+    ) -> AddResult:
+        """Store messages in the session's memory (durable once this returns) and index them for search.
+
+        Returns the stored ids and the session's new message count.
+        """
+        with _guard(memories):
+            mem = memories(session)
+            added = mem.add_many([m.model_dump(exclude_none=True) for m in messages])
+            return _compact(AddResult(session=session or memories.default, added=len(added), ids=[m.id for m in added]))
+
+    @server.tool(annotations=ToolAnnotations(title="Search memory", read_only_hint=True))
+    def search_memory(
+        query: Annotated[str, Field(description="What to look for, in natural language.", min_length=1)],
+        k: Annotated[int, Field(description="How many hits to return.", ge=1, le=100)] = 5,
+        role: Annotated[
+            Literal["system", "user", "assistant", "tool"] | None,
+            Field(description="Only messages with this role."),
+        ] = None,
+        since: Annotated[str | None, Field(description="Only messages at or after this time: ISO 8601, or an age such as 12h, 7d.")] = None,
+        until: Annotated[str | None, Field(description="Only messages before this time: ISO 8601, or an age such as 12h, 7d.")] = None,
+        min_score: Annotated[float | None, Field(description="Only hits whose cosine similarity to the query reaches this; 0.3 keeps clear matches.", ge=-1, le=1)] = None,
+        all_sessions: Annotated[bool, Field(description="Search every session of the namespace, not just one.")] = False,
+        session: Session = None,
+    ) -> SearchResult:
+        """Semantic search over stored messages, best first, each with a relevance score (higher is better).
+
+        Use it to recall what was said or decided earlier, e.g. "what port did we choose".
+        """
+        lo, hi = _when(since, "since"), _when(until, "until")
+        with _guard(memories):
+            hits = memories(session).search(
+                query, k=k, role=role, since=lo, until=hi, min_score=min_score,
+                scope="namespace" if all_sessions else "session",
+            )
+            rows = []
+            for h in hits:
+                m = h.message
+                text = m.text or "; ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
+                row = {"id": m.id, "role": m.role, "content": text, "score": round(float(h.score), 2), "at": _iso(m.created_at)}
+                if all_sessions:
+                    row["session"] = h.session
+                rows.append(row)
+            return _compact(SearchResult(hits=rows))
+
+    @server.tool(annotations=ToolAnnotations(title="Get the prompt context for a turn", read_only_hint=True))
+    def get_context(
+        user_turn: Annotated[str, Field(description="The new user message the prompt is for.", min_length=1)],
+        budget: Annotated[int, Field(description="Maximum tokens of this tool's whole result.", ge=1)] = 4000,
+        system: Annotated[str | None, Field(description="System prompt to put first.")] = None,
+        format: Annotated[
+            Literal["openai", "anthropic"],
+            Field(description="openai: chat messages; anthropic: messages plus a separate system prompt."),
+        ] = "openai",
+        trace: Annotated[bool, Field(description="Also return the assembly trace (costs extra tokens, outside the budget).")] = False,
+        session: Session = None,
+    ) -> ContextResult:
+        """Assemble the prompt for the next turn: relevant old turns recalled, recent turns verbatim,
+        pinned state and summary, never splitting a tool call from its result.
+
+        The whole result fits `budget` tokens. Returns `messages` ready to send to the model (the
+        user turn last), `system` for the Anthropic format, and `tokens` (what the messages cost when
+        sent). It does not store the user turn; call add_messages for that.
+        """
+        with _guard(memories):
+            mem = memories(session)
+            result, inner = None, budget
+            # the JSON result costs more than the chat messages it holds: shrink until it fits
+            for _ in range(6):
+                ctx = mem.prompt(user_turn, system=system, budget=inner, format=format)
+                result = ContextResult(messages=ctx.messages, system=ctx.system, tokens=ctx.trace.total_tokens)
+                over = mem.counter.count_text(_compact(result).content[0].text) - budget
+                if over <= 0:
+                    break
+                inner -= over + 8
+                if inner < 1:
+                    from ragmem._errors import BudgetTooSmall
+
+                    raise BudgetTooSmall(
+                        f"budget {budget} cannot hold the system prompt, pinned state and user turn as a tool "
+                        "result; raise the budget"
+                    )
+            if trace:
+                result.trace = _plain(ctx.trace.to_dict())
+            return _compact(result)
+
+    @server.tool(annotations=ToolAnnotations(title="List sessions", read_only_hint=True))
+    def list_sessions() -> SessionsResult:
+        """List the conversations (sessions) stored in this namespace, most recently active first,
+        with their message counts and first/last times. Use a name as `session` in the other tools."""
+        with _guard(memories):
+            infos = memories(None).sessions()
+            infos.sort(key=lambda i: i.last_at or datetime.min.replace(tzinfo=timezone.utc), reverse=True)
+            rows = [SessionRow(session=i.session, messages=i.messages, first_at=_iso(i.first_at), last_at=_iso(i.last_at))
+                    for i in infos if i.messages]
+            return _compact(SessionsResult(sessions=rows))
+
+    @server.tool(annotations=ToolAnnotations(title="Read recent messages", read_only_hint=True))
+    def read_recent(
+        n: Annotated[int, Field(description="How many of the latest messages to return.", ge=1, le=200)] = 10,
+        session: Session = None,
+    ) -> RecentResult:
+        """Read the latest `n` messages of a session verbatim, oldest first (to catch up on a conversation)."""
+        with _guard(memories):
+            msgs = memories(session).recent(n)
+            return _compact(RecentResult(session=session or memories.default, messages=[_brief(m) for m in msgs]))
+
+    @server.tool(annotations=ToolAnnotations(title="Read pinned state", read_only_hint=True))
+    def get_pinned_state(session: Session = None) -> StateResult:
+        """Read the session's pinned state: goals, preferences and key facts that go into every prompt."""
+        with _guard(memories):
+            return _compact(StateResult(state=memories(session).state.get()))
+
+    @server.tool(annotations=ToolAnnotations(title="Update pinned state", read_only_hint=False, idempotent_hint=True))
+    def update_pinned_state(
+        updates: Annotated[
+            dict[str, Any],
+            Field(description='Keys to set, e.g. {"goal": "fix login 500s", "user_prefers": "short answers"}; '
+                  "a null value removes its key."),
+        ],
+        replace: Annotated[bool, Field(description="Replace the whole state with `updates` instead of merging.")] = False,
+        remove: Annotated[list[str] | None, Field(description="Keys to delete from the state.")] = None,
+        session: Session = None,
+    ) -> StateResult:
+        """Change the session's pinned state (kept verbatim and sent with every prompt). Returns the new state."""
+        with _guard(memories):
+            mem = memories(session)
+            if replace:
+                mem.state.clear()
+            mem.state.update({**updates, **{key: None for key in remove or []}})  # None removes a key
+            return _compact(StateResult(state=mem.state.get()))
+
+    @server.tool(annotations=ToolAnnotations(title="Forget", read_only_hint=False, destructive_hint=True))
+    def forget(
+        message_id: Annotated[str | None, Field(description="Id of one message to delete.")] = None,
+        session_to_delete: Annotated[
+            str | None,
+            Field(description="Name of a session to delete entirely: messages, pinned state and summary."),
+        ] = None,
+        session: Session = None,
+    ) -> ForgetResult:
+        """Permanently delete one message (by id) or a whole session (by name). Pass exactly one of the two.
+
+        Deleting a message of a tool exchange removes the whole exchange, so no orphan is left;
+        `forgotten` lists every id removed.
+        """
+        if (message_id is None) == (session_to_delete is None):
+            raise ToolError("pass exactly one of message_id or session_to_delete")
+        with _guard(memories):
+            if message_id is not None:
+                return _compact(ForgetResult(forgotten=memories(session).forget(message_id)))
+            ids = [m.id for m in memories(session).messages(session_to_delete)]
+            memories(session).forget_session(session_to_delete)
+            return _compact(ForgetResult(forgotten=ids, forgotten_session=session_to_delete))
+
+    return server
+
+
+def _warm_up(memories: _Memories) -> None:
+    """Open the store and load the embedding model in the background, so the first tool call is quick."""
+    try:
+        # No stdout redirect here: this may run while the transport claims stdout.
+        with memories.lock:
+            memories(None).embedder.embed_batch(["warm up"], kind="query")
+    except Exception:  # noqa: BLE001 - the first tool call reports the real error
+        pass
+
+
+def serve(
+    store: str | None = None, *, namespace: str = "default", session: str = "default", warm: bool = True,
+    **memory_kwargs: Any,
+) -> None:
+    """Run the server on stdio until the client disconnects.
+
+    ``warm`` loads the embedding model in a background thread at start-up;
+    the server answers ``initialize`` and ``tools/list`` meanwhile.
+    """
+    server = build_server(store, namespace=namespace, session=session, **memory_kwargs)
+    if warm:
+        threading.Thread(target=_warm_up, args=(server._ragmem_memories,), daemon=True).start()
+    try:
+        server.run("stdio")
+    finally:
+        server._ragmem_memories.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m ragmem.mcp_server [--store PATH] [--namespace NAME] [--session NAME]``."""
+    parser = argparse.ArgumentParser(prog="python -m ragmem.mcp_server", description="ragmem MCP server (stdio).")
+    parser.add_argument("--store", default=os.environ.get("RAGMEM_STORE", DEFAULT_STORE), help="store folder (env RAGMEM_STORE)")
+    parser.add_argument("--namespace", default="default")
+    parser.add_argument("--session", default="default")
+    parser.add_argument("--log-url", default=os.environ.get("RAGMEM_LOG_URL"),
+                        help="postgresql:// URL of a shared log (env RAGMEM_LOG_URL; docs/deployment.md)")
+    parser.add_argument("--chroma-url", default=os.environ.get("RAGMEM_CHROMA_URL"),
+                        help="URL of a Chroma server (env RAGMEM_CHROMA_URL)")
+    args = parser.parse_args(argv)
+    serve(args.store, namespace=args.namespace, session=args.session, log_url=args.log_url, chroma_url=args.chroma_url)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
