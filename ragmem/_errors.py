@@ -13,6 +13,8 @@ One root, so callers can catch everything ragmem raises with a single clause::
     │   ├── ReadOnlyStore       a write to a store on a read-only mount (ragmem._store.faults)
     │   └── IndexCorrupt        Chroma reports its database damaged; rebuilt from the log (ragmem._store.faults)
     ├── EmbeddingMismatch       the store was built with another embedding model/dimension
+    ├── EmbedderError           the embedding engine failed at run time (a failed ONNX export, a bad output)
+    │   └── ModelIntegrityError the bundled model's files do not match their recorded sha256
     └── MissingDependency       an optional extra is not installed (the message names the pip command)
 
 Caller mistakes (the first four) are kept apart from runtime faults (the rest).
@@ -63,6 +65,17 @@ class SchemaVersionError(StoreError):
 
 class EmbeddingMismatch(StoreError):
     """The store's vectors come from another embedding model or dimension."""
+
+
+class EmbedderError(RagmemError, RuntimeError):
+    """The embedding engine failed at run time: an export that did not complete, an output of the wrong shape."""
+
+
+class ModelIntegrityError(EmbedderError):
+    """A model file's sha256 differs from the one recorded for it: a tampered or damaged package.
+
+    The message names the file and the package to reinstall.
+    """
 
 
 class MissingDependency(RagmemError, ImportError):
