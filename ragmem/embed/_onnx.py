@@ -26,8 +26,8 @@ import warnings
 from pathlib import Path
 from typing import Literal, Sequence
 
-from .embed import DEFAULT_MODEL, DEFAULT_MODEL_SHA256, Kind, bundled_model_path, split_by_offsets
-from ._errors import MissingDependency, StoreError
+from ._sentence_transformers import DEFAULT_MODEL, DEFAULT_MODEL_SHA256, Kind, bundled_model_path, split_by_offsets
+from .._errors import MissingDependency, StoreError
 
 PROBE = [
     "The DB pool keeps dropping connections after the deploy.",
@@ -112,7 +112,7 @@ def export_onnx(target: Path) -> dict:
         tmp.unlink(missing_ok=True)
         raise MissingDependency(f"could not export the ONNX model ({exc}); pip install onnx") from exc
     # check the exported graph against the fp32 sentence-transformers vectors before trusting it
-    from .embed import SentenceTransformerEmbedder
+    from ._sentence_transformers import SentenceTransformerEmbedder
 
     ref = np.asarray(SentenceTransformerEmbedder(precision="fp32").embed_batch(PROBE))
     got = np.asarray(OnnxEmbedder(onnx_path=tmp, verify=False).embed_batch(PROBE))

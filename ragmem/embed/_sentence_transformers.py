@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 from typing import Any, Literal, Protocol, Sequence, runtime_checkable
 
-from ._errors import MissingDependency, StoreError
+from .._errors import MissingDependency, StoreError
 
 Kind = Literal["document", "query"]
 
@@ -47,7 +47,7 @@ def as_vectors(result: Any, n: int, name: str = "embedder") -> list[list[float]]
     Raises :class:`~ragmem._errors.StoreError` naming the embedder when the
     result is not ``n`` vectors of one length.
     """
-    from ragmem._errors import StoreError
+    from .._errors import StoreError
 
     if hasattr(result, "tolist"):
         result = result.tolist()
@@ -318,7 +318,7 @@ class AutoEmbedder:
         self.torch = SentenceTransformerEmbedder(
             precision=self.precision if self.precision in ("fp32", "bf16") else "auto"  # type: ignore[arg-type]
         )
-        from .onnx_embed import OnnxEmbedder
+        from ._onnx import OnnxEmbedder
 
         self.onnx = OnnxEmbedder()
         self.int8 = OnnxEmbedder(precision="int8")
@@ -363,7 +363,7 @@ class AutoEmbedder:
         import json
         import time
 
-        from .onnx_embed import cache_dir
+        from ._onnx import cache_dir
 
         path = cache_dir() / "bulk_path.json"
         key = _machine_key()
@@ -375,7 +375,7 @@ class AutoEmbedder:
         if cached and cached.get("choice") in candidates:
             self.bulk_rates = cached.get("rates", {})
             return cached["choice"]
-        from .onnx_embed import notice
+        from ._onnx import notice
 
         notice(f"first bulk ingest on this machine: timing the embedding paths ({', '.join(candidates)}) once "
                f"to pick the fastest (a few seconds; cached in {path})")
