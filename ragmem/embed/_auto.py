@@ -148,7 +148,7 @@ class AutoEmbedder(Embedder):
         cached = data.get(key)
         if cached and cached.get("choice") in candidates:
             self.bulk_rates = cached.get("rates", {})
-            return cached["choice"]
+            return str(cached["choice"])
         notice(f"first bulk ingest on this machine: timing the embedding paths ({', '.join(candidates)}) once "
                f"to pick the fastest (a few seconds; cached in {path})")
         engines: dict[str, Embedder] = {"int8": self.int8, "torch": self.torch}
@@ -206,7 +206,7 @@ class AutoEmbedder(Embedder):
         return self.last_path
 
     @property
-    def dimension(self) -> int:  # type: ignore[override]  # the bundled model's config knows; no load needed
+    def dimension(self) -> int:  # the bundled model's config knows; no load needed
         """Length of the vectors: the bundled model's hidden size, whichever path runs."""
         return dimension()
 

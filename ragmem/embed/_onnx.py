@@ -55,7 +55,7 @@ class ExportFailed(EmbedderError):
     """The ONNX graph (or its int8 variant) could not be built on this machine: the torch engine can stand in."""
 
 
-def export_onnx(target: Path) -> dict:
+def export_onnx(target: Path) -> dict[str, Any]:
     """Export the bundled model to ONNX at ``target`` and check it against fp32; return the record.
 
     Needs torch, transformers and onnx (all installed with ragmem). Raises
@@ -114,7 +114,7 @@ def export_onnx(target: Path) -> dict:
     return record
 
 
-def quantize_int8(source: Path, target: Path) -> dict:
+def quantize_int8(source: Path, target: Path) -> dict[str, Any]:
     """Quantize the checked fp32 export ``source`` to int8 at ``target``, check it on a probe set; return the record."""
     import logging
 
@@ -259,7 +259,7 @@ class OnnxEmbedder(Embedder):
         return self._session, self._tokenizer
 
     @property
-    def dimension(self) -> int:  # type: ignore[override]  # the bundled model's config knows; no probe needed
+    def dimension(self) -> int:  # the bundled model's config knows; no probe needed
         """Length of the vectors: the bundled model's hidden size."""
         return dimension()
 

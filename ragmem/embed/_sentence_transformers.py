@@ -111,7 +111,7 @@ class SentenceTransformerEmbedder(Embedder):
 
     # -- the interface -------------------------------------------------------
     @property
-    def dimension(self) -> int:  # type: ignore[override]  # the loaded model knows; no probe needed
+    def dimension(self) -> int:  # the loaded model knows; no probe needed
         """Length of the vectors, as the loaded model reports it."""
         model = self.model  # sentence-transformers 5 renamed the method; older releases have only the old name
         get = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
