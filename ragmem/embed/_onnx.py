@@ -1,12 +1,12 @@
-"""A light embedding path: all-MiniLM-L6-v2 on ONNX Runtime, without torch at run time.
+"""The light engine: the bundled all-MiniLM-L6-v2 on ONNX Runtime, without torch at run time.
 
 Importing sentence-transformers costs seconds; onnxruntime and tokenizers load
 in a fraction of that, and a short query embeds several times faster. The ONNX
 graph is exported once per machine from the bundled, hash-checked weights
-(that one export needs torch), cached under ``$RAGMEM_CACHE`` (default
-``~/.cache/ragmem``), and trusted only if a probe set embeds with a cosine of
-at least 0.9999 to the fp32 sentence-transformers vectors, so vectors from
-both paths live side by side in one store.
+(that one export needs torch), cached under :func:`~ragmem.embed._bundled.cache_dir`,
+and trusted only if the probe texts embed with a cosine of at least
+:data:`MIN_PROBE_COSINE` to the fp32 sentence-transformers vectors, so vectors
+from both engines live side by side in one store.
 
 An int8 variant (``precision="int8"``) is derived once from that export by
 dynamic quantization of the matrix multiplications (weights per channel): it
@@ -18,80 +18,66 @@ vector.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
 import warnings
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Any, Literal, Sequence
 
-from .embed import DEFAULT_MODEL, DEFAULT_MODEL_SHA256, Kind, bundled_model_path, split_by_offsets
-from ._errors import MissingDependency, StoreError
+from .._errors import EmbedderError, MissingDependency, ModelIntegrityError, UsageError
+from ._base import Embedder, Kind, split_by_offsets
+from ._bundled import (
+    DEFAULT_MODEL,
+    DEFAULT_MODEL_SHA256,
+    INT8_PROBE,
+    MAX_TOKENS,
+    PROBE,
+    bundled_model_path,
+    cache_dir,
+    dimension,
+    file_sha256,
+    notice,
+)
 
-PROBE = [
-    "The DB pool keeps dropping connections after the deploy.",
-    "Caroline went to the LGBTQ support group on 7 May 2023.",
-    "set pool_size=20 and max_overflow=5 in config/db.yaml",
-    "ok",
-]
 MIN_PROBE_COSINE = 0.9999
 #: int8 weights move a vector by a cosine of ~0.01 on average (LoCoMo: mean 0.991, worst 0.97): a probe
 #: text below this means a broken quantization, not rounding.
 MIN_INT8_COSINE = 0.95
 MIN_INT8_MEAN_COSINE = 0.98
-#: More probe text for the int8 check: rounding errors show in the mean over varied texts.
-INT8_PROBE = PROBE + [
-    "Melanie: I ran a charity race for mental health last Saturday, it was so rewarding!",
-    "tool get_config({\"service\": \"billing-db\"}) returned: {\"pool_size\": 40, \"timeout_ms\": 3000}",
-    "Yes, in Sweden, back in 2019.",
-    "Traceback (most recent call last): File \"app.py\", line 12, in <module> KeyError: 'user_id'",
-    "What did you decide about the retry policy after the outage last week?",
-    "I prefer pytest fixtures over unittest setUp methods, keep that in mind for every test.",
-]
-MAX_TOKENS = 256
+
+#: The settings that keep ragmem off a path that cannot be built here (named in the errors).
+TORCH_ONLY = "RAGMEM_EMBED_BACKEND=torch (or AutoEmbedder(backend='torch'))"
+NO_INT8 = "RAGMEM_EMBED_PRECISION=fp32 (or AutoEmbedder(precision='fp32'))"
 
 
-def notice(message: str) -> None:
-    """Tell the user on stderr what a slow one-time step is doing (``RAGMEM_QUIET=1`` silences it)."""
-    if not os.environ.get("RAGMEM_QUIET"):
-        import sys
-
-        print(f"ragmem: {message}", file=sys.stderr, flush=True)
+class ExportFailed(EmbedderError):
+    """The ONNX graph (or its int8 variant) could not be built on this machine: the torch engine can stand in."""
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("RAGMEM_CACHE") or Path.home() / ".cache" / "ragmem")
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def export_onnx(target: Path) -> dict:
+def export_onnx(target: Path) -> dict[str, Any]:
     """Export the bundled model to ONNX at ``target`` and check it against fp32; return the record.
 
-    Needs torch, transformers and onnx (all installed with ragmem).
+    Needs torch, transformers and onnx (all installed with ragmem). Raises
+    :class:`ExportFailed` when the export fails, and
+    :class:`~ragmem.EmbedderError` when the graph disagrees with fp32.
     """
     try:
         import numpy as np
         import torch
         from transformers import AutoModel
     except ImportError as exc:
-        raise MissingDependency(f"exporting the ONNX model needs torch and transformers: {exc}") from exc
+        raise MissingDependency(f"exporting the ONNX model needs torch and transformers ({exc}): "
+                                "pip install torch transformers") from exc
     model_dir = bundled_model_path()
     model = AutoModel.from_pretrained(str(model_dir)).eval()
 
     class _Hidden(torch.nn.Module):  # a plain forward, so the tracer sees three tensors in, one out
-        def __init__(self, m):
+        def __init__(self, m: Any) -> None:
             super().__init__()
             self.m = m
 
-        def forward(self, input_ids, attention_mask, token_type_ids):
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
             return self.m(input_ids=input_ids, attention_mask=attention_mask,
                           token_type_ids=token_type_ids).last_hidden_state
 
@@ -110,23 +96,25 @@ def export_onnx(target: Path) -> dict:
             )
     except Exception as exc:
         tmp.unlink(missing_ok=True)
-        raise MissingDependency(f"could not export the ONNX model ({exc}); pip install onnx") from exc
+        raise ExportFailed(f"could not export the bundled embedding model to ONNX ({exc}); install the exporter "
+                           f"with pip install 'onnx>=1.15', or embed with torch only: {TORCH_ONLY}") from exc
     # check the exported graph against the fp32 sentence-transformers vectors before trusting it
-    from .embed import SentenceTransformerEmbedder
+    from ._sentence_transformers import SentenceTransformerEmbedder
 
     ref = np.asarray(SentenceTransformerEmbedder(precision="fp32").embed_batch(PROBE))
     got = np.asarray(OnnxEmbedder(onnx_path=tmp, verify=False).embed_batch(PROBE))
     cos = float(np.min(np.sum(ref * got, axis=1)))
     if cos < MIN_PROBE_COSINE:
         tmp.unlink(missing_ok=True)
-        raise StoreError(f"the exported ONNX model disagrees with fp32 (probe cosine {cos:.6f}); not used")
+        raise EmbedderError(f"the exported ONNX model disagrees with fp32 (probe cosine {cos:.6f}), so it is not used; "
+                            f"embed with torch only: {TORCH_ONLY}")
     os.replace(tmp, target)
-    record = {"onnx_sha256": _file_sha256(target), "weights_sha256": DEFAULT_MODEL_SHA256, "probe_cosine": cos}
+    record = {"onnx_sha256": file_sha256(target), "weights_sha256": DEFAULT_MODEL_SHA256, "probe_cosine": cos}
     target.with_suffix(".json").write_text(json.dumps(record))
     return record
 
 
-def quantize_int8(source: Path, target: Path) -> dict:
+def quantize_int8(source: Path, target: Path) -> dict[str, Any]:
     """Quantize the checked fp32 export ``source`` to int8 at ``target``, check it on a probe set; return the record."""
     import logging
 
@@ -135,7 +123,8 @@ def quantize_int8(source: Path, target: Path) -> dict:
     try:
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError as exc:
-        raise MissingDependency(f"int8 quantization needs onnxruntime and onnx: {exc}") from exc
+        raise MissingDependency(f"int8 quantization needs onnxruntime and onnx ({exc}): "
+                                "pip install 'onnxruntime>=1.17' 'onnx>=1.15'") from exc
     tmp = target.with_suffix(".tmp")
     quiet = logging.getLogger().level
     logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process shape inference; the probe checks
@@ -145,7 +134,8 @@ def quantize_int8(source: Path, target: Path) -> dict:
                          op_types_to_quantize=["MatMul"])
     except Exception as exc:
         tmp.unlink(missing_ok=True)
-        raise MissingDependency(f"could not quantize the ONNX model to int8 ({exc})") from exc
+        raise ExportFailed(f"could not quantize the ONNX model to int8 ({exc}); pip install 'onnx>=1.15', "
+                           f"or keep bulk ingest on fp32: {NO_INT8}") from exc
     finally:
         logging.getLogger().setLevel(quiet)
     ref = np.asarray(OnnxEmbedder(onnx_path=source).embed_batch(INT8_PROBE))
@@ -153,18 +143,19 @@ def quantize_int8(source: Path, target: Path) -> dict:
     cos = np.sum(ref * got, axis=1)
     if float(cos.min()) < MIN_INT8_COSINE or float(cos.mean()) < MIN_INT8_MEAN_COSINE:
         tmp.unlink(missing_ok=True)
-        raise StoreError(
-            f"the int8 model disagrees with fp32 (probe cosine min {cos.min():.4f}, mean {cos.mean():.4f}); not used"
+        raise EmbedderError(
+            f"the int8 model disagrees with fp32 (probe cosine min {cos.min():.4f}, mean {cos.mean():.4f}), "
+            f"so it is not used; keep bulk ingest on fp32: {NO_INT8}"
         )
     os.replace(tmp, target)
-    record = {"onnx_sha256": _file_sha256(target), "weights_sha256": DEFAULT_MODEL_SHA256,
+    record = {"onnx_sha256": file_sha256(target), "weights_sha256": DEFAULT_MODEL_SHA256,
               "probe_cosine": float(cos.min()), "probe_mean_cosine": float(cos.mean()), "precision": "int8"}
     target.with_suffix(".json").write_text(json.dumps(record))
     return record
 
 
 def _quiet_weight_loading() -> None:
-    """Hide transformers' "Loading weights" bar during the export: the notice above says what happens."""
+    """Hide transformers' "Loading weights" bar during the export: the notice says what happens."""
     try:
         from transformers.utils import logging as hf_logging
 
@@ -179,14 +170,16 @@ def default_onnx_path(precision: str = "fp32") -> Path:
     return cache_dir() / "onnx" / DEFAULT_MODEL_SHA256[:16] / name
 
 
-class OnnxEmbedder:
+class OnnxEmbedder(Embedder):
     """all-MiniLM-L6-v2 on ONNX Runtime: mean pooling and normalisation as sentence-transformers does.
 
     ``OnnxEmbedder()`` uses the cached export of the bundled model, exporting
     it on first use if needed. Its vectors match fp32 within a cosine of 1e-4,
     so it shares a store with :class:`~ragmem.embed.SentenceTransformerEmbedder`.
     ``OnnxEmbedder(precision="int8")`` runs the int8 variant (quantized from
-    that export on first use), for bulk ingest.
+    that export on first use), for bulk ingest. With ``verify`` (the default)
+    the graph's sha256 is checked against the one recorded at export on every
+    load (:class:`~ragmem.ModelIntegrityError` if it changed).
     """
 
     name = DEFAULT_MODEL
@@ -195,7 +188,7 @@ class OnnxEmbedder:
                  batch_size: int | None = None, verify: bool = True,
                  precision: Literal["fp32", "int8"] = "fp32") -> None:
         if precision not in ("fp32", "int8"):
-            raise ValueError(f"ONNX precision must be fp32 or int8, not {precision!r}")
+            raise UsageError(f"ONNX precision must be fp32 or int8, not {precision!r}")
         self.precision = precision
         self.precision_used = f"onnx-{precision}"
         self.onnx_path = Path(onnx_path) if onnx_path else default_onnx_path(precision)
@@ -203,15 +196,10 @@ class OnnxEmbedder:
         self.batch_size = batch_size or (16 if precision == "int8" else 32)
         self.threads = threads
         self.verify = verify
-        self._session = None
-        self._tokenizer = None
-        self._whole_tokenizer = None
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._whole_tokenizer: Any = None
         self._lock = threading.Lock()
-
-    @property
-    def available(self) -> bool:
-        """True when the exported model is already cached (no export, no torch needed)."""
-        return self.onnx_path.exists() and self.onnx_path.with_suffix(".json").exists()
 
     def _load(self) -> None:
         try:
@@ -234,24 +222,36 @@ class OnnxEmbedder:
                     notice("first bulk ingest on this machine: quantizing the embedding model to int8, once (a few seconds)")
                     quantize_int8(source, self.onnx_path)
         if self.verify:
-            rec = json.loads(self.onnx_path.with_suffix(".json").read_text())
-            if _file_sha256(self.onnx_path) != rec["onnx_sha256"]:
-                raise StoreError(
-                    f"{self.onnx_path} changed since it was exported and checked; delete it to export it again"
-                )
-        tok = Tokenizer.from_file(str(bundled_model_path(verify=False) / "tokenizer.json"))
+            self._check_graph()
+        tokenizer_file = str(bundled_model_path(verify=False) / "tokenizer.json")
+        tok = Tokenizer.from_file(tokenizer_file)
         tok.enable_truncation(MAX_TOKENS)
         tok.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest text of each batch
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = self.threads or min(4, os.cpu_count() or 1)
         opts.inter_op_num_threads = 1
         self._session = ort.InferenceSession(str(self.onnx_path), opts, providers=["CPUExecutionProvider"])
-        self._whole_tokenizer = Tokenizer.from_file(str(bundled_model_path(verify=False) / "tokenizer.json"))
+        self._whole_tokenizer = Tokenizer.from_file(tokenizer_file)
         self._whole_tokenizer.no_truncation()
         self._whole_tokenizer.no_padding()
         self._tokenizer = tok
 
-    def _ready(self):
+    def _check_graph(self) -> None:
+        """The graph must have the sha256 recorded when it was exported and checked against fp32."""
+        record = self.onnx_path.with_suffix(".json")
+        try:
+            expected = json.loads(record.read_text())["onnx_sha256"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ModelIntegrityError(
+                f"{record} (the sha256 recorded when {self.onnx_path.name} was exported and checked) is missing or "
+                f"unreadable ({exc}); delete {self.onnx_path} to export it again"
+            ) from None
+        if file_sha256(self.onnx_path) != expected:
+            raise ModelIntegrityError(
+                f"{self.onnx_path} changed since it was exported and checked; delete it to export it again"
+            )
+
+    def _ready(self) -> tuple[Any, Any]:
         if self._session is None:
             with self._lock:
                 if self._session is None:
@@ -259,7 +259,13 @@ class OnnxEmbedder:
         return self._session, self._tokenizer
 
     @property
+    def dimension(self) -> int:  # the bundled model's config knows; no probe needed
+        """Length of the vectors: the bundled model's hidden size."""
+        return dimension()
+
+    @property
     def max_tokens(self) -> int:
+        """The bundled model's window in word pieces."""
         return MAX_TOKENS
 
     def embed_batch(self, texts: Sequence[str], kind: Kind = "document") -> list[list[float]]:
@@ -270,19 +276,22 @@ class OnnxEmbedder:
             return []
         session, tok = self._ready()
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out = np.zeros((len(texts), 384), dtype=np.float32)
+        out = None
         for start in range(0, len(order), self.batch_size):
             idx = order[start : start + self.batch_size]
             enc = tok.encode_batch([texts[i] for i in idx])
             ids = np.asarray([e.ids for e in enc], dtype=np.int64)
             mask = np.asarray([e.attention_mask for e in enc], dtype=np.int64)
             hidden = session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
+            if out is None:  # the graph's width is the embedding size
+                out = np.zeros((len(texts), hidden.shape[-1]), dtype=np.float32)
             pooled = (hidden * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
             out[idx] = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        assert out is not None  # texts is not empty, so one batch ran
         return out.tolist()
 
     def chunk(self, text: str, overlap: int = 32) -> list[str]:
-        """Split ``text`` into pieces that fit the model's window, as the torch path does."""
+        """Split ``text`` into pieces that fit the model's window, as the torch engine does."""
         if len(text) < MAX_TOKENS * 2:
             return [text]
         self._ready()
