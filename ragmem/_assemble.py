@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from ._errors import BudgetTooSmall
-from ._messages import Message, content_text, to_anthropic
+from ._messages import Message, content_text, message_text, to_anthropic
 from ._recall import asks_when
 from ._tokens import PER_MESSAGE, PER_TOOL_CALL, REPLY_PRIMING, TokenCounter, count_message
 from ._trace import BudgetMonitor, Context, DropTrace, Trace, UnitTrace
@@ -153,14 +153,7 @@ def unit_as_text(u: Unit, label: str | None = None) -> str:
     (the lines carry the date already, so only the conversation part of the label is kept)."""
     lines = [label.split(", ")[0] + "]"] if label and label.startswith("[from conversation") else []
     for m in u.messages:
-        when = m.created_at.strftime("%Y-%m-%d %H:%M")
-        if m.tool_calls:
-            calls = "; ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
-            lines.append(f"[{when}] {m.role}: {m.text} [called {calls}]".replace(":  [", ": ["))
-        elif m.role == "tool":
-            lines.append(f"[{when}] tool result: {m.text}")
-        else:
-            lines.append(f"[{when}] {m.role}: {m.text}")
+        lines.append(f"[{m.created_at:%Y-%m-%d %H:%M}] " + message_text(m, calls="called"))
     return "\n".join(lines)
 
 
@@ -593,4 +586,5 @@ def assemble_baseline(
     )
 
 
+#: The prompt strategies, ragmem's and the baselines: the one list Memory.prompt, the CLI and the benchmarks use.
 STRATEGIES = ("ragmem", "sliding_window", "keep_first", "importance")

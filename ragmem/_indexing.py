@@ -17,26 +17,20 @@ and doubles the encoder's work, so the vectors keep the message alone.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from typing import Any, Sequence
 
 from . import _lexical as lexical, _timeparse as timeparse
 from .embed import Embedder, chunk_text
-from ._messages import Message, ToolCall
+from ._messages import Message, ToolCall, message_text
 from ._settings import DEFAULT_RECALL, RecallSettings
 from ._store import Log as MessageLog, VectorIndex
+from ._store.filters import META_PREFIX
 from ._store.index import chunk_id
 
 
 def document_text(m: Message, call: ToolCall | None = None) -> str:
-    """The text embedded for a message."""
-    if m.role == "tool":
-        head = f"tool {call.name}({call.arguments}) returned:" if call else "tool returned:"
-        return f"{head} {m.text}"
-    if m.tool_calls:
-        calls = "; ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
-        return f"{m.role}: {m.text} [calls {calls}]".replace(":  [", ": [")
-    return f"{m.role}: {m.text}"
+    """The text embedded for a message; a tool result names the call it answers when ``call`` is known."""
+    return message_text(m, tool_head=f"tool {call.name}({call.arguments}) returned:" if call else "tool returned:")
 
 
 #: Characters of one message that go into the lexical index.
@@ -109,11 +103,11 @@ def lexical_rows(
 
 
 def scalar_metadata(meta: dict[str, Any]) -> dict[str, Any]:
-    """User metadata that Chroma can filter on: scalar values, keys prefixed ``m_``."""
+    """User metadata that Chroma can filter on: scalar values, keys prefixed ``m_`` (see ``RowFilter.chroma``)."""
     out = {}
     for k, v in meta.items():
         if isinstance(v, (str, int, float, bool)):
-            out[f"m_{k}"] = v
+            out[META_PREFIX + k] = v
     return out
 
 
@@ -207,28 +201,3 @@ def _upsert_block(index: VectorIndex, block: Sequence[int], rows: Sequence[tuple
     for ns, (ids, vecs, metas) in by_ns.items():
         for start in range(0, len(ids), 1000):
             index.upsert(ns, ids[start : start + 1000], vecs[start : start + 1000], metas[start : start + 1000])
-
-
-def build_where(
-    *,
-    session: str | None = None,
-    role: str | Sequence[str] | None = None,
-    since: datetime | float | None = None,
-    until: datetime | float | None = None,
-    where: dict[str, Any] | None = None,
-) -> dict[str, Any] | None:
-    """A Chroma ``where`` clause for a search scope and filters (user metadata keys unprefixed)."""
-    conds: list[dict[str, Any]] = []
-    if session is not None:
-        conds.append({"session": session})
-    if role is not None:
-        conds.append({"role": role} if isinstance(role, str) else {"role": {"$in": list(role)}})
-    if since is not None:
-        conds.append({"created_at": {"$gte": since.timestamp() if isinstance(since, datetime) else float(since)}})
-    if until is not None:
-        conds.append({"created_at": {"$lte": until.timestamp() if isinstance(until, datetime) else float(until)}})
-    for k, v in (where or {}).items():
-        conds.append({f"m_{k}": v})
-    if not conds:
-        return None
-    return conds[0] if len(conds) == 1 else {"$and": conds}

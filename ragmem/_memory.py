@@ -23,21 +23,22 @@ from . import _consistency as consistency
 from ._assemble import (
     MIN_MESSAGE_TOKENS, STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline, assemble_whole,
 )
-from ._config import load_config
+from ._config import DEFAULT_STORE, load_config
 from .embed import Embedder, default_embedder
 from . import _validate as validate
 from ._errors import InvalidMessage, MessageNotFound, StoreError
-from ._indexing import build_where, by_namespace, index_messages, lexical_rows
+from ._indexing import by_namespace, index_messages, lexical_rows
 from ._settings import RecallSettings, as_recall_settings
 from ._rerank import RERANK_TOP, Reranker, as_reranker, rerank
 from ._messages import MAX_CHARS, Message, from_anthropic, from_sdk, looks_anthropic, parse_message
 from ._recall import (
-    Hit, companions, diversify, embed_query, lexical_filters, retrieve_units, search_candidates,
+    Hit, companions, diversify, embed_query, retrieve_units, search_candidates,
 )
 from ._store import Log, VectorIndex, make_client, open_log
 from ._store.faults import (
     IndexCorrupt, IndexRebuilt, embedded_index_problem, is_index_corruption, read_only_chroma, rebuild_notice, set_aside,
 )
+from ._store.filters import RowFilter
 from ._store.index import INDEX_SCHEMA, NAMESPACE_SCOPE
 from ._store.locking import CHROMA_LOCK_FILE, opening_lock
 from ._summary import ExtractiveSummarizer, Summarizer
@@ -45,7 +46,6 @@ from ._tokens import TokenCounter, default_counter
 from ._trace import BudgetMonitor, Context
 from ._units import group_units
 
-DEFAULT_PATH = ".ragmem"
 
 Scope = Literal["session", "namespace"]
 #: Where recall and search look: this session only, or every session of the namespace.
@@ -187,7 +187,7 @@ class Memory:
             self._indexer = _shared._indexer
             self._consistency, self._location_lock = _shared._consistency, None
             return
-        self.path = Path(path or os.environ.get("RAGMEM_STORE") or DEFAULT_PATH)
+        self.path = Path(path or os.environ.get("RAGMEM_STORE") or DEFAULT_STORE)
         # the store's ragmem.toml and RAGMEM_* variables: every tool opens the store the same way
         config = load_config(self.path)
         self.chroma_url = chroma_url or config.chroma_url
@@ -605,14 +605,14 @@ class Memory:
         if min_score is not None:
             validate.similarity(min_score, "min_score")
         # the session scope is the collection searched, so the clause holds only the caller's filters
-        clause = build_where(role=role, since=since, until=until, where=dict(where or {}))
+        filters = RowFilter.of(role=role, since=since, until=until, where=where)
         self._catch_up()
         vec = embed_query(self.embedder, query)
         sims: dict[str, float] = {}
         cands = self._rebuilding_if_damaged(lambda: search_candidates(
             text=query, vector=vec, log=self._log, index=self.index, namespace=self.namespace,
-            session=self.session if scope == "session" else None, n=3 * k, where=clause,
-            filters=lexical_filters(role=role, since=since, until=until, where=where), similarity=sims,
+            session=self.session if scope == "session" else None, n=3 * k, where=filters.chroma(),
+            filters=filters if filters.sql_ready else None, similarity=sims,
             settings=self.recall,
         ))
         if min_score is not None:  # on the absolute cosine, not the fused score, which is relative per query

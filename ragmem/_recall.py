@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from . import _lexical as lexical, _timeparse as timeparse
 from .embed import Embedder
@@ -106,28 +106,6 @@ def dense_candidates(
         if c is None or h.score > c.score:
             best[mid] = Candidate(mid, uid, sess, seq, h.score)
     return sorted(best.values(), key=lambda c: -c.score)
-
-
-def lexical_filters(
-    *,
-    role: str | Sequence[str] | None = None,
-    since: datetime | float | None = None,
-    until: datetime | float | None = None,
-    where: Mapping[str, Any] | None = None,
-) -> RowFilter | None:
-    """A search's filters as a :class:`~ragmem._store.filters.RowFilter`; None when one cannot be expressed."""
-    equals = []
-    for k, v in (where or {}).items():
-        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
-            return None  # operators and booleans: leave them to the vector index alone
-        equals.append((k, v))
-    stamp = lambda t: t.timestamp() if isinstance(t, datetime) else float(t)  # noqa: E731
-    return RowFilter(
-        roles=None if role is None else (role,) if isinstance(role, str) else tuple(role),
-        since=None if since is None else stamp(since),
-        until=None if until is None else stamp(until),
-        equals=tuple(equals),
-    )
 
 
 def lexical_candidates(
