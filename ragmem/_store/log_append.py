@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Literal
+from typing import Any, Callable, Literal, TypeVar
 
 from .._errors import InvalidMessage, OrphanToolResult
 from .._messages import Message
 from .log_core import LogCore, differs
 
 __all__ = ["Appending"]
+
+_T = TypeVar("_T")
 
 
 class Appending(LogCore):
@@ -39,7 +41,11 @@ class Appending(LogCore):
         of it is stored. Ids are unique per namespace: another namespace's ids
         are never looked at, so an id there is a fresh id here.
         """
-        return self._change(lambda cur: self._append(cur, namespace, session, messages, orphans))
+        return self._appending(lambda cur: self._append(cur, namespace, session, messages, orphans))
+
+    def _appending(self, fn: Callable[[Any], _T]) -> _T:
+        """Run the append transaction (a backend may retry it: see PostgresLog)."""
+        return self._change(fn)
 
     def _answer_call(self, cur: Any, namespace: str, session: str, call_id: str | None) -> str | None:
         """Mark an open tool call of a session answered; the unit id of its call, None if no such call is open."""

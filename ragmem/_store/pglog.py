@@ -38,10 +38,11 @@ import time
 import uuid
 from collections import Counter
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, Literal, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._errors import MissingDependency, SchemaVersionError, StoreError
+from .._lexical import BM25_B, BM25_K1
 from .._messages import Message
 from .filters import RowFilter
 from .log_append import Appending
@@ -93,7 +94,7 @@ CREATE INDEX lexical_terms_m ON lexical_terms (namespace, mid);
 ]
 
 _T = TypeVar("_T")
-_K1, _B = 1.2, 0.75  # FTS5's bm25() constants
+_K1, _B = BM25_K1, BM25_B  # FTS5's bm25() constants
 
 
 def _psycopg():
@@ -299,15 +300,8 @@ class PostgresLog(Appending, MessageReads, IndexFlags, Forgetting, StateAndSumma
         return done.fetchall() if done.description else []
 
     # -- writing --------------------------------------------------------------
-    def append(
-        self,
-        namespace: str,
-        session: str,
-        messages: list[Message],
-        *,
-        orphans: Literal["raise", "keep"] = "raise",
-    ) -> list[Message]:
-        """Append messages atomically; return those newly stored, with seq and session set.
+    def _appending(self, fn: Callable[[Any], _T]) -> _T:
+        """Run an append; a clash with another host's add of the same moment is retried.
 
         The session's row is locked for the transaction, so concurrent adders
         (of any host) take turns and sequence numbers stay dense. A message
@@ -317,7 +311,7 @@ class PostgresLog(Appending, MessageReads, IndexFlags, Forgetting, StateAndSumma
         pg = self._pg
         for attempt in range(5):
             try:
-                return super().append(namespace, session, messages, orphans=orphans)
+                return self._change(fn)
             except pg.errors.UniqueViolation:
                 # another host stored one of these ids (or opened this session) at the same moment: the
                 # next attempt sees its rows and decides as a sequential add would
