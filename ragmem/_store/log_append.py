@@ -62,7 +62,7 @@ class Appending(LogCore):
 
     def _append(self, cur: Any, namespace: str, session: str, messages: list[Message], orphans: str) -> list[Message]:
         # the session's counter row, held for the transaction: adders of one session take turns
-        cur.execute("INSERT INTO sessions VALUES (?, ?, 0, ?) ON CONFLICT DO NOTHING", (namespace, session, time.time()))
+        cur.execute(self._insert("sessions", "?, ?, 0, ?"), (namespace, session, time.time()))
         next_seq = cur.execute(
             f"SELECT next_seq FROM sessions WHERE namespace=? AND session=?{self._LOCK_ROW}", (namespace, session)
         ).fetchone()[0]
@@ -122,7 +122,7 @@ class Appending(LogCore):
                     )
             for c in m.tool_calls:
                 if cur.execute(
-                    "INSERT INTO tool_calls VALUES (?, ?, ?, ?, 0) ON CONFLICT DO NOTHING", (namespace, session, c.id, m.id)
+                    self._insert("tool_calls", "?, ?, ?, ?, 0"), (namespace, session, c.id, m.id)
                 ).rowcount == 0:
                     raise InvalidMessage(
                         f"message {i} reuses tool call id {c.id!r}, already used in session {session!r}; "

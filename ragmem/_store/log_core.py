@@ -21,7 +21,7 @@ a connection pool instead of one connection).
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from .._messages import Message, message_from_record
 
@@ -86,6 +86,12 @@ class LogCore:
         raise NotImplementedError
 
     # -- shared by the parts --------------------------------------------------
+    def _insert(self, table: str, marks: str, key: str = "", update: Sequence[str] = ()) -> str:
+        """``INSERT INTO table VALUES (marks)`` that leaves a row already under its key alone, or with
+        ``update`` replaces those columns of the row under ``key``. (SQLite's ``INSERT OR IGNORE`` and
+        ``INSERT OR REPLACE`` here: they need no SQLite newer than FTS5 does; PostgreSQL says ON CONFLICT.)"""
+        return f"INSERT OR {'REPLACE' if update else 'IGNORE'} INTO {table} VALUES ({marks})"
+
     @staticmethod
     def _msg(row: tuple) -> Message:
         rec = json.loads(row[0])
@@ -105,6 +111,4 @@ class LogCore:
 
     def set_meta(self, key: str, value: str) -> None:
         """Set a value of the store's ``meta`` table."""
-        self._change(lambda cur: cur.execute(
-            "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value)
-        ))
+        self._change(lambda cur: cur.execute(self._insert("meta", "?, ?", "key", ("value",)), (key, value)))

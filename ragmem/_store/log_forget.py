@@ -68,7 +68,7 @@ class Forgetting(LogCore):
             for table in ("state", "summaries", "tool_calls"):
                 cur.execute(f"DELETE FROM {table} WHERE namespace=? AND session=?", (namespace, session))
             if cur.execute("SELECT 1 FROM sessions WHERE namespace=? AND session=?", (namespace, session)).fetchone():
-                cur.execute("INSERT INTO forgotten_sessions VALUES (?, ?) ON CONFLICT DO NOTHING", (namespace, session))
+                cur.execute(self._insert("forgotten_sessions", "?, ?"), (namespace, session))
             return n
         return self._change(run)
 

@@ -21,7 +21,7 @@ class StateAndSummaries(LogCore):
     def set_state(self, namespace: str, session: str, value: dict[str, Any]) -> None:
         """Replace a session's pinned state."""
         self._change(lambda cur: cur.execute(
-            "INSERT INTO state VALUES (?, ?, ?) ON CONFLICT (namespace, session) DO UPDATE SET value = excluded.value",
+            self._insert("state", "?, ?, ?", "namespace, session", ("value",)),
             (namespace, session, json.dumps(value)),
         ))
 
@@ -35,7 +35,6 @@ class StateAndSummaries(LogCore):
     def set_summary(self, namespace: str, session: str, text: str, upto_seq: int, covers: list[str]) -> None:
         """Replace a session's summary."""
         self._change(lambda cur: cur.execute(
-            "INSERT INTO summaries VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, session) DO UPDATE SET "
-            "text = excluded.text, upto_seq = excluded.upto_seq, covers = excluded.covers",
+            self._insert("summaries", "?, ?, ?, ?, ?", "namespace, session", ("text", "upto_seq", "covers")),
             (namespace, session, text, upto_seq, json.dumps(covers)),
         ))

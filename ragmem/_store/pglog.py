@@ -38,7 +38,7 @@ import time
 import uuid
 from collections import Counter
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._errors import MissingDependency, SchemaVersionError, StoreError
@@ -294,6 +294,12 @@ class PostgresLog(Appending, MessageReads, IndexFlags, Forgetting, StateAndSumma
 
     def _change(self, fn: Callable[[Any], _T]) -> _T:
         return self._write(lambda cur: fn(_Qmark(cur)))
+
+    def _insert(self, table: str, marks: str, key: str = "", update: Sequence[str] = ()) -> str:
+        sql = f"INSERT INTO {table} VALUES ({marks}) ON CONFLICT"
+        if not update:
+            return sql + " DO NOTHING"
+        return sql + f" ({key}) DO UPDATE SET " + ", ".join(f"{c} = EXCLUDED.{c}" for c in update)
 
     def _change_in(self, cur: Any, sql: str, values: Iterable[Any], args: Iterable[Any] = ()) -> list[tuple]:
         done = cur.execute(sql.replace("{in}", "= ANY(?)"), [*args, list(dict.fromkeys(values))])
