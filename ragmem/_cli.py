@@ -115,8 +115,6 @@ def _emit(cfg: Config, data: Any, human: Callable[[], Iterable[str]] | str | Non
         click.echo(line)
 
 
-
-
 def _when(value: str | None, option: str) -> datetime | None:
     """Parse --since/--until with the library's one parser: ISO date or time, or an age like 90m, 12h, 7d, 2w."""
     from . import _validate as validate

@@ -219,8 +219,6 @@ def _when(value: str | None, name: str) -> datetime | None:
         raise ToolError(str(exc)) from None
 
 
-
-
 def build_server(
     store: str | None = None,
     *,
