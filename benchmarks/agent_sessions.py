@@ -244,11 +244,11 @@ def check_prompt(ctx, budget: int) -> list[str]:
 
 #: Recall settings compared on the same sessions (keys as in :data:`benchmarks.recall_dev.CONFIGS`).
 CONFIGS: dict[str, dict] = {
-    "dense": {"DENSE_WEIGHT": 1.0, "NEIGHBOUR_WEIGHT": 0.0},
+    "dense": {"dense_weight": 1.0, "neighbour_weight": 0.0},
     "default": {},
-    "no-companions": {"COMPANIONS": False},
-    "no-mmr": {"DIVERSITY": 0.0},
-    "mmr-0.6": {"DIVERSITY": 0.6},
+    "no-companions": {"companions": False},
+    "no-mmr": {"diversity": 0.0},
+    "mmr-0.6": {"diversity": 0.6},
 }
 #: The hard variant: three near-identical decoys per planted fact (the sibling, the target's staging and
 #: replica), results padded to real dump sizes (~400 tokens), in sessions three times as long.
@@ -258,9 +258,8 @@ HARD = {"turns": 1200, "distractors": 3, "padding": 30}
 def run(sessions: int, turns: int, store: Path, configs: list[str], distractors: int = 1, padding: int = 0) -> dict:
     from ragmem import Memory
 
-    from .recall_dev import setting
+    from .recall_dev import settings_of
 
-    defaults = {k: getattr(*setting(k)) for name in configs for k in CONFIGS[name]}
     per: dict[str, list[dict]] = {name: [] for name in configs}
     lat: dict[str, list[float]] = {name: [] for name in configs}
     problems: list[str] = []
@@ -272,8 +271,7 @@ def run(sessions: int, turns: int, store: Path, configs: list[str], distractors:
             base = base or mem
             mem.add_many(s.messages)
             for name in configs:
-                for k, v in {**defaults, **CONFIGS[name]}.items():
-                    setattr(*setting(k), v)
+                mem.recall = settings_of(CONFIGS[name])
                 for p in s.probes:
                     t = time.perf_counter()
                     ctx = mem.prompt(p.question, system="You are a careful DevOps coding agent.", budget=BUDGET)
@@ -286,8 +284,6 @@ def run(sessions: int, turns: int, store: Path, configs: list[str], distractors:
                                       "@1": sum(e in hits[:1] for e in p.evidence) / len(p.evidence)})
             log(f"[agent_sessions] {s.name}: {len(s.messages)} messages, {len(s.probes)} probes")
     finally:
-        for k, v in defaults.items():
-            setattr(*setting(k), v)
         if base is not None:
             base.close()
     return {"per": per, "problems": problems, "latency": lat}

@@ -3,9 +3,9 @@
 The store is grown to ``--size`` messages in sessions of 1,000 (100 sessions at
 100,000) exactly as ``benchmarks/speed.py`` grows it; then the same questions
 are asked of session ``s000`` with the default fused recall and with recall
-switched to dense only (``ragmem._recall.DENSE_WEIGHT = 1.0``), alternating
+switched to dense only (``RecallSettings(dense_weight=1.0)``), alternating
 question by question so both see the same machine. The lexical retriever's own
-share of a fused prompt (``recall.lexical_candidates``: tokenising, document
+share of a fused prompt (``ragmem._recall.lexical_candidates``: tokenising, document
 frequencies, the FTS5 query) is timed as well, as ``lexical``.
 
     python -m benchmarks.fusion_cost [--size 100000] [--quick]
@@ -24,7 +24,7 @@ from .speed import PROMPT_BUDGET, grow_store, session_name, timed_questions
 
 
 def run(size: int, questions: int) -> dict:
-    from ragmem import Memory, recall
+    from ragmem import Memory, RecallSettings, _recall as recall
     from ragmem.locomo import load_conversations
 
     convs = load_conversations()
@@ -33,7 +33,7 @@ def run(size: int, questions: int) -> dict:
         grow_s = grow_store(folder, convs, size, {})
         qs = timed_questions(convs, questions + 5)
         mem = Memory(path=str(folder), session=session_name(0))
-        fused_weight = recall.DENSE_WEIGHT
+        fused, dense_only = RecallSettings(), RecallSettings(dense_weight=1.0)
         lat: dict[str, list[float]] = {"fused": [], "dense_only": [], "lexical": []}
         lexical_candidates = recall.lexical_candidates
 
@@ -44,11 +44,11 @@ def run(size: int, questions: int) -> dict:
             finally:
                 lexical_s.append(time.perf_counter() - t)
 
-        recall.lexical_candidates = timed_lexical
+        recall.lexical_candidates = timed_lexical  # a timer around it, not a setting
         try:
             for i, q in enumerate(qs):
-                for name, weight in (("fused", fused_weight), ("dense_only", 1.0)):
-                    recall.DENSE_WEIGHT = weight
+                for name, settings in (("fused", fused), ("dense_only", dense_only)):
+                    mem.recall = settings
                     lexical_s: list[float] = []
                     t = time.perf_counter()
                     mem.prompt(q, budget=PROMPT_BUDGET)
@@ -56,7 +56,6 @@ def run(size: int, questions: int) -> dict:
                         lat[name].append(time.perf_counter() - t)
                         lat["lexical"] += lexical_s
         finally:
-            recall.DENSE_WEIGHT = fused_weight
             recall.lexical_candidates = lexical_candidates
             mem.close()
         out = {name: p50_p95(v) for name, v in lat.items()}

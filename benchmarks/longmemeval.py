@@ -16,8 +16,8 @@ Figures (questions with evidence; the ``_abs`` abstention questions have none):
 * turn recall@10: the share of the ``has_answer`` turns among the top 10 hits;
 * evidence in the prompt: the share of ``has_answer`` turns placed in
   ``prompt(question, budget=B)`` for B = 2,000, 4,000, 8,000 tokens;
-* the same prompt at 4,000 tokens without the date labels (``DATE_LABELS`` off), to
-  measure what the labels cost and gain;
+* the same prompt at 4,000 tokens with the date labels on
+  (``RecallSettings(date_labels=True)``; off by default), to measure what the labels cost and gain;
 * baselines in the same run: MemPalace's "raw" mode reproduced (one document per
   session made of its user turns joined by newlines, all-MiniLM-L6-v2 at its
   256-wordpiece limit, cosine; as in MemPalace's ``benchmarks/longmemeval_bench.py``),
@@ -199,11 +199,9 @@ def label_tokens(ctx, counter) -> int:
 
 
 def run_question(q: dict, quick: bool, embedder, raw_encode, budgets) -> dict:
-    import importlib
+    from dataclasses import replace
 
     from ragmem import Memory
-
-    assemble_mod = importlib.import_module("ragmem._assemble")  # the module (the package exports a function too)
 
     keep, turns = history(q, quick)
     chat_of = {t["id"]: t["chat_id"] for t in turns}
@@ -248,12 +246,12 @@ def run_question(q: dict, quick: bool, embedder, raw_encode, budgets) -> dict:
                 if evidence:
                     res["prompt"][str(b)] = sum(e in got for e in evidence) / len(evidence)
                 res["label_tokens"][str(b)] = label_tokens(ctx, mem.counter)
-            default = assemble_mod.DATE_LABELS
-            assemble_mod.DATE_LABELS = True  # the ablation: every recalled unit dated once recall spans days
+            default = mem.recall
+            mem.recall = replace(default, date_labels=True)  # the ablation: every recalled unit dated once recall spans days
             try:
                 ctx = mem.prompt(question, budget=4000, recall_scope=scope)
             finally:
-                assemble_mod.DATE_LABELS = default
+                mem.recall = default
             if evidence:
                 got = set(ctx.message_ids())
                 res["prompt_dates@4000"] = sum(e in got for e in evidence) / len(evidence)

@@ -32,36 +32,27 @@ from .recall_locomo import WINDOW, turn_records
 KS = (5, 10, 50)
 BUDGET = 2000
 
-#: Recall settings to compare: overrides of module constants, ``"module.NAME": value``
-#: (a bare ``NAME`` means :mod:`ragmem._recall`).
+#: Recall settings to compare: fields of :class:`ragmem.RecallSettings` that differ from the defaults;
+#: ``"prompt.ARG": value`` passes ARG to ``Memory.prompt``.
 CONFIGS: dict[str, dict] = {
-    "dense": {"DENSE_WEIGHT": 1.0, "NEIGHBOUR_WEIGHT": 0.0},
-    "fused": {"DENSE_WEIGHT": 0.3, "NEIGHBOUR_WEIGHT": 0.0},
+    "dense": {"dense_weight": 1.0, "neighbour_weight": 0.0},
+    "fused": {"dense_weight": 0.3, "neighbour_weight": 0.0},
     "full": {},
-    "no-companions": {"COMPANIONS": False},
-    "dense-no-companions": {"DENSE_WEIGHT": 1.0, "NEIGHBOUR_WEIGHT": 0.0, "COMPANIONS": False},
-    "no-mmr": {"DIVERSITY": 0.0},
-    "mmr-0.6": {"DIVERSITY": 0.6},
+    "no-companions": {"companions": False},
+    "dense-no-companions": {"dense_weight": 1.0, "neighbour_weight": 0.0, "companions": False},
+    "no-mmr": {"diversity": 0.0},
+    "mmr-0.6": {"diversity": 0.6},
     "dated": {"prompt.recall_format": "text"},
     "auto-dated": {"prompt.recall_format": "auto"},
-    "no-query-dates": {"QUERY_DATES": False},
+    "no-query-dates": {"query_dates": False},
 }
-#: Modules whose constants a config may override; ``"prompt.ARG": value`` passes ARG to ``Memory.prompt``.
-MODULES = ("recall", "assemble")
 
 
-def setting(key: str):
-    """The (module, name) a config key overrides: ``"assemble.PACKING"``, or ``"DENSE_WEIGHT"`` in recall."""
-    import importlib
+def settings_of(config: dict):
+    """The :class:`ragmem.RecallSettings` a config names (its keys but the ``prompt.`` ones)."""
+    from ragmem import RecallSettings
 
-    mod, _, name = key.rpartition(".")
-    mod = mod or "recall"
-    if mod not in MODULES:
-        raise ValueError(f"{key}: configs may override constants of {', '.join(MODULES)} only")
-    module = importlib.import_module(f"ragmem.{mod}")
-    if not hasattr(module, name):
-        raise ValueError(f"{key}: ragmem.{mod} has no {name}")
-    return module, name
+    return RecallSettings(**{k: v for k, v in config.items() if not k.startswith("prompt.")})
 
 
 def open_store(cache: Path, conv):
@@ -85,8 +76,6 @@ def rebuild_lexical(mem) -> None:
 
 
 def run(configs: list[str], cache: Path, relex: bool, limit: int | None) -> dict:
-    keys = {k for name in configs for k in CONFIGS[name] if not k.startswith("prompt.")}
-    defaults = {k: getattr(*setting(k)) for k in keys}
     convs = load_conversations(limit=limit)
     per: dict[str, list[dict]] = defaultdict(list)
     lat: dict[str, list[float]] = defaultdict(list)
@@ -99,9 +88,7 @@ def run(configs: list[str], cache: Path, relex: bool, limit: int | None) -> dict
         qs = [q for q in conv.questions if q.evidence]
         try:
             for name in configs:
-                for k, v in {**defaults, **CONFIGS[name]}.items():
-                    if not k.startswith("prompt."):
-                        setattr(*setting(k), v)
+                mem.recall = settings_of(CONFIGS[name])
                 args = {k[len("prompt."):]: v for k, v in CONFIGS[name].items() if k.startswith("prompt.")}
                 for q in qs:
                     ev = set(q.evidence_ids)
@@ -116,8 +103,6 @@ def run(configs: list[str], cache: Path, relex: bool, limit: int | None) -> dict
                                              for m in ctx.messages))
                     per[name].append(rec)
         finally:
-            for k, v in defaults.items():
-                setattr(*setting(k), v)
             mem.close()
     return {"per": per, "latency": lat}
 

@@ -27,6 +27,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from ragmem._assemble import STRATEGIES
+
 from .baselines import BM25Turns, BudgetPacker, DenseTurns
 from .common import invocation, load_raw_model, log, ragmem_version, markdown_table, result_path, stopwatch, write_json
 from .locomo import CATEGORIES, Conversation, Question, evidence_report, load_conversations
@@ -34,7 +36,6 @@ from .locomo import CATEGORIES, Conversation, Question, evidence_report, load_co
 NAME = "recall_locomo"
 KS = (1, 5, 10, 20, 50)
 BUDGETS = (1000, 2000, 4000, 8000)
-STRATEGIES = ("ragmem", "sliding_window", "keep_first", "importance")
 METHODS = STRATEGIES + ("bm25",)
 #: Messages in the verbatim window, for ragmem and the BM25 baseline alike.
 WINDOW = 12

@@ -1,11 +1,11 @@
 """What time as data costs: ingest with and without date terms, and ``prompt()`` at scale, in one run.
 
 * ingest: the turns of LoCoMo conv-26 and conv-30 go through ``Memory.add_many``
-  into a fresh store, alternately with ``ragmem._indexing.TIME_TERMS`` on and
+  into a fresh store, alternately with ``RecallSettings(time_terms=...)`` on and
   off, ``--reps`` times each; the figure is the median seconds of each.
 * prompt: a store grown to ``--size`` messages as ``benchmarks/speed.py`` grows
   it; the same questions are asked of session ``s000`` alternately with the
-  query's date terms (``ragmem._recall.QUERY_DATES``) on and off. The
+  query's date terms (``RecallSettings(query_dates=...)``) on and off. The
   short-history check of ``prompt()`` reads no row for a session longer than
   the budget can hold, so it is in both figures.
 
@@ -26,7 +26,7 @@ from .speed import PROMPT_BUDGET, grow_store, session_name, timed_questions
 
 
 def ingest(reps: int) -> dict:
-    from ragmem import Memory, _indexing as indexing
+    from ragmem import Memory, RecallSettings
     from ragmem.embed import default_embedder
     from ragmem.locomo import load_conversations
 
@@ -37,23 +37,21 @@ def ingest(reps: int) -> dict:
     secs: dict[str, list[float]] = {"with date terms": [], "without": []}
     for _ in range(reps):
         for name, on in (("with date terms", True), ("without", False)):
-            indexing.TIME_TERMS = on
             folder = Path(tempfile.mkdtemp(prefix="ragmem-timecost-"))
             try:
-                with Memory(folder, session="s", embedder=emb) as mem:
+                with Memory(folder, session="s", embedder=emb, recall=RecallSettings(time_terms=on)) as mem:
                     t = time.perf_counter()
                     mem.add_many(msgs)
                     secs[name].append(time.perf_counter() - t)
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
-    indexing.TIME_TERMS = True
     med = {k: statistics.median(v) for k, v in secs.items()}
     return {"messages": len(msgs), "median_s": med, "runs_s": secs,
             "ratio": round(med["with date terms"] / med["without"], 3)}
 
 
 def prompts(size: int, questions: int) -> dict:
-    from ragmem import Memory, recall
+    from ragmem import Memory, RecallSettings
     from ragmem.locomo import load_conversations
 
     convs = load_conversations()
@@ -65,12 +63,11 @@ def prompts(size: int, questions: int) -> dict:
         with Memory(path=str(folder), session=session_name(0)) as mem:
             for i, q in enumerate(qs):
                 for name, on in (("query dates", True), ("without", False)):
-                    recall.QUERY_DATES = on
+                    mem.recall = RecallSettings(query_dates=on)
                     t = time.perf_counter()
                     mem.prompt(q, budget=PROMPT_BUDGET)
                     if i >= 5:
                         lat[name].append(time.perf_counter() - t)
-        recall.QUERY_DATES = True
         out = {k: p50_p95(v) for k, v in lat.items()}
         return {"size": size, **out, "ratio_p50": round(out["query dates"]["p50_ms"] / out["without"]["p50_ms"], 3)}
     finally:

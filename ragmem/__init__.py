@@ -21,6 +21,7 @@ from ._errors import (
 from ._memory import Memory, PinnedState, SessionInfo
 from ._messages import Message, ToolCall, from_anthropic, parse_message, to_anthropic
 from ._recall import Hit
+from ._settings import RecallSettings
 from ._summary import ExtractiveSummarizer, LLMSummarizer, OpenAICompatibleSummarizer, Summarizer
 from ._tokens import TiktokenCounter, TokenCounter
 from ._trace import BudgetMonitor, Context, DropTrace, Trace, UnitTrace
@@ -50,6 +51,7 @@ __all__ = [
     "OrphanToolResult",
     "PinnedState",
     "RagmemError",
+    "RecallSettings",
     "SchemaVersionError",
     "SentenceTransformerEmbedder",
     "SessionInfo",

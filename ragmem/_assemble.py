@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from ._errors import BudgetTooSmall
-from ._messages import Message, content_text, to_anthropic
+from ._messages import Message, content_text, message_text, to_anthropic
 from ._recall import asks_when
 from ._tokens import PER_MESSAGE, PER_TOOL_CALL, REPLY_PRIMING, TokenCounter, count_message
 from ._trace import BudgetMonitor, Context, DropTrace, Trace, UnitTrace
@@ -112,14 +112,6 @@ def render_state(state: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-#: Date every recalled unit once recall spans several days or conversations, whatever the question's wording.
-#: Off: measured, it gained nothing and cost evidence (LoCoMo evidence at 2,000 tokens 0.882 -> 0.870 on all
-#: five conversations; LongMemEval one_session at 4,000 tokens 0.920 -> 0.912). Units of another
-#: conversation are always labelled with it and its date; recall_format="auto" still dates recall when the
-#: turn asks about time. benchmarks/longmemeval.py measures it on (the ablation).
-DATE_LABELS = False
-
-
 def source_label(u: Unit, current_session: str | None, dated: bool) -> str | None:
     """The note placed before a recalled unit: which conversation and day it comes from.
 
@@ -135,9 +127,16 @@ def source_label(u: Unit, current_session: str | None, dated: bool) -> str | Non
     return f"[{day}]" if dated else None
 
 
-def spans_time(units: Iterable[Unit], current_session: str | None) -> bool:
-    """Whether recalled units come from more than one day or conversation (so their dates matter)."""
-    if not DATE_LABELS:
+def spans_time(units: Iterable[Unit], current_session: str | None, date_labels: bool = False) -> bool:
+    """Whether recalled units come from more than one day or conversation (so their dates matter).
+
+    Always False unless ``date_labels`` (``RecallSettings.date_labels``): dating every recalled unit once
+    recall spans days was measured, gained nothing and cost evidence (LoCoMo evidence at 2,000 tokens
+    0.882 -> 0.870 on all five conversations; LongMemEval one_session at 4,000 tokens 0.920 -> 0.912).
+    Units of another conversation are always labelled with it and its date; recall_format="auto" still
+    dates recall when the turn asks about time. benchmarks/longmemeval.py measures it on (the ablation).
+    """
+    if not date_labels:
         return False
     days, sessions = set(), set()
     for u in units:
@@ -154,14 +153,7 @@ def unit_as_text(u: Unit, label: str | None = None) -> str:
     (the lines carry the date already, so only the conversation part of the label is kept)."""
     lines = [label.split(", ")[0] + "]"] if label and label.startswith("[from conversation") else []
     for m in u.messages:
-        when = m.created_at.strftime("%Y-%m-%d %H:%M")
-        if m.tool_calls:
-            calls = "; ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
-            lines.append(f"[{when}] {m.role}: {m.text} [called {calls}]".replace(":  [", ": ["))
-        elif m.role == "tool":
-            lines.append(f"[{when}] tool result: {m.text}")
-        else:
-            lines.append(f"[{when}] {m.role}: {m.text}")
+        lines.append(f"[{m.created_at:%Y-%m-%d %H:%M}] " + message_text(m, calls="called"))
     return "\n".join(lines)
 
 
@@ -239,10 +231,11 @@ def _finish(
     monitor: BudgetMonitor,
     summary_covers: Sequence[str] = (),
     current_session: str | None = None,
+    date_labels: bool = False,
 ) -> Context:
     """Place and render the chosen units; drop the least relevant recall until the rendered prompt fits."""
     recall_units = sorted(recall_units, key=lambda us: (us[1] if us[1] is not None else 0.0))  # rising relevance
-    dated = spans_time((u for u, _ in recall_units), current_session)
+    dated = spans_time((u for u, _ in recall_units), current_session, date_labels)
     # Counting is additive per message, so each section is counted once: stored messages from the
     # per-id cache, the few rendered ones (system, summary, header, user) here.
     c = lambda ms: sum(count_message(counter, m) for m in ms)  # noqa: E731
@@ -366,6 +359,7 @@ def assemble(
     monitor: BudgetMonitor = BudgetMonitor(),
     token_cache: dict[str, int] | None = None,
     current_session: str | None = None,
+    date_labels: bool = False,
 ) -> Context:
     """Assemble a prompt from its sections within ``budget``; see the module docstring for the layout.
 
@@ -379,8 +373,8 @@ def assemble(
     asks about time (:func:`ragmem._recall.asks_when`), as messages otherwise.
     ``current_session`` names the prompt's session: recalled units of other
     sessions (``recall_scope="namespace"``) are labelled with their
-    conversation and date, and once recall spans several days or
-    conversations every recalled unit carries its date (:func:`source_label`).
+    conversation and date, and with ``date_labels`` once recall spans several
+    days or conversations every recalled unit carries its date (:func:`source_label`).
 
     >>> from ragmem._tokens import default_counter
     >>> ctx = assemble("hi", budget=100, counter=default_counter(), system="be brief")
@@ -430,7 +424,7 @@ def assemble(
     # Recall: into what is left (at least its share); see _pack_recall.
     recall_cap = free - w_tokens - s_tokens - count_message(counter, {"role": "system", "content": RECALL_HEADER})
     # a label note costs tokens: reserve them while packing, so rendering rarely has to drop a unit
-    dated = spans_time((u for u, _ in recall), current_session)
+    dated = spans_time((u for u, _ in recall), current_session, date_labels)
     label_cost = None
     if recall_format != "text" and (dated or any(u.messages[0].session != current_session for u, _ in recall)):
         def label_cost(u: Unit) -> int:
@@ -441,7 +435,7 @@ def assemble(
         strategy="ragmem", fmt=format, budget=budget, counter=counter, costs=counter_costs, sys_msgs=sys_msgs,
         user=user, summary_msgs=summary_msgs, recall_units=list(chosen_recall), window_units=chosen_window,
         dropped=dropped, placement=placement, recall_format=recall_format, monitor=monitor,
-        summary_covers=summary_covers, current_session=current_session,
+        summary_covers=summary_covers, current_session=current_session, date_labels=date_labels,
     )
 
 
@@ -592,4 +586,5 @@ def assemble_baseline(
     )
 
 
+#: The prompt strategies, ragmem's and the baselines: the one list Memory.prompt, the CLI and the benchmarks use.
 STRATEGIES = ("ragmem", "sliding_window", "keep_first", "importance")

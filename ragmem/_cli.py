@@ -22,10 +22,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import click
 
+from ._assemble import STRATEGIES
+from ._config import DEFAULT_STORE
+from ._jsonable import json_default as _json_default, plain as _jsonable
+
 if TYPE_CHECKING:  # pragma: no cover
     from ragmem import Memory
 
-DEFAULT_STORE = "./.ragmem"
 #: Ingests with more messages than this show a progress bar (on stderr, when it is a terminal).
 PROGRESS_MIN = 200
 
@@ -110,20 +113,6 @@ def _emit(cfg: Config, data: Any, human: Callable[[], Iterable[str]] | str | Non
     lines = [human] if isinstance(human, str) else human()
     for line in lines:
         click.echo(line)
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, datetime):
-        return obj.isoformat()
-    if hasattr(obj, "to_record"):
-        return obj.to_record()
-    if hasattr(obj, "__dataclass_fields__"):
-        from dataclasses import asdict
-
-        return asdict(obj)
-    if isinstance(obj, (set, tuple)):
-        return list(obj)
-    return str(obj)
 
 
 def _when(value: str | None, option: str) -> datetime | None:
@@ -516,7 +505,7 @@ def import_chats(file: str, **opts: Any) -> None:
 @click.option("--format", "fmt", type=click.Choice(["openai", "anthropic"]), default="openai", show_default=True)
 @click.option(
     "--strategy",
-    type=click.Choice(["ragmem", "sliding_window", "keep_first", "importance"]),
+    type=click.Choice(list(STRATEGIES)),
     default="ragmem",
     show_default=True,
     help="Assembly strategy (the others are baselines).",
@@ -555,10 +544,6 @@ def prompt(turn: str, budget: int, system_: str | None, fmt: str, strategy: str,
         yield str(ctx.trace)
 
     _emit(cfg, data, human)
-
-
-def _jsonable(obj: Any) -> Any:
-    return json.loads(json.dumps(obj, default=_json_default))
 
 
 # ------------------------------------------------------------------ state

@@ -29,6 +29,9 @@ from ._errors import UsageError
 
 CONFIG_FILE = "ragmem.toml"
 
+#: The store folder when none is given and RAGMEM_STORE is unset (Memory, the CLI, the MCP server, the adapters).
+DEFAULT_STORE = "./.ragmem"
+
 #: Embedders known by name (``embedder = "default"``): the bundled offline model.
 NAMED_EMBEDDERS = {"default": "ragmem.embed:default_embedder", "all-minilm-l6-v2": "ragmem.embed:default_embedder"}
 

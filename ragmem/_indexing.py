@@ -17,52 +17,42 @@ and doubles the encoder's work, so the vectors keep the message alone.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from typing import Any, Sequence
 
 from . import _lexical as lexical, _timeparse as timeparse
 from .embed import Embedder, chunk_text
-from ._messages import Message, ToolCall
+from ._messages import Message, ToolCall, message_text
+from ._settings import DEFAULT_RECALL, RecallSettings
 from ._store import Log as MessageLog, VectorIndex
+from ._store.filters import META_PREFIX
 from ._store.index import chunk_id
 
 
 def document_text(m: Message, call: ToolCall | None = None) -> str:
-    """The text embedded for a message."""
-    if m.role == "tool":
-        head = f"tool {call.name}({call.arguments}) returned:" if call else "tool returned:"
-        return f"{head} {m.text}"
-    if m.tool_calls:
-        calls = "; ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
-        return f"{m.role}: {m.text} [calls {calls}]".replace(":  [", ": [")
-    return f"{m.role}: {m.text}"
+    """The text embedded for a message; a tool result names the call it answers when ``call`` is known."""
+    return message_text(m, tool_head=f"tool {call.name}({call.arguments}) returned:" if call else "tool returned:")
 
-
-#: How much of the previous turn the lexical text carries (a giant tool result would drown the message).
-PREVIOUS_CHARS = 600
-
-
-#: Index the date terms of :mod:`ragmem._timeparse` (the message's day and the periods its words refer to).
-#: Off: measured under the recall protocol it lifts LoCoMo recall@10 (temporal on the check half +0.04) but
-#: costs evidence in the prompt on LongMemEval (see docs/recall.md), so it is not the default.
-TIME_TERMS = False
 
 #: Characters of one message that go into the lexical index.
 LEXICAL_MAX_CHARS = 100_000
 
 
-def lexical_text(m: Message, call: ToolCall | None = None, previous: Message | None = None) -> str:
+def lexical_text(
+    m: Message, call: ToolCall | None = None, previous: Message | None = None,
+    settings: RecallSettings = DEFAULT_RECALL,
+) -> str:
     """The text the lexical index holds for a message: itself, its date, the dates it refers to
-    (:func:`ragmem._timeparse.index_terms`), and the turn before it."""
+    (:func:`ragmem._timeparse.index_terms`, with ``settings.time_terms``), and the head of the turn
+    before it (``settings.previous_chars``; a giant tool result would drown the message)."""
     # BM25's length normalisation makes the words of a giant text rank near zero anyway, and tokenising
     # megabytes in Python costs seconds: the lexical index keeps a long message's head, the vector index
     # (chunked) keeps all of it searchable.
     body = document_text(m, call)[:LEXICAL_MAX_CHARS]
     text = f"{body} {m.created_at.day} {m.created_at:%B %Y}"
-    if TIME_TERMS:  # its day, and the days it means by "yesterday", "last Saturday", ... as date terms
+    if settings.time_terms:  # its day, and the days it means by "yesterday", "last Saturday", ... as date terms
         text += " " + " ".join(timeparse.index_terms(m.text[:LEXICAL_MAX_CHARS], m.created_at))
     if previous is not None:
-        text += " " + document_text(previous)[:PREVIOUS_CHARS]
+        text += " " + document_text(previous)[:settings.previous_chars]
     return text
 
 
@@ -89,7 +79,8 @@ def _calls_answered(messages: Sequence[Message], log: MessageLog) -> dict[tuple[
 
 
 def lexical_rows(
-    messages: Sequence[Message], log: MessageLog, call_of: dict[tuple[str, str, str], ToolCall] | None = None
+    messages: Sequence[Message], log: MessageLog, call_of: dict[tuple[str, str, str], ToolCall] | None = None,
+    settings: RecallSettings = DEFAULT_RECALL,
 ) -> list[tuple[str, str, str]]:
     """Rows for the lexical index: (message id, scope terms, body terms).
 
@@ -106,17 +97,17 @@ def lexical_rows(
             before = log.messages(m.namespace, m.session, after_seq=m.seq - 2, limit=1)
             prev = before[0] if before and before[0].seq < m.seq else None
         call = call_of.get((m.namespace, m.session, m.tool_call_id or ""))
-        body = " ".join(lexical.tokenize(lexical_text(m, call, prev)))
+        body = " ".join(lexical.tokenize(lexical_text(m, call, prev, settings)))
         rows.append((m.id, lexical.scope_text(m.namespace, m.session), body))
     return rows
 
 
 def scalar_metadata(meta: dict[str, Any]) -> dict[str, Any]:
-    """User metadata that Chroma can filter on: scalar values, keys prefixed ``m_``."""
+    """User metadata that Chroma can filter on: scalar values, keys prefixed ``m_`` (see ``RowFilter.chroma``)."""
     out = {}
     for k, v in meta.items():
         if isinstance(v, (str, int, float, bool)):
-            out[f"m_{k}"] = v
+            out[META_PREFIX + k] = v
     return out
 
 
@@ -134,7 +125,8 @@ def chunk_metadata(m: Message, unit_id: str, chunk: int) -> dict[str, Any]:
 
 
 def index_messages(
-    messages: Sequence[Message], *, log: MessageLog, index: VectorIndex, embedder: Embedder
+    messages: Sequence[Message], *, log: MessageLog, index: VectorIndex, embedder: Embedder,
+    settings: RecallSettings = DEFAULT_RECALL,
 ) -> int:
     """Embed and index stored messages (any mix of sessions of one store), then mark them indexed.
 
@@ -147,7 +139,7 @@ def index_messages(
         return 0
     groups = by_namespace(messages)
     if len(groups) > 1:
-        return sum(index_messages(g, log=log, index=index, embedder=embedder) for g in groups.values())
+        return sum(index_messages(g, log=log, index=index, embedder=embedder, settings=settings) for g in groups.values())
     namespace = messages[0].namespace
     units = log.unit_ids_of(namespace, [m.id for m in messages])
     # the calls tool results answer, so their text can carry the call's name and arguments
@@ -169,12 +161,12 @@ def index_messages(
     blocks = [order[start : start + EMBED_BLOCK] for start in range(0, len(order), EMBED_BLOCK)]
     if len(blocks) == 1:
         _upsert_block(index, blocks[0], rows, units, _embed(embedder, texts, blocks[0]))
-        lex = lexical_rows(messages, log, call_of)
+        lex = lexical_rows(messages, log, call_of, settings)
     else:
         with ThreadPoolExecutor(1, thread_name_prefix="ragmem-upsert") as writer:
             pending = [writer.submit(_upsert_block, index, block, rows, units, _embed(embedder, texts, block))
                        for block in blocks]
-            lex = lexical_rows(messages, log, call_of)  # meanwhile, the last upsert runs
+            lex = lexical_rows(messages, log, call_of, settings)  # meanwhile, the last upsert runs
             for f in pending:
                 f.result()  # an upsert that failed raises here, before anything is marked indexed
     log.mark_indexed(namespace, n_chunks, lex)
@@ -209,28 +201,3 @@ def _upsert_block(index: VectorIndex, block: Sequence[int], rows: Sequence[tuple
     for ns, (ids, vecs, metas) in by_ns.items():
         for start in range(0, len(ids), 1000):
             index.upsert(ns, ids[start : start + 1000], vecs[start : start + 1000], metas[start : start + 1000])
-
-
-def build_where(
-    *,
-    session: str | None = None,
-    role: str | Sequence[str] | None = None,
-    since: datetime | float | None = None,
-    until: datetime | float | None = None,
-    where: dict[str, Any] | None = None,
-) -> dict[str, Any] | None:
-    """A Chroma ``where`` clause for a search scope and filters (user metadata keys unprefixed)."""
-    conds: list[dict[str, Any]] = []
-    if session is not None:
-        conds.append({"session": session})
-    if role is not None:
-        conds.append({"role": role} if isinstance(role, str) else {"role": {"$in": list(role)}})
-    if since is not None:
-        conds.append({"created_at": {"$gte": since.timestamp() if isinstance(since, datetime) else float(since)}})
-    if until is not None:
-        conds.append({"created_at": {"$lte": until.timestamp() if isinstance(until, datetime) else float(until)}})
-    for k, v in (where or {}).items():
-        conds.append({f"m_{k}": v})
-    if not conds:
-        return None
-    return conds[0] if len(conds) == 1 else {"$and": conds}

@@ -1,10 +1,21 @@
-"""Lexical retrieval: BM25 over the message log, in an SQLite FTS5 table of the log's own database.
+"""Lexical retrieval: BM25 over the message log, in the log's own database; its terms, scopes and queries.
 
 Dense retrieval with a small model misses exact words: names, figures,
-identifiers, rare nouns. BM25 finds them. The index lives in ``log.sqlite3``
-beside the messages, so it is written in the same transaction that marks a
-message indexed, removed in the same transaction that purges it, and scoped by
-namespace and session inside the query (invariant 5).
+identifiers, rare nouns. BM25 finds them. The index lives in the log's
+database beside the messages, so it is written in the same transaction that
+marks a message indexed, removed in the same transaction that purges it, and
+scoped by namespace and session inside the query (invariant 5).
+
+Where each part of BM25 lives:
+
+* here: the terms (:func:`tokenize`), the scope terms, the query expression
+  (:func:`match_query`) and the constants (:data:`BM25_K1`, :data:`BM25_B`);
+* :mod:`ragmem._indexing`: the text a message's row holds (``lexical_rows``);
+* :mod:`ragmem._store.fts` (SQLite, FTS5's ``bm25()``) and
+  :mod:`ragmem._store.pglog` (PostgreSQL, the same formula over term tables):
+  storing rows, document frequencies, scoring;
+* :mod:`ragmem._recall`: the query side (``lexical_candidates``: dropping very
+  common terms) and the fusion with the dense scores.
 
 Tokenisation is done here, in Python, and FTS5 only splits on spaces:
 
@@ -30,8 +41,9 @@ from typing import Iterable
 
 from ._errors import MissingDependency
 
-#: Bumped when tokenisation changes, so stores rebuild their lexical index on open.
-LEXICAL_VERSION = 1
+#: BM25's term-frequency saturation and length normalisation: FTS5's ``bm25()`` defaults, which the
+#: PostgreSQL log uses too, so both backends rank alike.
+BM25_K1, BM25_B = 1.2, 0.75
 
 # English stop words: function words and the question words of a query ("what did ...").
 STOPWORDS = frozenset(

@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ragmem._config import DEFAULT_STORE
 from ragmem._errors import MissingDependency
+from ragmem._jsonable import plain as _plain
 
 try:
     from mcp.server.mcpserver import MCPServer
@@ -36,8 +38,6 @@ except ImportError as exc:  # no SDK, or the 1.x SDK (FastMCP) whose API differs
 
 if TYPE_CHECKING:  # pragma: no cover
     from ragmem import Memory
-
-DEFAULT_STORE = "./.ragmem"
 
 INSTRUCTIONS = """\
 ragmem is a long-term memory of conversation history. Store every message of the
@@ -217,23 +217,6 @@ def _when(value: str | None, name: str) -> datetime | None:
         return when(value, name)
     except UsageError as exc:
         raise ToolError(str(exc)) from None
-
-
-def _plain(obj: Any) -> Any:
-    """Dataclasses (the trace) as JSON data."""
-
-    def default(o: Any) -> Any:
-        if isinstance(o, datetime):
-            return o.isoformat()
-        if hasattr(o, "__dataclass_fields__"):
-            from dataclasses import asdict
-
-            return asdict(o)
-        if isinstance(o, (set, tuple)):
-            return list(o)
-        return str(o)
-
-    return json.loads(json.dumps(obj, default=default))
 
 
 def build_server(

@@ -23,20 +23,22 @@ from . import _consistency as consistency
 from ._assemble import (
     MIN_MESSAGE_TOKENS, STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline, assemble_whole,
 )
-from ._config import load_config
+from ._config import DEFAULT_STORE, load_config
 from .embed import Embedder, default_embedder
 from . import _validate as validate
 from ._errors import InvalidMessage, MessageNotFound, StoreError
-from ._indexing import build_where, by_namespace, index_messages, lexical_rows
+from ._indexing import by_namespace, index_messages, lexical_rows
+from ._settings import RecallSettings, as_recall_settings
 from ._rerank import RERANK_TOP, Reranker, as_reranker, rerank
 from ._messages import MAX_CHARS, Message, from_anthropic, from_sdk, looks_anthropic, parse_message
 from ._recall import (
-    Hit, companions, diversify, embed_query, lexical_filters, retrieve_units, search_candidates,
+    Hit, companions, diversify, embed_query, retrieve_units, search_candidates,
 )
 from ._store import Log, VectorIndex, make_client, open_log
 from ._store.faults import (
     IndexCorrupt, IndexRebuilt, embedded_index_problem, is_index_corruption, read_only_chroma, rebuild_notice, set_aside,
 )
+from ._store.filters import RowFilter
 from ._store.index import INDEX_SCHEMA, NAMESPACE_SCOPE
 from ._store.locking import CHROMA_LOCK_FILE, opening_lock
 from ._summary import ExtractiveSummarizer, Summarizer
@@ -44,7 +46,6 @@ from ._tokens import TokenCounter, default_counter
 from ._trace import BudgetMonitor, Context
 from ._units import group_units
 
-DEFAULT_PATH = ".ragmem"
 
 Scope = Literal["session", "namespace"]
 #: Where recall and search look: this session only, or every session of the namespace.
@@ -125,7 +126,8 @@ class Memory:
     ``recall_scope="namespace"`` lets :meth:`prompt` recall from every session
     of the namespace (the memory of a user across their conversations); the
     window stays this session's, and recalled units of other sessions say which
-    conversation and day they come from.
+    conversation and day they come from. ``recall`` (a :class:`~ragmem.RecallSettings`)
+    tunes retrieval, fusion and placement; the defaults are the measured best.
     """
 
     def __init__(
@@ -150,6 +152,7 @@ class Memory:
         create: bool = True,
         index: Literal["sync", "background"] = "sync",
         reranker: Reranker | Callable[[str, Sequence[str]], Sequence[float]] | None = None,
+        recall: RecallSettings | None = None,
         _shared: "Memory | None" = None,
     ) -> None:
         validate.name(session, "session")
@@ -173,6 +176,7 @@ class Memory:
         self.reranker = as_reranker(reranker)
         self.recall_scope = check_scope(recall_scope)
         self.monitor = monitor
+        self.recall = as_recall_settings(recall)
         if _shared is not None:  # a view on another session of the same store
             self.path, self.chroma_url, self.log_url = _shared.path, _shared.chroma_url, _shared.log_url
             self._log, self._embedder, self._counter = _shared._log, _shared._embedder, _shared._counter
@@ -183,7 +187,7 @@ class Memory:
             self._indexer = _shared._indexer
             self._consistency, self._location_lock = _shared._consistency, None
             return
-        self.path = Path(path or os.environ.get("RAGMEM_STORE") or DEFAULT_PATH)
+        self.path = Path(path or os.environ.get("RAGMEM_STORE") or DEFAULT_STORE)
         # the store's ragmem.toml and RAGMEM_* variables: every tool opens the store the same way
         config = load_config(self.path)
         self.chroma_url = chroma_url or config.chroma_url
@@ -272,7 +276,7 @@ class Memory:
             session=session, namespace=self.namespace if namespace is None else namespace, window=self.window,
             orphans=self.orphans, max_chars=self.max_chars, clip_tool_results=self.clip_tool_results, placement=self.placement,
             recall_format=self.recall_format, recall_scope=self.recall_scope, monitor=self.monitor,
-            reranker=self.reranker, _shared=self,
+            reranker=self.reranker, recall=self.recall, _shared=self,
         )
 
     def _session_names(self, namespace: str) -> list[str]:
@@ -375,14 +379,14 @@ class Memory:
             todo = self._log.pending_index(limit=2000)
             if not todo:
                 break
-            index_messages(todo, log=self._log, index=self.index, embedder=self.embedder)
+            index_messages(todo, log=self._log, index=self.index, embedder=self.embedder, settings=self.recall)
             done["indexed"] += len(todo)
         while True:  # the lexical index is rebuilt from the log alone (no model, no vector index)
             todo = self._log.lexical_missing(limit=2000)
             if not todo:
                 break
             for ns, group in by_namespace(todo).items():
-                self._log.put_lexical(ns, lexical_rows(group, self._log))
+                self._log.put_lexical(ns, lexical_rows(group, self._log, settings=self.recall))
             done["lexical"] = done.get("lexical", 0) + len(todo)
         if full or self._log.meta("index_location") is None:
             self._log.set_meta("index_location", self._index_location())
@@ -502,7 +506,7 @@ class Memory:
                 if self._health["behind"]:
                     self._catch_up()  # indexes these too
                 elif stored:
-                    index_messages(stored, log=self._log, index=self.index, embedder=self.embedder)
+                    index_messages(stored, log=self._log, index=self.index, embedder=self.embedder, settings=self.recall)
             except Exception as exc:
                 # the log has them (durable, acknowledged by the store); only the derived index lags
                 self._health["behind"] = True
@@ -601,14 +605,15 @@ class Memory:
         if min_score is not None:
             validate.similarity(min_score, "min_score")
         # the session scope is the collection searched, so the clause holds only the caller's filters
-        clause = build_where(role=role, since=since, until=until, where=dict(where or {}))
+        filters = RowFilter.of(role=role, since=since, until=until, where=where)
         self._catch_up()
         vec = embed_query(self.embedder, query)
         sims: dict[str, float] = {}
         cands = self._rebuilding_if_damaged(lambda: search_candidates(
             text=query, vector=vec, log=self._log, index=self.index, namespace=self.namespace,
-            session=self.session if scope == "session" else None, n=3 * k, where=clause,
-            filters=lexical_filters(role=role, since=since, until=until, where=where), similarity=sims,
+            session=self.session if scope == "session" else None, n=3 * k, where=filters.chroma(),
+            filters=filters if filters.sql_ready else None, similarity=sims,
+            settings=self.recall,
         ))
         if min_score is not None:  # on the absolute cosine, not the fused score, which is relative per query
             cands = [c for c in cands if sims.get(c.message_id, -1.0) >= min_score]
@@ -766,16 +771,17 @@ class Memory:
             t = time.perf_counter()
             recalled = self._rebuilding_if_damaged(lambda: retrieve_units(
                 vec, log=self._log, index=self.index, namespace=self.namespace,
-                session=None if wide else self.session, k=k + len(window_units), text=text,
+                session=None if wide else self.session, k=k + len(window_units), text=text, settings=self.recall,
             ))
             recalled = [(u, score) for u, score in recalled if u.id not in skip][: k + len(window_units)]
-            recalled = diversify(rerank(self.reranker, text, recalled, lambda u: u.text))
+            recalled = diversify(rerank(self.reranker, text, recalled, lambda u: u.text), self.recall.diversity)
             by_session: dict[str, list] = {}
             for u, _ in recalled:
                 by_session.setdefault(u.messages[0].session, []).append(u)
             for sess, units in by_session.items():  # another session's units may bring any later unit
                 beside.update(companions(self._log, units, namespace=self.namespace, session=sess,
-                                         before_seq=tail[0].seq if tail and sess == self.session else 2**62))
+                                         before_seq=tail[0].seq if tail and sess == self.session else 2**62,
+                                         settings=self.recall))
             timings["search"] = time.perf_counter() - t
         t = time.perf_counter()
         ctx = assemble(
@@ -784,6 +790,7 @@ class Memory:
             window=window_units, recall=recalled, companions=beside, max_window_messages=self.window,
             format=format, placement=placement or self.placement, recall_format=recall_format or self.recall_format,
             monitor=self.monitor, token_cache=self._tokens, current_session=self.session,
+            date_labels=self.recall.date_labels,
         )
         timings["assemble"] = time.perf_counter() - t
         ctx.trace.timings = timings
@@ -915,7 +922,7 @@ class Memory:
             consistency.record_namespace_model(self)  # the namespace moves to this model as a whole
             msgs = [m for s in self.sessions() for m in self._log.messages(self.namespace, s.session)]
             for start in range(0, len(msgs), 2000):
-                index_messages(msgs[start : start + 2000], log=self._log, index=self.index, embedder=self.embedder)
+                index_messages(msgs[start : start + 2000], log=self._log, index=self.index, embedder=self.embedder, settings=self.recall)
         return len(msgs)
 
     def stats(self) -> dict[str, Any]:

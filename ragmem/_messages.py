@@ -65,10 +65,6 @@ class Message:
         """The message's text: the string content, or its text parts joined."""
         return content_text(self.content)
 
-    @property
-    def is_tool_result(self) -> bool:
-        return self.role == "tool"
-
     def to_openai(self) -> dict[str, Any]:
         """The message as an OpenAI chat-completions dict, verbatim."""
         out: dict[str, Any] = {"role": self.role, "content": self.content}
@@ -108,6 +104,32 @@ def content_text(content: str | list[dict[str, Any]] | None) -> str:
         if part.get("type") == "text":
             parts.append(str(part.get("text", "")))
     return "\n".join(parts)
+
+
+def message_text(m: Message, *, tool_head: str = "tool result:", calls: str = "calls", sep: str = "; ") -> str:
+    """A message as one line of text, the one renderer behind every plain-text view of a message.
+
+    ``role: text``; an assistant's tool calls follow in brackets (``calls``
+    names them, ``sep`` joins them); a tool result is introduced by
+    ``tool_head`` (what it answers, as the caller knows it). The views keep
+    their own wording because what they feed depends on it byte for byte:
+    the embedded and lexical text (``ragmem._indexing.document_text``), dated
+    recall (``ragmem._assemble.unit_as_text``) and the summarizer's transcript
+    (``ragmem._summary.transcript``).
+
+    >>> from ragmem._messages import parse_message
+    >>> call = {"id": "c1", "type": "function", "function": {"name": "get", "arguments": "{}"}}
+    >>> message_text(parse_message({"role": "assistant", "content": None, "tool_calls": [call]}))
+    'assistant: [calls get({})]'
+    >>> message_text(parse_message({"role": "tool", "tool_call_id": "c1", "content": "42"}))
+    'tool result: 42'
+    """
+    if m.tool_calls:
+        listed = sep.join(f"{c.name}({c.arguments})" for c in m.tool_calls)
+        return f"{m.role}: {m.text} [{calls} {listed}]".replace(":  [", ": [")
+    if m.role == "tool":
+        return f"{tool_head} {m.text}"
+    return f"{m.role}: {m.text}"
 
 
 def new_id() -> str:

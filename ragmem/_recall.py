@@ -23,7 +23,8 @@ The lexical rows and queries also carry date terms (:mod:`ragmem._timeparse`):
 question naming "7 May 2023" matches it. An optional reranker
 (:mod:`ragmem._rerank`) may reorder the best units.
 
-The constants were tuned on the five shared LoCoMo conversations with
+The tunables (:class:`~ragmem._settings.RecallSettings`, passed down by
+``Memory(recall=...)``) were tuned on the five shared LoCoMo conversations with
 ``python -m benchmarks.recall_dev``; since the recall issue 15, a change is
 chosen on conversations 26, 30 and 41 and checked on 42, 43 and the
 LongMemEval development questions (see docs/recall.md).
@@ -34,32 +35,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from . import _lexical as lexical, _timeparse as timeparse
 from .embed import Embedder
 from ._messages import Message
+from ._settings import DEFAULT_RECALL, RecallSettings
 from ._store import IndexHit, Log as MessageLog, VectorIndex
 from ._store.filters import RowFilter
 from ._units import Unit, group_units
-
-#: Weight of the dense score in the fusion; BM25 gets the rest. 1.0 turns lexical retrieval off.
-DENSE_WEIGHT = 0.3
-#: Share of the best adjacent message's fused score a message gains.
-NEIGHBOUR_WEIGHT = 0.15
-#: Query terms in more rows than this share of a large index are dropped (they score little and cost most).
-COMMON_TERM_SHARE = 0.05
-#: ... but only once the index is larger than this many rows (small stores keep every term).
-COMMON_TERM_MIN_ROWS = 20_000
-#: Match the dates a query writes out ("in May 2023") against the date terms of the index (:mod:`ragmem._timeparse`).
-QUERY_DATES = True
-#: Candidates each retriever returns before fusion (at least; more when k is large).
-CANDIDATES = 100
-#: Weight of redundancy in the maximal-marginal-relevance re-ranking of recalled units (0 turns it off).
-DIVERSITY = 0.3
-#: Bring the unit after a recalled question or tool result into the prompt with it (see :func:`companions`).
-COMPANIONS = True
-
 
 @dataclass(frozen=True)
 class Hit:
@@ -124,37 +108,16 @@ def dense_candidates(
     return sorted(best.values(), key=lambda c: -c.score)
 
 
-def lexical_filters(
-    *,
-    role: str | Sequence[str] | None = None,
-    since: datetime | float | None = None,
-    until: datetime | float | None = None,
-    where: Mapping[str, Any] | None = None,
-) -> RowFilter | None:
-    """A search's filters as a :class:`~ragmem._store.filters.RowFilter`; None when one cannot be expressed."""
-    equals = []
-    for k, v in (where or {}).items():
-        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
-            return None  # operators and booleans: leave them to the vector index alone
-        equals.append((k, v))
-    stamp = lambda t: t.timestamp() if isinstance(t, datetime) else float(t)  # noqa: E731
-    return RowFilter(
-        roles=None if role is None else (role,) if isinstance(role, str) else tuple(role),
-        since=None if since is None else stamp(since),
-        until=None if until is None else stamp(until),
-        equals=tuple(equals),
-    )
-
-
 def lexical_candidates(
     log: MessageLog, text: str, *, namespace: str, session: str | None, n: int,
-    filters: RowFilter | None = None,
+    filters: RowFilter | None = None, settings: RecallSettings = DEFAULT_RECALL,
 ) -> list[Candidate]:
     """The ``n`` best BM25 matches of a query text in a session (or a whole namespace), best first."""
-    terms = list(dict.fromkeys(lexical.tokenize(text) + (timeparse.query_terms(text) if QUERY_DATES else [])))
+    dates = timeparse.query_terms(text) if settings.query_dates else []
+    terms = list(dict.fromkeys(lexical.tokenize(text) + dates))
     total, df = log.lexical_df(terms)
-    if total > COMMON_TERM_MIN_ROWS:
-        rare = [t for t in terms if df.get(t, 0) <= COMMON_TERM_SHARE * total]
+    if total > settings.common_term_min_rows:
+        rare = [t for t in terms if df.get(t, 0) <= settings.common_term_share * total]
         terms = rare or terms
     terms = [t for t in terms if df.get(t, 0) > 0]
     match = lexical.match_query(terms, lexical.scope_token(namespace, session))
@@ -167,19 +130,16 @@ def lexical_candidates(
 def fuse(
     dense: Sequence[Candidate],
     lex: Sequence[Candidate],
-    *,
-    dense_weight: float | None = None,
-    neighbour: float | None = None,
+    settings: RecallSettings = DEFAULT_RECALL,
 ) -> list[Candidate]:
     """Weighted fusion of normalised dense and BM25 scores, plus a share of the best neighbour's.
 
     Dense scores are min-max scaled over the candidates (cosines of a small
     model crowd into a narrow band); BM25 scores are divided by the best.
-    A candidate missing from one list scores 0 there. The weights default to
-    the module's :data:`DENSE_WEIGHT` and :data:`NEIGHBOUR_WEIGHT`.
+    A candidate missing from one list scores 0 there. The weights are the
+    settings' ``dense_weight`` and ``neighbour_weight``.
     """
-    dense_weight = DENSE_WEIGHT if dense_weight is None else dense_weight
-    neighbour = NEIGHBOUR_WEIGHT if neighbour is None else neighbour
+    dense_weight, neighbour = settings.dense_weight, settings.neighbour_weight
     fused: dict[str, float] = {}
     where: dict[str, Candidate] = {}
     if dense:
@@ -216,12 +176,13 @@ def search_candidates(
     where: dict[str, Any] | None,
     filters: RowFilter | None = RowFilter(),
     similarity: dict[str, float] | None = None,
+    settings: RecallSettings = DEFAULT_RECALL,
 ) -> list[Candidate]:
     """Fused candidates for a query, best first (dense alone when ``text`` or ``filters`` is None).
 
     ``similarity``, when given, receives each dense candidate's cosine similarity by message id.
     """
-    pool = max(CANDIDATES, n)
+    pool = max(settings.candidates, n)
     # each session has its own collection, and the namespace one more: the scope is the collection
     # asked, never a filter
     sessions = [session] if session is not None else None
@@ -229,10 +190,12 @@ def search_candidates(
     dense = dense_candidates(hits, log, namespace)
     if similarity is not None:
         similarity.update((c.message_id, c.score) for c in dense)
-    if text is None or filters is None or DENSE_WEIGHT >= 1.0:
+    if text is None or filters is None or settings.dense_weight >= 1.0:
         return dense
-    lex = lexical_candidates(log, text, namespace=namespace, session=session, n=pool, filters=filters)
-    return fuse(dense, lex)
+    lex = lexical_candidates(
+        log, text, namespace=namespace, session=session, n=pool, filters=filters, settings=settings
+    )
+    return fuse(dense, lex, settings)
 
 
 def retrieve_units(
@@ -245,6 +208,7 @@ def retrieve_units(
     k: int,
     where: dict[str, Any] | None = None,
     text: str | None = None,
+    settings: RecallSettings = DEFAULT_RECALL,
 ) -> list[tuple[Unit, float]]:
     """The top ``k`` units of a session (of every session of the namespace when None), whole, best first.
 
@@ -253,7 +217,7 @@ def retrieve_units(
     """
     cands = search_candidates(
         text=text if where is None else None, vector=query_vector, log=log, index=index, namespace=namespace,
-        session=session, n=3 * k, where=where,
+        session=session, n=3 * k, where=where, settings=settings,
     )
     scores: dict[str, float] = {}
     where_is: dict[str, str] = {}
@@ -305,14 +269,15 @@ def _unit_terms(text: str) -> frozenset[str]:
     return got
 
 
-def diversify(ranked: Sequence[tuple[Unit, float]], weight: float | None = None) -> list[tuple[Unit, float]]:
+def diversify(
+    ranked: Sequence[tuple[Unit, float]], weight: float = DEFAULT_RECALL.diversity
+) -> list[tuple[Unit, float]]:
     """Maximal marginal relevance over recalled units: each loses ``weight`` times its term overlap
     (Jaccard) with the most similar unit ranked above it, so near-duplicates sink.
 
     Returns the units in their new order with their adjusted scores. The
-    weight defaults to :data:`DIVERSITY`; 0 returns ``ranked`` unchanged.
+    weight is a setting (``RecallSettings.diversity``); 0 returns ``ranked`` unchanged.
     """
-    weight = DIVERSITY if weight is None else weight
     if not weight or len(ranked) < 2:
         return list(ranked)
     # O(n^2) set intersections for n units: sizes give the union without building it, and a plain loop
@@ -355,13 +320,14 @@ def needs_next(u: Unit) -> bool:
 
 def companions(
     log: MessageLog, units: Sequence[Unit], *, namespace: str, session: str, before_seq: int,
+    settings: RecallSettings = DEFAULT_RECALL,
 ) -> dict[str, Unit]:
     """For each recalled unit that :func:`needs_next`, the unit after it (whole), if older than ``before_seq``.
 
     ``before_seq`` is the window's start. Assembly adds each companion right
-    after its unit when the budget allows. Empty when :data:`COMPANIONS` is off.
+    after its unit when the budget allows. Empty when the settings' ``companions`` is off.
     """
-    asking = [u for u in units if needs_next(u)] if COMPANIONS else []
+    asking = [u for u in units if needs_next(u)] if settings.companions else []
     after = log.next_after(namespace, session, (u.last_seq for u in asking))  # one query for all of them
     wanted: dict[str, str] = {}  # recalled unit id -> the id of the message after it
     for u in asking:

@@ -20,6 +20,7 @@ import re
 import urllib.request
 from typing import Callable, Protocol, Sequence, runtime_checkable
 
+from ._messages import message_text
 from ._units import Unit
 
 
@@ -34,17 +35,9 @@ class Summarizer(Protocol):
 
 def transcript(units: Sequence[Unit]) -> str:
     """Units as plain ``role: text`` lines, tool calls and results included."""
-    lines = []
-    for u in units:
-        for m in u.messages:
-            if m.tool_calls:
-                calls = ", ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
-                lines.append(f"{m.role}: {m.text} [calls {calls}]".replace(":  [", ": ["))
-            elif m.role == "tool":
-                lines.append(f"tool result ({m.tool_call_id}): {m.text}")
-            else:
-                lines.append(f"{m.role}: {m.text}")
-    return "\n".join(lines)
+    return "\n".join(
+        message_text(m, tool_head=f"tool result ({m.tool_call_id}):", sep=", ") for u in units for m in u.messages
+    )
 
 
 _CUES = re.compile(

@@ -19,7 +19,7 @@ N is a number or a word (a, one ... twelve, a couple of, a few, several).
 period as tokens that the lexical tokenizer keeps whole and no word can
 collide with ("May" is an English stop word, "d20230507" is not):
 ``d20230507`` for a day, ``w2023w19`` for its ISO week, ``m202305`` for its
-month, ``y2023`` for its year. With :data:`ragmem._indexing.TIME_TERMS` on, the
+month, ``y2023`` for its year. With ``RecallSettings(time_terms=True)``, the
 index gets the terms of a message's own day and of every period it mentions;
 a question gets the terms of the dates it names, so BM25 matches them like
 any rare word.

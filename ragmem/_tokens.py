@@ -102,9 +102,6 @@ class TiktokenCounter:
         # disallowed_special=() so a user typing "<|endoftext|>" is counted as text, not rejected
         return len(self._enc.encode(text, disallowed_special=()))
 
-    def encode(self, text: str) -> list[int]:
-        return self._enc.encode(text, disallowed_special=())
-
 
 @functools.lru_cache(maxsize=8)
 def default_counter(encoding: str = DEFAULT_ENCODING) -> TiktokenCounter:

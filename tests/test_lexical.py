@@ -105,7 +105,7 @@ def test_cached_frequencies_never_hide_a_word_that_just_arrived(tmp_path, hash_e
     assert [c.message_id for c in hits] == ["z"]
 
 
-# -- the tokeniser before its per-word cache (LEXICAL_VERSION 1), kept verbatim as the reference:
+# -- the tokeniser before its per-word cache, kept verbatim as the reference:
 # the fast one must give byte-identical terms, or every stored index would silently disagree with queries.
 _REF_WORD = re.compile(r"\d+(?:[.,:/]\d+)*|[^\W_](?:[\w']*[^\W_])?", re.UNICODE)
 _REF_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")

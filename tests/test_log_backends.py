@@ -261,3 +261,28 @@ def test_data_version_moves_when_another_connection_adds(log, tmp_path, log_url)
         assert log.unindexed_rowids() and len(log.unindexed_rowids()) == 2
     finally:
         other.close()
+
+
+def test_purge_removes_only_tombstoned_messages_and_positions_read_the_last_hash(log):
+    """Both backends now run one purge and one chunk-id reading (PostgreSQL once purged live ids too)."""
+    log.append("ns", "s", [msg(0), call(1, "a"), result(2, "a"), Message(role="user", content="x", id="m#0")])
+    log.purge("ns", ["m0", "m1"])  # live: left alone
+    assert set(log.get_many("ns", ["m0", "m1", "m2"])) == {"m0", "m1", "m2"}
+    log.mark_deleted("ns", ["m1", "m2"])
+    log.purge("ns", ["m0", "m1", "m2"])
+    assert set(log.get_many("ns", ["m0", "m1", "m2"])) == {"m0"} and log.pending_delete() == []
+    log.append("ns", "s", [call(3, "a")])  # the purged call's id is free again
+    # "m#0" is a chunk id of message "m" as well as a message id: a chunk id is read at its last "#"
+    assert log.positions("ns", ["m#0#0", "m#0"]) == {"m#0#0": ("m#0", "m#0", "s", 3)}
+
+
+def test_each_part_of_a_log_keeps_to_one_concern():
+    """A log is made of small parts (ragmem._store.log_*): none has more than 15 public members of its own."""
+    from ragmem._store import MessageLog
+
+    for cls in (MessageLog, PostgresLog):
+        parts = [c for c in cls.__mro__ if c is not object]
+        assert len(parts) >= 6
+        for part in parts:
+            own = [n for n in vars(part) if not n.startswith("_")]
+            assert len(own) <= 15, (part.__name__, own)

@@ -110,3 +110,31 @@ def test_trusted_records_rebuild_the_same_message():
     m = parse_message(raw).with_(seq=4, session="s", namespace="n")
     rec = json.loads(json.dumps(m.to_record()))
     assert message_from_record(rec, trusted=True) == message_from_record(rec) == m
+
+
+def test_one_renderer_keeps_the_wording_each_view_feeds_byte_for_byte():
+    """Vectors, lexical rows, dated recall and summaries depend on these exact texts."""
+    from ragmem import group_units
+    from ragmem._assemble import unit_as_text
+    from ragmem._indexing import document_text
+    from ragmem._summary import transcript
+
+    calls = [{"id": f"c{i}", "type": "function", "function": {"name": "get", "arguments": f'{{"n": {i}}}'}}
+             for i in (1, 2)]
+    when = "2024-05-01T09:30:00+00:00"
+    ask = parse_message({"role": "assistant", "content": "", "tool_calls": calls, "created_at": when})
+    r1 = parse_message({"role": "tool", "tool_call_id": "c1", "content": "one", "created_at": when})
+    r2 = parse_message({"role": "tool", "tool_call_id": "c2", "content": "two", "created_at": when})
+    user = parse_message({"role": "user", "content": "and then?", "created_at": when})
+    assert document_text(ask) == 'assistant: [calls get({"n": 1}); get({"n": 2})]'
+    assert document_text(r1, ask.tool_calls[0]) == 'tool get({"n": 1}) returned: one'
+    assert document_text(r1) == "tool returned: one" and document_text(user) == "user: and then?"
+    units = group_units([ask, r1, r2, user])
+    assert unit_as_text(units[0]) == (
+        '[2024-05-01 09:30] assistant: [called get({"n": 1}); get({"n": 2})]\n'
+        "[2024-05-01 09:30] tool result: one\n[2024-05-01 09:30] tool result: two"
+    )
+    assert transcript(units) == (
+        'assistant: [calls get({"n": 1}), get({"n": 2})]\ntool result (c1): one\ntool result (c2): two\n'
+        "user: and then?"
+    )

@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import ragmem._recall as recall
-from ragmem import group_units
+from ragmem import RecallSettings, group_units
 from ragmem._recall import Candidate, fuse
 
 FILLER = [
@@ -34,9 +33,9 @@ def _conversation(mem):
 def test_fuse_weights_normalised_scores_and_neighbours():
     dense = [Candidate("a", "a", "s", 1, 0.9), Candidate("b", "b", "s", 5, 0.5)]
     lex = [Candidate("b", "b", "s", 5, 12.0), Candidate("c", "c", "s", 2, 6.0)]
-    out = {c.message_id: c.score for c in fuse(dense, lex, dense_weight=0.3, neighbour=0.0)}
+    out = {c.message_id: c.score for c in fuse(dense, lex, RecallSettings(dense_weight=0.3, neighbour_weight=0.0))}
     assert out == pytest.approx({"a": 0.3, "b": 0.7, "c": 0.35})
-    out = {c.message_id: c.score for c in fuse(dense, lex, dense_weight=0.3, neighbour=0.5)}
+    out = {c.message_id: c.score for c in fuse(dense, lex, RecallSettings(dense_weight=0.3, neighbour_weight=0.5))}
     assert out["a"] == pytest.approx(0.3 + 0.5 * 0.35)  # c sits right after a
     assert out["b"] == pytest.approx(0.7)
 
@@ -58,9 +57,9 @@ def test_prompt_recall_brings_the_evidence_within_budget(mem):
         assert ctx.trace.total_tokens <= 600
 
 
-def test_dense_only_setting_still_works(mem, monkeypatch):
+def test_dense_only_setting_still_works(mem):
     _conversation(mem)
-    monkeypatch.setattr(recall, "DENSE_WEIGHT", 1.0)
+    mem.recall = RecallSettings(dense_weight=1.0)
     hits = mem.search("documentary about whales", k=3)
     assert hits and -1.0 <= hits[0].score <= 1.0
 
@@ -145,7 +144,7 @@ def test_assembly_places_a_companion_beside_its_unit_only_when_it_fits():
     assert reply.id not in [u.unit_id for u in ctx.trace.included] and ctx.trace.total_tokens <= tight
 
 
-def test_prompt_brings_the_reply_to_a_recalled_question(mem, monkeypatch):
+def test_prompt_brings_the_reply_to_a_recalled_question(mem):
     msgs = [{"role": "user" if i % 2 == 0 else "assistant", "content": FILLER[i % len(FILLER)] + f" ({i})",
              "id": f"f{i}"} for i in range(40)]
     msgs[10:10] = [{"role": "user", "content": "What did the plumber charge for fixing the boiler?", "id": "ask"},
@@ -158,11 +157,9 @@ def test_prompt_brings_the_reply_to_a_recalled_question(mem, monkeypatch):
     q = "How much did the plumber charge for the boiler?"
     # dense only and no neighbour share: the answer then ranks nowhere near its question (the lexical
     # rows carry the turn before, so BM25 would find it)
-    monkeypatch.setattr(recall, "DENSE_WEIGHT", 1.0)
-    monkeypatch.setattr(recall, "NEIGHBOUR_WEIGHT", 0.0)
-    monkeypatch.setattr(recall, "COMPANIONS", False)
+    mem.recall = RecallSettings(dense_weight=1.0, neighbour_weight=0.0, companions=False)
     without = mem.prompt(q, budget=300, k=1)
-    monkeypatch.setattr(recall, "COMPANIONS", True)
+    mem.recall = RecallSettings(dense_weight=1.0, neighbour_weight=0.0, companions=True)
     with_ = mem.prompt(q, budget=300, k=1)
     assert "ask" in without.message_ids() and "answer" not in without.message_ids()
     assert {"ask", "answer"} <= set(with_.message_ids()) and with_.trace.total_tokens <= 300
@@ -203,14 +200,14 @@ def test_diversify_sinks_near_duplicates_below_distinct_units():
     assert out[0][1] == 1.0 and out[2][1] < 0.9  # the duplicate loses 0.3 x its overlap with the first
 
 
-def test_prompt_recall_scores_carry_the_diversity_penalty(mem, monkeypatch):
+def test_prompt_recall_scores_carry_the_diversity_penalty(mem):
     _conversation(mem)
     mem.add_many([{"role": "user", "content": "The staging cluster uses max_conn_pool 37 on node kx-44 today.",
                    "id": "dup"}] + [{"role": "user", "content": f"filler after ({i}) " + "more filler " * 40} for i in range(14)])
     q = "what is max_conn_pool on kx-44?"
-    monkeypatch.setattr(recall, "DIVERSITY", 0.0)
+    mem.recall = RecallSettings(diversity=0.0)
     plain = {u.unit_id: u.score for u in mem.prompt(q, budget=1500).trace.included if u.section == "recall"}
-    monkeypatch.setattr(recall, "DIVERSITY", 0.3)
+    mem.recall = RecallSettings(diversity=0.3)
     mmr = {u.unit_id: u.score for u in mem.prompt(q, budget=1500).trace.included if u.section == "recall"}
     lower, upper = sorted(("fact", "dup"), key=lambda i: plain[i])
     assert mmr[upper] == pytest.approx(plain[upper])
@@ -250,3 +247,30 @@ def test_diversify_is_maximal_marginal_relevance(texts, scores, weight):
     ranked = list(zip(units, scores))
     got = [(u.id, round(s, 9)) for u, s in diversify(ranked, weight)]
     assert got == (_reference_mmr(ranked, weight) if len(ranked) > 1 else [(u.id, s) for u, s in ranked])
+
+
+def test_recall_settings_are_checked_and_shared_by_every_view_of_a_memory(mem):
+    from ragmem import Memory, UsageError
+
+    for bad in (dict(dense_weight=1.5), dict(diversity=-0.1), dict(companions=1), dict(candidates="100")):
+        with pytest.raises(UsageError):
+            RecallSettings(**bad)
+    with pytest.raises(UsageError, match="RecallSettings"):
+        Memory(mem.path, recall={"dense_weight": 1.0}, embedder=mem.embedder)
+    assert mem.recall == RecallSettings()  # the defaults
+    dense = mem.for_session("s2")
+    dense.recall = RecallSettings(dense_weight=1.0)
+    assert dense.for_session("s3").recall is dense.recall and mem.recall == RecallSettings()
+
+
+def test_two_memories_of_one_process_search_with_their_own_settings(mem):
+    """Settings are per Memory, not per process: a dense-only view beside a fused one, on one store."""
+    _conversation(mem)
+    dense = mem.for_session(mem.session)
+    dense.recall = RecallSettings(dense_weight=1.0)
+    q = "Where does Jon live now, which country?"
+    for _ in range(2):  # alternating, so neither leaves anything behind for the other
+        only = dense.search(q, k=5)
+        assert all(h.score == pytest.approx(h.similarity) for h in only)  # dense only: the score is the cosine
+        fused = mem.search(q, k=5)
+        assert any(h.similarity is None or h.score != pytest.approx(h.similarity) for h in fused)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -168,13 +167,14 @@ def scoped_units(draw):
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(units=scoped_units(), budget=st.integers(60, 3000), fmt=st.sampled_from(["openai", "anthropic"]),
-       recall_format=st.sampled_from(["messages", "text", "auto"]), data=st.data())
-def test_labelled_recall_keeps_every_invariant(units, budget, fmt, recall_format, data):
+       recall_format=st.sampled_from(["messages", "text", "auto"]), date_labels=st.booleans(), data=st.data())
+def test_labelled_recall_keeps_every_invariant(units, budget, fmt, recall_format, date_labels, data):
     window = [u for u in units if u.messages[0].session == "now"][-2:]
     recall = [(u, data.draw(st.floats(0, 1))) for u in units]
     try:
         ctx = assemble("what about the pool?", budget=budget, counter=COUNTER, system="Be brief.", window=window,
-                       recall=recall, format=fmt, recall_format=recall_format, current_session="now")
+                       recall=recall, format=fmt, recall_format=recall_format, current_session="now",
+                       date_labels=date_labels)
     except Exception as exc:  # only the mandatory parts may not fit
         assert type(exc).__name__ == "BudgetTooSmall" and budget < 100
         return
@@ -198,11 +198,9 @@ def test_labelled_recall_keeps_every_invariant(units, budget, fmt, recall_format
     if fmt == "openai" and recall_format == "messages" and rec:
         days = {by_id[u.unit_id].messages[0].created_at.date() for u in rec}
         sessions = {by_id[u.unit_id].messages[0].session for u in rec}
-        assemble_mod = sys.modules["ragmem._assemble"]  # (the package's `assemble` function shadows the module)
-
-        for u in rec:  # another conversation's unit always carries its date; this one's when DATE_LABELS is on
+        for u in rec:  # another conversation's unit always carries its date; this one's with date_labels on
             first = by_id[u.unit_id].messages[0]
-            if first.session != "now" or (assemble_mod.DATE_LABELS and (len(days) > 1 or len(sessions) > 1)):
+            if first.session != "now" or (date_labels and (len(days) > 1 or len(sessions) > 1)):
                 assert first.created_at.strftime("%Y-%m-%d") in text
 
 

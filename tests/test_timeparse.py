@@ -70,11 +70,10 @@ def test_resolve_never_fails_and_stays_near_the_anchor(text, at):
         assert p.grain in ("day", "week", "month", "year")
 
 
-def test_a_question_about_a_date_finds_the_turn_that_said_yesterday(tmp_path, embedder, monkeypatch):
+def test_a_question_about_a_date_finds_the_turn_that_said_yesterday(tmp_path, embedder):
     """Every turn says "yesterday"; only the turn written on 8 May means 7 May (date terms switched on)."""
-    from ragmem import _indexing as indexing
+    from ragmem import RecallSettings
 
-    monkeypatch.setattr(indexing, "TIME_TERMS", True)
     t0 = datetime(2023, 4, 1, 12, tzinfo=timezone.utc)
     places = ["the gym", "the market", "a concert", "the museum", "a pottery class", "the beach", "the library",
               "a support group", "the zoo", "a lecture"]
@@ -84,7 +83,7 @@ def test_a_question_about_a_date_finds_the_turn_that_said_yesterday(tmp_path, em
         msgs.append({"role": "user", "content": f"I went to {place} yesterday, it was lovely.", "created_at": when,
                      "id": place})
     msgs.sort(key=lambda m: m["created_at"])
-    with Memory(tmp_path / "s", embedder=embedder) as mem:
+    with Memory(tmp_path / "s", embedder=embedder, recall=RecallSettings(time_terms=True)) as mem:
         mem.add_many(msgs)
         assert mem.search("Where did I go on 7 May 2023?", k=1)[0].message.id == "a support group"
         assert mem.search("What did I do on May 7, 2023?", k=1)[0].message.id == "a support group"

@@ -31,7 +31,6 @@ Schema changes are numbered migrations recorded in ``migrations``.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import threading
@@ -39,13 +38,18 @@ import time
 import uuid
 from collections import Counter
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, Literal, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from .._errors import InvalidMessage, MissingDependency, OrphanToolResult, SchemaVersionError, StoreError
-from .._messages import Message, message_from_record
+from .._errors import MissingDependency, SchemaVersionError, StoreError
+from .._lexical import BM25_B, BM25_K1
+from .._messages import Message
 from .filters import RowFilter
-from .log import _differs
+from .log_append import Appending
+from .log_flags import IndexFlags
+from .log_forget import Forgetting
+from .log_reads import MessageReads
+from .log_state import StateAndSummaries
 
 SCHEMA_VERSION = 1
 
@@ -90,7 +94,7 @@ CREATE INDEX lexical_terms_m ON lexical_terms (namespace, mid);
 ]
 
 _T = TypeVar("_T")
-_K1, _B = 1.2, 0.75  # FTS5's bm25() constants
+_K1, _B = BM25_K1, BM25_B  # FTS5's bm25() constants
 
 
 def _psycopg():
@@ -144,8 +148,28 @@ def connect_error(url: str, exc: Exception) -> StoreError:
     return StoreError(why)
 
 
-class PostgresLog:
+class _Qmark:
+    """A psycopg cursor that takes the ``?`` placeholders of the SQL the log's shared parts write."""
+
+    def __init__(self, cur: Any) -> None:
+        self._cur = cur
+
+    def execute(self, sql: str, args: Iterable[Any] = ()) -> Any:
+        return self._cur.execute(sql.replace("?", "%s"), tuple(args))
+
+    def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> Any:
+        return self._cur.executemany(sql.replace("?", "%s"), rows)
+
+    def __getattr__(self, name: str) -> Any:  # copy(), rowcount, ...: the cursor's own
+        return getattr(self._cur, name)
+
+
+class PostgresLog(Appending, MessageReads, IndexFlags, Forgetting, StateAndSummaries):
     """The message log in a PostgreSQL database. Thread-safe; any number of processes and hosts may share it."""
+
+    _ORDER = "rid"
+    _COLLATE = ' COLLATE "C"'  # sort names by code point, as SQLite does
+    _LOCK_ROW = " FOR UPDATE"  # adders of one session, on any host, take turns
 
     #: How long a lost connection is retried (a restart, a failover) before the caller gets a StoreError.
     RETRY_SECONDS = 30.0
@@ -258,32 +282,32 @@ class PostgresLog:
         return self._retry(lambda conn: conn.execute(sql, tuple(args)).fetchall())
 
     def close(self) -> None:
+        """Close the connection pool."""
         self._pool.close()
 
-    def meta(self, key: str) -> str | None:
-        row = self._rows("SELECT value FROM meta WHERE key=%s", (key,))
-        return row[0][0] if row else None
+    # -- the hooks of LogCore ---------------------------------------------------
+    def _read(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]:
+        return self._rows(sql.replace("?", "%s"), args)
 
-    @property
-    def store_id(self) -> str:
-        """A random id made when the store was created; it keys the store's collections on a Chroma server."""
-        return self.meta("store_id") or ""
+    def _read_in(self, sql: str, values: Iterable[Any], args: Iterable[Any] = ()) -> list[tuple]:
+        return self._read(sql.replace("{in}", "= ANY(?)"), [*args, list(dict.fromkeys(values))])
 
-    def set_meta(self, key: str, value: str) -> None:
-        self._write(lambda cur: cur.execute(
-            "INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (key, value)
-        ))
+    def _change(self, fn: Callable[[Any], _T]) -> _T:
+        return self._write(lambda cur: fn(_Qmark(cur)))
+
+    def _insert(self, table: str, marks: str, key: str = "", update: Sequence[str] = ()) -> str:
+        sql = f"INSERT INTO {table} VALUES ({marks}) ON CONFLICT"
+        if not update:
+            return sql + " DO NOTHING"
+        return sql + f" ({key}) DO UPDATE SET " + ", ".join(f"{c} = EXCLUDED.{c}" for c in update)
+
+    def _change_in(self, cur: Any, sql: str, values: Iterable[Any], args: Iterable[Any] = ()) -> list[tuple]:
+        done = cur.execute(sql.replace("{in}", "= ANY(?)"), [*args, list(dict.fromkeys(values))])
+        return done.fetchall() if done.description else []
 
     # -- writing --------------------------------------------------------------
-    def append(
-        self,
-        namespace: str,
-        session: str,
-        messages: list[Message],
-        *,
-        orphans: Literal["raise", "keep"] = "raise",
-    ) -> list[Message]:
-        """Append messages atomically; return those newly stored, with seq and session set.
+    def _appending(self, fn: Callable[[Any], _T]) -> _T:
+        """Run an append; a clash with another host's add of the same moment is retried.
 
         The session's row is locked for the transaction, so concurrent adders
         (of any host) take turns and sequence numbers stay dense. A message
@@ -293,7 +317,7 @@ class PostgresLog:
         pg = self._pg
         for attempt in range(5):
             try:
-                return self._write(lambda cur: self._append(cur, namespace, session, messages, orphans))
+                return self._change(fn)
             except pg.errors.UniqueViolation:
                 # another host stored one of these ids (or opened this session) at the same moment: the
                 # next attempt sees its rows and decides as a sequential add would
@@ -301,119 +325,13 @@ class PostgresLog:
                     raise
         raise AssertionError("unreachable")
 
-    def _append(self, cur: Any, namespace: str, session: str, messages: list[Message], orphans: str) -> list[Message]:
-        cur.execute(
-            "INSERT INTO sessions VALUES (%s, %s, 0, %s) ON CONFLICT DO NOTHING", (namespace, session, time.time())
-        )
-        next_seq = cur.execute(
-            "SELECT next_seq FROM sessions WHERE namespace=%s AND session=%s FOR UPDATE", (namespace, session)
-        ).fetchone()[0]
-        if messages:  # a session forgotten but not yet purged lives again under its name
-            cur.execute("DELETE FROM forgotten_sessions WHERE namespace=%s AND session=%s", (namespace, session))
-        have_rows = cur.execute(
-            "SELECT id, session, record, deleted FROM messages WHERE namespace=%s AND id = ANY(%s)",
-            (namespace, list({m.id for m in messages})),
-        ).fetchall()
-        have = {r[0]: r[1:] for r in have_rows}
-        stored: list[Message] = []
-        seen_in_batch: dict[str, Message] = {}
-        rows = []
-        for i, m in enumerate(messages):
-            if m.id in seen_in_batch:
-                if _differs(seen_in_batch[m.id].to_openai(), m):
-                    raise InvalidMessage(
-                        f"message {i} reuses id {m.id!r} of an earlier message of this batch with other "
-                        "content; ids are unique per namespace. Nothing of this batch was stored."
-                    )
-                continue
-            seen_in_batch[m.id] = m
-            old = have.get(m.id)
-            if old is not None and old[2]:
-                raise InvalidMessage(
-                    f"message id {m.id!r} was just forgotten and its purge from the index has not finished; "
-                    "retry in a moment (a search or `ragmem purge` finishes it), or pick another id. "
-                    "Nothing of this batch was stored."
-                )
-            if old is not None:
-                if old[0] != session:
-                    raise InvalidMessage(
-                        f"message id {m.id!r} is already used in session {old[0]!r} of this namespace; "
-                        "ids are unique per namespace, pick another id"
-                    )
-                if _differs(json.loads(old[1]), m):
-                    raise InvalidMessage(
-                        f"message {i} reuses id {m.id!r}, already stored with other content. Re-adding the "
-                        "same message is a no-op; a new message needs a new id. Nothing of this batch "
-                        "was stored."
-                    )
-                continue
-            unit_id = m.id
-            if m.role == "tool":
-                owner = cur.execute(
-                    "UPDATE tool_calls SET answered=1 WHERE namespace=%s AND session=%s AND call_id=%s "
-                    "AND answered=0 RETURNING unit_id",
-                    (namespace, session, m.tool_call_id),
-                ).fetchone()
-                if owner is not None:
-                    unit_id = owner[0]
-                elif orphans == "raise":
-                    raise OrphanToolResult(
-                        f"message {i} is a tool result for call {m.tool_call_id!r}, but no assistant message "
-                        f"in session {session!r} made that call (or it was already answered). Add the "
-                        "assistant message with the matching tool_calls first, or open the Memory with "
-                        "orphans='keep' to store it flagged and out of prompts. Nothing of this batch was stored."
-                    )
-            for c in m.tool_calls:
-                if cur.execute(
-                    "INSERT INTO tool_calls VALUES (%s, %s, %s, %s, 0) ON CONFLICT DO NOTHING",
-                    (namespace, session, c.id, m.id),
-                ).rowcount == 0:
-                    raise InvalidMessage(
-                        f"message {i} reuses tool call id {c.id!r}, already used in session {session!r}; "
-                        "tool call ids must be unique within a session"
-                    )
-            msg = m.with_(seq=next_seq, session=session, namespace=namespace)
-            rows.append((
-                namespace, msg.id, session, next_seq, unit_id, msg.role, msg.created_at.timestamp(),
-                json.dumps(msg.to_record(), ensure_ascii=False),
-            ))
-            stored.append(msg)
-            next_seq += 1
-        if rows:
-            cur.executemany(
-                "INSERT INTO messages (namespace, id, session, seq, unit_id, role, created_at, record) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                rows,
-            )
-            cur.execute(
-                "UPDATE sessions SET next_seq=%s WHERE namespace=%s AND session=%s", (next_seq, namespace, session)
-            )
-        return stored
-
-    def mark_indexed(
-        self, namespace: str, chunks: dict[str, int], lexical: Iterable[tuple[str, str, str]] = ()
-    ) -> None:
-        """Record that these messages (id -> number of chunks) are in the vector index.
-
-        ``lexical`` rows (message id, scope terms, body terms) go into the
-        lexical index in the same transaction, replacing any earlier row.
-        """
-        lexical = list(lexical)
-
-        def run(cur: Any) -> None:
-            cur.executemany(
-                "UPDATE messages SET indexed=1, n_chunks=%s WHERE namespace=%s AND id=%s",
-                [(n, namespace, i) for i, n in chunks.items()],
-            )
-            self._put_lexical(cur, namespace, lexical)
-        self._write(run)
-        self._df_written += len(lexical)
-
-    def put_lexical(self, namespace: str, rows: Iterable[tuple[str, str, str]]) -> None:
-        """Write lexical rows (message id, scope terms, body terms) of a namespace, replacing earlier ones."""
-        rows = list(rows)
-        self._write(lambda cur: self._put_lexical(cur, namespace, rows))
-        self._df_written += len(rows)
+    def _answer_call(self, cur: Any, namespace: str, session: str, call_id: str | None) -> str | None:
+        owner = cur.execute(
+            "UPDATE tool_calls SET answered=1 WHERE namespace=%s AND session=%s AND call_id=%s "
+            "AND answered=0 RETURNING unit_id",
+            (namespace, session, call_id),
+        ).fetchone()
+        return None if owner is None else owner[0]
 
     @staticmethod
     def _put_lexical(cur: Any, namespace: str, rows: list[tuple[str, str, str]]) -> None:
@@ -506,114 +424,12 @@ class PostgresLog:
                 ))
             return self._df_total, {t: self._df[t] for t in terms if t in self._df}
 
-    def mark_unindexed(self, namespace: str, ids: Iterable[str] | None = None) -> None:
-        """Flag messages (all of a namespace when ``ids`` is None) as missing from the index, so repair re-adds them."""
-        if ids is None:
-            self._write(lambda cur: cur.execute("UPDATE messages SET indexed=0 WHERE namespace=%s", (namespace,)))
-        else:
-            ids = list(ids)
-            self._write(lambda cur: cur.execute(
-                "UPDATE messages SET indexed=0 WHERE namespace=%s AND id = ANY(%s)", (namespace, ids)
-            ))
-
-    def mark_deleted(self, namespace: str, ids: list[str]) -> None:
-        """Tombstone messages, the first step of forgetting (see :meth:`purge`)."""
-        self._write(lambda cur: cur.execute(
-            "UPDATE messages SET deleted=1 WHERE namespace=%s AND id = ANY(%s)", (namespace, list(ids))
-        ))
-
-    def purge(self, namespace: str, ids: list[str]) -> None:
-        """Remove tombstoned messages for good, once the index no longer holds them."""
-        ids = list(ids)
-
-        def run(cur: Any) -> None:
-            rows = cur.execute(
-                "SELECT session, record FROM messages WHERE namespace=%s AND id = ANY(%s)", (namespace, ids)
-            ).fetchall()
-            calls = [(namespace, sess, c["id"]) for sess, rec in rows for c in json.loads(rec).get("tool_calls") or []]
-            if calls:
-                cur.executemany("DELETE FROM tool_calls WHERE namespace=%s AND session=%s AND call_id=%s", calls)
-            cur.execute("DELETE FROM lexical_terms WHERE namespace=%s AND mid = ANY(%s)", (namespace, ids))
-            cur.execute("DELETE FROM lexical_docs WHERE namespace=%s AND mid = ANY(%s)", (namespace, ids))
-            cur.execute("DELETE FROM messages WHERE namespace=%s AND id = ANY(%s)", (namespace, ids))
-        self._write(run)
-
-    def forget_session(self, namespace: str, session: str) -> int:
-        """Forget a session in the log, in one transaction; return its message count (see MessageLog)."""
-        def run(cur: Any) -> int:
-            n = cur.execute(
-                "UPDATE messages SET deleted=1 WHERE namespace=%s AND session=%s AND deleted=0", (namespace, session)
-            ).rowcount
-            for table in ("state", "summaries", "tool_calls"):
-                cur.execute(f"DELETE FROM {table} WHERE namespace=%s AND session=%s", (namespace, session))
-            if cur.execute(
-                "SELECT 1 FROM sessions WHERE namespace=%s AND session=%s", (namespace, session)
-            ).fetchone():
-                cur.execute(
-                    "INSERT INTO forgotten_sessions VALUES (%s, %s) ON CONFLICT DO NOTHING", (namespace, session)
-                )
-            return n
-        return self._write(run)
-
-    def forgets_pending(self) -> bool:
-        """Whether a forget still waits for its purge (tombstoned messages, or a forgotten session's collection)."""
-        return bool(self._rows(
-            "SELECT EXISTS (SELECT 1 FROM messages WHERE deleted=1) OR EXISTS (SELECT 1 FROM forgotten_sessions)"
-        )[0][0])
-
-    def forgotten_sessions(self) -> list[tuple[str, str]]:
-        """Sessions forgotten whose vectors may still be in the index, as (namespace, session)."""
-        return [tuple(r) for r in self._rows("SELECT namespace, session FROM forgotten_sessions")]
-
-    def finish_session_forget(self, namespace: str, session: str) -> bool:
-        """Drop a forgotten session's last bookkeeping once its vectors are gone; False if it was revived."""
-        def run(cur: Any) -> bool:
-            if not cur.execute(
-                "DELETE FROM forgotten_sessions WHERE namespace=%s AND session=%s", (namespace, session)
-            ).rowcount:
-                return False
-            for table in ("sessions", "state", "summaries", "tool_calls"):
-                cur.execute(f"DELETE FROM {table} WHERE namespace=%s AND session=%s", (namespace, session))
-            return True
-        return self._write(run)
-
-    # -- reading --------------------------------------------------------------
-    _COLS = "record, seq, namespace, session"
-
     @staticmethod
-    def _msg(row: tuple) -> Message:
-        rec = json.loads(row[0])
-        rec.update(seq=int(row[1]), namespace=row[2], session=row[3])
-        return message_from_record(rec, trusted=True)
+    def _drop_lexical(cur: Any, namespace: str, ids: list[str]) -> None:
+        cur.execute("DELETE FROM lexical_terms WHERE namespace=%s AND mid = ANY(%s)", (namespace, ids))
+        cur.execute("DELETE FROM lexical_docs WHERE namespace=%s AND mid = ANY(%s)", (namespace, ids))
 
-    def get(self, namespace: str, message_id: str) -> Message | None:
-        rows = self._rows(
-            f"SELECT {self._COLS} FROM messages WHERE namespace=%s AND id=%s AND deleted=0", (namespace, message_id)
-        )
-        return self._msg(rows[0]) if rows else None
-
-    def get_many(self, namespace: str, ids: Iterable[str]) -> dict[str, Message]:
-        rows = self._rows(
-            f"SELECT {self._COLS}, id FROM messages WHERE namespace=%s AND id = ANY(%s) AND deleted=0",
-            (namespace, list(dict.fromkeys(ids))),
-        )
-        return {row[4]: self._msg(row) for row in rows}
-
-    def unit_ids_of(self, namespace: str, ids: Iterable[str]) -> dict[str, str]:
-        return dict(self._rows(
-            "SELECT id, unit_id FROM messages WHERE namespace=%s AND id = ANY(%s) AND deleted=0",
-            (namespace, list(dict.fromkeys(ids))),
-        ))
-
-    def unit_messages(self, namespace: str, session: str, unit_ids: Iterable[str]) -> list[Message]:
-        """Every message of the given units, in log order."""
-        rows = self._rows(
-            f"SELECT {self._COLS} FROM messages WHERE namespace=%s AND session=%s AND unit_id = ANY(%s) "
-            "AND deleted=0 ORDER BY seq",
-            (namespace, session, list(dict.fromkeys(unit_ids))),
-        )
-        return [self._msg(r) for r in rows]
-
+    # -- reads in PostgreSQL's own SQL -------------------------------------------
     def tail(self, namespace: str, session: str, n: int) -> list[Message]:
         """The last ``n`` messages of a session plus the rest of any unit they start inside, in order (one query)."""
         # = ANY(ARRAY(...)) keeps the outer lookup on the unit index, where IN (subquery) scans the session
@@ -624,18 +440,6 @@ class PostgresLog:
             (namespace, session, namespace, session, n),
         )
         return [self._msg(r) for r in rows]
-
-    def messages(
-        self, namespace: str, session: str, *, after_seq: int = -1, limit: int | None = None
-    ) -> list[Message]:
-        """A session's messages in order, optionally those after a sequence number."""
-        sql = (f"SELECT {self._COLS} FROM messages WHERE namespace=%s AND session=%s AND seq>%s AND deleted=0 "
-               "ORDER BY seq")
-        args: list[Any] = [namespace, session, after_seq]
-        if limit is not None:
-            sql += " LIMIT %s"
-            args.append(limit)
-        return [self._msg(r) for r in self._rows(sql, args)]
 
     def next_after(self, namespace: str, session: str, seqs: Iterable[int]) -> dict[int, tuple[str, int]]:
         """For each sequence number, the (id, seq) of the first live message after it in the session, in one query."""
@@ -649,72 +453,6 @@ class PostgresLog:
         )
         return {int(seq): (mid, int(nseq)) for seq, mid, nseq in rows}
 
-    def positions(self, namespace: str, chunk_ids: Iterable[str]) -> dict[str, tuple[str, str, str, int]]:
-        """Map vector chunk ids to their messages: chunk id -> (message id, unit id, session, seq).
-
-        A chunk id is its message's id (first chunk) or ``<id>#<n>``; ids that
-        themselves hold a ``#`` are resolved by trying the whole id first.
-        """
-        chunk_ids = list(dict.fromkeys(chunk_ids))
-        wanted = {c: [c] + ([c.rsplit("#", 1)[0]] if "#" in c else []) for c in chunk_ids}
-        ids = list(dict.fromkeys(i for opts in wanted.values() for i in opts))
-        found = {
-            mid: (uid, sess, int(seq))
-            for mid, uid, sess, seq in self._rows(
-                "SELECT id, unit_id, session, seq FROM messages WHERE namespace=%s AND id = ANY(%s) AND deleted=0",
-                (namespace, ids),
-            )
-        }
-        out = {}
-        for c, opts in wanted.items():
-            for mid in opts:
-                if mid in found:
-                    out[c] = (mid, *found[mid])
-                    break
-        return out
-
-    def messages_desc(self, namespace: str, session: str, n: int) -> list[Message]:
-        """The last ``n`` messages of a session, newest first."""
-        return [
-            self._msg(r)
-            for r in self._rows(
-                f"SELECT {self._COLS} FROM messages WHERE namespace=%s AND session=%s AND deleted=0 "
-                "ORDER BY seq DESC LIMIT %s",
-                (namespace, session, n),
-            )
-        ]
-
-    def session_ids(self, namespace: str, session: str) -> list[str]:
-        return [r[0] for r in self._rows(
-            "SELECT id FROM messages WHERE namespace=%s AND session=%s", (namespace, session)
-        )]
-
-    def count(self, namespace: str | None = None, session: str | None = None) -> int:
-        sql, args = "SELECT COUNT(*) FROM messages WHERE deleted=0", []
-        if namespace is not None:
-            sql += " AND namespace=%s"
-            args.append(namespace)
-        if session is not None:
-            sql += " AND session=%s"
-            args.append(session)
-        return int(self._rows(sql, args)[0][0])
-
-    def pending_index(self, limit: int = 10_000) -> list[Message]:
-        """Messages stored but not yet in the vector index (after a crash, or deferred)."""
-        rows = self._rows(
-            f"SELECT {self._COLS} FROM messages WHERE indexed=0 AND deleted=0 ORDER BY rid LIMIT %s", (limit,)
-        )
-        return [self._msg(r) for r in rows]
-
-    def index_flags(self, namespace: str) -> dict[str, int]:
-        """Every live message id of a namespace with its ``indexed`` flag, to check the index against."""
-        return {i: int(f) for i, f in self._rows(
-            "SELECT id, indexed FROM messages WHERE namespace=%s AND deleted=0", (namespace,)
-        )}
-
-    #: A PostgreSQL log is never opened read-only (see MessageLog.read_only).
-    read_only = False
-
     def data_version(self) -> int:
         """A number that changes when any writer adds a message (for Consistency: others wrote)."""
         # the rid sequence moves with every message any writer adds, and reading it is O(1); counting the
@@ -722,67 +460,3 @@ class PostgresLog:
         # Rows left unindexed by a dead writer are watched through unindexed_rowids() once seen.
         row = self._rows("SELECT last_value, is_called FROM messages_rid_seq")[0]
         return hash((int(row[0]), bool(row[1])))
-
-    def unindexed_rowids(self, limit: int = 1000) -> list[int]:
-        """Row ids of live messages not yet in the vector index, oldest first (an indexed lookup; few rows)."""
-        rows = self._rows("SELECT rid FROM messages WHERE indexed=0 AND deleted=0 ORDER BY rid LIMIT %s", (limit,))
-        return [r[0] for r in rows]
-
-    def has_pending_index(self) -> bool:
-        """True when some stored message is not yet in the vector index (a cheap, indexed lookup)."""
-        return bool(self._rows("SELECT 1 FROM messages WHERE indexed=0 AND deleted=0 LIMIT 1"))
-
-    def pending_delete(self) -> list[tuple[str, str, str]]:
-        """Tombstoned messages as (id, namespace, session): forgotten, not yet purged from the index."""
-        return [tuple(r) for r in self._rows("SELECT id, namespace, session FROM messages WHERE deleted=1")]
-
-    def indexed_chunk_count(self, namespace: str) -> int:
-        return int(self._rows(
-            "SELECT COALESCE(SUM(n_chunks), 0) FROM messages WHERE namespace=%s AND indexed=1 AND deleted=0",
-            (namespace,),
-        )[0][0])
-
-    def sessions(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        sql = (
-            "SELECT s.namespace, s.session, COUNT(m.id), MIN(m.created_at), MAX(m.created_at), "
-            "COALESCE(SUM(m.indexed), 0) FROM sessions s LEFT JOIN messages m ON m.namespace=s.namespace "
-            "AND m.session=s.session AND m.deleted=0 WHERE NOT EXISTS (SELECT 1 FROM forgotten_sessions f "
-            "WHERE f.namespace=s.namespace AND f.session=s.session)"
-        )
-        args: list[Any] = []
-        if namespace is not None:
-            sql += " AND s.namespace=%s"
-            args.append(namespace)
-        sql += " GROUP BY s.namespace, s.session ORDER BY s.namespace COLLATE \"C\", s.session COLLATE \"C\""
-        return [
-            {"namespace": r[0], "session": r[1], "messages": int(r[2]), "first_at": r[3], "last_at": r[4],
-             "indexed": int(r[5])}
-            for r in self._rows(sql, args)
-        ]
-
-    def namespaces(self) -> list[str]:
-        return [r[0] for r in self._rows('SELECT DISTINCT namespace COLLATE "C" FROM sessions ORDER BY 1')]
-
-    # -- pinned state and summary ---------------------------------------------
-    def get_state(self, namespace: str, session: str) -> dict[str, Any]:
-        rows = self._rows("SELECT value FROM state WHERE namespace=%s AND session=%s", (namespace, session))
-        return json.loads(rows[0][0]) if rows else {}
-
-    def set_state(self, namespace: str, session: str, value: dict[str, Any]) -> None:
-        self._write(lambda cur: cur.execute(
-            "INSERT INTO state VALUES (%s, %s, %s) ON CONFLICT (namespace, session) DO UPDATE SET value = EXCLUDED.value",
-            (namespace, session, json.dumps(value)),
-        ))
-
-    def get_summary(self, namespace: str, session: str) -> tuple[str, int, list[str]] | None:
-        rows = self._rows(
-            "SELECT text, upto_seq, covers FROM summaries WHERE namespace=%s AND session=%s", (namespace, session)
-        )
-        return (rows[0][0], int(rows[0][1]), json.loads(rows[0][2])) if rows else None
-
-    def set_summary(self, namespace: str, session: str, text: str, upto_seq: int, covers: list[str]) -> None:
-        self._write(lambda cur: cur.execute(
-            "INSERT INTO summaries VALUES (%s, %s, %s, %s, %s) ON CONFLICT (namespace, session) DO UPDATE SET "
-            "text = EXCLUDED.text, upto_seq = EXCLUDED.upto_seq, covers = EXCLUDED.covers",
-            (namespace, session, text, upto_seq, json.dumps(covers)),
-        ))

@@ -22,8 +22,10 @@ history back returns the same objects, tool calls included.
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from ragmem._config import DEFAULT_STORE
+from ragmem._jsonable import plain as _jsonable  # noqa: F401  (the adapters' one JSON conversion)
 
 __all__: list[str] = []
 
@@ -49,21 +51,6 @@ def _memory(memory: Any, *, store: Any, session: str | None, namespace: str | No
         return memory
     from ragmem import Memory
 
-    return Memory(store if store is not None else "./.ragmem", session=session or "default", namespace=namespace or "default", **kwargs)
+    return Memory(store if store is not None else DEFAULT_STORE, session=session or "default", namespace=namespace or "default", **kwargs)
 
 
-def _jsonable(obj: Any) -> Any:
-    """``obj`` as plain JSON data (objects a framework left in a dict become strings)."""
-    return json.loads(json.dumps(obj, ensure_ascii=False, default=_default))
-
-
-def _default(o: Any) -> Any:
-    if hasattr(o, "model_dump"):
-        return o.model_dump(mode="json")
-    if isinstance(o, (set, tuple)):
-        return list(o)
-    if isinstance(o, bytes):
-        import base64
-
-        return base64.b64encode(o).decode("ascii")
-    return str(o)

@@ -1,0 +1,98 @@
+"""Recall settings: the tunables of retrieval, indexing and placement, as one frozen object.
+
+Every value was chosen by measurement (see docs/recall.md for each one's
+figures); the defaults are what ragmem ships. A benchmark or an experiment
+passes its own to ``Memory(recall=RecallSettings(...))``, which hands them
+down to :mod:`ragmem._recall`, :mod:`ragmem._indexing` and
+:mod:`ragmem._assemble` explicitly, so two Memories of one process can
+compare settings side by side and nothing is monkeypatched.
+
+>>> from ragmem import RecallSettings
+>>> dense_only = RecallSettings(dense_weight=1.0, neighbour_weight=0.0)
+>>> dense_only.diversity, RecallSettings().dense_weight
+(0.3, 0.3)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from ._errors import UsageError
+
+__all__ = ["DEFAULT_RECALL", "RecallSettings", "as_recall_settings"]
+
+
+@dataclass(frozen=True)
+class RecallSettings:
+    """How recall retrieves, fuses and places what it finds (the defaults are the measured best).
+
+    Retrieval and fusion (:mod:`ragmem._recall`):
+
+    * ``dense_weight``: weight of the dense score in the fusion, BM25 gets the rest; 1.0 turns
+      lexical retrieval off.
+    * ``neighbour_weight``: share of the best adjacent message's fused score a message gains.
+    * ``common_term_share``, ``common_term_min_rows``: query terms in more than this share of the
+      lexical rows are dropped (they score little and cost most), once the index holds more rows than
+      ``common_term_min_rows``.
+    * ``query_dates``: match the dates a query writes out ("in May 2023") against the date terms of
+      the index (:mod:`ragmem._timeparse`).
+    * ``candidates``: candidates each retriever returns before fusion (at least; more when k is large).
+
+    Re-ranking for a prompt:
+
+    * ``diversity``: weight of redundancy in the maximal-marginal-relevance re-ranking of recalled
+      units; 0 turns it off.
+    * ``companions``: bring the unit after a recalled question or tool result into the prompt with it.
+
+    Indexing (:mod:`ragmem._indexing`; it changes what is written, so it applies to messages indexed
+    from then on):
+
+    * ``time_terms``: index the date terms of each message (its day, and the days its words refer to).
+      Off: it lifts LoCoMo recall@10 but costs evidence in the prompt on LongMemEval.
+    * ``previous_chars``: how much of the previous turn a message's lexical row carries.
+
+    Placement (:mod:`ragmem._assemble`):
+
+    * ``date_labels``: date every recalled unit once recall spans several days or conversations.
+      Off: measured, it gained nothing and cost evidence.
+    """
+
+    dense_weight: float = 0.3
+    neighbour_weight: float = 0.15
+    common_term_share: float = 0.05
+    common_term_min_rows: int = 20_000
+    query_dates: bool = True
+    candidates: int = 100
+    diversity: float = 0.3
+    companions: bool = True
+    time_terms: bool = False
+    previous_chars: int = 600
+    date_labels: bool = False
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type in ("bool", bool):
+                if not isinstance(value, bool):
+                    raise UsageError(f"RecallSettings.{f.name} must be True or False, got {value!r}")
+            elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise UsageError(f"RecallSettings.{f.name} must be a number >= 0, got {value!r}")
+        for name in ("dense_weight", "common_term_share"):
+            if getattr(self, name) > 1:
+                raise UsageError(f"RecallSettings.{name} is a share between 0 and 1, got {getattr(self, name)!r}")
+
+
+#: The settings ragmem ships with.
+DEFAULT_RECALL = RecallSettings()
+
+
+def as_recall_settings(value: RecallSettings | None) -> RecallSettings:
+    """The settings a ``Memory(recall=...)`` argument means: the defaults for None."""
+    if value is None:
+        return DEFAULT_RECALL
+    if not isinstance(value, RecallSettings):
+        raise UsageError(
+            f"recall must be a ragmem.RecallSettings, got {type(value).__name__}; "
+            "e.g. Memory(recall=RecallSettings(dense_weight=1.0))"
+        )
+    return value
