@@ -315,43 +315,57 @@ def phase_locomo(pg, convs, work: Path) -> dict:
     return out
 
 
-def phase_prompt(pg, chroma, convs, work: Path, size: int, questions: int) -> dict:
-    """prompt() p50 at ``size`` messages: PostgreSQL log + Chroma server against the embedded store."""
+def phase_prompt(pg, chroma, convs, work: Path, size: int, questions: int, blocks: int = 6) -> dict:
+    """prompt() p50 at ``size`` messages: PostgreSQL log + Chroma server against the embedded store.
+
+    Both stores are grown first, then timed in alternating blocks of questions
+    (embedded, server, server, embedded, ...), so a load that comes and goes on
+    this shared machine weighs on both alike and the ratio is of one run.
+    """
     from benchmarks import speed
     from ragmem import Memory
 
     qs = speed.timed_questions(convs, questions)
     out: dict = {"size": size}
-    for mode in ("embedded", "server"):
+    kws = {"embedded": {}, "server": {"log_url": pg.url + "?schema=bench_prompt", "chroma_url": chroma.url}}
+    mems = {}
+    for mode, kw in kws.items():
         store = work / f"prompt-{mode}"
-        kw = {"log_url": pg.url + "?schema=bench_prompt", "chroma_url": chroma.url} if mode == "server" else {}
         state: dict = {}
         # grow_store opens Memory(path=..., session=..., embedder=...): point it at this mode's backends
         import ragmem
 
         orig = ragmem.Memory
-        ragmem.Memory = lambda *a, **k: orig(*a, **{**k, **kw})  # type: ignore[assignment]
+        ragmem.Memory = lambda *a, _kw=kw, **k: orig(*a, **{**k, **_kw})  # type: ignore[assignment]
         try:
             grow_s = speed.grow_store(store, convs, size, state)
         finally:
             ragmem.Memory = orig  # type: ignore[assignment]
-        mem = Memory(store, session=speed.session_name(0), embedder=state["embedder"], **kw)
+        out[mode] = {"grow_s": round(grow_s, 1)}
+        mems[mode] = Memory(store, session=speed.session_name(0), embedder=state["embedder"], **kw)
+    for mem in mems.values():
         for q in qs[:3]:
             mem.prompt(q, budget=4000)  # warm: the model, the token counter, the connection pool
-        times = []
-        for q in qs:
-            t = time.perf_counter()
-            mem.prompt(q, budget=4000)
-            times.append(time.perf_counter() - t)
-        out[mode] = {"grow_s": round(grow_s, 1), "prompt": p50_p95(times)}
-        if mode == "server":  # where the time goes: log round trips per prompt, and one round trip's latency
-            out[mode]["log_queries_per_prompt"] = count_queries(mem, qs[0])
-            trips = []
-            for _ in range(200):
+    times: dict[str, list[float]] = {m: [] for m in mems}
+    per = max(1, -(-len(qs) // blocks))
+    for b in range(blocks):
+        block = qs[b * per:(b + 1) * per]
+        for mode in (("embedded", "server") if b % 2 == 0 else ("server", "embedded")):
+            for q in block:
                 t = time.perf_counter()
-                mem.log._rows("SELECT 1")
-                trips.append(time.perf_counter() - t)
-            out[mode]["round_trip"] = p50_p95(trips)
+                mems[mode].prompt(q, budget=4000)
+                times[mode].append(time.perf_counter() - t)
+    for mode, mem in mems.items():
+        out[mode]["prompt"] = p50_p95(times[mode])
+    mem = mems["server"]  # where the time goes: log round trips per prompt, and one round trip's latency
+    out["server"]["log_queries_per_prompt"] = count_queries(mem, qs[0])
+    trips = []
+    for _ in range(200):
+        t = time.perf_counter()
+        mem.log._rows("SELECT 1")
+        trips.append(time.perf_counter() - t)
+    out["server"]["round_trip"] = p50_p95(trips)
+    for mem in mems.values():
         mem.close()
     out["ratio_p50"] = round(out["server"]["prompt"]["p50_ms"] / out["embedded"]["prompt"]["p50_ms"], 2)
     return out

@@ -164,13 +164,98 @@ def test_migrations_are_recorded_and_a_newer_store_is_refused(pg_url):
     from ragmem._store.pglog import split_url
 
     lg = PostgresLog(pg_url)
-    assert lg.migrations() == [1]
+    assert lg.migrations() == [1, 2]
     lg.close()
     conninfo, schema = split_url(pg_url)
     with psycopg.connect(conninfo, autocommit=True) as conn:
         conn.execute(f"INSERT INTO {schema}.migrations VALUES (99, 0)")
     with pytest.raises(SchemaVersionError, match="newer"):
         PostgresLog(pg_url)
+
+
+def _lexical_counts(pg_url):
+    """(lexical_df, lexical_stats) as stored, and as counted from the rows (they must agree exactly)."""
+    import psycopg
+
+    from ragmem._store.pglog import split_url
+
+    conninfo, schema = split_url(pg_url)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f"SET search_path TO {schema}")
+        kept = (dict(conn.execute("SELECT term, df FROM lexical_df").fetchall()),
+                conn.execute("SELECT docs, total_len FROM lexical_stats").fetchall())
+        counted = (dict(conn.execute("SELECT term, COUNT(*) FROM lexical_terms GROUP BY term").fetchall()),
+                   conn.execute("SELECT COUNT(*), COALESCE(SUM(len), 0) FROM lexical_docs").fetchall())
+        indexes = {r[0] for r in conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname=%s AND tablename='lexical_terms'", (schema,))}
+    return kept, counted, indexes
+
+
+def _lexical_rows(msgs, session="s"):
+    return [(m.id, lexical.scope_text("ns", session), " ".join(lexical.tokenize(m.content))) for m in msgs]
+
+
+def _put_lexical_v1(cur, namespace, rows):
+    """What a lexical write did at schema version 1: the rows alone, no counts kept."""
+    from collections import Counter
+
+    for mid, scope, body in rows:
+        nscope, sscope = scope.split()
+        words = body.split()
+        cur.execute("INSERT INTO lexical_docs VALUES (%s, %s, %s, %s, %s)", (namespace, mid, nscope, sscope,
+                                                                            len(words) + 2))
+        cur.executemany("INSERT INTO lexical_terms VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                        [(t, namespace, mid, nscope, sscope, tf, len(words) + 2) for t, tf in Counter(words).items()])
+
+
+def test_migration_2_upgrades_a_version_1_store_in_place(pg_url, tmp_path, monkeypatch):
+    """A store made before migration 2 opens, gets its document frequencies and totals counted, and ranks as FTS5."""
+    from ragmem._store import pglog
+
+    texts = ["the pool size is five", "raise the pool size to twenty", "pool pool pool", "teal dashboards"]
+    msgs = [msg(i, content=t) for i, t in enumerate(texts)]
+    with monkeypatch.context() as m:  # the ragmem of schema version 1
+        m.setattr(pglog, "MIGRATIONS", pglog.MIGRATIONS[:1])
+        m.setattr(pglog, "SCHEMA_VERSION", 1)
+        old = PostgresLog(pg_url)
+        old.append("ns", "s", msgs)
+        old._write(lambda cur: _put_lexical_v1(cur, "ns", _lexical_rows(msgs)))
+        assert old.migrations() == [1]
+        old.close()
+    lg = PostgresLog(pg_url)
+    assert lg.migrations() == [1, 2] and lg.meta("schema_version") == "2"
+    kept, counted, indexes = _lexical_counts(pg_url)
+    assert kept == (counted[0], counted[1]) and counted[1] == [(4, sum(len(r[2].split()) + 2 for r in
+                                                                       _lexical_rows(msgs)))]
+    assert indexes == {"lexical_terms_sc", "lexical_terms_nc", "lexical_terms_pkey"}
+    ref = open_log(tmp_path / "reference")  # FTS5
+    ref.append("ns", "s", msgs)
+    ref.mark_indexed("ns", {m.id: 1 for m in msgs}, _lexical_rows(msgs))
+    match = lexical.match_query(lexical.tokenize("pool size"), lexical.scope_token("ns", "s"))
+    got, want = lg.lexical_search("ns", match, 10), ref.lexical_search("ns", match, 10)
+    assert [r[0] for r in got] == [r[0] for r in want]
+    assert [r[4] for r in got] == pytest.approx([r[4] for r in want], rel=1e-6)
+    lg.close()
+    ref.close()
+
+
+def test_document_frequencies_and_totals_stay_exact_through_rewrites_and_purges(pg_url):
+    lg = PostgresLog(pg_url)
+    msgs = [msg(i, content=t) for i, t in enumerate(["pool pool size", "size of the pool", "teal", "rain"])]
+    lg.append("ns", "s", msgs)
+    lg.mark_indexed("ns", {m.id: 1 for m in msgs}, _lexical_rows(msgs))
+    lg.put_lexical("ns", [("m0", lexical.scope_text("ns", "s"), "rain rain umbrella")])  # a rewrite replaces
+    lg.append("other", "s", [msg(9, content="pool")])
+    lg.put_lexical("other", [("m9", lexical.scope_text("other", "s"), "pool")])
+    kept, counted, _ = _lexical_counts(pg_url)
+    assert kept == counted and counted[0]["pool"] == 2 and counted[0]["rain"] == 2
+    assert lg.lexical_df(["pool", "rain", "umbrella", "nowhere"]) == (5, {"pool": 2, "rain": 2, "umbrella": 1})
+    lg.mark_deleted("ns", ["m0", "m2"])
+    lg.purge("ns", ["m0", "m2"])
+    kept, counted, _ = _lexical_counts(pg_url)
+    assert kept == counted and "teal" not in kept[0] and "umbrella" not in kept[0]  # no zero rows left
+    assert counted[1] == [(3, sum(len(r[2].split()) + 2 for r in _lexical_rows(msgs[1:2] + msgs[3:])) + 3)]
+    lg.close()
 
 
 def test_clear_errors_for_wrong_url_credentials_and_database(pg_server):

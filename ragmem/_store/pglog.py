@@ -51,7 +51,7 @@ from .log_forget import Forgetting
 from .log_reads import MessageReads
 from .log_state import StateAndSummaries
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Numbered migrations: (version, SQL). A store applies those above its recorded version, in order,
 #: in one transaction under an advisory lock, so concurrent openers never race.
@@ -90,6 +90,29 @@ CREATE TABLE lexical_terms (
 CREATE INDEX lexical_terms_s ON lexical_terms (sscope, term);
 CREATE INDEX lexical_terms_n ON lexical_terms (nscope, term);
 CREATE INDEX lexical_terms_m ON lexical_terms (namespace, mid);
+"""),
+    # 2: what BM25 reads per prompt, without counting. Document frequencies and the corpus totals (rows,
+    # summed lengths) are kept in step with lexical_terms / lexical_docs by every write, in its transaction,
+    # so a lookup is one index probe per term instead of a count over every row holding it (tens of
+    # thousands for a common word at 100,000 messages). The scoring query reads covering indexes: an
+    # index-only scan of the scope's rows of each term, never the heap. The primary key becomes
+    # (namespace, mid, term), which the deletes by message use, so a write still maintains three indexes.
+    (2, """
+CREATE TABLE lexical_df (term TEXT PRIMARY KEY, df BIGINT NOT NULL);
+INSERT INTO lexical_df SELECT term, COUNT(*) FROM lexical_terms GROUP BY term;
+CREATE TABLE lexical_stats (id SMALLINT PRIMARY KEY CHECK (id = 1), docs BIGINT NOT NULL, total_len BIGINT NOT NULL);
+INSERT INTO lexical_stats SELECT 1, COUNT(*), COALESCE(SUM(len), 0) FROM lexical_docs;
+CREATE INDEX lexical_terms_sc ON lexical_terms (namespace, sscope, term) INCLUDE (mid, tf, len);
+CREATE INDEX lexical_terms_nc ON lexical_terms (namespace, nscope, term) INCLUDE (mid, tf, len);
+DROP INDEX lexical_terms_s;
+DROP INDEX lexical_terms_n;
+-- nothing counts by term first any more: key the rows by message, which also serves the deletes by message
+ALTER TABLE lexical_terms DROP CONSTRAINT lexical_terms_pkey, ADD PRIMARY KEY (namespace, mid, term);
+DROP INDEX lexical_terms_m;
+-- index-only scans need the visibility map: vacuum an insert-mostly table after 2% new rows, not 20%
+ALTER TABLE lexical_terms SET (autovacuum_vacuum_insert_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02);
+ANALYZE lexical_terms;
+ANALYZE lexical_df;
 """),
 ]
 
@@ -334,12 +357,46 @@ class PostgresLog(Appending, MessageReads, IndexFlags, Forgetting, StateAndSumma
         return None if owner is None else owner[0]
 
     @staticmethod
-    def _put_lexical(cur: Any, namespace: str, rows: list[tuple[str, str, str]]) -> None:
+    def _delete_lexical_rows(cur: Any, namespace: str, mids: list[str]) -> tuple[Counter, int, int]:
+        """Delete messages' lexical rows; return what they counted: (term -> rows, docs, summed lengths)."""
+        gone = Counter(r[0] for r in cur.execute(
+            "DELETE FROM lexical_terms WHERE namespace=%s AND mid = ANY(%s) RETURNING term", (namespace, mids)
+        ).fetchall())
+        lens = [r[0] for r in cur.execute(
+            "DELETE FROM lexical_docs WHERE namespace=%s AND mid = ANY(%s) RETURNING len", (namespace, mids)
+        ).fetchall()]
+        return gone, len(lens), sum(lens)
+
+    @staticmethod
+    def _count_lexical(cur: Any, df: Counter, docs: int, total_len: int) -> None:
+        """Add these deltas to lexical_df and lexical_stats, in the transaction that changed the rows.
+
+        These rows are shared by every writer (each message holds its role's term), so they are
+        written after the rows themselves, to be held only until the commit; terms in sorted order
+        and the totals' row last, so two writers lock them in the same order (a deadlock detected
+        anyway is retried whole, as every write is).
+        """
+        delta = sorted((t, d) for t, d in df.items() if d)
+        if delta:
+            terms, counts = [t for t, _ in delta], [d for _, d in delta]
+            cur.execute(
+                "INSERT INTO lexical_df (term, df) SELECT * FROM unnest(%s::text[], %s::bigint[]) ORDER BY 1 "
+                "ON CONFLICT (term) DO UPDATE SET df = lexical_df.df + EXCLUDED.df",
+                (terms, counts),
+            )
+            if any(d < 0 for d in counts):
+                cur.execute("DELETE FROM lexical_df WHERE term = ANY(%s) AND df <= 0",
+                            ([t for t, d in delta if d < 0],))
+        if docs or total_len:
+            cur.execute("UPDATE lexical_stats SET docs = docs + %s, total_len = total_len + %s WHERE id = 1",
+                        (docs, total_len))
+
+    @classmethod
+    def _put_lexical(cls, cur: Any, namespace: str, rows: list[tuple[str, str, str]]) -> None:
         if not rows:
             return
         mids = [r[0] for r in rows]
-        cur.execute("DELETE FROM lexical_terms WHERE namespace=%s AND mid = ANY(%s)", (namespace, mids))
-        cur.execute("DELETE FROM lexical_docs WHERE namespace=%s AND mid = ANY(%s)", (namespace, mids))
+        gone, gone_docs, gone_len = cls._delete_lexical_rows(cur, namespace, mids)
         docs, terms = [], []
         for mid, scope, body in rows:
             nscope, sscope = scope.split()
@@ -353,6 +410,9 @@ class PostgresLog(Appending, MessageReads, IndexFlags, Forgetting, StateAndSumma
         with cur.copy("COPY lexical_terms (term, namespace, mid, nscope, sscope, tf, len) FROM STDIN") as cp:
             for t in terms:
                 cp.write_row(t)
+        df = Counter(t[0] for t in terms)
+        df.subtract(gone)
+        cls._count_lexical(cur, df, len(docs) - gone_docs, sum(d[4] for d in docs) - gone_len)
 
     def lexical_missing(self, limit: int = 2000) -> list[Message]:
         """Indexed messages without a lexical row (a store from before the lexical index, say)."""
@@ -413,21 +473,22 @@ class PostgresLog(Appending, MessageReads, IndexFlags, Forgetting, StateAndSumma
         now = time.monotonic()
         with self._lock:
             if now - self._df_at > self.DF_TTL or self._df_written > 0.1 * max(self._df_total, 1000):
-                n, total_len = self._rows("SELECT COUNT(*), COALESCE(SUM(len), 0) FROM lexical_docs")[0]
+                # kept by every lexical write (migration 2): O(1), where COUNT(*) scanned lexical_docs
+                n, total_len = self._rows("SELECT docs, total_len FROM lexical_stats WHERE id = 1")[0]
                 self._df_total, self._avgdl = int(n), (float(total_len) / n if n else 1.0)
                 self._df.clear()
                 self._df_at, self._df_written = now, 0
             missing = [t for t in dict.fromkeys(terms) if t not in self._df]
             if missing:
                 self._df.update(self._rows(
-                    "SELECT term, COUNT(*) FROM lexical_terms WHERE term = ANY(%s) GROUP BY term", (missing,)
+                    "SELECT term, df FROM lexical_df WHERE term = ANY(%s) AND df > 0", (missing,)
                 ))
             return self._df_total, {t: self._df[t] for t in terms if t in self._df}
 
-    @staticmethod
-    def _drop_lexical(cur: Any, namespace: str, ids: list[str]) -> None:
-        cur.execute("DELETE FROM lexical_terms WHERE namespace=%s AND mid = ANY(%s)", (namespace, ids))
-        cur.execute("DELETE FROM lexical_docs WHERE namespace=%s AND mid = ANY(%s)", (namespace, ids))
+    def _drop_lexical(self, cur: Any, namespace: str, ids: list[str]) -> None:
+        """The purge's hook (log_forget.Forgetting.purge): drop the rows and take them off the kept counts."""
+        gone, gone_docs, gone_len = self._delete_lexical_rows(cur, namespace, ids)
+        self._count_lexical(cur, Counter({t: -n for t, n in gone.items()}), -gone_docs, -gone_len)
 
     # -- reads in PostgreSQL's own SQL -------------------------------------------
     def tail(self, namespace: str, session: str, n: int) -> list[Message]:
