@@ -40,7 +40,7 @@ from typing import Any, Iterable, Iterator, Literal
 from .._errors import InvalidMessage, OrphanToolResult, SchemaVersionError, StoreError
 from .._messages import Message, message_from_record
 from .filters import RowFilter
-from .faults import is_corrupt, open_read_only, resource_fault
+from .faults import Closed, is_corrupt, open_read_only, resource_fault
 from .index import message_of_chunk
 from .locking import opening_lock
 from .migrations import SCHEMA_VERSION, migrate
@@ -67,7 +67,11 @@ class MessageLog:
                     f"no ragmem store at {self.folder}; check the path, or open it with create=True to make a new one"
                 )
             # exist_ok: another process or thread may create the same new store at the same moment
-            self.folder.mkdir(parents=True, exist_ok=True)
+            try:
+                self.folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # no permission, a read-only mount, a file where a parent folder should be
+                raise StoreError(f"cannot create the store folder {self.folder} ({exc.strerror or exc}); "
+                                 "pass a path where you can write") from exc
         elif not self.folder.is_dir():
             raise StoreError(f"{self.folder} is a file, not a ragmem store folder; pass a folder path")
         self.path = self.folder / LOG_FILE
@@ -168,6 +172,7 @@ class MessageLog:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+            self._db = Closed(self.folder)  # type: ignore[assignment]  # later use: a UsageError, not sqlite's
 
     def meta(self, key: str) -> str | None:
         row = self._rows("SELECT value FROM meta WHERE key=?", (key,))
