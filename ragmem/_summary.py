@@ -20,6 +20,7 @@ import re
 import urllib.request
 from typing import Callable, Protocol, Sequence, runtime_checkable
 
+from ._errors import UsageError
 from ._units import Unit
 
 
@@ -148,7 +149,9 @@ class LLMSummarizer:
     def summarize(self, previous: str | None, units: Sequence[Unit]) -> str:
         out = self.complete(self.build_prompt(previous, units))
         if not isinstance(out, str):
-            raise TypeError(f"the summarizer callable must return str, got {type(out).__name__}")
+            raise UsageError(
+                f"the summarizer callable must return str, got {type(out).__name__}; make it return the model's reply text"
+            )
         return out.strip()
 
 
