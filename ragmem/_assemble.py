@@ -76,7 +76,8 @@ class Budget:
                 f"reserve must be >= 0, got {self.reserve!r}; pass a fraction of the budget (0.1) or a number of tokens (500)"
             )
         if self.reserve >= 1 and self.reserve >= self.total:
-            raise BudgetTooSmall(f"reserve {self.reserve!r} leaves no room in a budget of {self.total}")
+            raise BudgetTooSmall(f"reserve {self.reserve!r} leaves no room in a budget of {self.total}; "
+                                 "lower the reserve or raise the budget")
 
     @property
     def limit(self) -> int:
@@ -294,7 +295,8 @@ def _finish(
             u = window_units.pop(0)
             dropped.append(_drop("window", u, costs.unit(u), "over budget after rendering"))
     if total > budget.limit:  # only the mandatory parts are left, and they were checked to fit
-        raise BudgetTooSmall(f"the prompt needs {total} tokens, over the limit of {budget.limit}")
+        raise BudgetTooSmall(f"the prompt needs {total} tokens, over the limit of {budget.limit}; raise the budget, "
+                             "or shorten the system prompt, pinned state or user turn")
     trace = Trace(strategy=strategy, format=fmt, budget=budget.total, limit=budget.limit, total_tokens=total)
     trace.sections = {
         "system": fixed["system"],

@@ -405,4 +405,5 @@ class VectorIndex:
             self._call("delete a collection", lambda: self.client.delete_collection(name))
         except Exception as exc:
             if self._existing(name) is not None:  # it is still there: a real failure
-                raise StoreError(f"could not delete the collection of session {session!r}: {exc}") from exc
+                raise StoreError(f"could not delete the collection of session {session!r}: {exc}; "
+                                 "retry once the vector index is reachable") from exc

@@ -229,7 +229,8 @@ class PostgresLog:
                     return fn(conn)
             except (pg.OperationalError, pg.errors.SerializationFailure, pg.errors.DeadlockDetected) as exc:
                 if isinstance(exc, pg.errors.QueryCanceled) and not isinstance(exc, pg.errors.AdminShutdown):
-                    raise StoreError(f"a log query on {self.folder} was cancelled ({exc})") from exc
+                    raise StoreError(f"a log query on {self.folder} was cancelled ({exc}); nothing of this call "
+                                     "was acknowledged: retry it, or raise the server's statement_timeout") from exc
                 if time.monotonic() > deadline:
                     raise StoreUnavailable(
                         f"the PostgreSQL server of {self.folder} is unreachable ({str(exc).strip()}); nothing of "
