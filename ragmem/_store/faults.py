@@ -223,7 +223,7 @@ def is_dimension_mismatch(exc: BaseException) -> bool:
     try:
         from chromadb.errors import InvalidDimensionException
     except ImportError:  # pragma: no cover - a chromadb without the class
-        InvalidDimensionException = ()  # type: ignore[assignment,misc]  # noqa: N806
+        return message_says(exc, "dimension")
     return isinstance(exc, InvalidDimensionException) or message_says(exc, "dimension")
 
 
@@ -233,14 +233,12 @@ def is_missing_collection(exc: BaseException) -> bool:
     chromadb 1.x raises ``NotFoundError``; older versions an
     ``InvalidCollectionException`` or a plain ``ValueError`` that only its text tells apart.
     """
+    old = type(exc).__name__ == "InvalidCollectionException" or message_says(exc, "does not exist")
     try:
         from chromadb.errors import NotFoundError
     except ImportError:  # pragma: no cover - a chromadb without the class
-        NotFoundError = ()  # type: ignore[assignment,misc]  # noqa: N806
-    return (
-        isinstance(exc, NotFoundError) or type(exc).__name__ == "InvalidCollectionException"
-        or message_says(exc, "does not exist")
-    )
+        return old
+    return isinstance(exc, NotFoundError) or old
 
 
 def set_aside(chroma: Path) -> Path:
