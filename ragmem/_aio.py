@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, TypeVar
 
 from ._assemble import Budget, Format, Placement, RecallFormat
+from ._errors import UsageError
 from ._memory import Memory, SessionInfo
 from ._messages import Message
 from ._recall import Hit
@@ -46,7 +47,7 @@ class _Worker:
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self.closed:
-            raise RuntimeError("this AsyncMemory is closed")
+            raise UsageError("this AsyncMemory is closed; open a new AsyncMemory on the store to use it again")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, functools.partial(fn, *args, **kwargs))
 

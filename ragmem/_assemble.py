@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
-from ._errors import BudgetTooSmall
+from ._errors import BudgetTooSmall, UsageError
 from ._messages import Message, content_text, message_text, to_anthropic
 from ._recall import asks_when
 from ._tokens import PER_MESSAGE, PER_TOOL_CALL, REPLY_PRIMING, TokenCounter, count_message
@@ -62,16 +62,22 @@ class Budget:
 
     def __post_init__(self) -> None:
         if not isinstance(self.total, int) or isinstance(self.total, bool):
-            raise ValueError(f"budget must be a whole number of tokens, got {self.total!r}")
+            raise UsageError(f"budget must be a whole number of tokens, got {self.total!r}; pass an int such as Budget(4000)")
         if self.total <= 0:
             raise BudgetTooSmall(f"budget must be a positive number of tokens, got {self.total}")
         shares = (self.summary, self.window, self.recall)
         if any(s < 0 for s in shares) or sum(shares) > 1.0001:
-            raise ValueError(f"section shares must be >= 0 and sum to at most 1, got {shares}")
+            raise UsageError(
+                f"section shares (summary, window, recall) must be >= 0 and sum to at most 1, got {shares}; "
+                "lower one of them"
+            )
         if self.reserve < 0:
-            raise ValueError(f"reserve must be >= 0, got {self.reserve!r}")
+            raise UsageError(
+                f"reserve must be >= 0, got {self.reserve!r}; pass a fraction of the budget (0.1) or a number of tokens (500)"
+            )
         if self.reserve >= 1 and self.reserve >= self.total:
-            raise BudgetTooSmall(f"reserve {self.reserve!r} leaves no room in a budget of {self.total}")
+            raise BudgetTooSmall(f"reserve {self.reserve!r} leaves no room in a budget of {self.total}; "
+                                 "lower the reserve or raise the budget")
 
     @property
     def limit(self) -> int:
@@ -282,7 +288,8 @@ def _finish(
             u = window_units.pop(0)
             dropped.append(_drop("window", u, costs.unit(u), "over budget after rendering"))
     if total > budget.limit:  # only the mandatory parts are left, and they were checked to fit
-        raise BudgetTooSmall(f"the prompt needs {total} tokens, over the limit of {budget.limit}")
+        raise BudgetTooSmall(f"the prompt needs {total} tokens, over the limit of {budget.limit}; raise the budget, "
+                             "or shorten the system prompt, pinned state or user turn")
     trace = Trace(strategy=strategy, format=fmt, budget=budget.total, limit=budget.limit, total_tokens=total)
     trace.sections = {
         "system": fixed["system"],
@@ -575,7 +582,7 @@ def assemble_baseline(
         )
         take((u for _, u in ranked), contiguous=False)
     else:
-        raise ValueError(f"unknown strategy {strategy!r}; use ragmem, sliding_window, keep_first or importance")
+        raise UsageError(f"unknown strategy {strategy!r}; use ragmem, sliding_window, keep_first or importance")
     window_units = [u for u in complete if u.id in chosen]
     seen_drop = set()
     dropped = [d for d in dropped if not (d.unit_id in chosen or d.unit_id in seen_drop or seen_drop.add(d.unit_id))]

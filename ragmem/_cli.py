@@ -6,8 +6,10 @@ every one takes ``--json``, and the store folder comes from ``--store`` or the
 commands, never at module level, so ``ragmem --help`` and the commands that
 need no embedding model start without loading torch.
 
-Errors a user can fix (a :class:`~ragmem._errors.RagmemError`, a missing or
-malformed file) print one line to stderr and exit with status 1.
+Errors a user can fix (a :class:`~ragmem._errors.RagmemError`: a bad option, a
+missing or malformed file, a store that cannot be opened) print one line to
+stderr and exit with status 1. Anything else is a bug in ragmem: it shows its
+traceback and a line asking for a report, and exits with status 2 or more.
 """
 
 from __future__ import annotations
@@ -31,10 +33,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Ingests with more messages than this show a progress bar (on stderr, when it is a terminal).
 PROGRESS_MIN = 200
-
-
-class CliError(Exception):
-    """A user-facing failure: printed as one line, exit status 1."""
 
 
 # ------------------------------------------------------------------ options
@@ -135,7 +133,9 @@ def _require_session(mem: Memory, cfg: Config, name: str) -> None:
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
     hint = (f"did you mean {', '.join(repr(c) for c in close)}? " if close else "") + (
         "`ragmem sessions` lists them" if names else "it holds no sessions yet; `ragmem ingest FILE` adds some")
-    raise CliError(f"session {name!r} does not exist in namespace {cfg.namespace!r} of {cfg.store}; {hint}")
+    from ragmem._errors import UsageError
+
+    raise UsageError(f"session {name!r} does not exist in namespace {cfg.namespace!r} of {cfg.store}; {hint}")
 
 
 def _short(text: str, width: int = 100) -> str:
@@ -436,8 +436,10 @@ def export_(output: str | None, **opts: Any) -> None:
     if output:
         try:
             Path(output).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise CliError(f"{output}: cannot write ({exc.strerror})") from None
+        except OSError as exc:  # the user's path: say which and why, as for an input file
+            from ragmem._errors import UsageError
+
+            raise UsageError(f"{output}: cannot write ({exc.strerror}); pass a writable path to --output") from None
         click.echo(f"exported {len(records)} messages to {output}", err=True)
     else:
         click.echo(text, nl=False)
@@ -452,16 +454,17 @@ def import_(file: str, **opts: Any) -> None:
     FILE is JSONL or a JSON array; '-' reads stdin. Records keep their ids, times and metadata; ids already in the store are skipped.
     """
     cfg = _cfg(**opts)
+    from ragmem._errors import InvalidMessage
     from ragmem._loaders import parse_json_or_jsonl, read_text
 
     text = read_text(file)
     if not text.strip():
-        raise CliError(f"{file}: the file is empty")
+        raise InvalidMessage(f"{file}: the file is empty; pass a file written by `ragmem export`")
     records = parse_json_or_jsonl(text, file)
     if isinstance(records, dict):
         records = [records]
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-        raise CliError(f"{file}: expected export records, one JSON object per line")
+        raise InvalidMessage(f"{file}: expected export records, one JSON object per line (what `ragmem export` writes)")
     mem = _open(cfg)
     try:
         n = mem.import_records(records)
@@ -571,7 +574,10 @@ def state_get(key: str | None, **opts: Any) -> None:
         mem.close()
     if key is not None:
         if key not in current:
-            raise CliError(f"no key {key!r} in the pinned state of {cfg.namespace}/{cfg.session}")
+            from ragmem._errors import UsageError
+
+            raise UsageError(f"no key {key!r} in the pinned state of {cfg.namespace}/{cfg.session}; "
+                             "`ragmem state get` shows the keys it holds")
         value = current[key]
         _emit(cfg, value, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
         return
@@ -589,6 +595,8 @@ def state_set(pairs: tuple[str, ...], replace: bool, from_json: str | None, **op
     A VALUE that parses as JSON (numbers, true, lists, objects) is stored as
     that; anything else is stored as a string.
     """
+    from ragmem._errors import UsageError
+
     cfg = _cfg(**opts)
     updates: dict[str, Any] = {}
     if from_json is not None:
@@ -596,20 +604,20 @@ def state_set(pairs: tuple[str, ...], replace: bool, from_json: str | None, **op
         try:
             obj = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise CliError(f"--from-json is not valid JSON ({exc.msg})") from None
+            raise UsageError(f"--from-json is not valid JSON ({exc.msg}); pass an object such as '{{\"goal\": \"x\"}}'") from None
         if not isinstance(obj, dict):
-            raise CliError("--from-json must be a JSON object")
+            raise UsageError(f"--from-json must be a JSON object, got {type(obj).__name__}; wrap the keys in {{...}}")
         updates.update(obj)
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise CliError(f"{pair!r} is not KEY=VALUE")
+            raise UsageError(f"{pair!r} is not KEY=VALUE; write it as goal=\"fix login\"")
         try:
             updates[key] = json.loads(value)
         except json.JSONDecodeError:
             updates[key] = value
     if not updates and not replace:
-        raise CliError("nothing to set; pass KEY=VALUE pairs or --from-json")
+        raise UsageError("nothing to set; pass KEY=VALUE pairs or --from-json")
     mem = _open(cfg)
     try:
         if replace:
@@ -775,14 +783,24 @@ def purge(**opts: Any) -> None:
     cfg = _cfg(**opts)
     from filelock import FileLock
 
+    from ragmem._errors import StoreError
+
     # Purgers take turns: a burst of forgets starts one per forget, and the first one's pass usually
     # covers the later ones' messages, which then find nothing to do and never import Chroma.
-    with FileLock(str(Path(cfg.store) / "purge.lock")):
+    lock = FileLock(str(Path(cfg.store) / "purge.lock"))
+    try:
+        lock.acquire()
+    except OSError as exc:  # a read-only store folder, no permission
+        raise StoreError(f"cannot take the purge lock in {cfg.store} ({exc.strerror or exc}); a purge needs the "
+                         "store folder writable: run it where the store can be written") from None
+    try:
         mem = _open(cfg)
         try:
             n = mem.finish_forgets() if mem.log.forgets_pending() else 0
         finally:
             mem.close()
+    finally:
+        lock.release()
     _emit(cfg, {"purged": n}, "nothing left to purge" if not n else f"purged {n} messages")
 
 
@@ -840,8 +858,19 @@ def mcp(**opts: Any) -> None:
 # ------------------------------------------------------------------ entry point
 
 
+#: Exit status of a bug (an error outside the RagmemError tree): neither success, a user's error (1) nor usage (2).
+BUG_EXIT = 3
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: run the CLI, turning user errors into one line on stderr."""
+    """Console entry point: run the CLI, turning ragmem's errors into one line on stderr.
+
+    Only a :class:`~ragmem._errors.RagmemError` is a user's error (``ragmem: error: ...``,
+    status 1). Any other exception is a bug in ragmem, and shows as one: its traceback,
+    a line asking for a report, status :data:`BUG_EXIT`.
+    """
+    from ragmem._errors import RagmemError
+
     try:
         cli.main(args=argv, prog_name="ragmem", standalone_mode=False)
     except click.exceptions.Abort:
@@ -852,23 +881,25 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except CliError as exc:
-        _fail(str(exc))
+    except RagmemError as exc:
+        _fail(f"{type(exc).__name__}: {exc}")
     except BrokenPipeError:  # `ragmem export | head`: the reader left; not an error worth a message
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(1)
-    except Exception as exc:  # noqa: BLE001 - only known error families are reported, the rest re-raised
-        if _is_user_error(exc):
-            _fail(f"{type(exc).__name__}: {exc}")
-        raise
+    except Exception as exc:  # noqa: BLE001 - not a RagmemError: a bug, never dressed up as the user's mistake
+        _bug(exc)
 
 
-def _is_user_error(exc: Exception) -> bool:
-    from ragmem._errors import RagmemError
+def _bug(exc: BaseException) -> None:
+    import traceback
 
-    # ValueError: the core's plain argument checks (an empty session name, say) are caller mistakes too.
-    return isinstance(exc, (RagmemError, OSError, ValueError))
+    from ragmem import __version__
+
+    traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    click.echo(f"ragmem: bug: {type(exc).__name__} is not an error ragmem reports; this is a bug in ragmem "
+               f"{__version__}. Please report it with the traceback above and the command you ran.", err=True)
+    sys.exit(BUG_EXIT)
 
 
 def _fail(message: str) -> None:

@@ -75,6 +75,8 @@ def load_config(path: str | os.PathLike[str] | None) -> StoreConfig:
             data = tomllib.loads(file.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise UsageError(f"{file} is not valid TOML ({exc}); fix or delete it") from None
+        except OSError as exc:  # e.g. no read permission: the user's file, named
+            raise UsageError(f"{file} cannot be read ({exc.strerror or exc}); fix its permissions or delete it") from None
         unknown = sorted(set(data) - set(_ENV))
         if unknown:
             raise UsageError(f"{file} has unknown keys {unknown}; the keys are {sorted(_ENV)}")

@@ -3,22 +3,32 @@
 One root, so callers can catch everything ragmem raises with a single clause::
 
     RagmemError
-    ├── UsageError              a call's arguments are wrong (a bad k, scope, name, option); nothing changed
+    ├── UsageError              a call's arguments are wrong (a bad k, scope, name, option, path); nothing changed
     ├── InvalidMessage          a message (or a batch) is malformed; nothing was stored
     │   └── OrphanToolResult    a tool result answers a call that is not in the session
     ├── BudgetTooSmall          the mandatory parts alone exceed the prompt budget
     ├── MessageNotFound         no message with that id in the caller's namespace
     ├── StoreError              the store folder or server is missing, corrupt or unreachable
     │   ├── SchemaVersionError  the store was written by a newer ragmem
-    │   ├── ReadOnlyStore       a write to a store on a read-only mount (ragmem._store.faults)
-    │   └── IndexCorrupt        Chroma reports its database damaged; rebuilt from the log (ragmem._store.faults)
-    ├── EmbeddingMismatch       the store was built with another embedding model/dimension
+    │   ├── EmbeddingMismatch   the store was built with another embedding model/dimension
+    │   ├── ReadOnlyStore       a write to a store on a read-only mount or without write permission
+    │   ├── IndexCorrupt        Chroma reports its database damaged; rebuilt from the log
+    │   └── StoreUnavailable    a store server (PostgreSQL, Chroma) cannot be reached; retry the call later
     ├── EmbedderError           the embedding engine failed at run time (a failed ONNX export, a bad output)
     │   └── ModelIntegrityError the bundled model's files do not match their recorded sha256
     └── MissingDependency       an optional extra is not installed (the message names the pip command)
 
 Caller mistakes (the first four) are kept apart from runtime faults (the rest).
-Every message says what is wrong and how to fix it.
+Every message says what is wrong and how to fix it. Each class below the root
+also derives from the builtin its kind of error used to be (``ValueError`` for
+caller mistakes, ``KeyError`` for a missing message, ``RuntimeError`` for
+faults, ``ImportError`` for a missing extra), so an ``except`` written for the
+builtin still catches it.
+
+Anything else that escapes ragmem (a ``ZeroDivisionError``, a raw
+``sqlite3.Error``) is a bug: the CLI and the MCP server show it as one rather
+than as a user's mistake. ``tests/test_errors.py`` scans the package for raises
+outside this tree.
 """
 
 from __future__ import annotations
@@ -65,6 +75,23 @@ class SchemaVersionError(StoreError):
 
 class EmbeddingMismatch(StoreError):
     """The store's vectors come from another embedding model or dimension."""
+
+
+class ReadOnlyStore(StoreError):
+    """The store folder cannot be written (a read-only mount or no permission); reading it works."""
+
+
+class IndexCorrupt(StoreError):
+    """Chroma reports its database damaged; the index is rebuilt from the log (``repair(full=True)``)."""
+
+
+class StoreUnavailable(StoreError):
+    """A store server (PostgreSQL or Chroma) cannot be reached, or stopped answering, after retries.
+
+    Nothing of the call was acknowledged, and every write is idempotent, so the
+    same call is safe to retry once the server is back: this is the one
+    :class:`StoreError` worth retrying as it is.
+    """
 
 
 class EmbedderError(RagmemError, RuntimeError):

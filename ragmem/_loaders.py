@@ -44,13 +44,15 @@ def read_text(file: str) -> str:
         return sys.stdin.read()
     path = Path(file)
     if not path.exists():
-        raise UsageError(f"{file}: no such file")
+        raise UsageError(f"{file}: no such file; check the path (or pass - to read stdin)")
     if path.is_dir():
         raise UsageError(f"{file}: is a directory, expected a JSON or JSONL file")
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidMessage(f"{file}: not UTF-8 text (byte {exc.start}); is it really JSON/JSONL?") from None
+    except OSError as exc:  # no permission, a broken mount: the user's file, so a one-line error naming it
+        raise UsageError(f"{file}: cannot read it ({exc.strerror or exc}); check the path and its permissions") from None
 
 
 def parse_json_or_jsonl(text: str, file: str) -> Any:

@@ -542,7 +542,8 @@ class Memory:
         """
         m = self._log.get(self.namespace, message_id) if isinstance(message_id, str) else None
         if m is None:
-            raise MessageNotFound(f"no message with id {message_id!r} in namespace {self.namespace!r}")
+            raise MessageNotFound(f"no message with id {message_id!r} in namespace {self.namespace!r}; check the id "
+                                  "(search hits, recent() and export() give the stored ones)")
         return m
 
     def recent(self, n: int = 10) -> list[Message]:

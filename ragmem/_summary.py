@@ -21,6 +21,7 @@ import urllib.request
 from typing import Callable, Protocol, Sequence, runtime_checkable
 
 from ._messages import message_text
+from ._errors import UsageError
 from ._units import Unit
 
 
@@ -141,7 +142,9 @@ class LLMSummarizer:
     def summarize(self, previous: str | None, units: Sequence[Unit]) -> str:
         out = self.complete(self.build_prompt(previous, units))
         if not isinstance(out, str):
-            raise TypeError(f"the summarizer callable must return str, got {type(out).__name__}")
+            raise UsageError(
+                f"the summarizer callable must return str, got {type(out).__name__}; make it return the model's reply text"
+            )
         return out.strip()
 
 

@@ -21,7 +21,7 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping, Sequence
 
-from ._errors import UsageError
+from ._errors import RagmemError, UsageError
 
 #: Most hits a search returns, and most units a prompt recalls. Chroma is asked for a few times this
 #: many candidates; a larger count gains nothing (no prompt holds 10,000 recalled turns) and much
@@ -135,7 +135,7 @@ def roles(value: Any) -> str | list[str] | None:
     return value if isinstance(value, str) else list(items)
 
 
-def timestamp(value: Any, what: str, *, error: type[Exception] = UsageError) -> datetime:
+def timestamp(value: Any, what: str, *, error: type[RagmemError] = UsageError) -> datetime:
     """An absolute time (``datetime``, epoch seconds or ISO text) as an aware UTC ``datetime``.
 
     Naive times are taken as UTC. Anything outside years 1 to 9999 in UTC, or
@@ -226,7 +226,7 @@ def _scalar(v: Any, what: str) -> None:
         raise UsageError(f"{what} must be a finite number, got {v!r}")
 
 
-def depth(value: Any, what: str, *, error: type[Exception] = UsageError, limit: int = MAX_DEPTH) -> None:
+def depth(value: Any, what: str, *, error: type[RagmemError] = UsageError, limit: int = MAX_DEPTH) -> None:
     """Refuse JSON nested deeper than ``limit`` (iteratively: the check itself cannot overflow the stack)."""
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import HashEmbedder
-from ragmem import AsyncMemory, Memory, StoreError
+from ragmem import AsyncMemory, Memory, StoreError, UsageError
 
 
 def run(coro):
@@ -113,7 +113,7 @@ def test_errors_propagate_and_close_is_final(tmp_path):
             await mem.add({"role": "robot", "content": "x"})
         await mem.close()
         await mem.close()  # idempotent
-        with pytest.raises(RuntimeError, match="closed"):
+        with pytest.raises(UsageError, match="closed"):
             await mem.add({"role": "user", "content": "x"})
 
     run(main())

@@ -59,7 +59,7 @@ def test_malformed_json_in_import_file(tmp_path, store):
     bad.write_text(json.dumps(GOOD[0] | {"id": "new0"}) + "\n" + '{"role": "user", "content": "unterminated\n')
     res = CliRunner().invoke(cli, ["import", str(bad), "--store", str(store.path), "--session", "s1"])
     assert res.exit_code != 0
-    said = res.output + str(res.exception)  # `main` prints CliError; the bare group raises it
+    said = res.output + str(res.exception)  # `main` prints the InvalidMessage; the bare group raises it
     assert "bad.jsonl:2" in said and "not valid JSON" in said
     assert store.log.get(store.namespace, "new0") is None
 

@@ -8,7 +8,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from ragmem import ExtractiveSummarizer, LLMSummarizer, Memory, OpenAICompatibleSummarizer, group_units, parse_message
+from ragmem import (
+    ExtractiveSummarizer, LLMSummarizer, Memory, OpenAICompatibleSummarizer, UsageError, group_units, parse_message,
+)
 
 
 def units_of(*texts_roles):
@@ -56,7 +58,7 @@ def test_llm_summarizer_gets_the_instruction_and_the_transcript():
 
 
 def test_llm_summarizer_rejects_non_string_replies():
-    with pytest.raises(TypeError, match="must return str"):
+    with pytest.raises(UsageError, match="must return str"):
         LLMSummarizer(lambda p: None).summarize(None, units_of(("user", "x y z")))
 
 

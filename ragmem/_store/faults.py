@@ -5,6 +5,10 @@ full"), which a user may read as a broken store. None of them damages the log:
 SQLite rolls the transaction back, so the store is as it was before the call.
 These helpers turn them into a :class:`StoreError` that says so and names the
 fix, and tell them apart from real corruption (which the open reports).
+
+Faults are told apart by type, SQLite result code or errno wherever the
+library gives one; :func:`message_says` is the one place that reads an error's
+text, for the cases where nothing else tells (each caller says which).
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import os
 import sqlite3
 from pathlib import Path
 
-from .._errors import StoreError
+from .._errors import IndexCorrupt as IndexCorrupt  # the class lives in the tree; importing it from here still works
+from .._errors import ReadOnlyStore, StoreError, UsageError
 
 # SQLite's primary result codes (the low byte of an extended code)
 SQLITE_READONLY = 8
@@ -28,8 +33,41 @@ SQLITE_NOTADB = 26
 READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
-class ReadOnlyStore(StoreError):
-    """The store folder cannot be written (a read-only mount or no permission); reading it works."""
+class Closed:
+    """Stands in for a closed log's connection or pool: any use is a :class:`UsageError`, not a raw driver error.
+
+    Without it a closed SQLite log raises ``sqlite3.ProgrammingError``, and a
+    closed PostgreSQL pool a ``PoolClosed`` that the log retries for 30 s as a
+    lost connection. Closing again is allowed (``close`` is idempotent).
+    """
+
+    def __init__(self, store: object) -> None:
+        self._store = store
+
+    def close(self) -> None:
+        """Nothing to close any more."""
+
+    def __getattr__(self, name: str):
+        raise UsageError(f"the store at {self._store} was closed; open a new Memory on it to use it again")
+
+
+def message_says(exc: BaseException, *phrases: str) -> bool:
+    """True when the text of ``exc`` holds one of ``phrases`` (lower case): the one place ragmem reads an error's text.
+
+    Only for faults that neither a type nor a code tells apart:
+
+    - SQLite errors without ``sqlite_errorcode`` (Python 3.10, and those that
+      Chroma's own SQLite raises through its Rust core, whose code shows only in
+      the text, as ``(code: 11)``);
+    - Chroma's full disk and damaged database, which its Rust core reports as a
+      generic ``InternalError`` whose text is all that differs;
+    - a vector of the wrong dimension, which Chroma reports as the same
+      ``InvalidArgumentError`` as any other rejected argument;
+    - a missing collection on chromadb versions that raise a plain ``ValueError``;
+    - PostgreSQL's connection failures, which libpq reports before any SQLSTATE exists.
+    """
+    text = str(exc).lower()
+    return any(p in text for p in phrases)
 
 
 def _code(exc: BaseException) -> int | None:
@@ -42,8 +80,15 @@ def is_corrupt(exc: BaseException) -> bool:
     code = _code(exc)
     if code is not None:
         return code in (SQLITE_CORRUPT, SQLITE_NOTADB)
-    text = str(exc).lower()
-    return "malformed" in text or "not a database" in text
+    return message_says(exc, "malformed", "not a database")  # no result code (Python 3.10): the text is all there is
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True for a full disk: SQLite's SQLITE_FULL, the errno ENOSPC, or Chroma's report of either (text only)."""
+    return (
+        _code(exc) == SQLITE_FULL or getattr(exc, "errno", None) == errno.ENOSPC
+        or message_says(exc, "disk is full", "no space left")
+    )
 
 
 def resource_fault(exc: BaseException, folder: Path, doing: str) -> StoreError | None:
@@ -52,16 +97,16 @@ def resource_fault(exc: BaseException, folder: Path, doing: str) -> StoreError |
     ``doing`` names the operation for the message ("add these messages").
     """
     code = _code(exc)
-    text = str(exc).lower()
-    io_error = code == SQLITE_IOERR or "disk i/o error" in text
-    full = code == SQLITE_FULL or "disk is full" in text or getattr(exc, "errno", None) == errno.ENOSPC
+    # the texts cover errors without a result code (Python 3.10); see message_says
+    io_error = code == SQLITE_IOERR or message_says(exc, "disk i/o error")
+    full = is_disk_full(exc)
     if full or (io_error and _no_space(folder)):  # SQLite reports a full disk as an I/O error when the WAL grows
         return StoreError(
             f"the disk holding the store at {folder} is full, so ragmem could not {doing}; nothing of this "
             "call was stored and the store is intact. Free some space and retry"
         )
     cannot_create = code == SQLITE_CANTOPEN and folder.exists() and not os.access(folder, os.W_OK)
-    if cannot_create or code == SQLITE_READONLY or "readonly database" in text or getattr(exc, "errno", None) in READ_ONLY_ERRNOS:
+    if cannot_create or code == SQLITE_READONLY or message_says(exc, "readonly database") or getattr(exc, "errno", None) in READ_ONLY_ERRNOS:
         return ReadOnlyStore(
             f"the store at {folder} is read-only (a read-only mount, or no write permission), so ragmem could "
             f"not {doing}; nothing was changed. Searching, prompts and export work; to write, open a writable copy"
@@ -157,12 +202,43 @@ def embedded_index_problem(chroma: Path) -> str | None:
 
 
 def is_index_corruption(exc: BaseException) -> bool:
-    """True for Chroma's errors on a damaged database file (and the broken client such a failure leaves)."""
-    text = str(exc).lower()
-    return (
-        "malformed" in text or "not a database" in text or "(code: 11)" in text or "(code: 26)" in text
-        or (isinstance(exc, AttributeError) and "bindings" in text)
+    """True for Chroma's errors on a damaged database file (and the broken client such a failure leaves).
+
+    Chroma's Rust core raises a generic ``InternalError`` for a damaged file, with
+    SQLite's code only in the text (``(code: 11)`` SQLITE_CORRUPT, ``(code: 26)``
+    SQLITE_NOTADB); a client whose start failed half-way then raises an
+    ``AttributeError`` about its missing ``bindings``.
+    """
+    return message_says(exc, "malformed", "not a database", "(code: 11)", "(code: 26)") or (
+        isinstance(exc, AttributeError) and message_says(exc, "bindings")
     )
+
+
+def is_dimension_mismatch(exc: BaseException) -> bool:
+    """True when Chroma refuses vectors of another dimension than its collection's (another embedding model).
+
+    Old chromadb raises ``InvalidDimensionException``; chromadb 1.x raises the
+    ``InvalidArgumentError`` of every rejected argument, so only its text tells.
+    """
+    try:
+        from chromadb.errors import InvalidDimensionException
+    except ImportError:  # pragma: no cover - a chromadb without the class
+        return message_says(exc, "dimension")
+    return isinstance(exc, InvalidDimensionException) or message_says(exc, "dimension")
+
+
+def is_missing_collection(exc: BaseException) -> bool:
+    """True when Chroma says a collection does not exist.
+
+    chromadb 1.x raises ``NotFoundError``; older versions an
+    ``InvalidCollectionException`` or a plain ``ValueError`` that only its text tells apart.
+    """
+    old = type(exc).__name__ == "InvalidCollectionException" or message_says(exc, "does not exist")
+    try:
+        from chromadb.errors import NotFoundError
+    except ImportError:  # pragma: no cover - a chromadb without the class
+        return old
+    return isinstance(exc, NotFoundError) or old
 
 
 def set_aside(chroma: Path) -> Path:
@@ -190,7 +266,3 @@ def rebuild_notice(folder: Path, problem: str, moved: Path | None) -> str:
         f"ragmem: the vector index of the store at {folder} {what}{aside}. It is being rebuilt from the "
         "message log, which holds every message: nothing is lost, and search is complete once it finishes"
     )
-
-
-class IndexCorrupt(StoreError):
-    """Chroma reports its database damaged; the index is rebuilt from the log (``repair(full=True)``)."""

@@ -28,8 +28,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence, TypeVar
 
-from .._errors import EmbeddingMismatch, MissingDependency, StoreError
-from .faults import IndexCorrupt, is_index_corruption
+from .._errors import EmbeddingMismatch, IndexCorrupt, MissingDependency, StoreError, StoreUnavailable
+from .faults import is_dimension_mismatch, is_disk_full, is_index_corruption, is_missing_collection
 
 # 4: a collection per namespace beside each session's (one query for a namespace-wide search);
 # 3: injective collection names (a JSON key, not a NUL join) and chunk ids "<id>#<n>" for every chunk;
@@ -114,7 +114,10 @@ def make_client(path: str | None = None, url: str | None = None):
                     host=u.hostname or "127.0.0.1", port=u.port or 8000, ssl=u.scheme == "https", settings=settings
                 )
             except Exception as exc:
-                raise StoreError(f"cannot reach the Chroma server at {url} ({exc}); is `chroma run` up?") from exc
+                raise StoreUnavailable(
+                    f"cannot reach the Chroma server at {url} ({exc}); start it (`chroma run`) or fix "
+                    "--chroma-url / RAGMEM_CHROMA_URL, then retry"
+                ) from exc
             client._ragmem_shared = True  # VectorIndex.close() leaves it open for the next Memory
             _SERVER_CLIENTS[key] = client
             return client
@@ -162,19 +165,18 @@ class VectorIndex:
             except (EmbeddingMismatch, MissingDependency, IndexCorrupt):
                 raise
             except Exception as exc:
-                if "dimension" in str(exc).lower():
+                if is_dimension_mismatch(exc):
                     raise EmbeddingMismatch(
                         f"the vector index rejects these vectors ({exc}); the store was built with another "
                         "embedding model. Open it with the model it was built with, or rebuild the index "
                         "(Memory.reindex())"
                     ) from exc
-                text = str(exc).lower()
                 if is_index_corruption(exc):  # retrying cannot help: the file must be rebuilt
                     raise IndexCorrupt(
                         f"the vector index is damaged and could not {what} ({exc}); rebuild it from the log "
                         "with Memory.repair(full=True); a search or prompt does it by itself (no message is lost)"
                     ) from exc
-                if "disk is full" in text or "no space left" in text:  # retrying cannot help; never blame a server
+                if is_disk_full(exc):  # retrying cannot help; never blame a server
                     raise StoreError(
                         f"the disk holding the vector index is full, so ragmem could not {what}; "
                         "free some space and retry"
@@ -182,11 +184,14 @@ class VectorIndex:
                 if isinstance(exc, (ValueError, TypeError)) or _rejected(exc):
                     raise
                 if attempt == self.retries:
-                    raise StoreError(
+                    failed = (
                         f"the vector index failed to {what} after {self.retries + 1} tries ({exc}); "
                         "if you use a Chroma server, check that it is running. Messages already "
                         "added are safe in the log and are indexed again on the next open."
-                    ) from exc
+                    )
+                    if getattr(self.client, "_ragmem_shared", False):  # a server that stopped answering: retry later
+                        raise StoreUnavailable(failed) from exc
+                    raise StoreError(failed) from exc
                 time.sleep(delay)
                 delay *= 2
         raise AssertionError("unreachable")
@@ -259,8 +264,8 @@ class VectorIndex:
     def _existing(self, name: str):
         try:
             return self.client.get_collection(name, embedding_function=None)
-        except Exception as exc:  # chromadb raises NotFoundError (a ValueError on some versions)
-            if "does not exist" in str(exc).lower() or type(exc).__name__ in ("NotFoundError", "InvalidCollectionException"):
+        except Exception as exc:
+            if is_missing_collection(exc):
                 return None
             raise
 
@@ -400,4 +405,5 @@ class VectorIndex:
             self._call("delete a collection", lambda: self.client.delete_collection(name))
         except Exception as exc:
             if self._existing(name) is not None:  # it is still there: a real failure
-                raise StoreError(f"could not delete the collection of session {session!r}: {exc}") from exc
+                raise StoreError(f"could not delete the collection of session {session!r}: {exc}; "
+                                 "retry once the vector index is reachable") from exc

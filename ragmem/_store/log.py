@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from .._errors import SchemaVersionError, StoreError
 from .._messages import Message
-from .faults import is_corrupt, open_read_only, resource_fault
+from .faults import Closed, is_corrupt, open_read_only, resource_fault
 from .fts import Fts5Lexical
 from .locking import opening_lock
 from .log_append import Appending
@@ -73,7 +73,11 @@ class MessageLog(Fts5Lexical, Appending, MessageReads, IndexFlags, Forgetting, S
                     f"no ragmem store at {self.folder}; check the path, or open it with create=True to make a new one"
                 )
             # exist_ok: another process or thread may create the same new store at the same moment
-            self.folder.mkdir(parents=True, exist_ok=True)
+            try:
+                self.folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # no permission, a read-only mount, a file where a parent folder should be
+                raise StoreError(f"cannot create the store folder {self.folder} ({exc.strerror or exc}); "
+                                 "pass a path where you can write") from exc
         elif not self.folder.is_dir():
             raise StoreError(f"{self.folder} is a file, not a ragmem store folder; pass a folder path")
         self.path = self.folder / LOG_FILE
@@ -166,6 +170,7 @@ class MessageLog(Fts5Lexical, Appending, MessageReads, IndexFlags, Forgetting, S
         """Close the connection."""
         with self._lock:
             self._db.close()
+            self._db = Closed(self.folder)  # type: ignore[assignment]  # later use: a UsageError, not sqlite's
 
     # -- the hooks of LogCore ---------------------------------------------------
     _read = _rows

@@ -41,9 +41,10 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from .._errors import MissingDependency, SchemaVersionError, StoreError
+from .._errors import MissingDependency, SchemaVersionError, StoreError, StoreUnavailable
 from .._lexical import BM25_B, BM25_K1
 from .._messages import Message
+from .faults import Closed, message_says
 from .filters import RowFilter
 from .log_append import Appending
 from .log_flags import IndexFlags
@@ -152,22 +153,28 @@ def redact(url: str) -> str:
 
 
 def connect_error(url: str, exc: Exception) -> StoreError:
-    """A StoreError that says which of URL, server, credentials or database is wrong."""
+    """A StoreError that says which of URL, server, credentials or database is wrong.
+
+    A server that cannot be reached gives :class:`StoreUnavailable` (retry once it is up). libpq
+    fails the connection before any SQLSTATE exists, so the text tells the cases apart (message_says).
+    """
     text = str(exc).strip()
     shown = redact(url)
-    low = text.lower()
-    if "password authentication failed" in low or "no password supplied" in low or getattr(exc, "sqlstate", "") in (
+    sqlstate = getattr(exc, "sqlstate", "")
+    if message_says(exc, "password authentication failed", "no password supplied") or sqlstate in (
         "28P01", "28000"
-    ) or "role" in low and "does not exist" in low:
+    ) or message_says(exc, "role") and message_says(exc, "does not exist"):
         why = f"PostgreSQL refused the credentials in {shown} ({text}); check the user name and password"
-    elif "database" in low and "does not exist" in low or getattr(exc, "sqlstate", "") == "3D000":
+    elif message_says(exc, "database") and message_says(exc, "does not exist") or sqlstate == "3D000":
         why = (f"the database named in {shown} does not exist on that server ({text}); create it "
                "(createdb NAME) or fix the database name in the URL")
-    elif "invalid" in low and ("dsn" in low or "option" in low or "uri" in low) or "missing" in low and "=" in low:
+    elif message_says(exc, "invalid") and message_says(exc, "dsn", "option", "uri") or (
+        message_says(exc, "missing") and message_says(exc, "=")
+    ):
         why = f"the log URL {shown} is malformed ({text}); use postgresql://user:password@host:port/database"
     else:
-        why = (f"cannot reach the PostgreSQL server of {shown} ({text}); check the host and port, and that "
-               "the server is running")
+        return StoreUnavailable(f"cannot reach the PostgreSQL server of {shown} ({text}); check the host and port, "
+                                "and that the server is running")
     return StoreError(why)
 
 
@@ -269,9 +276,10 @@ class PostgresLog(Appending, MessageReads, IndexFlags, Forgetting, StateAndSumma
                     return fn(conn)
             except (pg.OperationalError, pg.errors.SerializationFailure, pg.errors.DeadlockDetected) as exc:
                 if isinstance(exc, pg.errors.QueryCanceled) and not isinstance(exc, pg.errors.AdminShutdown):
-                    raise StoreError(f"a log query on {self.folder} was cancelled ({exc})") from exc
+                    raise StoreError(f"a log query on {self.folder} was cancelled ({exc}); nothing of this call "
+                                     "was acknowledged: retry it, or raise the server's statement_timeout") from exc
                 if time.monotonic() > deadline:
-                    raise StoreError(
+                    raise StoreUnavailable(
                         f"the PostgreSQL server of {self.folder} is unreachable ({str(exc).strip()}); nothing of "
                         "this call was acknowledged, so it is safe to retry it once the server is back"
                     ) from exc
@@ -279,7 +287,7 @@ class PostgresLog(Appending, MessageReads, IndexFlags, Forgetting, StateAndSumma
                 delay = min(delay * 2, 1.0)
             except self._pool_timeout() as exc:
                 if time.monotonic() > deadline:
-                    raise StoreError(
+                    raise StoreUnavailable(
                         f"no connection to the PostgreSQL server of {self.folder} within {self.RETRY_SECONDS:.0f}s; "
                         "it is down or overloaded. Nothing of this call was acknowledged; retry it later"
                     ) from exc
@@ -307,6 +315,7 @@ class PostgresLog(Appending, MessageReads, IndexFlags, Forgetting, StateAndSumma
     def close(self) -> None:
         """Close the connection pool."""
         self._pool.close()
+        self._pool = Closed(self.folder)  # type: ignore[assignment]  # later use: a UsageError, not 30 s of retries
 
     # -- the hooks of LogCore ---------------------------------------------------
     def _read(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]:

@@ -26,14 +26,13 @@ from typing import Any
 
 from ragmem._config import DEFAULT_STORE
 from ragmem._jsonable import plain as _jsonable  # noqa: F401  (the adapters' one JSON conversion)
+from ragmem._errors import MissingDependency, UsageError
 
 __all__: list[str] = []
 
 
-def _missing(extra: str, package: str, exc: ImportError) -> ImportError:
+def _missing(extra: str, package: str, exc: ImportError) -> MissingDependency:
     """The error raised when a framework is not installed; it names the fix."""
-    from ragmem._errors import MissingDependency
-
     err = MissingDependency(
         f"this adapter needs {package}, which is not installed: pip install 'ragmem[{extra}]'"
     )
@@ -45,7 +44,10 @@ def _memory(memory: Any, *, store: Any, session: str | None, namespace: str | No
     """The caller's Memory (a view on ``session`` if that differs), or one opened on ``store``."""
     if memory is not None:
         if store is not None or kwargs:
-            raise TypeError("pass either memory=Memory(...) or store=/Memory options, not both")
+            raise UsageError(
+                "pass either memory=Memory(...) or store= and Memory options, not both; the options of an open "
+                "Memory are set where it was opened"
+            )
         if (session and session != memory.session) or (namespace and namespace != memory.namespace):
             return memory.for_session(session or memory.session, namespace=namespace)
         return memory
