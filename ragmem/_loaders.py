@@ -94,33 +94,41 @@ _WS = re.compile(r"\s*")
 _DECODER = json.JSONDecoder()
 
 
+def _skip_ws(text: str, i: int) -> int:
+    """Where the whitespace that starts at ``i`` ends."""
+    m = _WS.match(text, i)
+    assert m is not None  # ``\s*`` matches everywhere, the empty string included
+    return m.end()
+
+
 def _array_lines(text: str, start: int) -> list[int]:
     """The 1-based line of each item of the JSON array whose ``[`` is at ``start``."""
-    lines, i = [], _WS.match(text, start + 1).end()
+    lines: list[int] = []
+    i = _skip_ws(text, start + 1)
     if text[i] == "]":
         return lines
     while True:
         lines.append(text.count("\n", 0, i) + 1)
         _, i = _DECODER.raw_decode(text, i)
-        i = _WS.match(text, i).end()
+        i = _skip_ws(text, i)
         if text[i] == "]":
             return lines
-        i = _WS.match(text, i + 1).end()  # past the comma
+        i = _skip_ws(text, i + 1)  # past the comma
 
 
 def _messages_key_start(text: str, start: int) -> int | None:
     """Where the ``"messages"`` array of the JSON object at ``start`` begins (its ``[``)."""
-    i = _WS.match(text, start + 1).end()
+    i = _skip_ws(text, start + 1)
     while text[i] != "}":
         key, i = _DECODER.raw_decode(text, i)
-        i = _WS.match(text, i).end() + 1  # past the colon
-        i = _WS.match(text, i).end()
+        i = _skip_ws(text, i) + 1  # past the colon
+        i = _skip_ws(text, i)
         if key == "messages" and text[i] == "[":
             return i
         _, i = _DECODER.raw_decode(text, i)
-        i = _WS.match(text, i).end()
+        i = _skip_ws(text, i)
         if text[i] == ",":
-            i = _WS.match(text, i + 1).end()
+            i = _skip_ws(text, i + 1)
     return None
 
 
@@ -151,7 +159,7 @@ def load_history(file: str, fmt: str = "auto", *, default_session: str = "defaul
             else:
                 flat.append((value, f"{file}:{line}"))
     else:
-        start = _WS.match(text).end()
+        start = _skip_ws(text, 0)
         if isinstance(data, dict) and "role" in data:  # one message
             flat = [(data, f"{file}:{text.count(chr(10), 0, start) + 1}")]
         elif isinstance(data, dict):

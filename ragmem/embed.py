@@ -379,7 +379,7 @@ class AutoEmbedder:
 
         notice(f"first bulk ingest on this machine: timing the embedding paths ({', '.join(candidates)}) once "
                f"to pick the fastest (a few seconds; cached in {path})")
-        engines = {"int8": self.int8, "torch": self.torch}
+        engines: dict[str, Any] = {"int8": self.int8, "torch": self.torch}
         rates: dict[str, float] = {}
         working = []
         for c in candidates:

@@ -24,7 +24,7 @@ import os
 import threading
 import warnings
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Any, Literal, Sequence
 
 from .embed import DEFAULT_MODEL, DEFAULT_MODEL_SHA256, Kind, bundled_model_path, split_by_offsets
 from ._errors import MissingDependency, StoreError
@@ -204,8 +204,8 @@ class OnnxEmbedder:
         self.threads = threads
         self.verify = verify
         self._session = None
-        self._tokenizer = None
-        self._whole_tokenizer = None
+        self._tokenizer: Any = None  # tokenizers.Tokenizer, loaded on first use
+        self._whole_tokenizer: Any = None
         self._lock = threading.Lock()
 
     @property

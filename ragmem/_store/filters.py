@@ -26,7 +26,7 @@ class RowFilter:
         return bool(self.roles) or self.since is not None or self.until is not None or bool(self.equals)
 
     def _common(self, mark: str) -> tuple[str, list[Any]]:
-        sql, args = "", []
+        sql, args = "", list[Any]()
         if self.roles:
             sql += f" AND m.role IN ({','.join([mark] * len(self.roles))})"
             args += list(self.roles)

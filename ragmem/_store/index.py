@@ -115,7 +115,7 @@ def make_client(path: str | None = None, url: str | None = None):
                 )
             except Exception as exc:
                 raise StoreError(f"cannot reach the Chroma server at {url} ({exc}); is `chroma run` up?") from exc
-            client._ragmem_shared = True  # VectorIndex.close() leaves it open for the next Memory
+            client._ragmem_shared = True  # type: ignore[attr-defined]  # VectorIndex.close() leaves it open for the next Memory
             _SERVER_CLIENTS[key] = client
             return client
     return chromadb.PersistentClient(path=str(path), settings=settings)
