@@ -77,7 +77,7 @@ class Budget:
     def limit(self) -> int:
         """Tokens the prompt itself may use: the total less the response reserve."""
         reserve = self.reserve * self.total if self.reserve < 1 else self.reserve
-        return self.total - int(round(reserve))
+        return self.total - round(reserve)
 
     @classmethod
     def of(cls, budget: "int | Budget", shares: Mapping[str, float] | None = None) -> "Budget":

@@ -397,7 +397,7 @@ def build_server(
             mem = memories(session)
             if replace:
                 mem.state.clear()
-            mem.state.update({**updates, **{key: None for key in remove or []}})  # None removes a key
+            mem.state.update({**updates, **dict.fromkeys(remove or [])})  # None removes a key
             return _compact(StateResult(state=mem.state.get()))
 
     @server.tool(annotations=ToolAnnotations(title="Forget", read_only_hint=False, destructive_hint=True))

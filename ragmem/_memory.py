@@ -395,7 +395,7 @@ class Memory:
         miss a stored turn.
         """
         if not self._index_holder and not self._log.read_only:
-            self.index  # open it first: damage found now (IndexRebuilt) is repaired by this very catch-up
+            self.index  # noqa: B018  # open it first: damage found now (IndexRebuilt) is repaired by this very catch-up
         self._consistency.before_read()
         if self._health.get("purge"):
             self.finish_forgets()

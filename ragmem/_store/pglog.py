@@ -131,12 +131,12 @@ def connect_error(url: str, exc: Exception) -> StoreError:
     low = text.lower()
     if "password authentication failed" in low or "no password supplied" in low or getattr(exc, "sqlstate", "") in (
         "28P01", "28000"
-    ) or "role" in low and "does not exist" in low:
+    ) or ("role" in low and "does not exist" in low):
         why = f"PostgreSQL refused the credentials in {shown} ({text}); check the user name and password"
-    elif "database" in low and "does not exist" in low or getattr(exc, "sqlstate", "") == "3D000":
+    elif ("database" in low and "does not exist" in low) or getattr(exc, "sqlstate", "") == "3D000":
         why = (f"the database named in {shown} does not exist on that server ({text}); create it "
                "(createdb NAME) or fix the database name in the URL")
-    elif "invalid" in low and ("dsn" in low or "option" in low or "uri" in low) or "missing" in low and "=" in low:
+    elif ("invalid" in low and ("dsn" in low or "option" in low or "uri" in low)) or ("missing" in low and "=" in low):
         why = f"the log URL {shown} is malformed ({text}); use postgresql://user:password@host:port/database"
     else:
         why = (f"cannot reach the PostgreSQL server of {shown} ({text}); check the host and port, and that "
