@@ -214,7 +214,7 @@ def _from_locomo(data: Any, file: str, default_session: str) -> list[Conversatio
     speaker_a speaks as 'user', speaker_b as 'assistant'; ids are
     ``<sample>/<dia_id>``, as in the benchmarks. Only the dialogue is read.
     """
-    from .locomo import parse_conversation
+    from ._locomo import parse_turns
 
     samples = data if isinstance(data, list) else [data]
     stem = Path(file).stem if file != "-" else "locomo"
@@ -224,7 +224,7 @@ def _from_locomo(data: Any, file: str, default_session: str) -> list[Conversatio
             raise InvalidMessage(f"{file}: LoCoMo item {i + 1} has no 'speaker_a'; is this a LoCoMo file?")
         name = str(sample.get("sample_id") or (stem if len(samples) == 1 else f"{stem}-{i}"))
         try:
-            conv = parse_conversation(name, sample)
+            conv = parse_turns(name, sample)
         except (KeyError, ValueError) as exc:
             raise InvalidMessage(f"{file}: LoCoMo conversation {name} is malformed ({type(exc).__name__}: {exc})") from None
         if default_session != "default":  # the user named the session

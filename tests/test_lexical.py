@@ -172,7 +172,7 @@ def test_tokenize_equals_the_reference_when_the_cache_empties(monkeypatch):
 
 
 def test_tokenize_equals_the_reference_on_locomo():
-    from ragmem.locomo import data_dir, load_conversations
+    from benchmarks.locomo import data_dir, load_conversations
 
     try:
         convs = load_conversations(data_dir())
