@@ -110,3 +110,14 @@ def test_trusted_records_rebuild_the_same_message():
     m = parse_message(raw).with_(seq=4, session="s", namespace="n")
     rec = json.loads(json.dumps(m.to_record()))
     assert message_from_record(rec, trusted=True) == message_from_record(rec) == m
+
+
+def test_empty_tool_call_arguments_read_back_verbatim(tmp_path, hash_embedder, log_url):
+    """Regression (found by test_properties.py): the log read arguments "" back as "{}"."""
+    from ragmem import Memory
+
+    with Memory(tmp_path / "s", embedder=hash_embedder, log_url=log_url) as mem:
+        mem.add({"role": "assistant", "content": None, "id": "a",
+                 "tool_calls": [{"id": "c", "type": "function", "function": {"name": "ping", "arguments": ""}}]})
+        assert mem.get("a").tool_calls[0].arguments == ""
+        assert mem.export()[0]["tool_calls"][0]["function"]["arguments"] == ""
