@@ -39,4 +39,4 @@ bench-quick: install
 	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks.run_all --quick
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
