@@ -26,8 +26,10 @@ install: $(VENV)/.installed
 demo: install
 	RAGMEM_LOCOMO=$(LOCOMO) HF_HUB_OFFLINE=1 $(BIN)/python examples/demo.py
 
+# lint, then types, then the tests: CI runs exactly this (.ci/run)
 test: install
 	$(BIN)/ruff check ragmem
+	$(BIN)/mypy
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
 
 bench: install
@@ -37,4 +39,4 @@ bench-quick: install
 	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks.run_all --quick
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

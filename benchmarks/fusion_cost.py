@@ -25,7 +25,7 @@ from .speed import PROMPT_BUDGET, grow_store, session_name, timed_questions
 
 def run(size: int, questions: int) -> dict:
     from ragmem import Memory, RecallSettings, _recall as recall
-    from ragmem.locomo import load_conversations
+    from benchmarks.locomo import load_conversations
 
     convs = load_conversations()
     folder = Path(tempfile.mkdtemp(prefix="ragmem-fusion-"))

@@ -27,7 +27,7 @@ from .common import invocation, log, markdown_table, ragmem_version, result_path
 
 
 def corpora(lme_chats: int, locomo_turns: int) -> dict[str, list[dict]]:
-    from ragmem.locomo import load_conversations
+    from benchmarks.locomo import load_conversations
 
     from .longmemeval import load_questions
 

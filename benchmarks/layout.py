@@ -28,7 +28,7 @@ from .common import p50_p95, result_path, write_json
 
 def _vectors(n_texts_limit: int | None = None):
     from ragmem.embed import default_embedder
-    from ragmem.locomo import load_conversations
+    from benchmarks.locomo import load_conversations
 
     convs = load_conversations()
     texts = [t.content for c in convs for t in c.turns][:n_texts_limit]

@@ -97,7 +97,7 @@ def measure(mems: dict, sessions: int, questions: list[str]) -> dict:
 
 def run(sessions: int, per: int, queries: int, out_dir: Path | None = None, quick: bool = False) -> dict:
     from ragmem.embed import default_embedder
-    from ragmem.locomo import load_conversations
+    from benchmarks.locomo import load_conversations
 
     from .longmemeval import CachedEmbedder, DiskCache
     from .speed import ReusingEmbedder

@@ -421,7 +421,7 @@ def run(quick: bool = False, size: int = 100_000, phases: list[str] | None = Non
     sys.path.insert(0, str(REPO_ROOT / "tests"))
     from benchmarks.pgserver import PostgresServer
     from conftest import ChromaServer  # the tests' `chroma run` helper
-    from ragmem.locomo import load_conversations
+    from benchmarks.locomo import load_conversations
 
     phases = phases or ["concurrency", "kills", "restart", "lexical", "locomo", "prompt", "throughput"]
     result: dict = {"benchmark": NAME, "quick": quick, "command": invocation()}

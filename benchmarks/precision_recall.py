@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--limit", type=int, default=None, help="only the first N conversations")
     args = ap.parse_args(argv)
     from ragmem.embed import AutoEmbedder
-    from ragmem.locomo import load_conversations
+    from benchmarks.locomo import load_conversations
 
     convs = load_conversations(limit=args.limit)
     auto, fp32 = AutoEmbedder(), AutoEmbedder(backend="torch", precision="fp32")

@@ -28,7 +28,7 @@ from .speed import PROMPT_BUDGET, grow_store, session_name, timed_questions
 def ingest(reps: int) -> dict:
     from ragmem import Memory, RecallSettings
     from ragmem.embed import default_embedder
-    from ragmem.locomo import load_conversations
+    from benchmarks.locomo import load_conversations
 
     convs = [c for c in load_conversations() if c.sample in ("conv-26", "conv-30")]
     msgs = [t.to_message() for c in convs for t in c.turns]
@@ -52,7 +52,7 @@ def ingest(reps: int) -> dict:
 
 def prompts(size: int, questions: int) -> dict:
     from ragmem import Memory, RecallSettings
-    from ragmem.locomo import load_conversations
+    from benchmarks.locomo import load_conversations
 
     convs = load_conversations()
     folder = Path(tempfile.mkdtemp(prefix="ragmem-timecost-big-"))

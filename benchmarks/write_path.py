@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--pause", type=float, default=0.02, help="seconds between adds")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
-    from ragmem.locomo import load_conversations
+    from benchmarks.locomo import load_conversations
 
     n = 30 if args.quick else args.adds
     texts = [t.content for t in load_conversations(limit=1)[0].turns][:n]

@@ -63,7 +63,9 @@ def load_builtin(seed: int) -> Source:
 
 
 def load_locomo(folder: Path, sample: str, index: int) -> Source:
-    from ragmem.locomo import load_conversations
+    # the LoCoMo reader with its questions and evidence is benchmark code: it lives in the checkout, not the wheel
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from benchmarks.locomo import load_conversations
 
     conv = next((c for c in load_conversations(folder) if c.sample == sample), None)
     if conv is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from conversation import build
@@ -31,7 +32,9 @@ def main() -> None:
 
     locomo = os.environ.get("RAGMEM_LOCOMO")
     if locomo and Path(locomo).is_dir():
-        from ragmem.locomo import load_conversations
+        # the LoCoMo reader is benchmark code: it lives in the checkout, not the wheel
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+        from benchmarks.locomo import load_conversations
 
         conv = next(c for c in load_conversations(locomo) if c.sample == args.conversation)
         session, messages = conv.sample, lambda: [t.to_message() for t in conv.turns]

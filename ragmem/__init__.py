@@ -4,7 +4,7 @@
 """
 
 from ._aio import AsyncMemory
-from ._assemble import Budget, assemble, assemble_baseline
+from ._assemble import Budget, assemble
 from .embed import AutoEmbedder, Embedder, SentenceTransformerEmbedder
 from ._errors import (
     BudgetTooSmall,
@@ -75,7 +75,6 @@ __all__ = [
     "UnitTrace",
     "UsageError",
     "assemble",
-    "assemble_baseline",
     "from_anthropic",
     "group_units",
     "parse_message",

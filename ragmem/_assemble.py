@@ -83,7 +83,7 @@ class Budget:
     def limit(self) -> int:
         """Tokens the prompt itself may use: the total less the response reserve."""
         reserve = self.reserve * self.total if self.reserve < 1 else self.reserve
-        return self.total - int(round(reserve))
+        return self.total - round(reserve)
 
     @classmethod
     def of(cls, budget: "int | Budget", shares: Mapping[str, float] | None = None) -> "Budget":
@@ -584,8 +584,14 @@ def assemble_baseline(
     else:
         raise UsageError(f"unknown strategy {strategy!r}; use ragmem, sliding_window, keep_first or importance")
     window_units = [u for u in complete if u.id in chosen]
-    seen_drop = set()
-    dropped = [d for d in dropped if not (d.unit_id in chosen or d.unit_id in seen_drop or seen_drop.add(d.unit_id))]
+    # each unit's first drop only, and none of a unit that was taken after all
+    seen_drop: set[str] = set()
+    first_drops = []
+    for d in dropped:
+        if d.unit_id not in chosen and d.unit_id not in seen_drop:
+            seen_drop.add(d.unit_id)
+            first_drops.append(d)
+    dropped = first_drops
     return _finish(
         strategy=strategy, fmt=format, budget=budget, counter=counter, costs=costs, sys_msgs=sys_msgs, user=user,
         summary_msgs=[], recall_units=[], window_units=window_units, dropped=dropped, placement="before_window",

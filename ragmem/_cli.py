@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Literal
 
 import click
 
@@ -516,7 +516,7 @@ def import_chats(file: str, **opts: Any) -> None:
 @click.option("-k", "k", type=click.IntRange(0), default=None,
               help="Most recalled units [default: as Memory.prompt: 20, or one per 100 tokens of a larger budget].")
 @_common
-def prompt(turn: str, budget: int, system_: str | None, fmt: str, strategy: str, k: int | None, **opts: Any) -> None:
+def prompt(turn: str, budget: int, system_: str | None, fmt: Literal["openai", "anthropic"], strategy: str, k: int | None, **opts: Any) -> None:
     """Assemble and print the prompt for a user TURN, with its trace.
 
     The prompt fits --budget tokens (tiktoken, message overhead included) and
@@ -825,7 +825,7 @@ def migrate(to: str, **opts: Any) -> None:
 
     src = open_log(cfg.store, create=False)
     try:
-        counts = copy_log(src, open_log(cfg.store, url=to))
+        counts = copy_log(src, open_log(cfg.store, url=to))  # type: ignore[arg-type]  # no url: SQLite; a url: PostgreSQL
     finally:
         src.close()
     # opening the new store indexes what it holds (the repair on open): vectors and the lexical index

@@ -107,7 +107,7 @@ def load_embedder(spec: str) -> Any:
         obj = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise UsageError(f"embedder {spec!r} cannot be imported ({exc}); check the import path and your PYTHONPATH") from None
-    emb = obj() if callable(obj) and not hasattr(obj, "embed_batch") or isinstance(obj, type) else obj
+    emb = obj() if (callable(obj) and not hasattr(obj, "embed_batch")) or isinstance(obj, type) else obj
     if not hasattr(emb, "embed_batch"):
         raise UsageError(f"embedder {spec!r} gave a {type(emb).__name__}, which has no embed_batch(texts, kind) method")
     return emb

@@ -96,33 +96,41 @@ _WS = re.compile(r"\s*")
 _DECODER = json.JSONDecoder()
 
 
+def _skip_ws(text: str, i: int) -> int:
+    """Where the whitespace that starts at ``i`` ends."""
+    m = _WS.match(text, i)
+    assert m is not None  # ``\s*`` matches everywhere, the empty string included
+    return m.end()
+
+
 def _array_lines(text: str, start: int) -> list[int]:
     """The 1-based line of each item of the JSON array whose ``[`` is at ``start``."""
-    lines, i = [], _WS.match(text, start + 1).end()
+    lines: list[int] = []
+    i = _skip_ws(text, start + 1)
     if text[i] == "]":
         return lines
     while True:
         lines.append(text.count("\n", 0, i) + 1)
         _, i = _DECODER.raw_decode(text, i)
-        i = _WS.match(text, i).end()
+        i = _skip_ws(text, i)
         if text[i] == "]":
             return lines
-        i = _WS.match(text, i + 1).end()  # past the comma
+        i = _skip_ws(text, i + 1)  # past the comma
 
 
 def _messages_key_start(text: str, start: int) -> int | None:
     """Where the ``"messages"`` array of the JSON object at ``start`` begins (its ``[``)."""
-    i = _WS.match(text, start + 1).end()
+    i = _skip_ws(text, start + 1)
     while text[i] != "}":
         key, i = _DECODER.raw_decode(text, i)
-        i = _WS.match(text, i).end() + 1  # past the colon
-        i = _WS.match(text, i).end()
+        i = _skip_ws(text, i) + 1  # past the colon
+        i = _skip_ws(text, i)
         if key == "messages" and text[i] == "[":
             return i
         _, i = _DECODER.raw_decode(text, i)
-        i = _WS.match(text, i).end()
+        i = _skip_ws(text, i)
         if text[i] == ",":
-            i = _WS.match(text, i + 1).end()
+            i = _skip_ws(text, i + 1)
     return None
 
 
@@ -153,7 +161,7 @@ def load_history(file: str, fmt: str = "auto", *, default_session: str = "defaul
             else:
                 flat.append((value, f"{file}:{line}"))
     else:
-        start = _WS.match(text).end()
+        start = _skip_ws(text, 0)
         if isinstance(data, dict) and "role" in data:  # one message
             flat = [(data, f"{file}:{text.count(chr(10), 0, start) + 1}")]
         elif isinstance(data, dict):
@@ -208,7 +216,7 @@ def _from_locomo(data: Any, file: str, default_session: str) -> list[Conversatio
     speaker_a speaks as 'user', speaker_b as 'assistant'; ids are
     ``<sample>/<dia_id>``, as in the benchmarks. Only the dialogue is read.
     """
-    from .locomo import parse_conversation
+    from ._locomo import parse_turns
 
     samples = data if isinstance(data, list) else [data]
     stem = Path(file).stem if file != "-" else "locomo"
@@ -218,7 +226,7 @@ def _from_locomo(data: Any, file: str, default_session: str) -> list[Conversatio
             raise InvalidMessage(f"{file}: LoCoMo item {i + 1} has no 'speaker_a'; is this a LoCoMo file?")
         name = str(sample.get("sample_id") or (stem if len(samples) == 1 else f"{stem}-{i}"))
         try:
-            conv = parse_conversation(name, sample)
+            conv = parse_turns(name, sample)
         except (KeyError, ValueError) as exc:
             raise InvalidMessage(f"{file}: LoCoMo conversation {name} is malformed ({type(exc).__name__}: {exc})") from None
         if default_session != "default":  # the user named the session

@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -236,7 +236,7 @@ def build_server(
     from ragmem import __version__
 
     server = MCPServer("ragmem", version=__version__, instructions=INSTRUCTIONS)
-    server._ragmem_memories = memories  # for tests and embedding hosts that want to close it
+    server._ragmem_memories = memories  # type: ignore[attr-defined]  # for tests and hosts that want to close it
 
     @server.tool(
         annotations=ToolAnnotations(title="Add messages to memory", read_only_hint=False, destructive_hint=False, idempotent_hint=True),
@@ -285,7 +285,7 @@ def build_server(
                 query, k=k, role=role, since=lo, until=hi, min_score=min_score,
                 scope="namespace" if all_sessions else "session",
             )
-            rows = []
+            rows: list[Any] = []  # dicts: pydantic validates them into SearchHit
             for h in hits:
                 m = h.message
                 text = m.text or "; ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
@@ -321,7 +321,7 @@ def build_server(
             for _ in range(6):
                 ctx = mem.prompt(user_turn, system=system, budget=inner, format=format)
                 result = ContextResult(messages=ctx.messages, system=ctx.system, tokens=ctx.trace.total_tokens)
-                over = mem.counter.count_text(_compact(result).content[0].text) - budget
+                over = mem.counter.count_text(cast(TextContent, _compact(result).content[0]).text) - budget
                 if over <= 0:
                     break
                 inner -= over + 8
@@ -332,6 +332,7 @@ def build_server(
                         f"budget {budget} cannot hold the system prompt, pinned state and user turn as a tool "
                         "result; raise the budget"
                     )
+            assert result is not None  # the loop above runs at least once
             if trace:
                 result.trace = _plain(ctx.trace.to_dict())
             return _compact(result)
@@ -379,7 +380,7 @@ def build_server(
             mem = memories(session)
             if replace:
                 mem.state.clear()
-            mem.state.update({**updates, **{key: None for key in remove or []}})  # None removes a key
+            mem.state.update({**updates, **dict.fromkeys(remove or [])})  # None removes a key
             return _compact(StateResult(state=mem.state.get()))
 
     @server.tool(annotations=ToolAnnotations(title="Forget", read_only_hint=False, destructive_hint=True))
@@ -429,11 +430,11 @@ def serve(
     """
     server = build_server(store, namespace=namespace, session=session, **memory_kwargs)
     if warm:
-        threading.Thread(target=_warm_up, args=(server._ragmem_memories,), daemon=True).start()
+        threading.Thread(target=_warm_up, args=(server._ragmem_memories,), daemon=True).start()  # type: ignore[attr-defined]
     try:
         server.run("stdio")
     finally:
-        server._ragmem_memories.close()
+        server._ragmem_memories.close()  # type: ignore[attr-defined]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -153,7 +153,7 @@ class Memory:
         index: Literal["sync", "background"] = "sync",
         reranker: Reranker | Callable[[str, Sequence[str]], Sequence[float]] | None = None,
         recall: RecallSettings | None = None,
-        _shared: "Memory | None" = None,
+        _shared: Any = None,  # a Memory (Any: its attributes are typed below, where they are first set)
     ) -> None:
         validate.name(session, "session")
         validate.name(namespace, "namespace")
@@ -195,11 +195,11 @@ class Memory:
         self._log = open_log(self.path, url=self.log_url, create=create)
         self._embedder = embedder if embedder is not None else config.make_embedder()
         self._counter = counter  # the default loads on first use: its BPE data takes ~0.4 s
-        self.summarizer: Summarizer | None = (
+        self.summarizer: Summarizer | None = (  # type: ignore[no-redef]  # first set in the _shared branch
             None if summarizer is False else (summarizer or ExtractiveSummarizer())
         )
-        self._index_holder: list[VectorIndex] = []  # shared by session views; built on first use
-        self._tokens: dict[str, int] = {}
+        self._index_holder: list[VectorIndex] = []  # type: ignore[no-redef]  # shared by session views; built on first use
+        self._tokens: dict[str, int] = {}  # type: ignore[no-redef]
         self._lock = threading.RLock()
         # "behind": an index write failed, so the log holds messages the index lacks (shared by views)
         self._health = {"behind": False}
@@ -275,7 +275,7 @@ class Memory:
         return Memory(
             session=session, namespace=self.namespace if namespace is None else namespace, window=self.window,
             orphans=self.orphans, max_chars=self.max_chars, clip_tool_results=self.clip_tool_results, placement=self.placement,
-            recall_format=self.recall_format, recall_scope=self.recall_scope, monitor=self.monitor,
+            recall_format=self.recall_format, recall_scope=self.recall_scope, monitor=self.monitor,  # type: ignore[arg-type]  # checked
             reranker=self.reranker, recall=self.recall, _shared=self,
         )
 
@@ -399,7 +399,7 @@ class Memory:
         miss a stored turn.
         """
         if not self._index_holder and not self._log.read_only:
-            self.index  # open it first: damage found now (IndexRebuilt) is repaired by this very catch-up
+            self.index  # noqa: B018  # open it first: damage found now (IndexRebuilt) is repaired by this very catch-up
         self._consistency.before_read()
         if self._health.get("purge"):
             self.finish_forgets()
@@ -729,7 +729,7 @@ class Memory:
             timings["log"] = time.perf_counter() - t
             t = time.perf_counter()
             ctx = assemble_baseline(
-                strategy, user_turn, units=units, budget=budget_obj, counter=self.counter, system=system,
+                strategy, user_turn, units=units, budget=budget_obj, counter=self.counter, system=system,  # type: ignore[arg-type]
                 state=self.state.get(), format=format, monitor=self.monitor, token_cache=self._tokens,
             )
             timings["assemble"] = time.perf_counter() - t

@@ -323,6 +323,12 @@ def parse_message(
     )
 
 
+def _stored_arguments(function: Mapping[str, Any]) -> str:
+    """A stored call's arguments verbatim: ``""`` stays ``""`` (as :func:`parse_message` kept it); absent is ``{}``."""
+    args = function.get("arguments")
+    return "{}" if args is None else args
+
+
 def message_from_record(rec: Mapping[str, Any], *, trusted: bool = False) -> Message:
     """Rebuild a stored :class:`Message` from its :meth:`Message.to_record` form.
 
@@ -336,7 +342,7 @@ def message_from_record(rec: Mapping[str, Any], *, trusted: bool = False) -> Mes
             content=rec.get("content"),
             id=rec["id"],
             tool_calls=tuple(
-                ToolCall(c["id"], c["function"]["name"], c["function"].get("arguments") or "{}")
+                ToolCall(c["id"], c["function"]["name"], _stored_arguments(c["function"]))
                 for c in rec.get("tool_calls") or ()
             ),
             tool_call_id=rec.get("tool_call_id"),

@@ -71,8 +71,8 @@ class Trace:
 
     def __str__(self) -> str:
         lines = [
-            f"strategy={self.strategy} format={self.format} tokens={self.total_tokens}/{self.limit} "
-            f"(budget {self.budget}, {self.utilisation:.0%}, {self.level})",
+            (f"strategy={self.strategy} format={self.format} tokens={self.total_tokens}/{self.limit} "
+            f"(budget {self.budget}, {self.utilisation:.0%}, {self.level})"),
             "sections: " + ", ".join(f"{k}={v}" for k, v in self.sections.items()),
         ]
         for u in self.included:

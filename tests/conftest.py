@@ -11,6 +11,21 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory):
+    """Point ``$RAGMEM_CACHE`` (the ONNX export, its int8 variant, the bulk-path timing) at a folder of this run.
+
+    Without it the tests read and write ``~/.cache/ragmem``: one run's export or timing decides the next run's
+    path. Session-scoped, so the one-time export (about 20 s), quantization (about 5 s) and timing (about 20 s)
+    are paid once per run, not per test; subprocesses started by the tests inherit the variable.
+    ``$RAGMEM_TEST_CACHE`` names a folder to keep between runs instead (a local speed-up; CI leaves it unset).
+    """
+    folder = os.environ.get("RAGMEM_TEST_CACHE") or str(tmp_path_factory.mktemp("ragmem-cache"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAGMEM_CACHE", folder)
+        yield folder
+
+
 @pytest.fixture(autouse=True)
 def _isolated_store(tmp_path, monkeypatch):
     """Point the default store location at a temp dir so no test touches the user's data."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.longmemeval import data_dir as lme_dir
-from ragmem.locomo import data_dir
+from benchmarks.locomo import data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,6 +13,7 @@ import re
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,3 +67,57 @@ def test_samples_run(page, tmp_path, monkeypatch):
         close = getattr(value, "close", None)
         if type(value).__name__ == "Memory" and callable(close):
             close()
+
+
+# ------------------------------------------------------------------ the CLI reference, generated from --help
+
+
+def _cli_help():
+    """scripts/cli_help.py, imported from its path (scripts/ is no package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cli_help", ROOT / "scripts" / "cli_help.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cli_reference_is_current():
+    """docs/cli.md's reference section is what every command's --help prints now (simonw/llm checks with cog)."""
+    cli_help = _cli_help()
+    doc = cli_help.DOC.read_text(encoding="utf-8")
+    assert cli_help.updated(doc) == doc, "docs/cli.md is stale: run `python scripts/cli_help.py` and commit it"
+
+
+def test_cli_reference_check_catches_a_stale_section():
+    cli_help = _cli_help()
+    doc = cli_help.DOC.read_text(encoding="utf-8")
+    stale = doc.replace("Show this message and exit.", "Show this.", 1)
+    assert stale != doc and cli_help.updated(stale) == doc
+    with pytest.raises(SystemExit, match="markers"):
+        cli_help.updated(doc.replace(cli_help.END, ""))
+
+
+def test_every_cli_command_is_documented_by_hand():
+    """sqlite-utils' rule: each command has a written section of docs/cli.md, not only its generated --help."""
+    cli_help = _cli_help()
+    from ragmem._cli import cli
+
+    doc = cli_help.DOC.read_text(encoding="utf-8")
+    written = doc[: doc.index(cli_help.START)] + doc[doc.index(cli_help.END):]
+    headings = re.findall(r"^### `ragmem ([^`]*)`", written, re.M)
+    paths = cli_help.command_paths(cli)
+    assert len(paths) >= 20
+    for path in paths:
+        if isinstance(_command(cli, path), click.Group):
+            continue  # a group (show, state, forget) is documented through its commands
+        name = " ".join(path)
+        assert any(h == name or h.startswith(name + " ") for h in headings), f"`ragmem {name}` has no section in docs/cli.md"
+
+
+def _command(cli, path):
+    cmd = cli
+    for name in path:
+        cmd = cmd.commands[name]
+    return cmd

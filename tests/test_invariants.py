@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from ragmem import BudgetTooSmall, assemble, assemble_baseline, group_units, parse_message
+from ragmem import BudgetTooSmall, assemble, group_units, parse_message
+from ragmem._assemble import assemble_baseline  # Memory.prompt(strategy=...)'s baselines
 from ragmem._tokens import count_messages, default_counter
 from ragmem._assemble import RECALL_HEADER, count_anthropic, render_state
 

@@ -89,8 +89,12 @@ def test_lexical_text_carries_the_previous_turn_and_the_call(tmp_path, hash_embe
 
 
 def test_fts5_available():
+    """The lexical index needs SQLite's FTS5 with bm25(): a build without it fails here, not deep in a search."""
     db = sqlite3.connect(":memory:")
     db.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
+    db.executemany("INSERT INTO t(x) VALUES (?)", [("the pool size is 40",), ("the weather is fine",)])
+    rows = db.execute("SELECT x, bm25(t) FROM t WHERE t MATCH 'pool' ORDER BY bm25(t)").fetchall()
+    assert [x for x, _ in rows] == ["the pool size is 40"] and rows[0][1] < 0  # bm25() is negative: lower is better
 
 
 def test_cached_frequencies_never_hide_a_word_that_just_arrived(tmp_path, hash_embedder):
@@ -172,7 +176,7 @@ def test_tokenize_equals_the_reference_when_the_cache_empties(monkeypatch):
 
 
 def test_tokenize_equals_the_reference_on_locomo():
-    from ragmem.locomo import data_dir, load_conversations
+    from benchmarks.locomo import data_dir, load_conversations
 
     try:
         convs = load_conversations(data_dir())

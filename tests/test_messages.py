@@ -138,3 +138,14 @@ def test_one_renderer_keeps_the_wording_each_view_feeds_byte_for_byte():
         'assistant: [calls get({"n": 1}), get({"n": 2})]\ntool result (c1): one\ntool result (c2): two\n'
         "user: and then?"
     )
+
+
+def test_empty_tool_call_arguments_read_back_verbatim(tmp_path, hash_embedder, log_url):
+    """Regression (found by test_properties.py): the log read arguments "" back as "{}"."""
+    from ragmem import Memory
+
+    with Memory(tmp_path / "s", embedder=hash_embedder, log_url=log_url) as mem:
+        mem.add({"role": "assistant", "content": None, "id": "a",
+                 "tool_calls": [{"id": "c", "type": "function", "function": {"name": "ping", "arguments": ""}}]})
+        assert mem.get("a").tool_calls[0].arguments == ""
+        assert mem.export()[0]["tool_calls"][0]["function"]["arguments"] == ""

@@ -118,7 +118,7 @@ def make_client(path: str | None = None, url: str | None = None):
                     f"cannot reach the Chroma server at {url} ({exc}); start it (`chroma run`) or fix "
                     "--chroma-url / RAGMEM_CHROMA_URL, then retry"
                 ) from exc
-            client._ragmem_shared = True  # VectorIndex.close() leaves it open for the next Memory
+            client._ragmem_shared = True  # type: ignore[attr-defined]  # VectorIndex.close() leaves it open for the next Memory
             _SERVER_CLIENTS[key] = client
             return client
     return chromadb.PersistentClient(path=str(path), settings=settings)

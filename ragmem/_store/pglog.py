@@ -163,12 +163,12 @@ def connect_error(url: str, exc: Exception) -> StoreError:
     sqlstate = getattr(exc, "sqlstate", "")
     if message_says(exc, "password authentication failed", "no password supplied") or sqlstate in (
         "28P01", "28000"
-    ) or message_says(exc, "role") and message_says(exc, "does not exist"):
+    ) or (message_says(exc, "role") and message_says(exc, "does not exist")):
         why = f"PostgreSQL refused the credentials in {shown} ({text}); check the user name and password"
-    elif message_says(exc, "database") and message_says(exc, "does not exist") or sqlstate == "3D000":
+    elif (message_says(exc, "database") and message_says(exc, "does not exist")) or sqlstate == "3D000":
         why = (f"the database named in {shown} does not exist on that server ({text}); create it "
                "(createdb NAME) or fix the database name in the URL")
-    elif message_says(exc, "invalid") and message_says(exc, "dsn", "option", "uri") or (
+    elif (message_says(exc, "invalid") and message_says(exc, "dsn", "option", "uri")) or (
         message_says(exc, "missing") and message_says(exc, "=")
     ):
         why = f"the log URL {shown} is malformed ({text}); use postgresql://user:password@host:port/database"

@@ -277,7 +277,8 @@ class BudgetedInput:
             while drop < len(history) and history[drop].get("role") == "tool":
                 drop += 1
             history = history[drop:]
-        return ModelInputData(input=[*chat_to_items(history), turn, *inflight], instructions=instructions)
+        model_input: list[Any] = [*chat_to_items(history), turn, *inflight]  # plain dicts, as the SDK's TypedDicts
+        return ModelInputData(input=model_input, instructions=instructions)
 
     def _history(self, mem: Any, turn: dict[str, Any], inflight: list[Any], instructions: str | None) -> tuple[list[dict[str, Any]], str | None]:
         """ragmem's prompt for ``turn`` (computed on the turn's first model call), without the turn.
@@ -296,6 +297,6 @@ class BudgetedInput:
         msgs = list(ctx.messages[:-1])
         if instructions and msgs and msgs[0].get("role") == "system":
             instructions = _text(msgs.pop(0).get("content"))  # the instructions, pinned state folded in
-        if at_end:
+        if at_end and stored is not None:  # at_end implies stored; said again for the type checker
             self._turn = (stored.id, msgs, instructions)
         return msgs, instructions
