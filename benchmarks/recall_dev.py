@@ -45,6 +45,15 @@ CONFIGS: dict[str, dict] = {
     "dated": {"prompt.recall_format": "text"},
     "auto-dated": {"prompt.recall_format": "auto"},
     "no-query-dates": {"query_dates": False},
+    # the second hop (issue 15, item 3): weight / seeds / terms
+    "hop-0.1": {"second_hop": 0.1},
+    "hop-0.2": {"second_hop": 0.2},
+    "hop-0.3": {"second_hop": 0.3},
+    "hop-0.2-s5": {"second_hop": 0.2, "hop_seeds": 5},
+    "hop-0.2-s1": {"second_hop": 0.2, "hop_seeds": 1},
+    "hop-0.2-t4": {"second_hop": 0.2, "hop_terms": 4},
+    "hop-0.2-t16": {"second_hop": 0.2, "hop_terms": 16},
+    "hop-0.2-q": {"second_hop": 0.2, "hop_with_query": True},
 }
 
 
@@ -75,8 +84,10 @@ def rebuild_lexical(mem) -> None:
     mem.repair()
 
 
-def run(configs: list[str], cache: Path, relex: bool, limit: int | None) -> dict:
+def run(configs: list[str], cache: Path, relex: bool, limit: int | None, only: list[str] | None = None) -> dict:
     convs = load_conversations(limit=limit)
+    if only:
+        convs = [c for c in convs if c.sample in only]
     per: dict[str, list[dict]] = defaultdict(list)
     lat: dict[str, list[float]] = defaultdict(list)
     for conv in convs:
@@ -154,13 +165,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--cache", type=Path, default=None, help="keep the ingested stores here between runs")
     p.add_argument("--relex", action="store_true", help="rebuild the lexical index of cached stores")
     p.add_argument("--limit", type=int, default=None, help="first N conversations only")
+    p.add_argument("--conversations", default=None,
+                   help="only these conversations, e.g. 26,30,41 (the tuning half) or 42,43 (the check half)")
     args = p.parse_args(argv)
+    only = [f"conv-{c.strip().removeprefix('conv-')}" for c in args.conversations.split(",")] if args.conversations else None
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ragmem-dev-") as tmp:
-        result = run(args.configs.split(","), args.cache or Path(tmp), args.relex, args.limit)
+        result = run(args.configs.split(","), args.cache or Path(tmp), args.relex, args.limit, only)
     text = halves(result)
     print(text)
-    if args.configs == "full" and args.limit is None:  # the default on every conversation: the figures of record
+    if args.configs == "full" and args.limit is None and only is None:  # the default on every conversation: the figures of record
         from .common import RESULTS_DIR
 
         (RESULTS_DIR / "recall_dev.md").write_text(text + "\n")

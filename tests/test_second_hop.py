@@ -1,0 +1,117 @@
+"""The second hop (issue 15, item 3): a second lexical round seeded by the first round's best messages."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from ragmem import RecallSettings
+from ragmem._recall import Candidate, hop_terms, second_hop
+
+T0 = datetime(2023, 5, 8, tzinfo=timezone.utc)
+
+
+class FakeLog:
+    """The few log reads the second hop makes: messages by id, document frequencies, BM25 rows."""
+
+    def __init__(self, messages, df, total, rows):
+        self.messages, self.df, self.total, self.rows = messages, df, total, rows
+        self.matched: list[str] = []
+
+    def get_many(self, namespace, ids):
+        return {i: self.messages[i] for i in ids if i in self.messages}
+
+    def lexical_df(self, terms):
+        return self.total, {t: self.df[t] for t in terms if t in self.df}
+
+    def lexical_search(self, namespace, match, n, filters=None):
+        self.matched.append(match)
+        return self.rows[:n]
+
+
+def _msg(mid, text, seq):
+    from ragmem._messages import parse_message
+
+    return parse_message({"role": "user", "content": text, "id": mid, "created_at": T0})
+
+
+def test_hop_terms_are_the_seeds_distinctive_terms_the_query_lacks_rarest_first():
+    seeds = [_msg("a", "Thorvald moved to Bergen with Caroline", 1), _msg("b", "Caroline loves Bergen harbour", 2)]
+    # caroline is in every row (too common), harbour only in its own row (leads nowhere), bergen is asked
+    df = {"thorvald": 3, "move": 40, "bergen": 5, "carolin": 1000, "harbour": 1, "love": 20}
+    log = FakeLog({}, df, 1000, [])
+    got = hop_terms(log, seeds, "Where did my cousin go, Bergen?", RecallSettings(second_hop=0.2))
+    assert got == ["thorvald", "love", "move"]
+    assert hop_terms(log, seeds, "Bergen?", RecallSettings(second_hop=0.2, hop_terms=1)) == ["thorvald"]
+
+
+def test_second_hop_fuses_new_finds_at_a_discount_and_leaves_seeds_and_their_neighbours_alone():
+    first = [Candidate("a", "a", "s", 10, 1.0), Candidate("x", "x", "s", 30, 0.5), Candidate("b", "b", "s", 50, 0.3)]
+    messages = {"a": _msg("a", "Thorvald moved to Bergen", 10)}
+    # the hop's BM25 rows: the seed itself and the turn after it (its row carries the seed's text) are skipped
+    rows = [("a", "a", "s", 10, 9.0), ("a1", "a1", "s", 11, 8.0), ("b", "b", "s", 50, 4.0), ("n", "n", "s", 70, 2.0)]
+    log = FakeLog(messages, {"thorvald": 3, "cousin": 4}, 100, rows)
+    settings = RecallSettings(second_hop=0.2, hop_seeds=1)
+    out = {c.message_id: c.score for c in second_hop(first, log, "Where is my cousin?", namespace="n",
+                                                     session="s", n=10, settings=settings)}
+    assert out == pytest.approx({"a": 1.0, "x": 0.5, "b": 0.3 + 0.2, "n": 0.2 * 2.0 / 4.0})
+    assert "thorvald" in log.matched[0] and "cousin" not in log.matched[0]  # the seeds' terms alone
+    # with the query's terms too, when asked
+    second_hop(first, log, "Where is my cousin?", namespace="n", session="s", n=10,
+               settings=RecallSettings(second_hop=0.2, hop_seeds=1, hop_with_query=True))
+    assert "cousin" in log.matched[-1]
+    # nothing distinctive in the seeds: the first round unchanged
+    bare = FakeLog(messages, {}, 100, rows)
+    assert second_hop(first, bare, "q", namespace="n", session="s", n=10, settings=settings) == first
+
+
+@pytest.mark.parametrize("bad", [
+    dict(second_hop=1.5), dict(second_hop=-0.1), dict(second_hop="0.2"), dict(hop_seeds=0), dict(hop_terms=0),
+    dict(hop_seeds=2.5), dict(hop_terms=True), dict(hop_with_query=1),
+])
+def test_second_hop_settings_are_checked(bad):
+    from ragmem import UsageError
+
+    with pytest.raises(UsageError, match="RecallSettings"):
+        RecallSettings(**bad)
+
+
+def test_second_hop_is_off_by_default():
+    assert RecallSettings().second_hop == 0.0
+
+
+FILLER = [
+    "Let's grab lunch later today.", "The weather is lovely this week.", "I watched a documentary about whales.",
+    "I started reading a novel about sailors.", "We painted the fence on Sunday.", "The train was late again.",
+    "I need to buy new running shoes.", "The concert tickets sold out fast.", "I baked bread for the first time.",
+]
+DECOYS = [
+    "The pet shop downtown closed for good.", "Our neighbour's pet parrot screams all morning.",
+    "Pet insurance costs more than I thought.", "A pet sitter came by to feed the neighbours' goldfish.",
+]
+
+
+def test_a_second_hop_finds_the_part_of_an_answer_that_shares_a_name_not_a_word_with_the_question(
+    tmp_path, embedder
+):
+    """Real model, Chroma, SQLite FTS5: the turn naming the cousin's pet shares no word with the question,
+    only the cousin's name with the turn the question matches; the hop brings it into the top 3."""
+    from ragmem import Memory
+
+    msgs = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"{FILLER[i % len(FILLER)]} ({i})",
+             "id": f"f{i}"} for i in range(60)]
+    msgs[8:8] = [{"role": "user", "content": "My cousin Thorvald moved to Bergen last spring.", "id": "part1"}]
+    msgs[20:20] = [{"role": "user", "content": d, "id": f"decoy{j}"} for j, d in enumerate(DECOYS)]
+    msgs[45:45] = [{"role": "user", "content": "Thorvald finally adopted a greyhound and named it Pixel.",
+                    "id": "part2"}]
+    q = "What pet did my cousin who moved to Bergen get?"
+    with Memory(tmp_path / "s", session="s", embedder=embedder) as mem:
+        mem.add_many(msgs)
+        off = [h.message.id for h in mem.search(q, k=3)]
+        mem.recall = RecallSettings(second_hop=0.3)
+        on = [h.message.id for h in mem.search(q, k=3)]
+        ctx_ids = mem.prompt(q, budget=300).message_ids()
+    assert off[0] == "part1" and "part2" not in off  # the first round finds one part of the answer
+    assert on[0] == "part1" and "part2" in on  # the second hop finds the rest, the first round's best stays first
+    assert {"part1", "part2"} <= set(ctx_ids)
