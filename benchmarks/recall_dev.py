@@ -54,6 +54,13 @@ CONFIGS: dict[str, dict] = {
     "hop-0.2-t4": {"second_hop": 0.2, "hop_terms": 4},
     "hop-0.2-t16": {"second_hop": 0.2, "hop_terms": 16},
     "hop-0.2-q": {"second_hop": 0.2, "hop_with_query": True},
+    "dhop-0.1": {"second_hop": 0.1, "hop_dense": True, "hop_lexical": False},
+    "dhop-0.2": {"second_hop": 0.2, "hop_dense": True, "hop_lexical": False},
+    "dhop-0.3": {"second_hop": 0.3, "hop_dense": True, "hop_lexical": False},
+    "dhop-0.1-s1": {"second_hop": 0.1, "hop_dense": True, "hop_lexical": False, "hop_seeds": 1},
+    "dhop-0.2-s1": {"second_hop": 0.2, "hop_dense": True, "hop_lexical": False, "hop_seeds": 1},
+    "dhop-0.2-s5": {"second_hop": 0.2, "hop_dense": True, "hop_lexical": False, "hop_seeds": 5},
+    "both-0.2": {"second_hop": 0.2, "hop_dense": True},
 }
 
 

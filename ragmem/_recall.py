@@ -199,9 +199,12 @@ def search_candidates(
         log, text, namespace=namespace, session=session, n=pool, filters=filters, settings=settings
     )
     fused = fuse(dense, lex, settings)
-    if settings.second_hop > 0:
+    if settings.second_hop > 0 and settings.hop_lexical:
         fused = second_hop(fused, log, text, namespace=namespace, session=session, n=pool, filters=filters,
                            settings=settings)
+    if settings.second_hop > 0 and settings.hop_dense:
+        fused = dense_hop(fused, hits, vector, log, index, namespace=namespace, session=session, n=pool,
+                          where=where, settings=settings)
     return fused
 
 
@@ -272,6 +275,65 @@ def second_hop(
         where.setdefault(c.message_id, c)
         scores[c.message_id] = scores.get(c.message_id, 0.0) + settings.second_hop * c.score / top
     out = [Candidate(m, c.unit_id, c.session, c.seq, scores[m]) for m, c in where.items()]
+    return sorted(out, key=lambda c: -c.score)
+
+
+def _seed_vectors(index: VectorIndex, namespace: str, session: str | None, chunk_ids: list[str]) -> list[list[float]]:
+    """The stored vectors of some chunks of a session's collection (of the namespace's when None)."""
+    from ._store.index import NAMESPACE_SCOPE
+
+    if session is None and not index.namespace_collections:
+        return []  # no one collection to read them from (the older layout)
+    col = index.collection(namespace, NAMESPACE_SCOPE if session is None else session, create=False)
+    if col is None:
+        return []
+    got = index._call("read vectors", lambda: col.get(ids=chunk_ids, include=["embeddings"]))
+    vecs = got.get("embeddings")
+    return [list(v) for v in vecs] if vecs is not None else []
+
+
+def dense_hop(
+    first: Sequence[Candidate], hits: Sequence[IndexHit], vector: Sequence[float], log: MessageLog,
+    index: VectorIndex, *, namespace: str, session: str | None, n: int, where: dict[str, Any] | None,
+    settings: RecallSettings = DEFAULT_RECALL,
+) -> list[Candidate]:
+    """A second dense round (pseudo-relevance feedback): the query vector plus the mean of the stored
+    vectors of the first round's best ``hop_seeds`` messages (their best chunk each, among the dense
+    hits), each unit length. Its finds, but the seeds and the turns beside them, gain
+    ``settings.second_hop`` times their min-max scaled similarity, as in :func:`second_hop`.
+    """
+    from ._store.index import message_of_chunk
+
+    seeds = {c.message_id for c in first[: settings.hop_seeds]}
+    chunks: dict[str, str] = {}
+    for h in hits:  # best first: the first chunk of a seed is its best
+        mid = message_of_chunk(h.message_id)
+        if mid in seeds and mid not in chunks:
+            chunks[mid] = h.message_id
+    vecs = _seed_vectors(index, namespace, session, list(chunks.values())) if chunks else []
+    if not vecs:
+        return list(first)
+    import numpy as np
+
+    q = np.asarray(vector, dtype=np.float32)
+    centre = np.mean(np.asarray(vecs, dtype=np.float32), axis=0)
+    q2 = q / (np.linalg.norm(q) or 1.0) + centre / (np.linalg.norm(centre) or 1.0)
+    sessions = [session] if session is not None else None
+    more = dense_candidates(index.query(namespace, q2.tolist(), n=n, where=where, sessions=sessions, metadata=False),
+                            log, namespace)
+    near = {(c.session, c.seq + d) for c in first[: settings.hop_seeds] for d in (-1, 0, 1)}
+    more = [c for c in more if c.message_id not in seeds and (c.session, c.seq) not in near]
+    if len(more) < 2:
+        return list(first)
+    hi, lo = more[0].score, min(c.score for c in more)
+    span = hi - lo
+    scores = {c.message_id: c.score for c in first}
+    place = {c.message_id: c for c in first}
+    for c in more:
+        place.setdefault(c.message_id, c)
+        scores[c.message_id] = scores.get(c.message_id, 0.0) + settings.second_hop * (
+            (c.score - lo) / span if span > 0 else 1.0)
+    out = [Candidate(m, c.unit_id, c.session, c.seq, scores[m]) for m, c in place.items()]
     return sorted(out, key=lambda c: -c.score)
 
 

@@ -41,6 +41,9 @@ class RecallSettings:
       rare words) of the first round's best ``hop_seeds`` messages, at most ``hop_terms`` of them; its
       finds gain this share of their scaled BM25 score (:func:`ragmem._recall.second_hop`). 0 (the
       default) turns it off. ``hop_with_query``: the second round searches the query's terms too.
+      ``hop_lexical``: the lexical second round (on by default when the hop is); ``hop_dense``: a dense
+      second round too, the query vector moved toward the seeds' vectors
+      (:func:`ragmem._recall.dense_hop`).
 
     Re-ranking for a prompt:
 
@@ -71,6 +74,8 @@ class RecallSettings:
     hop_seeds: int = 3
     hop_terms: int = 8
     hop_with_query: bool = False
+    hop_lexical: bool = True
+    hop_dense: bool = False
     diversity: float = 0.3
     companions: bool = True
     time_terms: bool = False
