@@ -38,9 +38,9 @@ def _msg(mid, text, seq):
 
 def test_hop_terms_are_the_seeds_distinctive_terms_the_query_lacks_rarest_first():
     seeds = [_msg("a", "Thorvald moved to Bergen with Caroline", 1), _msg("b", "Caroline loves Bergen harbour", 2)]
-    # caroline is in every row (too common), harbour only in its own row (leads nowhere), bergen is asked
-    df = {"thorvald": 3, "move": 40, "bergen": 5, "carolin": 1000, "harbour": 1, "love": 20}
-    log = FakeLog({}, df, 1000, [])
+    # caroline is in most rows (too common), harbour only in its own row (leads nowhere), bergen is asked
+    df = {"thorvald": 3, "move": 40, "bergen": 5, "carolin": 90_000, "harbour": 1, "love": 20}
+    log = FakeLog({}, df, 100_000, [])
     got = hop_terms(log, seeds, "Where did my cousin go, Bergen?", RecallSettings(second_hop=0.2))
     assert got == ["thorvald", "love", "move"]
     assert hop_terms(log, seeds, "Bergen?", RecallSettings(second_hop=0.2, hop_terms=1)) == ["thorvald"]
@@ -115,3 +115,70 @@ def test_a_second_hop_finds_the_part_of_an_answer_that_shares_a_name_not_a_word_
     assert off[0] == "part1" and "part2" not in off  # the first round finds one part of the answer
     assert on[0] == "part1" and "part2" in on  # the second hop finds the rest, the first round's best stays first
     assert {"part1", "part2"} <= set(ctx_ids)
+
+
+class FakeIndex:
+    """The few vector index calls the dense hop makes: stored vectors by chunk id, and one query."""
+
+    namespace_collections = True
+
+    def __init__(self, stored, near):
+        self.stored, self.near, self.asked = stored, near, []
+
+    def collection(self, namespace, session, create=True):
+        index = self
+
+        class Col:
+            def get(self, ids, include):
+                return {"embeddings": [index.stored[i] for i in ids]}
+
+        return Col()
+
+    def _call(self, what, fn):
+        return fn()
+
+    def query(self, namespace, vector, n, where=None, sessions=None, metadata=True):
+        from ragmem._store import IndexHit
+
+        self.asked.append(vector)
+        return [IndexHit(message_id=cid.split("#")[0], score=s,  # as a query with metadata gives them
+                         metadata={"unit_id": cid.split("#")[0], "session": "s", "seq": seq})
+                for cid, s, seq in self.near]
+
+
+def test_dense_hop_moves_the_query_toward_the_seeds_vectors_and_fuses_at_a_discount():
+    from ragmem._recall import dense_hop
+    from ragmem._store import IndexHit
+
+    first = [Candidate("a", "a", "s", 10, 1.0), Candidate("x", "x", "s", 30, 0.5)]
+    hits = [IndexHit("a#0", 0.9, {}), IndexHit("x#0", 0.5, {})]
+    index = FakeIndex({"a#0": [0.0, 1.0]}, [("a#0", 0.95, 10), ("a1#0", 0.9, 11), ("y#0", 0.8, 50),
+                                             ("x#0", 0.6, 30), ("z#0", 0.4, 70)])
+    out = dense_hop(first, hits, [1.0, 0.0], None, index, namespace="n", session="s", n=10, where=None,
+                    settings=RecallSettings(second_hop=0.1, hop_seeds=1, hop_dense=True))
+    assert index.asked[0] == pytest.approx([1.0, 1.0])  # the unit query plus the unit mean of the seed
+    got = {c.message_id: c.score for c in out}
+    # the seed and the turn after it are left alone; y, x, z gain 0.1 times their min-max scaled similarity
+    assert got == pytest.approx({"a": 1.0, "x": 0.5 + 0.1 * 0.5, "y": 0.1, "z": 0.0})
+    assert [c.message_id for c in out][:2] == ["a", "x"]
+
+
+def test_a_dense_second_hop_runs_on_the_real_store_and_keeps_the_first_rounds_best_first(tmp_path, embedder):
+    """Real model and Chroma: the seeds' stored vectors are read back, and the hop changes the ranking
+    below the top without displacing it."""
+    from ragmem import Memory
+
+    msgs = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"{FILLER[i % len(FILLER)]} ({i})",
+             "id": f"f{i}"} for i in range(60)]
+    msgs[8:8] = [{"role": "user", "content": "My cousin Thorvald moved to Bergen last spring.", "id": "part1"}]
+    msgs[45:45] = [{"role": "user", "content": "He now lives by the fjords on Norway's rainy west coast.",
+                    "id": "part2"}]
+    q = "Where did my cousin Thorvald move?"
+    with Memory(tmp_path / "s", session="s", embedder=embedder) as mem:
+        mem.add_many(msgs)
+        off = [(h.message.id, h.score) for h in mem.search(q, k=10)]
+        mem.recall = RecallSettings(second_hop=0.3, hop_dense=True, hop_lexical=False, hop_seeds=1)
+        on = [(h.message.id, h.score) for h in mem.search(q, k=10)]
+    assert off[0][0] == on[0][0] == "part1" and off[0][1] == pytest.approx(on[0][1])
+    rank = lambda hits: [m for m, _ in hits].index("part2") if "part2" in [m for m, _ in hits] else 99  # noqa: E731
+    assert rank(on) < rank(off)  # the turn that only the seed is near (Norway, not the question's words) rises
