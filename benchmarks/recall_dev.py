@@ -45,22 +45,14 @@ CONFIGS: dict[str, dict] = {
     "dated": {"prompt.recall_format": "text"},
     "auto-dated": {"prompt.recall_format": "auto"},
     "no-query-dates": {"query_dates": False},
-    # the second hop (issue 15, item 3): weight / seeds / terms
-    "hop-0.1": {"second_hop": 0.1},
-    "hop-0.2": {"second_hop": 0.2},
-    "hop-0.3": {"second_hop": 0.3},
-    "hop-0.2-s5": {"second_hop": 0.2, "hop_seeds": 5},
-    "hop-0.2-s1": {"second_hop": 0.2, "hop_seeds": 1},
-    "hop-0.2-t4": {"second_hop": 0.2, "hop_terms": 4},
-    "hop-0.2-t16": {"second_hop": 0.2, "hop_terms": 16},
-    "hop-0.2-q": {"second_hop": 0.2, "hop_with_query": True},
-    "dhop-0.1": {"second_hop": 0.1, "hop_dense": True, "hop_lexical": False},
-    "dhop-0.2": {"second_hop": 0.2, "hop_dense": True, "hop_lexical": False},
-    "dhop-0.3": {"second_hop": 0.3, "hop_dense": True, "hop_lexical": False},
-    "dhop-0.1-s1": {"second_hop": 0.1, "hop_dense": True, "hop_lexical": False, "hop_seeds": 1},
-    "dhop-0.2-s1": {"second_hop": 0.2, "hop_dense": True, "hop_lexical": False, "hop_seeds": 1},
-    "dhop-0.2-s5": {"second_hop": 0.2, "hop_dense": True, "hop_lexical": False, "hop_seeds": 5},
-    "both-0.2": {"second_hop": 0.2, "hop_dense": True},
+    # the second hop (issue 15, item 3): lexical rounds (hop-), dense rounds (dhop-); weight, seeds, terms
+    **{f"hop-{w}": {"second_hop": w, "hop_lexical": True, "hop_dense": False, "hop_seeds": 3} for w in (0.1, 0.2, 0.3)},
+    **{f"hop-0.2-s{n}": {"second_hop": 0.2, "hop_lexical": True, "hop_dense": False, "hop_seeds": n} for n in (1, 5)},
+    **{f"hop-0.2-t{n}": {"second_hop": 0.2, "hop_lexical": True, "hop_dense": False, "hop_seeds": 3, "hop_terms": n}
+       for n in (4, 16)},
+    **{f"dhop-{w}": {"second_hop": w, "hop_seeds": 3} for w in (0.1, 0.2, 0.3)},
+    **{f"dhop-{w}-s{n}": {"second_hop": w, "hop_seeds": n} for w, n in ((0.1, 1), (0.2, 1), (0.2, 5))},
+    "both-0.2": {"second_hop": 0.2, "hop_lexical": True, "hop_seeds": 3},
 }
 
 

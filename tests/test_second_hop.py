@@ -52,15 +52,11 @@ def test_second_hop_fuses_new_finds_at_a_discount_and_leaves_seeds_and_their_nei
     # the hop's BM25 rows: the seed itself and the turn after it (its row carries the seed's text) are skipped
     rows = [("a", "a", "s", 10, 9.0), ("a1", "a1", "s", 11, 8.0), ("b", "b", "s", 50, 4.0), ("n", "n", "s", 70, 2.0)]
     log = FakeLog(messages, {"thorvald": 3, "cousin": 4}, 100, rows)
-    settings = RecallSettings(second_hop=0.2, hop_seeds=1)
+    settings = RecallSettings(second_hop=0.2, hop_lexical=True, hop_dense=False)
     out = {c.message_id: c.score for c in second_hop(first, log, "Where is my cousin?", namespace="n",
                                                      session="s", n=10, settings=settings)}
     assert out == pytest.approx({"a": 1.0, "x": 0.5, "b": 0.3 + 0.2, "n": 0.2 * 2.0 / 4.0})
     assert "thorvald" in log.matched[0] and "cousin" not in log.matched[0]  # the seeds' terms alone
-    # with the query's terms too, when asked
-    second_hop(first, log, "Where is my cousin?", namespace="n", session="s", n=10,
-               settings=RecallSettings(second_hop=0.2, hop_seeds=1, hop_with_query=True))
-    assert "cousin" in log.matched[-1]
     # nothing distinctive in the seeds: the first round unchanged
     bare = FakeLog(messages, {}, 100, rows)
     assert second_hop(first, bare, "q", namespace="n", session="s", n=10, settings=settings) == first
@@ -68,7 +64,7 @@ def test_second_hop_fuses_new_finds_at_a_discount_and_leaves_seeds_and_their_nei
 
 @pytest.mark.parametrize("bad", [
     dict(second_hop=1.5), dict(second_hop=-0.1), dict(second_hop="0.2"), dict(hop_seeds=0), dict(hop_terms=0),
-    dict(hop_seeds=2.5), dict(hop_terms=True), dict(hop_with_query=1),
+    dict(hop_seeds=2.5), dict(hop_terms=True), dict(hop_dense=1),
 ])
 def test_second_hop_settings_are_checked(bad):
     from ragmem import UsageError
@@ -77,8 +73,9 @@ def test_second_hop_settings_are_checked(bad):
         RecallSettings(**bad)
 
 
-def test_second_hop_is_off_by_default():
-    assert RecallSettings().second_hop == 0.0
+def test_second_hop_is_off_by_default_and_dense_with_one_seed_when_on():
+    s = RecallSettings()
+    assert s.second_hop == 0.0 and (s.hop_dense, s.hop_lexical, s.hop_seeds) == (True, False, 1)
 
 
 FILLER = [
@@ -109,7 +106,7 @@ def test_a_second_hop_finds_the_part_of_an_answer_that_shares_a_name_not_a_word_
     with Memory(tmp_path / "s", session="s", embedder=embedder) as mem:
         mem.add_many(msgs)
         off = [h.message.id for h in mem.search(q, k=3)]
-        mem.recall = RecallSettings(second_hop=0.3)
+        mem.recall = RecallSettings(second_hop=0.3, hop_lexical=True, hop_dense=False, hop_seeds=3)
         on = [h.message.id for h in mem.search(q, k=3)]
         ctx_ids = mem.prompt(q, budget=300).message_ids()
     assert off[0] == "part1" and "part2" not in off  # the first round finds one part of the answer
@@ -155,7 +152,7 @@ def test_dense_hop_moves_the_query_toward_the_seeds_vectors_and_fuses_at_a_disco
     index = FakeIndex({"a#0": [0.0, 1.0]}, [("a#0", 0.95, 10), ("a1#0", 0.9, 11), ("y#0", 0.8, 50),
                                              ("x#0", 0.6, 30), ("z#0", 0.4, 70)])
     out = dense_hop(first, hits, [1.0, 0.0], None, index, namespace="n", session="s", n=10, where=None,
-                    settings=RecallSettings(second_hop=0.1, hop_seeds=1, hop_dense=True))
+                    settings=RecallSettings(second_hop=0.1))
     assert index.asked[0] == pytest.approx([1.0, 1.0])  # the unit query plus the unit mean of the seed
     got = {c.message_id: c.score for c in out}
     # the seed and the turn after it are left alone; y, x, z gain 0.1 times their min-max scaled similarity
@@ -177,7 +174,7 @@ def test_a_dense_second_hop_runs_on_the_real_store_and_keeps_the_first_rounds_be
     with Memory(tmp_path / "s", session="s", embedder=embedder) as mem:
         mem.add_many(msgs)
         off = [(h.message.id, h.score) for h in mem.search(q, k=10)]
-        mem.recall = RecallSettings(second_hop=0.3, hop_dense=True, hop_lexical=False, hop_seeds=1)
+        mem.recall = RecallSettings(second_hop=0.3)  # the dense round, one seed: the defaults once it is on
         on = [(h.message.id, h.score) for h in mem.search(q, k=10)]
     assert off[0][0] == on[0][0] == "part1" and off[0][1] == pytest.approx(on[0][1])
     rank = lambda hits: [m for m, _ in hits].index("part2") if "part2" in [m for m, _ in hits] else 99  # noqa: E731
