@@ -179,3 +179,27 @@ def test_a_dense_second_hop_runs_on_the_real_store_and_keeps_the_first_rounds_be
     assert off[0][0] == on[0][0] == "part1" and off[0][1] == pytest.approx(on[0][1])
     rank = lambda hits: [m for m, _ in hits].index("part2") if "part2" in [m for m, _ in hits] else 99  # noqa: E731
     assert rank(on) < rank(off)  # the turn that only the seed is near (Norway, not the question's words) rises
+
+
+def test_with_both_rounds_on_prompts_keep_the_budget_whole_units_and_no_repeats(tmp_path, embedder):
+    """The hop changes scores only: the assembly's invariants hold, tool exchanges included, in both scopes."""
+    from ragmem import Memory
+
+    tool = [{"role": "assistant", "content": None, "id": "call",
+             "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "read", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "t1", "content": "Thorvald's greyhound Pixel weighs 31 kg.", "id": "res"}]
+    msgs = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"{FILLER[i % len(FILLER)]} ({i})",
+             "id": f"f{i}"} for i in range(40)]
+    msgs[8:8] = [{"role": "user", "content": "My cousin Thorvald moved to Bergen last spring.", "id": "part1"}]
+    msgs[20:20] = tool
+    with Memory(tmp_path / "s", session="a", embedder=embedder, window=6,
+                recall=RecallSettings(second_hop=0.3, hop_lexical=True, hop_seeds=3)) as mem:
+        mem.add_many(msgs)
+        mem.for_session("b").add_many([{"role": "user", "content": "Pixel the greyhound loves the beach."}] * 3)
+        for scope in ("session", "namespace"):
+            for budget in (200, 400, 800):
+                ctx = mem.prompt("How heavy is my cousin Thorvald's dog?", budget=budget, recall_scope=scope)
+                ids = ctx.message_ids()
+                assert ctx.trace.total_tokens <= budget
+                assert len(ids) == len(set(ids))  # nothing twice: recall never repeats the window
+                assert ("call" in ids) == ("res" in ids)  # a tool exchange whole or not at all
