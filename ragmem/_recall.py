@@ -21,7 +21,10 @@ the window and the budget.
 The lexical rows and queries also carry date terms (:mod:`ragmem._timeparse`):
 "yesterday" in a turn written on 8 May 2023 is indexed as that day, and a
 question naming "7 May 2023" matches it. An optional reranker
-(:mod:`ragmem._rerank`) may reorder the best units.
+(:mod:`ragmem._rerank`) may reorder the best units. An optional second hop
+(``RecallSettings.second_hop``, off: measured without a gain that held) runs a
+second round seeded by the first round's best messages (:func:`dense_hop`,
+:func:`second_hop`).
 
 The tunables (:class:`~ragmem._settings.RecallSettings`, passed down by
 ``Memory(recall=...)``) were tuned on the five shared LoCoMo conversations with
@@ -247,11 +250,12 @@ def second_hop(
 
     The first round's best ``settings.hop_seeds`` messages give their distinctive terms
     (:func:`hop_terms`), and BM25 runs again on those alone (with the query's terms as well, it
-    measured worse on LoCoMo: it re-finds what the first round found). Each message it finds, other than the seeds and the turns beside
-    them (whose lexical rows carry a seed's text, and which the neighbour share already lifts),
-    gains ``settings.second_hop`` times its BM25 score over the round's best. A message the first
-    round found gains that on top of its score, so what is both relevant to the question and linked
-    to its best answers rises; one only the second round found enters with that alone. Multi-hop
+    measured worse on LoCoMo: it re-finds what the first round found). Each message it finds,
+    other than the seeds and the turns beside them (whose lexical rows carry a seed's text, and
+    which the neighbour share already lifts), gains ``settings.second_hop`` times its BM25 score
+    over the round's best. A message the first round found gains that on top of its score, so what
+    is both relevant to the question and linked to its best answers rises; one only the second
+    round found enters with that alone. Multi-hop
     questions name one part of an answer: the turn that holds another part often shares a name, a
     number or a rare word with the first part rather than with the question.
     """
