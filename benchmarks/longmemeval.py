@@ -198,7 +198,32 @@ def label_tokens(ctx, counter) -> int:
     return n
 
 
-def run_question(q: dict, quick: bool, embedder, raw_encode, budgets) -> dict:
+def config_metrics(mem, question: str, scope: str, evidence: list[str], chat_of: dict, answers: set,
+                   budgets, configs: list[str]) -> dict:
+    """The figures of each named recall config (``benchmarks.recall_dev.CONFIGS``) on one ingested store,
+    with each ``prompt()``'s latency; the settings are switched in-process and restored."""
+    from .recall_dev import CONFIGS, settings_of
+
+    default, out = mem.recall, {}
+    try:
+        for name in configs:
+            mem.recall = settings_of(CONFIGS[name])
+            ids = [h.message.id for h in mem.search(question, k=SEARCH_K, scope=scope)]
+            r: dict = {"session": session_metrics(chats_by_best_turn(ids, chat_of), answers),
+                       "turn@10": sum(e in ids[:10] for e in evidence) / len(evidence), "prompt": {}, "ms": []}
+            for b in budgets:
+                t = time.perf_counter()
+                ctx = mem.prompt(question, budget=b, recall_scope=scope)
+                r["ms"].append((time.perf_counter() - t) * 1000)
+                got = set(ctx.message_ids())
+                r["prompt"][str(b)] = sum(e in got for e in evidence) / len(evidence)
+            out[name] = r
+    finally:
+        mem.recall = default
+    return out
+
+
+def run_question(q: dict, quick: bool, embedder, raw_encode, budgets, configs: list[str] | None = None) -> dict:
     from dataclasses import replace
 
     from ragmem import Memory
@@ -256,6 +281,9 @@ def run_question(q: dict, quick: bool, embedder, raw_encode, budgets) -> dict:
                 got = set(ctx.message_ids())
                 res["prompt_dates@4000"] = sum(e in got for e in evidence) / len(evidence)
             res["label_tokens_dates@4000"] = label_tokens(ctx, mem.counter)
+            if configs and evidence:
+                res["configs"] = config_metrics(mem, question, scope, evidence, chat_of, answers, budgets,
+                                                configs if sum(map(ord, q["question_id"])) % 2 else configs[::-1])
             if layout == "one_session":
                 res["sliding_window"] = {}
                 for b in budgets:
@@ -318,6 +346,26 @@ def aggregate(per: list[dict], budgets) -> dict:
     out["cost"] = cost
     out["abstention_questions"] = len(per) - len(with_ev)
     return out
+
+
+def config_table(per: list[dict], budgets) -> str:
+    """The recall configs compared on the same stores (``--configs``): all questions, and each type."""
+    rows = []
+    with_ev = [r for r in per if r["evidence_turns"] and "configs" in r["one_session"]]
+    groups = {"all": with_ev}
+    for r in with_ev:
+        groups.setdefault(r["type"], []).append(r)
+    names = list(with_ev[0]["one_session"]["configs"]) if with_ev else []
+    for g, rs in groups.items():
+        for layout in LAYOUTS:
+            for name in names:
+                cs = [r[layout]["configs"][name] for r in rs]
+                rows.append([g, len(rs), layout, name, mean(c["session"]["any@5"] for c in cs),
+                             mean(c["session"]["all@5"] for c in cs), mean(c["turn@10"] for c in cs)]
+                            + [mean(c["prompt"][str(b)] for c in cs) for b in budgets]
+                            + [round(statistics.fmean(m for c in cs for m in c["ms"]), 1)])
+    return markdown_table(["questions", "n", "layout", "config", "session any@5", "all@5", "turn recall@10"]
+                          + [f"evidence @{b:,}" for b in budgets] + ["prompt ms mean"], rows)
 
 
 def tables(result: dict) -> str:
@@ -410,12 +458,16 @@ def pick(questions: list[dict], quick: bool, limit: int | None) -> list[dict]:
 
 
 def run(quick: bool = False, out_dir: Path | None = None, limit: int | None = None, data: str | None = None,
-        resume: str | None = None, done_only: bool = False) -> dict:
+        resume: str | None = None, done_only: bool = False, configs: list[str] | None = None,
+        types: list[str] | None = None) -> dict:
     """Run the benchmark, print its tables, write JSON and the plot."""
     from ragmem.embed import default_embedder
 
     start = time.perf_counter()
-    questions = pick(load_questions(data), quick, limit)
+    questions = load_questions(data)
+    if types:
+        questions = [q for q in questions if q["question_type"] in types]
+    questions = pick(questions, quick, limit)
     budgets = BUDGETS
     cache = DiskCache()
     embedder = CachedEmbedder(default_embedder(), cache)
@@ -435,7 +487,7 @@ def run(quick: bool = False, out_dir: Path | None = None, limit: int | None = No
         if q["question_id"] in done:
             per.append(done[q["question_id"]])
             continue
-        per.append(run_question(q, quick, embedder, raw_encode, budgets))
+        per.append(run_question(q, quick, embedder, raw_encode, budgets, configs))
         if resume:
             with open(resume, "a") as f:
                 f.write(json.dumps(per[-1]) + "\n")
@@ -452,6 +504,8 @@ def run(quick: bool = False, out_dir: Path | None = None, limit: int | None = No
     write_json(result_path(NAME, quick, out_dir=out_dir), result)
     write_json(result_path(f"{NAME}-questions", quick, out_dir=out_dir), {"per_question": per}, compact=True)
     print(f"\n## LongMemEval{' (quick slice)' if quick else ''}\n\n{tables(result)}\n")
+    if configs:
+        print(f"**Recall configs on the same stores** (--configs)\n\n{config_table(per, budgets)}\n")
     print(f"[{NAME}] took {result['elapsed_s']} s")
     return result
 
@@ -464,9 +518,14 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", type=Path, default=None, help="results folder (default benchmarks/results)")
     ap.add_argument("--resume", default=None, help="a JSONL file of per-question results to continue from")
     ap.add_argument("--done-only", action="store_true", help="with --resume: report the finished questions only")
+    ap.add_argument("--configs", default=None,
+                    help="also compare these recall configs of benchmarks.recall_dev.CONFIGS on the same stores, "
+                         "e.g. full,hop-0.2")
+    ap.add_argument("--types", default=None, help="only these question types, e.g. multi-session")
     args = ap.parse_args(argv)
     return run(quick=args.quick, out_dir=args.out, limit=args.limit, data=args.data, resume=args.resume,
-               done_only=args.done_only)
+               done_only=args.done_only, configs=args.configs.split(",") if args.configs else None,
+               types=args.types.split(",") if args.types else None)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,14 @@ CONFIGS: dict[str, dict] = {
     "dated": {"prompt.recall_format": "text"},
     "auto-dated": {"prompt.recall_format": "auto"},
     "no-query-dates": {"query_dates": False},
+    # the second hop (issue 15, item 3): lexical rounds (hop-), dense rounds (dhop-); weight, seeds, terms
+    **{f"hop-{w}": {"second_hop": w, "hop_lexical": True, "hop_dense": False, "hop_seeds": 3} for w in (0.1, 0.2, 0.3)},
+    **{f"hop-0.2-s{n}": {"second_hop": 0.2, "hop_lexical": True, "hop_dense": False, "hop_seeds": n} for n in (1, 5)},
+    **{f"hop-0.2-t{n}": {"second_hop": 0.2, "hop_lexical": True, "hop_dense": False, "hop_seeds": 3, "hop_terms": n}
+       for n in (4, 16)},
+    **{f"dhop-{w}": {"second_hop": w, "hop_seeds": 3} for w in (0.1, 0.2, 0.3)},
+    **{f"dhop-{w}-s{n}": {"second_hop": w, "hop_seeds": n} for w, n in ((0.1, 1), (0.2, 1), (0.2, 5))},
+    "both-0.2": {"second_hop": 0.2, "hop_lexical": True, "hop_seeds": 3},
 }
 
 
@@ -75,8 +83,10 @@ def rebuild_lexical(mem) -> None:
     mem.repair()
 
 
-def run(configs: list[str], cache: Path, relex: bool, limit: int | None) -> dict:
+def run(configs: list[str], cache: Path, relex: bool, limit: int | None, only: list[str] | None = None) -> dict:
     convs = load_conversations(limit=limit)
+    if only:
+        convs = [c for c in convs if c.sample in only]
     per: dict[str, list[dict]] = defaultdict(list)
     lat: dict[str, list[float]] = defaultdict(list)
     for conv in convs:
@@ -154,13 +164,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--cache", type=Path, default=None, help="keep the ingested stores here between runs")
     p.add_argument("--relex", action="store_true", help="rebuild the lexical index of cached stores")
     p.add_argument("--limit", type=int, default=None, help="first N conversations only")
+    p.add_argument("--conversations", default=None,
+                   help="only these conversations, e.g. 26,30,41 (the tuning half) or 42,43 (the check half)")
     args = p.parse_args(argv)
+    only = [f"conv-{c.strip().removeprefix('conv-')}" for c in args.conversations.split(",")] if args.conversations else None
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ragmem-dev-") as tmp:
-        result = run(args.configs.split(","), args.cache or Path(tmp), args.relex, args.limit)
+        result = run(args.configs.split(","), args.cache or Path(tmp), args.relex, args.limit, only)
     text = halves(result)
     print(text)
-    if args.configs == "full" and args.limit is None:  # the default on every conversation: the figures of record
+    if args.configs == "full" and args.limit is None and only is None:  # the default on every conversation: the figures of record
         from .common import RESULTS_DIR
 
         (RESULTS_DIR / "recall_dev.md").write_text(text + "\n")

@@ -21,7 +21,10 @@ the window and the budget.
 The lexical rows and queries also carry date terms (:mod:`ragmem._timeparse`):
 "yesterday" in a turn written on 8 May 2023 is indexed as that day, and a
 question naming "7 May 2023" matches it. An optional reranker
-(:mod:`ragmem._rerank`) may reorder the best units.
+(:mod:`ragmem._rerank`) may reorder the best units. An optional second hop
+(``RecallSettings.second_hop``, off: measured without a gain that held) runs a
+second round seeded by the first round's best messages (:func:`dense_hop`,
+:func:`second_hop`).
 
 The tunables (:class:`~ragmem._settings.RecallSettings`, passed down by
 ``Memory(recall=...)``) were tuned on the five shared LoCoMo conversations with
@@ -110,11 +113,14 @@ def dense_candidates(
 
 def lexical_candidates(
     log: MessageLog, text: str, *, namespace: str, session: str | None, n: int,
-    filters: RowFilter | None = None, settings: RecallSettings = DEFAULT_RECALL,
+    filters: RowFilter | None = None, settings: RecallSettings = DEFAULT_RECALL, extra: Sequence[str] = (),
 ) -> list[Candidate]:
-    """The ``n`` best BM25 matches of a query text in a session (or a whole namespace), best first."""
+    """The ``n`` best BM25 matches of a query text in a session (or a whole namespace), best first.
+
+    ``extra`` are index terms (already tokenized) searched along with the text's (the second hop's seeds).
+    """
     dates = timeparse.query_terms(text) if settings.query_dates else []
-    terms = list(dict.fromkeys(lexical.tokenize(text) + dates))
+    terms = list(dict.fromkeys(lexical.tokenize(text) + dates + list(extra)))
     total, df = log.lexical_df(terms)
     if total > settings.common_term_min_rows:
         rare = [t for t in terms if df.get(t, 0) <= settings.common_term_share * total]
@@ -195,7 +201,144 @@ def search_candidates(
     lex = lexical_candidates(
         log, text, namespace=namespace, session=session, n=pool, filters=filters, settings=settings
     )
-    return fuse(dense, lex, settings)
+    fused = fuse(dense, lex, settings)
+    if settings.second_hop > 0 and settings.hop_lexical:
+        fused = second_hop(fused, log, text, namespace=namespace, session=session, n=pool, filters=filters,
+                           settings=settings)
+    if settings.second_hop > 0 and settings.hop_dense:
+        fused = dense_hop(fused, hits, vector, log, index, namespace=namespace, session=session, n=pool,
+                          where=where, settings=settings)
+    return fused
+
+
+#: How much of a seed message the second hop reads for its terms (a giant tool result would cost seconds).
+HOP_MAX_CHARS = 20_000
+
+
+def hop_terms(
+    log: MessageLog, seeds: Sequence[Message], query: str, settings: RecallSettings = DEFAULT_RECALL
+) -> list[str]:
+    """The terms the first round's best messages add beyond the query, most distinctive first.
+
+    The terms of the seeds (names, numbers, rare words; their date terms when the index keeps them) that
+    the query lacks, held by at least two rows of the index (one row is the seed itself: the term can
+    lead nowhere else) and not too common (as for a query: at most ``common_term_share`` of the rows
+    once there are more than ``common_term_min_rows``), ranked by document frequency, the rarest
+    first; at most ``settings.hop_terms`` of them.
+    """
+    asked = set(lexical.tokenize(query))
+    words: list[str] = []
+    for m in seeds:
+        words += lexical.tokenize(m.text[:HOP_MAX_CHARS])
+        if settings.time_terms:
+            words += timeparse.index_terms(m.text[:HOP_MAX_CHARS], m.created_at)
+    terms = [t for t in dict.fromkeys(words) if t not in asked]
+    if not terms:
+        return []
+    total, df = log.lexical_df(terms)
+    most = settings.common_term_share * total if total > settings.common_term_min_rows else total
+    terms = [t for t in terms if 2 <= df.get(t, 0) <= most]
+    terms.sort(key=lambda t: df[t])  # stable: among equals, the order of the best seed first
+    return terms[: settings.hop_terms]
+
+
+def second_hop(
+    first: Sequence[Candidate], log: MessageLog, text: str, *, namespace: str, session: str | None, n: int,
+    filters: RowFilter | None = None, settings: RecallSettings = DEFAULT_RECALL,
+) -> list[Candidate]:
+    """A second lexical round seeded by what the first found, fused in at a discount.
+
+    The first round's best ``settings.hop_seeds`` messages give their distinctive terms
+    (:func:`hop_terms`), and BM25 runs again on those alone (with the query's terms as well, it
+    measured worse on LoCoMo: it re-finds what the first round found). Each message it finds,
+    other than the seeds and the turns beside them (whose lexical rows carry a seed's text, and
+    which the neighbour share already lifts), gains ``settings.second_hop`` times its BM25 score
+    over the round's best. A message the first round found gains that on top of its score, so what
+    is both relevant to the question and linked to its best answers rises; one only the second
+    round found enters with that alone. Multi-hop
+    questions name one part of an answer: the turn that holds another part often shares a name, a
+    number or a rare word with the first part rather than with the question.
+    """
+    seed_ids = [c.message_id for c in first[: settings.hop_seeds]]
+    if not seed_ids:
+        return list(first)
+    found = log.get_many(namespace, seed_ids)
+    extra = hop_terms(log, [found[m] for m in seed_ids if m in found], text, settings)
+    if not extra:
+        return list(first)
+    hop = lexical_candidates(log, "", namespace=namespace, session=session, n=n, filters=filters,
+                             settings=settings, extra=extra)
+    near = {(c.session, c.seq + d) for c in first[: settings.hop_seeds] for d in (-1, 0, 1)}
+    hop = [c for c in hop if c.message_id not in found and (c.session, c.seq) not in near and c.score > 0]
+    if not hop:
+        return list(first)
+    top = hop[0].score
+    scores = {c.message_id: c.score for c in first}
+    where = {c.message_id: c for c in first}
+    for c in hop:
+        where.setdefault(c.message_id, c)
+        scores[c.message_id] = scores.get(c.message_id, 0.0) + settings.second_hop * c.score / top
+    out = [Candidate(m, c.unit_id, c.session, c.seq, scores[m]) for m, c in where.items()]
+    return sorted(out, key=lambda c: -c.score)
+
+
+def _seed_vectors(index: VectorIndex, namespace: str, session: str | None, chunk_ids: list[str]) -> list[list[float]]:
+    """The stored vectors of some chunks of a session's collection (of the namespace's when None)."""
+    from ._store.index import NAMESPACE_SCOPE
+
+    if session is None and not index.namespace_collections:
+        return []  # no one collection to read them from (the older layout)
+    col = index.collection(namespace, NAMESPACE_SCOPE if session is None else session, create=False)
+    if col is None:
+        return []
+    got = index._call("read vectors", lambda: col.get(ids=chunk_ids, include=["embeddings"]))
+    vecs = got.get("embeddings")
+    return [list(v) for v in vecs] if vecs is not None else []
+
+
+def dense_hop(
+    first: Sequence[Candidate], hits: Sequence[IndexHit], vector: Sequence[float], log: MessageLog,
+    index: VectorIndex, *, namespace: str, session: str | None, n: int, where: dict[str, Any] | None,
+    settings: RecallSettings = DEFAULT_RECALL,
+) -> list[Candidate]:
+    """A second dense round (pseudo-relevance feedback): the query vector plus the mean of the stored
+    vectors of the first round's best ``hop_seeds`` messages (their best chunk each, among the dense
+    hits), each unit length. Its finds, but the seeds and the turns beside them, gain
+    ``settings.second_hop`` times their min-max scaled similarity, as in :func:`second_hop`.
+    """
+    from ._store.index import message_of_chunk
+
+    seeds = {c.message_id for c in first[: settings.hop_seeds]}
+    chunks: dict[str, str] = {}
+    for h in hits:  # best first: the first chunk of a seed is its best
+        mid = message_of_chunk(h.message_id)
+        if mid in seeds and mid not in chunks:
+            chunks[mid] = h.message_id
+    vecs = _seed_vectors(index, namespace, session, list(chunks.values())) if chunks else []
+    if not vecs:
+        return list(first)
+    import numpy as np
+
+    q = np.asarray(vector, dtype=np.float32)
+    centre = np.mean(np.asarray(vecs, dtype=np.float32), axis=0)
+    q2 = q / (np.linalg.norm(q) or 1.0) + centre / (np.linalg.norm(centre) or 1.0)
+    sessions = [session] if session is not None else None
+    more = dense_candidates(index.query(namespace, q2.tolist(), n=n, where=where, sessions=sessions, metadata=False),
+                            log, namespace)
+    near = {(c.session, c.seq + d) for c in first[: settings.hop_seeds] for d in (-1, 0, 1)}
+    more = [c for c in more if c.message_id not in seeds and (c.session, c.seq) not in near]
+    if len(more) < 2:
+        return list(first)
+    hi, lo = more[0].score, min(c.score for c in more)
+    span = hi - lo
+    scores = {c.message_id: c.score for c in first}
+    place = {c.message_id: c for c in first}
+    for c in more:
+        place.setdefault(c.message_id, c)
+        scores[c.message_id] = scores.get(c.message_id, 0.0) + settings.second_hop * (
+            (c.score - lo) / span if span > 0 else 1.0)
+    out = [Candidate(m, c.unit_id, c.session, c.seq, scores[m]) for m, c in place.items()]
+    return sorted(out, key=lambda c: -c.score)
 
 
 def retrieve_units(
