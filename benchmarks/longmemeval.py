@@ -247,7 +247,7 @@ def run_question(q: dict, quick: bool, embedder, raw_encode, budgets) -> dict:
                 got = set(ctx.message_ids())
                 if evidence:
                     res["prompt"][str(b)] = sum(e in got for e in evidence) / len(evidence)
-                res["label_tokens"][str(b)] = label_tokens(ctx, mem.counter)
+                res["label_tokens"][str(b)] = label_tokens(ctx, mem.store.counter)
             default = assemble_mod.DATE_LABELS
             assemble_mod.DATE_LABELS = True  # the ablation: every recalled unit dated once recall spans days
             try:
@@ -257,7 +257,7 @@ def run_question(q: dict, quick: bool, embedder, raw_encode, budgets) -> dict:
             if evidence:
                 got = set(ctx.message_ids())
                 res["prompt_dates@4000"] = sum(e in got for e in evidence) / len(evidence)
-            res["label_tokens_dates@4000"] = label_tokens(ctx, mem.counter)
+            res["label_tokens_dates@4000"] = label_tokens(ctx, mem.store.counter)
             if layout == "one_session":
                 res["sliding_window"] = {}
                 for b in budgets:

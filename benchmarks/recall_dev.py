@@ -70,18 +70,18 @@ def open_store(cache: Path, conv):
     path = cache / conv.sample
     fresh = not path.exists()
     mem = Memory(path=str(path), session=conv.sample, window=WINDOW)
-    if fresh or mem.log.count() != len(conv.turns):
+    if fresh or mem.store.log.count() != len(conv.turns):
         mem.add_many(turn_records(conv))
     return mem
 
 
 def rebuild_lexical(mem) -> None:
     """Drop and rebuild the lexical rows (after a tokenisation change during development)."""
-    db = mem.log._db
-    with mem.log._lock:
+    db = mem.store.log._db
+    with mem.store.log._lock:
         db.execute("DELETE FROM lexical")
         db.execute("DELETE FROM lexical_map")
-    mem.repair()
+    mem.store.repair()
 
 
 def run(configs: list[str], cache: Path, relex: bool, limit: int | None) -> dict:

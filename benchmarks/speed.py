@@ -376,7 +376,7 @@ def chroma_handle(mem):
     chromadb object, so the limit queries the very same HNSW index. The store
     keeps one collection per session, so no session filter is needed.
     """
-    return mem.index.collection(mem.namespace, mem.session), None
+    return mem.store.index.collection(mem.namespace, mem.session), None
 
 
 # -- memory -------------------------------------------------------------------

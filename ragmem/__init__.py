@@ -18,7 +18,8 @@ from ._errors import (
     StoreError,
     UsageError,
 )
-from ._memory import Memory, PinnedState, SessionInfo
+from ._backend import Store
+from ._memory import Memory, MemorySettings, PinnedState, SessionInfo
 from ._messages import Message, ToolCall, from_anthropic, parse_message, to_anthropic
 from ._recall import Hit
 from ._summary import ExtractiveSummarizer, LLMSummarizer, OpenAICompatibleSummarizer, Summarizer
@@ -42,6 +43,7 @@ __all__ = [
     "InvalidMessage",
     "LLMSummarizer",
     "Memory",
+    "MemorySettings",
     "Message",
     "MessageNotFound",
     "MissingDependency",
@@ -52,6 +54,7 @@ __all__ = [
     "SchemaVersionError",
     "SentenceTransformerEmbedder",
     "SessionInfo",
+    "Store",
     "StoreError",
     "Summarizer",
     "TiktokenCounter",

@@ -303,7 +303,7 @@ def _follow_indexing(mem: Memory, sessions: set[str], total: int, bar: Any) -> N
             bar.update(now - done)
             done, last_change = now, time.monotonic()
         # the worker failed (the index is down, say; it flags the store behind) or is stuck: flush() says why
-        failing = mem._health.get("behind") or time.monotonic() - last_change > 300
+        failing = mem.store._debt.behind or time.monotonic() - last_change > 300
         if left == 0 or failing:
             return
         time.sleep(0.1)
@@ -795,7 +795,7 @@ def purge(**opts: Any) -> None:
     with FileLock(str(Path(cfg.store) / "purge.lock")):
         mem = _open(cfg)
         try:
-            n = mem.finish_forgets() if mem.log.forgets_pending() else 0
+            n = mem.store.finish_forgets() if mem.store.log.forgets_pending() else 0
         finally:
             mem.close()
     _emit(cfg, {"purged": n}, "nothing left to purge" if not n else f"purged {n} messages")
@@ -827,7 +827,7 @@ def migrate(to: str, **opts: Any) -> None:
         src.close()
     # opening the new store indexes what it holds (the repair on open): vectors and the lexical index
     mem = Memory(cfg.store, log_url=to, chroma_url=cfg.chroma_url, namespace=cfg.namespace)
-    counts["indexed"] = mem.repaired.get("indexed", 0) if isinstance(mem.repaired, dict) else 0
+    counts["indexed"] = mem.store.repaired.get("indexed", 0) if isinstance(mem.store.repaired, dict) else 0
     mem.close()
     _emit(cfg, counts, f"moved {counts['messages']} messages in {counts['sessions']} sessions to PostgreSQL")
 

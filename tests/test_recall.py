@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -71,10 +73,10 @@ def test_chunk_ids_resolve_to_messages_even_with_hash_in_the_id(tmp_path, hash_e
     mem = Memory(tmp_path / "s", embedder=hash_embedder)
     mem.add({"role": "user", "content": "short note about pools"}, id="a#2")
     mem.add({"role": "user", "content": "pool " * 2000}, id="long")
-    pos = mem.log.positions(mem.namespace, ["a#2#0", "long#0", "long#3", "gone#1"])
+    pos = mem.store.log.positions(mem.namespace, ["a#2#0", "long#0", "long#3", "gone#1"])
     assert pos["a#2#0"][0] == "a#2" and pos["long#0"][0] == "long" and pos["long#3"][0] == "long"
     assert "gone#1" not in pos
-    assert mem.log.positions("elsewhere", ["a#2#0", "long#3"]) == {}  # another namespace holds none of them
+    assert mem.store.log.positions("elsewhere", ["a#2#0", "long#3"]) == {}  # another namespace holds none of them
     assert {h.message.id for h in mem.search("pools", k=5)} == {"a#2", "long"}
 
 
@@ -112,12 +114,12 @@ def test_companions_are_whole_neighbouring_units_older_than_the_window(tmp_path,
                                          "redeploy billing-db tonight after the batch jobs finish.", "id": "why"},
         {"role": "user", "content": "OK.", "id": "ok"},
     ])
-    units = {u.id: u for u in group_units(mem.log.messages("default", "default"))}
+    units = {u.id: u for u in group_units(mem.store.log.messages("default", "default"))}
     older = [u for u in units.values() if u.id != "ok"]
-    got = companions(mem.log, older, namespace="default", session="default", before_seq=4)
+    got = companions(mem.store.log, older, namespace="default", session="default", before_seq=4)
     assert {k: v.message_ids for k, v in got.items()} == {"ask": ["call", "result"], "call": ["why"]}
     # "why" sits at the window's start here: the tool exchange comes alone
-    got = companions(mem.log, older, namespace="default", session="default", before_seq=3)
+    got = companions(mem.store.log, older, namespace="default", session="default", before_seq=3)
     assert {k: v.message_ids for k, v in got.items()} == {"ask": ["call", "result"]}
     mem.close()
 
@@ -154,7 +156,7 @@ def test_prompt_brings_the_reply_to_a_recalled_question(mem, monkeypatch):
         "The plumber said our boiler is old.", "The boiler makes a noise at night.",
         "A plumber is coming on Tuesday to look at the boiler."))]
     mem.add_many(msgs)
-    mem.window = 2  # recall then sees k + 2 units
+    mem.settings = replace(mem.settings, window=2)  # recall then sees k + 2 units
     q = "How much did the plumber charge for the boiler?"
     # dense only and no neighbour share: the answer then ranks nowhere near its question (the lexical
     # rows carry the turn before, so BM25 would find it)
