@@ -254,8 +254,8 @@ def ingest(file: str, fmt: str, progress: bool | None, **opts: Any) -> None:
         plans = []
         for conv in conversations:  # validate every message of every session before storing any
             session = conv.session or cfg.session
-            msgs = content_ids(conv.messages, namespace=cfg.namespace, session=session, max_chars=root.max_chars,
-                               clip_tool_results=root.clip_tool_results, origins=conv.origins)
+            msgs = content_ids(conv.messages, namespace=cfg.namespace, session=session, max_chars=root.settings.max_chars,
+                               clip_tool_results=root.settings.clip_tool_results, origins=conv.origins)
             plans.append((session, msgs, conv.origins))
         stored: dict[str, int] = {}
         for session, msgs, origins in plans:
@@ -268,7 +268,7 @@ def ingest(file: str, fmt: str, progress: bool | None, **opts: Any) -> None:
         show = progress if progress is not None else (total > PROGRESS_MIN and sys.stderr.isatty())
         with _progress(total, show) as bar:
             _follow_indexing(root, set(stored), total, bar)
-            root.flush()  # what the worker could not index is indexed here, or its error raised
+            root.store.flush()  # what the worker could not index is indexed here, or its error raised
     finally:
         root.close()
     n_in = sum(len(m) for _, m, _ in plans)
