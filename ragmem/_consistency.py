@@ -1,4 +1,13 @@
-"""Seeing other processes' writes: what a long-lived Memory checks before each read that needs the index.
+"""Keeping the vector index in agreement with the log: repair, forgets' purge, and other processes' writes.
+
+The index is derived from the log. What this process owes it is an
+:class:`IndexDebt` on the :class:`~ragmem._backend.Store` (an index write
+failed; forgets await their purge), paid by :func:`catch_up` before every
+read that needs the index. :func:`repair` (run on open, see
+:func:`repair_on_open`) finishes what a crash interrupted, and
+:func:`read_index` rebuilds an embedded index Chroma reports damaged.
+
+Seeing other processes' writes: what a long-lived store checks before each read that needs the index.
 
 Several processes may share one store (the workers of a service, an MCP
 server beside a CLI). The log is SQLite, so every process sees every

@@ -68,7 +68,7 @@ class MemorySettings:
     recall_format: RecallFormat = "auto"
     recall_scope: Scope = "session"
     monitor: BudgetMonitor = field(default_factory=lambda: _DEFAULT_MONITOR)
-    reranker: Reranker | Callable[[str, Sequence[str]], Sequence[float]] | None = None
+    reranker: Reranker | None = None  # any callable (query, texts) -> scores; wrapped to check its scores
     # recall's tuning constants (RecallSettings) join here as one more field
 
     def __post_init__(self) -> None:
@@ -131,6 +131,7 @@ class PinnedState:
     def clear(self) -> None:
         """Empty the state."""
         self._log.set_state(self._ns, self._session, {})
+
 
 class Memory:
     """Memory of a conversation history: store every message, search it, and assemble budgeted prompts.
