@@ -180,6 +180,11 @@ class Memory:
         self.session, self.namespace = session, namespace
         #: The options of this Memory (window, placement, recall scope...), shared by its for_session() views.
         self.settings = MemorySettings.of(settings, options)
+        if store is not None and not isinstance(store, Store):
+            raise UsageError(
+                f"store= takes an open ragmem.Store (another Memory's mem.store), got {type(store).__name__}; "
+                "pass a store folder as path: Memory('./.ragmem')"
+            )
         if store is not None:
             opening = dict(path=path, chroma_url=chroma_url, log_url=log_url, embedder=embedder, counter=counter,
                            summarizer=summarizer)

@@ -67,6 +67,8 @@ def test_store_given_means_no_opening_arguments(tmp_path, hash_embedder):
         with pytest.raises(UsageError, match="leave out index"):
             Memory(store=store, index="background")
         assert Memory(store=store).store is store
+    with pytest.raises(UsageError, match="pass a store folder as path"):
+        Memory(store=str(tmp_path / "s"))  # a folder is the path, not the store object
 
 
 def test_options_are_the_fields_of_memory_settings(tmp_path, hash_embedder):
