@@ -191,7 +191,7 @@ def test_threads_creating_one_new_store(tmp_path):
     for t in threads:
         t.join()
     assert not errors, errors
-    assert len(Memory(tmp_path / "new" / "store", embedder=HashEmbedder()).recent(10)) == 6
+    assert len(Memory(tmp_path / "new" / "store", embedder=HashEmbedder()).messages(last=10)) == 6
 
 
 def test_processes_creating_one_new_embedded_store(tmp_path):
