@@ -38,7 +38,7 @@ import random
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -271,7 +271,7 @@ def run(sessions: int, turns: int, store: Path, configs: list[str], distractors:
             base = base or mem
             mem.add_many(s.messages)
             for name in configs:
-                mem.recall = settings_of(CONFIGS[name])
+                mem.settings = replace(mem.settings, recall=settings_of(CONFIGS[name]))
                 for p in s.probes:
                     t = time.perf_counter()
                     ctx = mem.prompt(p.question, system="You are a careful DevOps coding agent.", budget=BUDGET)

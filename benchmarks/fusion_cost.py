@@ -13,6 +13,8 @@ frequencies, the FTS5 query) is timed as well, as ``lexical``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import argparse
 import shutil
 import tempfile
@@ -48,7 +50,7 @@ def run(size: int, questions: int) -> dict:
         try:
             for i, q in enumerate(qs):
                 for name, settings in (("fused", fused), ("dense_only", dense_only)):
-                    mem.recall = settings
+                    mem.settings = replace(mem.settings, recall=settings)
                     lexical_s: list[float] = []
                     t = time.perf_counter()
                     mem.prompt(q, budget=PROMPT_BUDGET)

@@ -10,6 +10,8 @@ Run: ``python -m benchmarks.hop_cost --cache DIR [--configs full,dhop-0.1-s1] [-
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import argparse
 import statistics
 import time
@@ -39,12 +41,12 @@ def main(argv: list[str] | None = None) -> None:
             qs = [q for q in conv.questions if q.evidence]
             for q in qs[:3]:  # warm-up: model, caches, collections
                 for name in names:
-                    mem.recall = settings_of(CONFIGS[name])
+                    mem.settings = replace(mem.settings, recall=settings_of(CONFIGS[name]))
                     mem.prompt(q.question, budget=BUDGET)
             for i, q in enumerate(qs):
                 n_q += 1
                 for name in (names if i % 2 == 0 else names[::-1]):
-                    mem.recall = settings_of(CONFIGS[name])
+                    mem.settings = replace(mem.settings, recall=settings_of(CONFIGS[name]))
                     for _ in range(args.reps):
                         t = time.perf_counter()
                         mem.prompt(q.question, budget=BUDGET)

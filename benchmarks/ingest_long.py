@@ -53,7 +53,7 @@ def measure(messages: list[dict], rounds: int) -> dict:
         engine.append(time.perf_counter() - t)
         with tempfile.TemporaryDirectory(prefix="ragmem-ingest-") as tmp:
             mem = Memory(tmp, session="s", embedder=emb)
-            mem.index.collection("default", "s")  # Chroma open and its first collection made: not ingest
+            mem.store.index.collection("default", "s")  # Chroma open and its first collection made: not ingest
             t = time.perf_counter()
             mem.add_many([{**m, "id": f"r{r}-{i}"} for i, m in enumerate(messages)])
             ragmem.append(time.perf_counter() - t)

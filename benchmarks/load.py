@@ -112,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         embedder = HashEmbedder()
     try:
         base = Memory(tmp / "store", embedder=embedder, chroma_url=url)
-        base.embedder.embed_batch(["warm up"])  # load the model before the clock starts
-        base.index.collection("default")
+        base.store.embedder.embed_batch(["warm up"])  # load the model before the clock starts
+        base.store.index.collection("default")
         views = [base.for_session(f"load-{i}") for i in range(args.sessions)]
         lat: dict[str, list[float]] = {"add": [], "prompt": []}
         acked: list[list[str]] = [[] for _ in views]
@@ -135,16 +135,16 @@ def main(argv: list[str] | None = None) -> int:
             lost += len(set(ids) - set(got))
             duplicated += len(got) - len(set(got))
             misordered += int([m.seq for m in msgs] != list(range(len(msgs))) or got != ids)
-        flags = base.log.index_flags("default")
+        flags = base.store.log.index_flags("default")
         unindexed = sum(1 for f in flags.values() if f != 1)
-        disagree = len(base.index.all_message_ids("default") ^ set(flags))
+        disagree = len(base.store.index.all_message_ids("default") ^ set(flags))
         ops = len(lat["add"]) + len(lat["prompt"])
         result = {
             "sessions": args.sessions,
             "seconds": round(elapsed, 1),
             "budget": args.budget,
             "index": "server" if args.server else "embedded",
-            "embedder": getattr(base.embedder, "name", "?"),
+            "embedder": getattr(base.store.embedder, "name", "?"),
             "messages_acknowledged": sum(len(a) for a in acked),
             "operations": ops,
             "throughput_ops_per_s": round(ops / elapsed, 1),

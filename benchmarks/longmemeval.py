@@ -33,6 +33,8 @@ is deterministic). Data: ``$RAGMEM_LONGMEMEVAL`` or ``--data`` (default
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import argparse
 import hashlib
 import json
@@ -204,10 +206,10 @@ def config_metrics(mem, question: str, scope: str, evidence: list[str], chat_of:
     with each ``prompt()``'s latency; the settings are switched in-process and restored."""
     from .recall_dev import CONFIGS, settings_of
 
-    default, out = mem.recall, {}
+    default, out = mem.settings.recall, {}
     try:
         for name in configs:
-            mem.recall = settings_of(CONFIGS[name])
+            mem.settings = replace(mem.settings, recall=settings_of(CONFIGS[name]))
             ids = [h.message.id for h in mem.search(question, k=SEARCH_K, scope=scope)]
             r: dict = {"session": session_metrics(chats_by_best_turn(ids, chat_of), answers),
                        "turn@10": sum(e in ids[:10] for e in evidence) / len(evidence), "prompt": {}, "ms": []}
@@ -219,7 +221,7 @@ def config_metrics(mem, question: str, scope: str, evidence: list[str], chat_of:
                 r["prompt"][str(b)] = sum(e in got for e in evidence) / len(evidence)
             out[name] = r
     finally:
-        mem.recall = default
+        mem.settings = replace(mem.settings, recall=default)
     return out
 
 
@@ -270,17 +272,17 @@ def run_question(q: dict, quick: bool, embedder, raw_encode, budgets, configs: l
                 got = set(ctx.message_ids())
                 if evidence:
                     res["prompt"][str(b)] = sum(e in got for e in evidence) / len(evidence)
-                res["label_tokens"][str(b)] = label_tokens(ctx, mem.counter)
-            default = mem.recall
-            mem.recall = replace(default, date_labels=True)  # the ablation: every recalled unit dated once recall spans days
+                res["label_tokens"][str(b)] = label_tokens(ctx, mem.store.counter)
+            default = mem.settings.recall
+            mem.settings = replace(mem.settings, recall=replace(default, date_labels=True))  # the ablation: every recalled unit dated once recall spans days
             try:
                 ctx = mem.prompt(question, budget=4000, recall_scope=scope)
             finally:
-                mem.recall = default
+                mem.settings = replace(mem.settings, recall=default)
             if evidence:
                 got = set(ctx.message_ids())
                 res["prompt_dates@4000"] = sum(e in got for e in evidence) / len(evidence)
-            res["label_tokens_dates@4000"] = label_tokens(ctx, mem.counter)
+            res["label_tokens_dates@4000"] = label_tokens(ctx, mem.store.counter)
             if configs and evidence:
                 res["configs"] = config_metrics(mem, question, scope, evidence, chat_of, answers, budgets,
                                                 configs if sum(map(ord, q["question_id"])) % 2 else configs[::-1])

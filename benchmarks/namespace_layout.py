@@ -40,7 +40,7 @@ def grow(path: Path, layout: str, sessions: int, per: int, embedder, texts) -> d
 
     mem = Memory(path, session="s0000", embedder=embedder, summarizer=False)
     client = make_client(path=str(path / "chroma"))
-    mem._index_holder.append(VectorIndex(client, embedder.name, namespace_collections=layout != "per_session"))
+    mem.store._index = (VectorIndex(client, embedder.name, namespace_collections=layout != "per_session"))
     t0 = time.perf_counter()
     n = 0
     for s in range(sessions):

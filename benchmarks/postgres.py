@@ -64,7 +64,7 @@ def writer(log_url: str, chroma_url: str, folder: str, session: str, tag: str, n
     from ragmem import Memory
 
     mem = Memory(folder, session=session, log_url=log_url, chroma_url=chroma_url, embedder=HashEmbedder(), window=8)
-    mem.index.collection(mem.namespace, session)  # Chroma's import and connection, before READY
+    mem.store.index.collection(mem.namespace, session)  # Chroma's import and connection, before READY
     print("READY", flush=True)
     for j in range(n):
         mid = f"{tag}-{j}"
@@ -156,8 +156,8 @@ def audit(log_url: str, chroma_url: str, folder: Path, session: str, acked: list
             if m.tool_calls:  # its result must follow at once (a batch is appended atomically)
                 nxt = msgs[i + 1] if i + 1 < len(msgs) else None
                 broken += int(nxt is None or nxt.tool_call_id != m.tool_calls[0].id)
-        flags = mem.log.index_flags(mem.namespace)
-        held = mem.index.all_message_ids(mem.namespace)
+        flags = mem.store.log.index_flags(mem.namespace)
+        held = mem.store.index.all_message_ids(mem.namespace)
         return {
             "stored": len(ids),
             "acknowledged": len(set(acked)),
@@ -362,7 +362,7 @@ def phase_prompt(pg, chroma, convs, work: Path, size: int, questions: int, block
     trips = []
     for _ in range(200):
         t = time.perf_counter()
-        mem.log._rows("SELECT 1")
+        mem.store.log._rows("SELECT 1")
         trips.append(time.perf_counter() - t)
     out["server"]["round_trip"] = p50_p95(trips)
     for mem in mems.values():
@@ -373,7 +373,7 @@ def phase_prompt(pg, chroma, convs, work: Path, size: int, questions: int, block
 
 def count_queries(mem, question: str) -> int:
     """How many queries one prompt sends to the PostgreSQL log."""
-    log_ = mem.log
+    log_ = mem.store.log
     n = [0]
     real = log_._rows
 

@@ -16,6 +16,8 @@ serves to measure each recall step.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import argparse
 import statistics
 import tempfile
@@ -69,18 +71,18 @@ def open_store(cache: Path, conv):
     path = cache / conv.sample
     fresh = not path.exists()
     mem = Memory(path=str(path), session=conv.sample, window=WINDOW)
-    if fresh or mem.log.count() != len(conv.turns):
+    if fresh or mem.store.log.count() != len(conv.turns):
         mem.add_many(turn_records(conv))
     return mem
 
 
 def rebuild_lexical(mem) -> None:
     """Drop and rebuild the lexical rows (after a tokenisation change during development)."""
-    db = mem.log._db
-    with mem.log._lock:
+    db = mem.store.log._db
+    with mem.store.log._lock:
         db.execute("DELETE FROM lexical")
         db.execute("DELETE FROM lexical_map")
-    mem.repair()
+    mem.store.repair()
 
 
 def run(configs: list[str], cache: Path, relex: bool, limit: int | None, only: list[str] | None = None) -> dict:
@@ -98,7 +100,7 @@ def run(configs: list[str], cache: Path, relex: bool, limit: int | None, only: l
         qs = [q for q in conv.questions if q.evidence]
         try:
             for name in configs:
-                mem.recall = settings_of(CONFIGS[name])
+                mem.settings = replace(mem.settings, recall=settings_of(CONFIGS[name]))
                 args = {k[len("prompt."):]: v for k, v in CONFIGS[name].items() if k.startswith("prompt.")}
                 for q in qs:
                     ev = set(q.evidence_ids)

@@ -79,7 +79,7 @@ def open_store(cache: Path, q: dict, relex: bool):
     path = cache / q["question_id"]
     msgs, evidence = records(q)
     mem = Memory(path=str(path), session="history", window=WINDOW)
-    if mem.log.count() != len(msgs):
+    if mem.store.log.count() != len(msgs):
         mem.add_many(msgs)
     elif relex:
         from .recall_dev import rebuild_lexical

@@ -372,11 +372,11 @@ def bench_prompts(store: Path, raw_model, questions: list[str], size: int) -> di
 def chroma_handle(mem):
     """The Chroma collection that holds ``mem``'s session, and the filter recall uses on it.
 
-    ``Memory.index`` is the store's VectorIndex and its collection the raw
+    ``Memory.store.index`` is the store's VectorIndex and its collection the raw
     chromadb object, so the limit queries the very same HNSW index. The store
     keeps one collection per session, so no session filter is needed.
     """
-    return mem.index.collection(mem.namespace, mem.session), None
+    return mem.store.index.collection(mem.namespace, mem.session), None
 
 
 # -- memory -------------------------------------------------------------------

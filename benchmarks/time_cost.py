@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import argparse
 import shutil
 import statistics
@@ -63,7 +65,7 @@ def prompts(size: int, questions: int) -> dict:
         with Memory(path=str(folder), session=session_name(0)) as mem:
             for i, q in enumerate(qs):
                 for name, on in (("query dates", True), ("without", False)):
-                    mem.recall = RecallSettings(query_dates=on)
+                    mem.settings = replace(mem.settings, recall=RecallSettings(query_dates=on))
                     t = time.perf_counter()
                     mem.prompt(q, budget=PROMPT_BUDGET)
                     if i >= 5:

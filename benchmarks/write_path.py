@@ -25,7 +25,7 @@ def measure(mode: str, texts: list[str], pause: float) -> dict:
     folder = Path(tempfile.mkdtemp(prefix=f"ragmem-write-{mode}-"))
     try:
         mem = Memory(folder, session="live", index=mode)
-        mem.embedder.embed_batch(["warm up"])  # load the model before the clock starts
+        mem.store.embedder.embed_batch(["warm up"])  # load the model before the clock starts
         mem.add({"role": "user", "content": "warm up"})
         lat = []
         for i, text in enumerate(texts):
@@ -34,7 +34,7 @@ def measure(mode: str, texts: list[str], pause: float) -> dict:
             lat.append(time.perf_counter() - t)
             time.sleep(pause)
         t = time.perf_counter()
-        mem.flush()
+        mem.store.flush()
         flush_s = time.perf_counter() - t
         found = mem.search(texts[len(texts) // 2], k=1)[0].message.text == texts[len(texts) // 2]
         mem.close()

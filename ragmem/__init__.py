@@ -23,7 +23,8 @@ from ._errors import (
     StoreUnavailable,
     UsageError,
 )
-from ._memory import Memory, PinnedState, SessionInfo
+from ._backend import Store
+from ._memory import Memory, MemorySettings, PinnedState, SessionInfo
 from ._messages import Message, ToolCall, from_anthropic, parse_message, to_anthropic
 from ._recall import Hit
 from ._settings import RecallSettings
@@ -51,6 +52,7 @@ __all__ = [
     "InvalidMessage",
     "LLMSummarizer",
     "Memory",
+    "MemorySettings",
     "Message",
     "MessageNotFound",
     "MissingDependency",
@@ -64,6 +66,7 @@ __all__ = [
     "SchemaVersionError",
     "SentenceTransformerEmbedder",
     "SessionInfo",
+    "Store",
     "StoreError",
     "StoreUnavailable",
     "Summarizer",

@@ -15,6 +15,11 @@ sequence numbers in that order.
 ...     await mem.close()
 >>> asyncio.run(main())                                          # doctest: +SKIP
 
+The coroutine methods are made from :class:`~ragmem.Memory`'s own methods
+(and those of its store and pinned state), with their signatures and
+docstrings: a method added to ``Memory`` is a coroutine of ``AsyncMemory`` at
+once, so the two cannot drift apart.
+
 Cancelling an awaiting task does not undo its call: the call was handed to
 the store's worker and finishes there (an add is then stored, as with a
 blocking add that raced a kill).
@@ -24,16 +29,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, TypeVar
+from typing import Any, Callable, TypeVar
 
-from ._assemble import Budget, Format, Placement, RecallFormat
-from ._errors import UsageError
-from ._memory import Memory, SessionInfo
-from ._messages import Message
-from ._recall import Hit
-from ._trace import Context
+from ._backend import Store
+from ._memory import Memory, MemorySettings, PinnedState
 
 T = TypeVar("T")
 
@@ -47,44 +49,92 @@ class _Worker:
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self.closed:
-            raise UsageError("this AsyncMemory is closed; open a new AsyncMemory on the store to use it again")
+            raise RuntimeError("this AsyncMemory is closed")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, functools.partial(fn, *args, **kwargs))
 
 
+def _materialised(value: Any) -> Any:
+    # an iterator (a generator of messages, say) must not be consumed on another thread, later
+    return list(value) if isinstance(value, Iterator) else value
+
+
+def _coroutine(name: str, blocking: Callable[..., Any]) -> Callable[..., Any]:
+    """A coroutine method that runs the blocking ``name`` of ``self._target()`` on the store's worker."""
+
+    @functools.wraps(blocking)  # name, docstring, and (through __wrapped__) the whole signature
+    async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        fn = getattr(self._target(), name)
+        args = tuple(_materialised(a) for a in args)
+        kwargs = {k: _materialised(v) for k, v in kwargs.items()}
+        return await self._worker.run(fn, *args, **kwargs)
+
+    return method
+
+
+def _coroutines(blocking: type, skip: set[str] = frozenset()) -> Callable[[type], type]:  # type: ignore[assignment]
+    """A class decorator: every public method of ``blocking`` (but ``skip``), as a coroutine method."""
+
+    def decorate(cls: type) -> type:
+        for name, member in vars(blocking).items():
+            if name.startswith("_") or name in skip or name in vars(cls) or not inspect.isfunction(member):
+                continue
+            setattr(cls, name, _coroutine(name, member))
+        return cls
+
+    return decorate
+
+
+@_coroutines(PinnedState)
 class AsyncPinnedState:
     """The pinned state of one session, as coroutines (see :class:`ragmem.PinnedState`)."""
 
     def __init__(self, mem: Memory, worker: _Worker) -> None:
         self._mem, self._worker = mem, worker
 
-    async def get(self) -> dict[str, Any]:
-        return await self._worker.run(lambda: self._mem.state.get())
-
-    async def update(self, values: Mapping[str, Any] | None = None, /, **kw: Any) -> dict[str, Any]:
-        return await self._worker.run(lambda: self._mem.state.update(values, **kw))
-
-    async def set(self, value: Mapping[str, Any]) -> None:
-        await self._worker.run(lambda: self._mem.state.set(value))
-
-    async def clear(self) -> None:
-        await self._worker.run(lambda: self._mem.state.clear())
+    def _target(self) -> PinnedState:
+        return self._mem.state
 
 
+@_coroutines(Store, skip={"close"})
+class AsyncStore:
+    """The store's maintenance as coroutines (see :class:`ragmem._backend.Store`), on the Memory's worker.
+
+    Its parts (``log``, ``index``, ``path``...) are on :attr:`blocking`, the
+    :class:`~ragmem._backend.Store` itself: call those from the worker only, or
+    not at all. The store is closed by :meth:`AsyncMemory.close`.
+    """
+
+    def __init__(self, store: Store, worker: _Worker) -> None:
+        self._store, self._worker = store, worker
+
+    def _target(self) -> Store:
+        return self._store
+
+    @property
+    def blocking(self) -> Store:
+        """The underlying blocking :class:`~ragmem._backend.Store`."""
+        return self._store
+
+
+@_coroutines(Memory, skip={"for_session", "close"})
 class AsyncMemory:
     """:class:`~ragmem.Memory` for asyncio: the same methods, as coroutines, in call order.
 
     ``AsyncMemory(path, ...)`` takes the arguments of :class:`~ragmem.Memory`
     and opens the store at once (the repair on open blocks briefly);
     ``await AsyncMemory.open(path, ...)`` opens it on the worker thread instead.
-    ``AsyncMemory(memory=m)`` wraps an open Memory. Properties of Memory that
-    read the store (``summary``) are coroutine methods here; settings
-    (``session``, ``namespace``, ``path``...) are plain attributes.
+    ``AsyncMemory(memory=m)`` wraps an open Memory. Every method of Memory is a
+    coroutine here; settings (``session``, ``namespace``, ``settings``) are plain
+    attributes, and ``store`` gives the store's maintenance as coroutines.
     """
 
     def __init__(self, *args: Any, memory: Memory | None = None, _worker: _Worker | None = None, **kwargs: Any):
         self._worker = _worker or _Worker()
         self._mem = memory if memory is not None else Memory(*args, **kwargs)
+
+    def _target(self) -> Memory:
+        return self._mem
 
     @classmethod
     async def open(cls, *args: Any, **kwargs: Any) -> "AsyncMemory":
@@ -101,15 +151,23 @@ class AsyncMemory:
 
     @property
     def session(self) -> str:
+        """This session's name."""
         return self._mem.session
 
     @property
     def namespace(self) -> str:
+        """This session's namespace."""
         return self._mem.namespace
 
     @property
-    def path(self):
-        return self._mem.path
+    def settings(self) -> MemorySettings:
+        """The :class:`~ragmem.MemorySettings` of the Memory."""
+        return self._mem.settings
+
+    @property
+    def store(self) -> AsyncStore:
+        """The store's maintenance (repair, reindex, stats, sessions...), with coroutine methods."""
+        return AsyncStore(self._mem.store, self._worker)
 
     @property
     def state(self) -> AsyncPinnedState:
@@ -134,137 +192,3 @@ class AsyncMemory:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
-
-    async def repair(self, full: bool = False, *, purge: bool = True) -> dict[str, int]:
-        """See :meth:`ragmem.Memory.repair`."""
-        return await self._worker.run(self._mem.repair, full, purge=purge)
-
-    # -- writing -----------------------------------------------------------------
-    async def add(
-        self,
-        message: Mapping[str, Any] | Message,
-        *,
-        id: str | None = None,
-        created_at: datetime | float | str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> Message:
-        """See :meth:`ragmem.Memory.add`. Durable once it returns."""
-        return await self._worker.run(self._mem.add, message, id=id, created_at=created_at, metadata=metadata)
-
-    async def add_many(
-        self,
-        messages: Iterable[Mapping[str, Any] | Message],
-        *,
-        format: Literal["auto", "openai", "anthropic"] = "auto",
-        system: str | None = None,
-    ) -> list[Message]:
-        """See :meth:`ragmem.Memory.add_many`."""
-        items = list(messages)  # an iterator must not be consumed on another thread, later
-        return await self._worker.run(self._mem.add_many, items, format=format, system=system)
-
-    async def import_records(self, records: Iterable[Mapping[str, Any]]) -> int:
-        return await self._worker.run(self._mem.import_records, list(records))
-
-    # -- reading -----------------------------------------------------------------
-    async def get(self, message_id: str) -> Message:
-        return await self._worker.run(self._mem.get, message_id)
-
-    async def recent(self, n: int = 10) -> list[Message]:
-        """See :meth:`ragmem.Memory.recent`."""
-        return await self._worker.run(self._mem.recent, n)
-
-    async def flush(self) -> None:
-        """See :meth:`ragmem.Memory.flush`."""
-        await self._worker.run(self._mem.flush)
-
-    async def messages(self, session: str | None = None) -> list[Message]:
-        return await self._worker.run(self._mem.messages, session)
-
-    async def export(self, session: str | None = None) -> list[dict[str, Any]]:
-        return await self._worker.run(self._mem.export, session)
-
-    async def sessions(self, namespace: str | None = None) -> list[SessionInfo]:
-        return await self._worker.run(self._mem.sessions, namespace)
-
-    async def summary(self) -> str | None:
-        """The running summary (a property on :class:`~ragmem.Memory`)."""
-        return await self._worker.run(lambda: self._mem.summary)
-
-    async def stats(self) -> dict[str, Any]:
-        return await self._worker.run(self._mem.stats)
-
-    async def search(
-        self,
-        query: str,
-        k: int = 10,
-        *,
-        role: str | Sequence[str] | None = None,
-        since: datetime | float | None = None,
-        until: datetime | float | None = None,
-        where: Mapping[str, Any] | None = None,
-        scope: Literal["session", "namespace"] = "session",
-        min_score: float | None = None,
-    ) -> list[Hit]:
-        """See :meth:`ragmem.Memory.search`."""
-        return await self._worker.run(
-            self._mem.search, query, k, role=role, since=since, until=until, where=where, scope=scope,
-            min_score=min_score,
-        )
-
-    # -- prompts -----------------------------------------------------------------
-    async def summarize(self, before_seq: int | None = None) -> str | None:
-        return await self._worker.run(self._mem.summarize, before_seq)
-
-    async def prompt(
-        self,
-        user_turn: str | Mapping[str, Any] | None = None,
-        *,
-        system: str | None = None,
-        budget: int | Budget = 4000,
-        shares: Mapping[str, float] | None = None,
-        strategy: str = "ragmem",
-        format: Format = "openai",
-        k: int | None = None,
-        query: str | None = None,
-        placement: Placement | None = None,
-        recall_format: RecallFormat | None = None,
-        recall_scope: Literal["session", "namespace"] | None = None,
-        turn_stored: bool = False,
-    ) -> Context:
-        """See :meth:`ragmem.Memory.prompt`."""
-        return await self._worker.run(
-            self._mem.prompt, user_turn, system=system, budget=budget, shares=shares, strategy=strategy,
-            format=format, k=k, query=query, placement=placement, recall_format=recall_format,
-            recall_scope=recall_scope, turn_stored=turn_stored,
-        )
-
-    # -- forgetting ----------------------------------------------------------------
-    async def forget(self, message_id: str, *, wait: bool = True) -> list[str]:
-        """See :meth:`ragmem.Memory.forget`."""
-        return await self._worker.run(self._mem.forget, message_id, wait=wait)
-
-    async def forget_session(self, session: str | None = None, *, wait: bool = True) -> int:
-        """See :meth:`ragmem.Memory.forget_session`."""
-        return await self._worker.run(self._mem.forget_session, session, wait=wait)
-
-    async def forget_where(
-        self,
-        *,
-        role: str | Sequence[str] | None = None,
-        since: datetime | float | None = None,
-        until: datetime | float | None = None,
-        where: Mapping[str, Any] | None = None,
-        scope: Literal["session", "namespace"] = "session",
-        wait: bool = True,
-    ) -> list[str]:
-        """See :meth:`ragmem.Memory.forget_where`."""
-        return await self._worker.run(
-            self._mem.forget_where, role=role, since=since, until=until, where=where, scope=scope, wait=wait
-        )
-
-    async def finish_forgets(self) -> int:
-        """See :meth:`ragmem.Memory.finish_forgets`."""
-        return await self._worker.run(self._mem.finish_forgets)
-
-    async def reindex(self) -> int:
-        return await self._worker.run(self._mem.reindex)

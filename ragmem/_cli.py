@@ -243,8 +243,8 @@ def ingest(file: str, fmt: str, progress: bool | None, **opts: Any) -> None:
         plans = []
         for conv in conversations:  # validate every message of every session before storing any
             session = conv.session or cfg.session
-            msgs = content_ids(conv.messages, namespace=cfg.namespace, session=session, max_chars=root.max_chars,
-                               clip_tool_results=root.clip_tool_results, origins=conv.origins)
+            msgs = content_ids(conv.messages, namespace=cfg.namespace, session=session, max_chars=root.settings.max_chars,
+                               clip_tool_results=root.settings.clip_tool_results, origins=conv.origins)
             plans.append((session, msgs, conv.origins))
         stored: dict[str, int] = {}
         for session, msgs, origins in plans:
@@ -257,7 +257,7 @@ def ingest(file: str, fmt: str, progress: bool | None, **opts: Any) -> None:
         show = progress if progress is not None else (total > PROGRESS_MIN and sys.stderr.isatty())
         with _progress(total, show) as bar:
             _follow_indexing(root, set(stored), total, bar)
-            root.flush()  # what the worker could not index is indexed here, or its error raised
+            root.store.flush()  # what the worker could not index is indexed here, or its error raised
     finally:
         root.close()
     n_in = sum(len(m) for _, m, _ in plans)
@@ -292,7 +292,7 @@ def _follow_indexing(mem: Memory, sessions: set[str], total: int, bar: Any) -> N
             bar.update(now - done)
             done, last_change = now, time.monotonic()
         # the worker failed (the index is down, say; it flags the store behind) or is stuck: flush() says why
-        failing = mem._health.get("behind") or time.monotonic() - last_change > 300
+        failing = mem.store._debt.behind or time.monotonic() - last_change > 300
         if left == 0 or failing:
             return
         time.sleep(0.1)
@@ -796,7 +796,7 @@ def purge(**opts: Any) -> None:
     try:
         mem = _open(cfg)
         try:
-            n = mem.finish_forgets() if mem.log.forgets_pending() else 0
+            n = mem.store.finish_forgets() if mem.store.log.forgets_pending() else 0
         finally:
             mem.close()
     finally:
@@ -830,7 +830,7 @@ def migrate(to: str, **opts: Any) -> None:
         src.close()
     # opening the new store indexes what it holds (the repair on open): vectors and the lexical index
     mem = Memory(cfg.store, log_url=to, chroma_url=cfg.chroma_url, namespace=cfg.namespace)
-    counts["indexed"] = mem.repaired.get("indexed", 0) if isinstance(mem.repaired, dict) else 0
+    counts["indexed"] = mem.store.repaired.get("indexed", 0) if isinstance(mem.store.repaired, dict) else 0
     mem.close()
     _emit(cfg, counts, f"moved {counts['messages']} messages in {counts['sessions']} sessions to PostgreSQL")
 

@@ -1,4 +1,13 @@
-"""Seeing other processes' writes: what a long-lived Memory checks before each read that needs the index.
+"""Keeping the vector index in agreement with the log: repair, forgets' purge, and other processes' writes.
+
+The index is derived from the log. What this process owes it is an
+:class:`IndexDebt` on the :class:`~ragmem._backend.Store` (an index write
+failed; forgets await their purge), paid by :func:`catch_up` before every
+read that needs the index. :func:`repair` (run on open, see
+:func:`repair_on_open`) finishes what a crash interrupted, and
+:func:`read_index` rebuilds an embedded index Chroma reports damaged.
+
+Seeing other processes' writes: what a long-lived store checks before each read that needs the index.
 
 Several processes may share one store (the workers of a service, an MCP
 server beside a CLI). The log is SQLite, so every process sees every
@@ -48,13 +57,22 @@ import hashlib
 import os
 import threading
 import time
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ._errors import StoreError
+from ._indexing import by_namespace, index_messages, lexical_rows
+from ._store.faults import IndexCorrupt, IndexRebuilt, embedded_index_problem, rebuild_notice, set_aside
+from ._store.index import INDEX_SCHEMA
+from ._store.locking import CHROMA_LOCK_FILE, opening_lock
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ._memory import Memory
+    from ._backend import Store
+    from ._store import Log
+
+T = TypeVar("T")
 
 #: Seconds a row must stay the oldest unindexed one before another process indexes it.
 ORPHAN_GRACE = 3.0
@@ -147,13 +165,13 @@ class LocationLock:
         self.release()
 
 
-def check_location(memory: "Memory") -> LocationLock:
+def check_location(store: "Store") -> LocationLock:
     """Refuse to open a store another live process indexes elsewhere; hold this location's lock."""
-    here = memory._index_location()
-    recorded = memory.log.meta("index_location")
-    if recorded is not None and recorded != here and memory.log.count() and LocationLock.in_use(memory.path, recorded):
-        raise StoreError(_two_places(memory.path, recorded, here))
-    return LocationLock(memory.path, here)
+    here = index_location(store)
+    recorded = store.log.meta("index_location")
+    if recorded is not None and recorded != here and store.log.count() and LocationLock.in_use(store.path, recorded):
+        raise StoreError(_two_places(store.path, recorded, here))
+    return LocationLock(store.path, here)
 
 
 def _where(location: str) -> str:
@@ -173,10 +191,10 @@ def _two_places(path: Path, recorded: str, here: str) -> str:
 class Consistency:
     """Per-store bookkeeping of what other processes wrote, checked before each read that needs the index."""
 
-    def __init__(self, memory: "Memory") -> None:
-        self._memory = memory
+    def __init__(self, store: "Store") -> None:
+        self._store = store
         self._mutex = threading.Lock()
-        self._version = memory.log.data_version()
+        self._version = store.log.data_version()
         self._refresh_due = False
         self._refreshed_at = time.monotonic()
         self._seen: dict[int, float] = {}  # unindexed rowid -> when this process first saw it
@@ -185,33 +203,34 @@ class Consistency:
 
     def before_read(self) -> None:
         """Bring this process's view of the index up to what other processes committed (cheap when nothing did)."""
-        mem = self._memory
+        store = self._store
         with self._mutex:
-            version = mem.log.data_version()
+            version = store.log.data_version()
             others_wrote = version != self._version
             self._version = version
             if others_wrote:
-                recorded = mem.log.meta("index_location")
-                if recorded is not None and recorded != mem._index_location():
-                    raise StoreError(_two_places(mem.path, recorded, mem._index_location()))
-                if not mem.chroma_url and not mem.log.read_only:  # a read-only store's copy never changes
+                recorded = store.log.meta("index_location")
+                if recorded is not None and recorded != index_location(store):
+                    raise StoreError(_two_places(store.path, recorded, index_location(store)))
+                if not store.chroma_url and not store.log.read_only:  # a read-only store's copy never changes
                     self._refresh_due = True
             if others_wrote or self._seen:
                 self._adopt_orphans()
-            if self._refresh_due and mem._index_holder and time.monotonic() - self._refreshed_at >= REFRESH_INTERVAL:
+            if (self._refresh_due and store._index is not None
+                    and time.monotonic() - self._refreshed_at >= REFRESH_INTERVAL):
                 self._refresh()
 
     def _adopt_orphans(self) -> None:
         """Index what a dead writer left unindexed, once it has stayed so for :data:`ORPHAN_GRACE` seconds."""
-        mem = self._memory
+        store = self._store
         now = time.monotonic()
-        self._seen = {row: self._seen.get(row, now) for row in mem.log.unindexed_rowids()}
+        self._seen = {row: self._seen.get(row, now) for row in store.log.unindexed_rowids()}
         if not self._seen or now - min(self._seen.values()) < ORPHAN_GRACE:
             return
         from filelock import FileLock, Timeout
 
         try:
-            lock = FileLock(str(mem.path / INDEX_LOCK_FILE), timeout=0)
+            lock = FileLock(str(store.path / INDEX_LOCK_FILE), timeout=0)
             lock.acquire()
         except Timeout:
             return  # another process is indexing them; look again next time
@@ -220,8 +239,8 @@ class Consistency:
                 return  # a read-only store cannot be indexed from here
             raise
         try:
-            with mem._lock:
-                done = mem.repair(purge=False)
+            with store._lock:
+                done = repair(store, purge=False)
             self.adopted += done["indexed"]
             self._seen = {}
         finally:
@@ -229,12 +248,11 @@ class Consistency:
 
     def _refresh(self) -> None:
         """Replace the embedded Chroma client by one that reloads the vectors from disk."""
-        from ._store.locking import CHROMA_LOCK_FILE, opening_lock
-
-        mem = self._memory
-        index = mem._index_holder[0]
-        with mem._lock, opening_lock(mem.path, name=CHROMA_LOCK_FILE):
-            index.reset_client(fresh_embedded_client(index.client, mem.path / "chroma"))
+        store = self._store
+        index = store._index
+        assert index is not None  # before_read refreshes only an opened index
+        with store._lock, opening_lock(store.path, name=CHROMA_LOCK_FILE):
+            index.reset_client(fresh_embedded_client(index.client, store.path / "chroma"))
         self._refresh_due = False
         self._refreshed_at = time.monotonic()
         self.refreshes += 1
@@ -244,7 +262,7 @@ def _model_key(namespace: str) -> str:
     return "embedder:" + namespace
 
 
-def check_namespace_model(memory: "Memory") -> None:
+def check_namespace_model(store: "Store", namespace: str, session: str) -> None:
     """Refuse to add to a namespace with another embedding model than the one its vectors come from.
 
     A namespace search compares every session's vectors with one query
@@ -255,32 +273,215 @@ def check_namespace_model(memory: "Memory") -> None:
     """
     from ._errors import EmbeddingMismatch
 
-    mem = memory
-    name = mem.index.embedder_name
-    recorded = mem.log.meta(_model_key(mem.namespace))
+    name = store.index.embedder_name
+    recorded = store.log.meta(_model_key(namespace))
     if recorded is None:
-        for other in mem._session_names(mem.namespace):
-            if other == mem.session:
+        for other in session_names(store.log, namespace):
+            if other == session:
                 continue
             try:
-                col = mem.index.collection(mem.namespace, other, create=False)
+                col = store.index.collection(namespace, other, create=False)
             except EmbeddingMismatch as exc:
                 col, recorded = None, str(exc).split("embedder ", 1)[1].split(",", 1)[0].strip("'\"")
             if col is not None:
                 recorded = (col.metadata or {}).get("embedder") or name
             if recorded is not None:
                 break
-        if not mem.log.read_only:
-            mem.log.set_meta(_model_key(mem.namespace), recorded or name)
+        if not store.log.read_only:
+            store.log.set_meta(_model_key(namespace), recorded or name)
     if recorded is not None and recorded != name:
         raise EmbeddingMismatch(
-            f"namespace {mem.namespace!r} is indexed with embedding model {recorded!r}, and this Memory embeds "
+            f"namespace {namespace!r} is indexed with embedding model {recorded!r}, and this Memory embeds "
             f"with {name!r}; one namespace holds one model's vectors (a namespace search compares them). "
             f"Open the Memory with the {recorded!r} embedder, use another namespace for {name!r}, or move the "
-            f"whole namespace to {name!r} with Memory.reindex(). Nothing was stored"
+            f"whole namespace to {name!r} with Memory.store.reindex(namespace). Nothing was stored"
         )
 
 
-def record_namespace_model(memory: "Memory") -> None:
-    """After a reindex: the namespace's vectors now all come from this Memory's model."""
-    memory.log.set_meta(_model_key(memory.namespace), memory.index.embedder_name)
+def record_namespace_model(store: "Store", namespace: str) -> None:
+    """After a reindex: the namespace's vectors now all come from the store's model."""
+    store.log.set_meta(_model_key(namespace), store.index.embedder_name)
+
+
+# -- what the index owes the log, and repairing it ------------------------------------
+
+
+@dataclass
+class IndexDebt:
+    """What the vector index owes the log in this process (one per :class:`~ragmem._backend.Store`).
+
+    Both flags are cleared by the work they announce: :func:`catch_up` before
+    the next read that needs the index.
+    """
+
+    #: An index write failed (or the index was set aside): the log holds messages the index lacks.
+    behind: bool = False
+    #: Forgets are tombstoned in the log but their vectors and rows are not purged yet.
+    purge: bool = False
+
+
+def session_names(log: "Log", namespace: str) -> list[str]:
+    """Every session of a namespace, from the log (each has its own vector collection)."""
+    return [r["session"] for r in log.sessions(namespace)]
+
+
+def index_location(store: "Store") -> str:
+    """Where the store's vectors live, as recorded in the log's meta (``index_location``)."""
+    # the layout version is part of the location: a store indexed with another layout is re-indexed on open
+    return f"{'server:' + store.chroma_url if store.chroma_url else 'embedded'};layout={INDEX_SCHEMA}"
+
+
+def repair_on_open(store: "Store") -> dict[str, int]:
+    """What opening a store does: set a deleted or damaged embedded index aside, and repair; return the repair."""
+    # a deleted or damaged embedded index is set aside and rebuilt from the log, saying so
+    broken = check_embedded_index(store)
+    # a read-only store (a read-only mount) is searched as it is: nothing can be repaired there
+    done = {} if store.log.read_only else repair(store, full=index_moved(store) or broken, purge=False)
+    if broken:
+        done["rebuilt"] = 1
+    # forgets left pending (a forget(wait=False), or a purge cut short) are finished by the first
+    # search or prompt, not here: opening must stay cheap for commands that never touch the index
+    store._debt.purge = store.log.forgets_pending() and not store.log.read_only
+    return done
+
+
+def check_embedded_index(store: "Store") -> bool:
+    """Look (cheaply) for a deleted or damaged embedded index at open; set it aside to be rebuilt."""
+    if store.chroma_url or store.log.read_only or not store.log.count():
+        return False
+    chroma = store.path / "chroma"
+    if embedded_index_problem(chroma) is None:
+        return False
+    with opening_lock(store.path, name=CHROMA_LOCK_FILE):
+        problem = embedded_index_problem(chroma)  # another opener may have rebuilt it meanwhile
+        if problem is None:
+            return False
+        index_broken(store, problem, set_aside(chroma))
+    return True
+
+
+def index_broken(store: "Store", problem: str, moved: Path | None) -> None:
+    """Say that the index is rebuilt, and flag every message for it (the next repair or read indexes them)."""
+    warnings.warn(rebuild_notice(store.path, problem, moved), IndexRebuilt, stacklevel=4)
+    for ns in store.log.namespaces():
+        store.log.mark_unindexed(ns)
+    store._debt.behind = True
+
+
+def set_damaged_index_aside(store: "Store", exc: IndexCorrupt) -> None:
+    """Chroma reported damage while in use: set the index aside and flag everything for re-indexing."""
+    with store._lock:
+        if store.chroma_url or store.log.read_only:
+            raise exc  # a server's damage is the server's to fix; there is nothing to set aside here
+        store._index = None
+        with opening_lock(store.path, name=CHROMA_LOCK_FILE):
+            index_broken(store, "corrupt", set_aside(store.path / "chroma"))
+
+
+def read_index(store: "Store", read: Callable[[], T]) -> T:
+    """Run an index read; if Chroma reports its database damaged, rebuild the index from the log, read again."""
+    try:
+        return read()
+    except IndexCorrupt as exc:
+        set_damaged_index_aside(store, exc)
+        catch_up(store)
+        return read()
+
+
+def index_moved(store: "Store") -> bool:
+    """True when the index may not be the one the log's ``indexed`` flags describe.
+
+    That is when the store is opened against another index than last time
+    (an embedded store moved to a Chroma server, a new server), or its
+    embedded Chroma folder is gone.
+    """
+    if store.log.count() == 0:
+        return False
+    if store.log.meta("index_location") != index_location(store):
+        return True
+    return not store.chroma_url and not (store.path / "chroma").exists()
+
+
+def repair(store: "Store", full: bool = False, *, purge: bool = True) -> dict[str, int]:
+    """Bring the index back into agreement with the log; see :meth:`ragmem._backend.Store.repair`."""
+    log = store.log
+    done = {"purged": 0, "indexed": 0, "dropped": 0}
+    if full:
+        try:  # a damaged embedded index is found here at the latest, and rebuilt below
+            for ns in log.namespaces():
+                store.index.count(ns, session_names(log, ns))
+        except IndexCorrupt as exc:
+            set_damaged_index_aside(store, exc)
+    if purge and log.forgets_pending():
+        done["purged"] = finish_forgets(store)
+    if full:
+        done["stale_collections"] = store.index.drop_older_layouts()
+        for ns in log.namespaces():
+            flags = log.index_flags(ns)
+            # held anywhere, and held by both the session's and the namespace's collection
+            anywhere, held = store.index.held_everywhere(ns, session_names(log, ns))
+            extra = sorted(anywhere - flags.keys())
+            for start in range(0, len(extra), 500):
+                store.index.delete_where(
+                    ns, {"message_id": {"$in": extra[start : start + 500]}}, session_names(log, ns)
+                )
+            done["dropped"] += len(extra)
+            log.mark_unindexed(ns, [i for i, f in flags.items() if f and i not in held])
+    while True:
+        todo = log.pending_index(limit=2000)
+        if not todo:
+            break
+        index_messages(todo, log=log, index=store.index, embedder=store.embedder, settings=store.recall)
+        done["indexed"] += len(todo)
+    while True:  # the lexical index is rebuilt from the log alone (no model, no vector index)
+        todo = log.lexical_missing(limit=2000)
+        if not todo:
+            break
+        for ns, group in by_namespace(todo).items():
+            log.put_lexical(ns, lexical_rows(group, log, settings=store.recall))
+        done["lexical"] = done.get("lexical", 0) + len(todo)
+    if full or log.meta("index_location") is None:
+        log.set_meta("index_location", index_location(store))
+    return done
+
+
+def catch_up(store: "Store") -> None:
+    """Index what reached the log but not the index (after a failure, or behind a background add).
+
+    Runs before every read that needs the index, so search and recall never
+    miss a stored turn.
+    """
+    if store._index is None and not store.log.read_only:
+        store.index  # noqa: B018  # open it first: damage found now (IndexRebuilt) is repaired by this very catch-up
+    store._consistency.before_read()
+    debt = store._debt
+    if debt.purge:
+        finish_forgets(store)
+    if debt.behind or (store._indexer is not None and store.log.has_pending_index()):
+        with store._lock:
+            if debt.behind or store.log.has_pending_index():
+                repair(store)
+                debt.behind = False
+
+
+def finish_forgets(store: "Store") -> int:
+    """Purge what was forgotten from the index, then from the log; see :meth:`ragmem._backend.Store.finish_forgets`."""
+    log = store.log
+    with store._lock:
+        dropped = set()
+        for ns, session in log.forgotten_sessions():
+            store.index.drop_session(ns, session)
+            dropped.add((ns, session))
+        doomed = log.pending_delete()
+        by_scope: dict[tuple[str, str], list[str]] = {}
+        for mid, ns, session in doomed:
+            by_scope.setdefault((ns, session), []).append(mid)
+        for (ns, session), ids in by_scope.items():
+            if (ns, session) not in dropped:
+                for start in range(0, len(ids), 500):
+                    store.index.delete_where(ns, {"message_id": {"$in": ids[start : start + 500]}}, [session])
+            log.purge(ns, ids)
+        for ns, session in dropped:
+            log.finish_session_forget(ns, session)
+        store._debt.purge = False
+        return len(doomed)

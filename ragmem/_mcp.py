@@ -321,7 +321,7 @@ def build_server(
             for _ in range(6):
                 ctx = mem.prompt(user_turn, system=system, budget=inner, format=format)
                 result = ContextResult(messages=ctx.messages, system=ctx.system, tokens=ctx.trace.total_tokens)
-                over = mem.counter.count_text(cast(TextContent, _compact(result).content[0]).text) - budget
+                over = mem.store.counter.count_text(cast(TextContent, _compact(result).content[0]).text) - budget
                 if over <= 0:
                     break
                 inner -= over + 8
@@ -355,7 +355,7 @@ def build_server(
     ) -> RecentResult:
         """Read the latest `n` messages of a session verbatim, oldest first (to catch up on a conversation)."""
         with _guard(memories):
-            msgs = memories(session).recent(n)
+            msgs = memories(session).messages(last=n)
             return _compact(RecentResult(session=session or memories.default, messages=[_brief(m) for m in msgs]))
 
     @server.tool(annotations=ToolAnnotations(title="Read pinned state", read_only_hint=True))
@@ -414,7 +414,7 @@ def _warm_up(memories: _Memories) -> None:
     try:
         # No stdout redirect here: this may run while the transport claims stdout.
         with memories.lock:
-            memories(None).embedder.embed_batch(["warm up"], kind="query")
+            memories(None).store.embedder.embed_batch(["warm up"], kind="query")
     except Exception:  # noqa: BLE001 - the first tool call reports the real error
         pass
 

@@ -89,8 +89,8 @@ def child_write(store: str, cycle: int, hash_embedder: bool, index: str, retry: 
     base = child_verify(store, hash_embedder, index=index)
     mems = {key: base.for_session(key[1], key[0]) for key in SESSIONS}
     for ns, _ in SESSIONS:  # connect Chroma (and load the model) before the clock starts
-        base.index.collection(ns)
-    base.embedder.embed_batch(["warm up"])
+        base.store.index.collection(ns)
+    base.store.embedder.embed_batch(["warm up"])
     emit("READY", cycle)
     if retry:  # the batch the last kill cut short, sent again with its ids: a retry must not duplicate
         ns, session, batch = json.loads(Path(retry).read_text())
@@ -153,28 +153,28 @@ def child_verify(store: str, hash_embedder: bool, index: str = "sync"):
     opened = time.perf_counter() - t
     # a kill between a forget's tombstone and its purge leaves the purge to the first read (open stays
     # cheap): finish it as any search or prompt would, then compare the log and the index
-    mem.flush()
+    mem.store.flush()
     problems: list[str] = []
     held: dict[str, list] = {}  # "ns/session" -> [[id, digest, seq], ...] in stored order
-    namespaces = mem.log.namespaces()
+    namespaces = mem.store.log.namespaces()
     for ns in namespaces:
         # opening never purges: this search finishes forgets a kill left pending, as any first search does
         mem.for_session("s0", ns).search("pool", k=1, scope="namespace")
-    mem.flush()  # background mode: the index holds every stored message before it is compared
-    if mem.log.forgets_pending():
+    mem.store.flush()  # background mode: the index holds every stored message before it is compared
+    if mem.store.log.forgets_pending():
         problems.append("forgets still pending after a search")
     for ns in namespaces:
-        flags = mem.log.index_flags(ns)
+        flags = mem.store.log.index_flags(ns)
         if any(f != 1 for f in flags.values()):
             problems.append(f"{ns}: {sum(f != 1 for f in flags.values())} messages not indexed after open")
-        in_index = mem.index.all_message_ids(ns)
+        in_index = mem.store.index.all_message_ids(ns)
         if in_index - flags.keys():
             problems.append(f"{ns}: index holds {len(in_index - flags.keys())} messages the log does not")
         if flags.keys() - in_index:
             problems.append(f"{ns}: log holds {len(flags.keys() - in_index)} messages the index lacks")
-        if mem.index.count(ns) != mem.log.indexed_chunk_count(ns):
-            problems.append(f"{ns}: index has {mem.index.count(ns)} chunks, log expects {mem.log.indexed_chunk_count(ns)}")
-        for info in mem.sessions(ns):
+        if mem.store.index.count(ns) != mem.store.log.indexed_chunk_count(ns):
+            problems.append(f"{ns}: index has {mem.store.index.count(ns)} chunks, log expects {mem.store.log.indexed_chunk_count(ns)}")
+        for info in mem.store.sessions(ns):
             view = mem.for_session(info.session, ns)
             msgs = view.messages()
             seqs = [m.seq for m in msgs]

@@ -10,25 +10,64 @@ import time
 import pytest
 
 from conftest import HashEmbedder
-from ragmem import AsyncMemory, Memory, StoreError, UsageError
+from ragmem import AsyncMemory, Memory, PinnedState, Store, StoreError, UsageError
+from ragmem._aio import AsyncPinnedState, AsyncStore
 
 
 def run(coro):
     return asyncio.run(coro)
 
 
-def test_same_public_methods_as_memory():
-    skip = {"embedder", "index", "log", "counter", "summarizer"}  # wiring, reached through .memory
-    for name, member in inspect.getmembers(Memory):
-        if name.startswith("_") or name in skip:
+def _blocking_methods(cls):
+    return {n: f for n, f in vars(cls).items() if not n.startswith("_") and inspect.isfunction(f)}
+
+
+@pytest.mark.parametrize("blocking, coroutines, own", [
+    # for_session stays a plain method (it opens nothing); close waits for the calls queued before it
+    (Memory, AsyncMemory, {"for_session", "close"}),
+    (Store, AsyncStore, {"close"}),  # the store is closed by AsyncMemory.close
+    (PinnedState, AsyncPinnedState, set()),
+])
+def test_every_method_is_a_coroutine_with_the_whole_signature_and_docstring(blocking, coroutines, own):
+    """Names, parameter kinds, defaults and annotations, return annotation and docstring: all of it."""
+    assert inspect.iscoroutinefunction(AsyncMemory.close) and not hasattr(AsyncStore, "close")
+    for name, member in _blocking_methods(blocking).items():
+        if name in own:
             continue
-        assert hasattr(AsyncMemory, name), f"AsyncMemory lacks {name}"
-        if inspect.isfunction(member) and name != "for_session":
-            mine = getattr(AsyncMemory, name)
-            assert inspect.iscoroutinefunction(mine), f"AsyncMemory.{name} is not async"
-            want = [p for p in inspect.signature(member).parameters if p != "self"]
-            have = [p for p in inspect.signature(mine).parameters if p != "self"]
-            assert have == want, f"AsyncMemory.{name}{have} != Memory.{name}{want}"
+        mine = getattr(coroutines, name, None)
+        assert mine is not None, f"{coroutines.__name__} lacks {name}"
+        assert inspect.iscoroutinefunction(mine), f"{coroutines.__name__}.{name} is not async"
+        assert inspect.signature(mine) == inspect.signature(member), name
+        assert mine.__doc__ and mine.__doc__ == member.__doc__, name
+    for name in ("session", "namespace", "settings", "store", "state"):  # plain attributes, as on Memory
+        assert isinstance(getattr(AsyncMemory, name), property)
+
+
+def test_summary_is_a_method_on_both(tmp_path):
+    """One shape on both classes: a call (a coroutine on AsyncMemory), since it reads the store."""
+    assert inspect.isfunction(Memory.summary) and inspect.iscoroutinefunction(AsyncMemory.summary)
+
+    async def main():
+        async with AsyncMemory(tmp_path / "s", embedder=HashEmbedder(), window=1) as mem:
+            await mem.add_many({"role": "user", "content": f"turn {i} about the pool"} for i in range(4))
+            assert await mem.summary() is None
+            await mem.prompt("pool?", budget=20_000, recall_scope="namespace")  # recall: the summary is folded
+            return await mem.summary(), mem.memory.summary()
+
+    folded, blocking = run(main())
+    assert folded and folded == blocking
+
+
+def test_store_maintenance_runs_on_the_worker(tmp_path):
+    async def main():
+        async with AsyncMemory(tmp_path / "s", embedder=HashEmbedder()) as mem:
+            await mem.add({"role": "user", "content": "x"}, id="x")
+            return (await mem.store.repair(full=True), await mem.store.reindex("default"),
+                    await mem.store.sessions("default"), await mem.store.finish_forgets())
+
+    repaired, reindexed, sessions, purged = run(main())
+    assert repaired["indexed"] == 0 and reindexed == 1 and [s.session for s in sessions] == ["default"]
+    assert purged == 0
 
 
 def test_round_trip_with_the_real_model(tmp_path, embedder):
@@ -49,8 +88,8 @@ def test_round_trip_with_the_real_model(tmp_path, embedder):
             other = mem.for_session("s2")
             await other.add({"role": "user", "content": "unrelated"})
             return (
-                hits, ctx, await mem.export(), await mem.state.get(), await other.messages(), await mem.stats(),
-                await mem.sessions(),
+                hits, ctx, await mem.export(), await mem.state.get(), await other.messages(),
+                await mem.store.stats(mem.namespace, mem.session), await mem.sessions(),
             )
 
     hits, ctx, export, state, other, stats, sessions = run(main())

@@ -18,7 +18,7 @@ def test_background_add_is_durable_and_reads_flush_first(tmp_path, embedder):
     assert [m.id for m in mem.messages()] == [f"n{i}" for i in range(30)]
     hits = mem.search("code word for day 3", k=1)  # flushes: never misses a stored turn
     assert hits[0].message.id == "n3"
-    assert not mem.log.has_pending_index()
+    assert not mem.store.log.has_pending_index()
     ctx = mem.prompt("what was the code word for day 5?", budget=600)
     assert "n5" in ctx.message_ids()
     mem.close()
@@ -28,10 +28,10 @@ def test_background_indexer_catches_up_on_its_own(tmp_path, hash_embedder):
     mem = Memory(tmp_path / "s", embedder=hash_embedder, index="background")
     mem.add_many([{"role": "user", "content": f"item {i}"} for i in range(50)])
     deadline = time.monotonic() + 30
-    while mem.log.has_pending_index() and time.monotonic() < deadline:
+    while mem.store.log.has_pending_index() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not mem.log.has_pending_index()
-    assert mem.index.count("default") == 50
+    assert not mem.store.log.has_pending_index()
+    assert mem.store.index.count("default") == 50
     mem.close()
 
 
@@ -41,7 +41,7 @@ def test_unindexed_messages_survive_close_and_are_indexed_on_open(tmp_path, hash
     def down(*a, **k):
         raise StoreError("the vector index failed to add vectors (server down)")
 
-    monkeypatch.setattr(mem.index, "upsert", down)
+    monkeypatch.setattr(mem.store.index, "upsert", down)
     mem.add({"role": "user", "content": "kept while the index is down"}, id="k")
     with pytest.raises(StoreError):
         mem.search("kept", k=1)
@@ -68,7 +68,7 @@ def test_forget_waits_for_the_indexer(tmp_path, hash_embedder):
     mem.forget("w0")
     stop.set()
     t.join()
-    mem.flush()
-    assert "w0" not in mem.index.all_message_ids("default")
-    assert mem.index.count("default") == mem.log.count()
+    mem.store.flush()
+    assert "w0" not in mem.store.index.all_message_ids("default")
+    assert mem.store.index.count("default") == mem.store.log.count()
     mem.close()

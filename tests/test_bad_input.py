@@ -40,7 +40,7 @@ def store(tmp_path):
     yield mem
     # nothing stored before the bad input was lost or changed
     assert mem.export()[: len(snapshot)] == snapshot
-    assert set(mem.log.index_flags("default").values()) <= {1}
+    assert set(mem.store.log.index_flags("default").values()) <= {1}
     mem.close()
 
 
@@ -57,17 +57,17 @@ def test_malformed_json_in_import_file(tmp_path, store):
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps(GOOD[0] | {"id": "new0"}) + "\n" + '{"role": "user", "content": "unterminated\n')
-    res = CliRunner().invoke(cli, ["import", str(bad), "--store", str(store.path), "--session", "s1"])
+    res = CliRunner().invoke(cli, ["import", str(bad), "--store", str(store.store.path), "--session", "s1"])
     assert res.exit_code != 0
     said = res.output + str(res.exception)  # `main` prints the InvalidMessage; the bare group raises it
     assert "bad.jsonl:2" in said and "not valid JSON" in said
-    assert store.log.get(store.namespace, "new0") is None
+    assert store.store.log.get(store.namespace, "new0") is None
 
 
 def test_import_records_that_are_not_objects(store):
     with pytest.raises(InvalidMessage, match="record 1 must be a JSON object"):
         store.import_records([{"role": "user", "content": "fine", "id": "i0"}, "{broken"])
-    assert store.log.get(store.namespace, "i0") is None
+    assert store.store.log.get(store.namespace, "i0") is None
 
 
 def test_malformed_tool_call_arguments_are_kept_verbatim(store):
@@ -103,7 +103,7 @@ def test_not_a_dict(store):
         store.add("hello")
     with pytest.raises(InvalidMessage, match="message 1 must be a dict"):
         store.add_many([{"role": "user", "content": "ok", "id": "n0"}, ["not", "a", "message"]])
-    assert store.log.get(store.namespace, "n0") is None  # the batch is all or nothing
+    assert store.store.log.get(store.namespace, "n0") is None  # the batch is all or nothing
 
 
 # ------------------------------------------------------------- tool pairing
@@ -149,7 +149,7 @@ def test_duplicate_message_ids(tmp_path, store):
         store.add({"role": "user", "content": "something else"}, id="g0")
     with pytest.raises(InvalidMessage, match="earlier message of this batch"):
         store.add_many([{"role": "user", "content": "a", "id": "d"}, {"role": "user", "content": "b", "id": "d"}])
-    assert store.log.get(store.namespace, "d") is None
+    assert store.store.log.get(store.namespace, "d") is None
     other = store.for_session("s2")
     with pytest.raises(InvalidMessage, match="already used in session 's1'"):
         other.add({"role": "user", "content": "The pool keeps dropping connections"}, id="g0")
@@ -208,7 +208,7 @@ def test_ten_megabyte_message(tmp_path, store):
     big.add({"role": "user", "content": "small talk first"}, id="small")
     big.add({"role": "user", "content": huge}, id="huge")
     assert len(big.get("huge").content) == 10_000_000
-    assert big.log.indexed_chunk_count("default") > 1000
+    assert big.store.log.indexed_chunk_count("default") > 1000
     ctx = big.prompt("next", budget=3000)
     assert ctx.trace.total_tokens <= 3000
     assert "huge" not in [i for u in ctx.trace.included for i in u.message_ids]
@@ -269,7 +269,7 @@ def test_log_written_by_a_newer_schema(tmp_path):
 def test_index_written_by_a_newer_schema(tmp_path):
     mem = Memory(tmp_path / "s", embedder=HashEmbedder())
     mem.add({"role": "user", "content": "precious"}, id="p")
-    col = mem.index.collection("default")
+    col = mem.store.index.collection("default")
     col.modify(metadata={**col.metadata, "ragmem_schema": 99})
     mem.close()
     again = Memory(tmp_path / "s", embedder=HashEmbedder())
@@ -277,7 +277,7 @@ def test_index_written_by_a_newer_schema(tmp_path):
         again.search("precious")
     with pytest.raises(SchemaVersionError):
         again.add({"role": "user", "content": "more"}, id="more")
-    assert again.log.get(again.namespace, "more") is None and again.get("p").content == "precious"
+    assert again.store.log.get(again.namespace, "more") is None and again.get("p").content == "precious"
 
 
 def test_another_model_on_an_existing_store(tmp_path):
@@ -293,8 +293,8 @@ def test_another_model_on_an_existing_store(tmp_path):
         other.add({"role": "user", "content": "new"}, id="new")
     with pytest.raises(EmbeddingMismatch):
         other.search("precious")
-    assert other.log.get(other.namespace, "new") is None  # refused before anything was written
-    assert other.reindex() == 1  # the documented way to switch models
+    assert other.store.log.get(other.namespace, "new") is None  # refused before anything was written
+    assert other.store.reindex(other.namespace) == 1  # the documented way to switch models
     assert other.search("precious", k=1)[0].message.id == "p"
 
 
@@ -316,7 +316,7 @@ def test_wrong_dimension_same_name(tmp_path):
     # the log kept it; the right model indexes it on the next open
     right = Memory(tmp_path / "s", embedder=HashEmbedder())
     assert right.get("new").content == "new"
-    assert set(right.log.index_flags("default").values()) == {1}
+    assert set(right.store.log.index_flags("default").values()) == {1}
     assert right.search("new", k=1)[0].message.id == "new"
 
 
@@ -367,7 +367,7 @@ def test_every_error_is_a_ragmem_error():
     (lambda m: m.prompt("pool?", strategy="magic"), "strategy must be one of 'ragmem'"),
     (lambda m: m.prompt("pool?", placement="middle"), "placement must be one of"),
     (lambda m: m.prompt("pool?", recall_format="xml"), "recall_format must be one of"),
-    (lambda m: m.recent(-1), "n must be from 0"),
+    (lambda m: m.messages(last=-1), "last must be from 0"),
     (lambda m: m.messages(""), "session must be a non-empty string"),
     (lambda m: m.forget_session(""), "session must be a non-empty string"),
 ])
@@ -457,7 +457,7 @@ def test_created_at_out_of_range(store, created_at, match):
     with pytest.raises(InvalidMessage, match=f"message 1's created_at .*{match}"):
         store.add_many([{"role": "user", "content": "fine", "id": "t-ok"},
                         {"role": "user", "content": "when?", "created_at": created_at}])
-    assert store.log.get(store.namespace, "t-ok") is None  # the batch stored nothing
+    assert store.store.log.get(store.namespace, "t-ok") is None  # the batch stored nothing
 
 
 def test_created_at_at_the_edges_round_trips(store):

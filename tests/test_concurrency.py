@@ -33,10 +33,10 @@ def check_store(mem: Memory, expected: dict[tuple[str, str], list[list[str]]]) -
         for w in writers:
             assert [pos[i] for i in w] == sorted(pos[i] for i in w), "a writer's messages were reordered"
     for ns in {ns for ns, _ in expected}:
-        flags = mem.log.index_flags(ns)
+        flags = mem.store.log.index_flags(ns)
         assert set(flags.values()) <= {1}
-        assert mem.index.all_message_ids(ns) == set(flags)
-        assert mem.index.count(ns) == mem.log.indexed_chunk_count(ns)
+        assert mem.store.index.all_message_ids(ns) == set(flags)
+        assert mem.store.index.count(ns) == mem.store.log.indexed_chunk_count(ns)
 
 
 def test_threads_adding_and_querying(tmp_path):
@@ -88,7 +88,7 @@ from conftest import HashEmbedder
 from ragmem import Memory
 store, proc, url, query = sys.argv[1], sys.argv[2], sys.argv[3] or None, sys.argv[4] == "1"
 base = Memory(store, embedder=HashEmbedder(), chroma_url=url)
-base.index.collection("default")
+base.store.index.collection("default")
 print("READY", flush=True)
 sys.stdin.readline()  # start together
 own, shared = base.for_session("own-" + proc), base.for_session("shared")
@@ -169,7 +169,7 @@ def open_new_store_at_once(store: Path, url: str = "", n: int = 4) -> None:
     """``n`` processes create the same new store in the same instant; all must succeed."""
     run_in_step(OPENER.format(tests=str(ROOT / "tests")), [[str(store), f"p{i}", url] for i in range(n)])
     mem = Memory(store, embedder=HashEmbedder(), chroma_url=url or None)
-    assert sorted(m.id for m in mem.recent(100)) == sorted(f"p{i}-hello" for i in range(n))
+    assert sorted(m.id for m in mem.messages(last=100)) == sorted(f"p{i}-hello" for i in range(n))
 
 
 def test_threads_creating_one_new_store(tmp_path):
@@ -191,7 +191,7 @@ def test_threads_creating_one_new_store(tmp_path):
     for t in threads:
         t.join()
     assert not errors, errors
-    assert len(Memory(tmp_path / "new" / "store", embedder=HashEmbedder()).recent(10)) == 6
+    assert len(Memory(tmp_path / "new" / "store", embedder=HashEmbedder()).messages(last=10)) == 6
 
 
 def test_processes_creating_one_new_embedded_store(tmp_path):

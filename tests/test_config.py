@@ -97,7 +97,7 @@ def test_the_config_points_every_tool_at_a_chroma_server(tmp_path, chroma_server
     store.mkdir()
     (store / "ragmem.toml").write_text(f'chroma_url = "{chroma_server.url}"\n')
     mem = Memory(store)
-    assert mem.chroma_url == chroma_server.url
+    assert mem.store.chroma_url == chroma_server.url
     mem.add({"role": "user", "content": "the backup job runs at 02:00"})
     mem.close()
     assert not (store / "chroma").exists()  # the index went to the server, not an embedded folder
@@ -147,13 +147,13 @@ def test_forget_where_expires_by_time_role_and_metadata_keeping_units_whole(tmp_
         {"role": "user", "content": "new question about billing", "created_at": new, "metadata": {"topic": "billing"}},
     ])
     mem.for_session("b").add({"role": "user", "content": "old note in another session", "created_at": old})
-    with pytest.raises(UsageError, match="needs a filter"):
-        mem.forget_where()
-    gone = mem.forget_where(until=datetime(2024, 1, 1, tzinfo=timezone.utc))
+    with pytest.raises(UsageError, match="needs a message id or a filter"):
+        mem.forget()
+    gone = mem.forget(until=datetime(2024, 1, 1, tzinfo=timezone.utc))
     assert len(gone) == 3  # the tool result went with its call, though it is newer
     assert [m.text for m in mem.messages()] == ["new question about billing"]
     assert mem.search("cache hit rate", k=5) and all("cache" not in h.message.text for h in mem.search("cache hit rate", k=5))
     assert len(mem.messages("b")) == 1  # another session is untouched by the session scope
-    assert len(mem.forget_where(until=datetime(2024, 1, 1, tzinfo=timezone.utc), scope="namespace")) == 1
-    assert mem.forget_where(where={"topic": "billing"}) and mem.messages() == []
+    assert len(mem.forget(until=datetime(2024, 1, 1, tzinfo=timezone.utc), scope="namespace")) == 1
+    assert mem.forget(where={"topic": "billing"}) and mem.messages() == []
     mem.close()

@@ -65,7 +65,7 @@ def test_verify_after_a_pending_forget_is_not_a_false_failure(tmp_path, capsys):
     mem = crash_kill.open_memory(str(store), True)
     mem.add_many([{"role": "user", "content": f"note {i} on the pool", "id": f"n{i}"} for i in range(5)])
     mem.forget("n2", wait=False)
-    assert mem.log.forgets_pending()
+    assert mem.store.log.forgets_pending()
     mem.close()
     crash_kill.child_verify(str(store), True).close()
     report = json.loads(capsys.readouterr().out.split("VERIFY ", 1)[1])
@@ -74,15 +74,15 @@ def test_verify_after_a_pending_forget_is_not_a_false_failure(tmp_path, capsys):
 
 
 def agree(mem: Memory) -> None:
-    flags = mem.log.index_flags(mem.namespace)
+    flags = mem.store.log.index_flags(mem.namespace)
     assert set(flags.values()) <= {1}
-    assert mem.index.all_message_ids(mem.namespace) == set(flags)
+    assert mem.store.index.all_message_ids(mem.namespace) == set(flags)
 
 
 def test_crash_inside_reindex_is_repaired_on_open(tmp_path, hash_embedder, monkeypatch):
     """reindex() drops the collection, then rebuilds it: a crash in between must not leave
     messages flagged as indexed that the index no longer holds."""
-    import ragmem._memory
+    import ragmem._backend
 
     mem = Memory(tmp_path / "s", embedder=hash_embedder)
     mem.add_many([{"role": "user", "content": f"turn {i} about pools"} for i in range(20)])
@@ -90,11 +90,11 @@ def test_crash_inside_reindex_is_repaired_on_open(tmp_path, hash_embedder, monke
     def die(*a, **k):
         raise KeyboardInterrupt("simulated kill -9 inside reindex")
 
-    monkeypatch.setattr(ragmem._memory, "index_messages", die)
+    monkeypatch.setattr(ragmem._backend, "index_messages", die)
     with pytest.raises(KeyboardInterrupt):
-        mem.reindex()
+        mem.store.reindex(mem.namespace)
     monkeypatch.undo()
-    assert mem.index.count("default") == 0  # the crash left an empty collection
+    assert mem.store.index.count("default") == 0  # the crash left an empty collection
     mem.close()
     again = Memory(tmp_path / "s", embedder=hash_embedder)
     agree(again)
@@ -104,21 +104,21 @@ def test_crash_inside_reindex_is_repaired_on_open(tmp_path, hash_embedder, monke
 def test_crash_between_index_write_and_flag_leaves_no_duplicate(tmp_path, hash_embedder, monkeypatch):
     """Vectors written, the 'indexed' flag not yet: the repair re-upserts under the same chunk ids."""
     mem = Memory(tmp_path / "s", embedder=hash_embedder)
-    monkeypatch.setattr(mem.log, "mark_indexed", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr(mem.store.log, "mark_indexed", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
         mem.add({"role": "user", "content": "long " * 3000}, id="long")
     monkeypatch.undo()
     mem.close()
     again = Memory(tmp_path / "s", embedder=hash_embedder)
     agree(again)
-    assert again.index.count("default") == again.log.indexed_chunk_count("default") > 1
+    assert again.store.index.count("default") == again.store.log.indexed_chunk_count("default") > 1
 
 
 def test_crash_inside_forget_is_finished_on_open(tmp_path, hash_embedder, monkeypatch):
     mem = Memory(tmp_path / "s", embedder=hash_embedder)
     mem.add_many([{"role": "user", "content": f"keep {i}", "id": f"k{i}"} for i in range(3)])
     mem.add({"role": "user", "content": "secret to forget"}, id="gone")
-    monkeypatch.setattr(mem.log, "purge", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr(mem.store.log, "purge", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
         mem.forget("gone")
     monkeypatch.undo()
@@ -126,7 +126,7 @@ def test_crash_inside_forget_is_finished_on_open(tmp_path, hash_embedder, monkey
     again = Memory(tmp_path / "s", embedder=hash_embedder)
     assert [m.id for m in again.messages()] == ["k0", "k1", "k2"]
     agree(again)
-    assert "gone" not in again.index.all_message_ids("default")
+    assert "gone" not in again.store.index.all_message_ids("default")
 
 
 # ------------------------------------------------------------- a batch killed while embedding (issue 10)
@@ -194,7 +194,7 @@ def test_batch_killed_while_embedding_then_retried(tmp_path, ids):
     from conftest import HashEmbedder
 
     mem = Memory(store, session="s", embedder=HashEmbedder())
-    assert mem.repaired["indexed"] == len(batch)  # stored but unindexed: the open indexed it
+    assert mem.store.repaired["indexed"] == len(batch)  # stored but unindexed: the open indexed it
     assert [m.content for m in mem.messages()] == [m["content"] for m in batch]
     agree(mem)
 

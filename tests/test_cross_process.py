@@ -29,9 +29,9 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
 
 def vector_ids(mem: Memory, text: str, n: int = 5) -> list[str]:
     """Message ids of the vector index's nearest chunks to ``text`` in the session (no BM25)."""
-    mem.flush()  # the public "bring the index up to date" call every search makes first
-    vec = embed_query(mem.embedder, text)
-    return [h.message_id for h in mem.index.query(mem.namespace, vec, n, sessions=[mem.session])]
+    mem.store.flush()  # the public "bring the index up to date" call every search makes first
+    vec = embed_query(mem.store.embedder, text)
+    return [h.message_id for h in mem.store.index.query(mem.namespace, vec, n, sessions=[mem.session])]
 
 
 def run(code: str, *args: str) -> subprocess.CompletedProcess:
@@ -58,7 +58,7 @@ def test_embedded_reader_sees_vectors_another_process_added(tmp_path, embedder):
     time.sleep(REFRESH_INTERVAL)
     found = [i for i in range(10) if f"w-{i}" in vector_ids(reader, reader.get(f"w-{i}").content)]
     assert len(found) == 10, found
-    assert reader._consistency.refreshes >= 1
+    assert reader.store._consistency.refreshes >= 1
     reader.close()
 
 
@@ -79,15 +79,15 @@ def test_dead_writers_leftovers_are_indexed_by_a_live_process(tmp_path, embedder
     vector_ids(reader, "lunch")
     out = run(LEAVE_UNINDEXED, str(tmp_path / "s"))
     assert out.returncode == -signal.SIGKILL, out.stderr[-2000:]
-    assert reader.log.unindexed_rowids()
+    assert reader.store.log.unindexed_rowids()
     t0 = time.monotonic()
     assert "orphan" not in vector_ids(reader, "harbour crane")  # first seen: a live writer may be on it
     while "orphan" not in vector_ids(reader, "harbour crane"):
         assert time.monotonic() - t0 < ORPHAN_GRACE + 5, "never indexed"
         time.sleep(0.2)
     assert time.monotonic() - t0 >= ORPHAN_GRACE - 0.01
-    assert reader._consistency.adopted == 1
-    assert reader.log.unindexed_rowids() == []
+    assert reader.store._consistency.adopted == 1
+    assert reader.store.log.unindexed_rowids() == []
     # the search the user runs finds it as a vector hit too
     assert reader.search("harbour crane", k=1)[0].message.id == "orphan"
     reader.close()
@@ -98,7 +98,7 @@ import sys, time
 from ragmem import Memory
 store, name, mode = sys.argv[1:4]
 mem = Memory(store, session="s", index=mode)
-mem.embedder.embed_batch(["warm up"], kind="document"), mem.index  # load the model and Chroma before the clock runs
+mem.store.embedder.embed_batch(["warm up"], kind="document"), mem.store.index  # load the model and Chroma before the clock runs
 print("READY", flush=True)
 i = 0
 while True:
@@ -153,7 +153,7 @@ def test_soak_long_lived_reader_beside_killed_writers(tmp_path, embedder):
     def poll() -> None:
         for mid in [m for m in list(acked) if not found(m)]:
             t = time.time()
-            reads.setdefault(mid, []).append((t, mid in vector_ids(reader, reader.log.get(reader.namespace, mid).content)))
+            reads.setdefault(mid, []).append((t, mid in vector_ids(reader, reader.store.log.get(reader.namespace, mid).content)))
 
     for pair in (threads[0:2], threads[2:4]):
         for t in pair:
@@ -183,7 +183,7 @@ def test_soak_long_lived_reader_beside_killed_writers(tmp_path, embedder):
     ids = [m.id for m in reader.messages()]
     assert len(ids) == len(set(ids)) and set(acked) <= set(ids)
     print(f"soak: {len(acked)} acked, worst delay {max(worst.values()):.2f} s, "
-          f"refreshes {reader._consistency.refreshes}, adopted {reader._consistency.adopted}, "
+          f"refreshes {reader.store._consistency.refreshes}, adopted {reader.store._consistency.adopted}, "
           f"{time.monotonic() - started:.1f} s")
     reader.close()
 

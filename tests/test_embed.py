@@ -150,7 +150,7 @@ def test_the_store_records_which_path_embedded_each_vector(tmp_path):
     mem = Memory(tmp_path / "s", embedder=AutoEmbedder(precision="int8"))
     mem.add_many([{"role": "user", "content": f"note {i} about the pool"} for i in range(20)])
     mem.add({"role": "user", "content": "one live turn"})
-    col = mem.index.collection(mem.namespace, mem.session)
+    col = mem.store.index.collection(mem.namespace, mem.session)
     metas = col.get(include=["metadatas"])["metadatas"]
     paths = sorted(m["embedded_by"] for m in metas)
     assert paths == ["onnx-fp32"] + ["onnx-int8"] * 20

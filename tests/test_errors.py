@@ -448,7 +448,7 @@ def test_closed_memory_is_a_usage_error(tmp_path):
     mem.add({"role": "user", "content": "x"})
     mem.close()
     mem.close()  # closing twice is fine
-    for call in (lambda: mem.recent(), lambda: mem.add({"role": "user", "content": "y"}), lambda: mem.state.get()):
+    for call in (lambda: mem.messages(last=10), lambda: mem.add({"role": "user", "content": "y"}), lambda: mem.state.get()):
         _raises_usage(call, r"the store at .* was closed; open a new Memory on it")
 
 

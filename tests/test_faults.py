@@ -90,7 +90,7 @@ def test_embedded_refreshes_leak_no_file_handles(tmp_path, hash_embedder):
     def rounds(n: int) -> None:
         for i in range(n):
             other.add({"role": "user", "content": f"turn {i} of the other writer"})
-            reader._consistency._refreshed_at = -1e9  # skip the rate limit: a refresh every round
+            reader.store._consistency._refreshed_at = -1e9  # skip the rate limit: a refresh every round
             reader.search(f"turn {i}")
 
     rounds(5)  # the retired System of the last refresh is freed by the next one: the level is reached here
@@ -98,7 +98,7 @@ def test_embedded_refreshes_leak_no_file_handles(tmp_path, hash_embedder):
     before = open_fds()
     rounds(30)
     after = settled_fds(before + 2)
-    assert reader._consistency.refreshes >= 35 and consistency.REFRESH_INTERVAL > 0
+    assert reader.store._consistency.refreshes >= 35 and consistency.REFRESH_INTERVAL > 0
     assert after - before <= 2, f"{after - before} descriptors leaked over 30 refreshes"
     other.close()
     reader.close()
@@ -111,15 +111,15 @@ def test_full_disk_is_a_clear_store_error_and_the_batch_is_not_stored(tmp_path, 
     """Simulated with SQLite's max_page_count (the log cannot grow: SQLITE_FULL, what a full disk gives)."""
     mem = Memory(tmp_path / "s", embedder=hash_embedder)
     mem.add({"role": "user", "content": "stored before the disk filled"})
-    pages = mem.log._db.execute("PRAGMA page_count").fetchone()[0]
-    mem.log._db.execute(f"PRAGMA max_page_count={pages}")
+    pages = mem.store.log._db.execute("PRAGMA page_count").fetchone()[0]
+    mem.store.log._db.execute(f"PRAGMA max_page_count={pages}")
     batch = [{"role": "user", "content": f"turn {i} " + "padding " * 600} for i in range(40)]
     with pytest.raises(StoreError, match="disk holding the store .* is full.*nothing of this call was stored") as err:
         mem.add_many(batch)
     assert "unreadable" not in str(err.value) and "new store" not in str(err.value)
     assert isinstance(err.value.__cause__, sqlite3.OperationalError)
     assert [m.content for m in mem.messages()] == ["stored before the disk filled"]
-    mem.log._db.execute("PRAGMA max_page_count=1073741823")  # space freed: the same call now works
+    mem.store.log._db.execute("PRAGMA max_page_count=1073741823")  # space freed: the same call now works
     assert len(mem.add_many(batch)) == 40
     assert mem.search("turn 7 padding", k=1)[0].message.content.startswith("turn 7 ")
     mem.close()
@@ -171,7 +171,7 @@ def test_cli_on_a_really_full_disk_says_disk_full_not_unreadable(tmpfs, tmp_path
     status, out, err = run("--store", str(store), "ingest", str(history))
     assert status == 0, err
     again = Memory(store, embedder=embedder)
-    assert again.log.count() == 31 and again.get(again.messages()[0].id).content == "the pool size is 20"
+    assert again.store.log.count() == 31 and again.get(again.messages()[0].id).content == "the pool size is 20"
     again.close()
 
 
@@ -212,7 +212,7 @@ def test_read_only_store_opens_for_reading_and_refuses_writes_clearly(read_only_
     mem = Memory(read_only_store, session="s1", embedder=embedder, window=2)
     hits = mem.search("when does the pump arrive", k=2)
     assert hits[0].message.content == "the pump arrives on Friday"
-    vec_ids = {h.message_id for h in mem.index.query("default", mem.embedder.embed_batch(
+    vec_ids = {h.message_id for h in mem.store.index.query("default", mem.store.embedder.embed_batch(
         ["the harbour crane broke"], kind="query")[0], 2, sessions=["s1"])}
     assert mem.messages()[0].id in vec_ids, "the vector side must work too, not only BM25"
     ctx = mem.prompt("what broke?", budget=800)
@@ -242,7 +242,7 @@ def test_cli_reads_a_read_only_store(read_only_store):
 def _vector_hit(mem: Memory, text: str) -> str:
     from ragmem._recall import embed_query
 
-    return mem.index.query(mem.namespace, embed_query(mem.embedder, text), 1, sessions=[mem.session])[0].message_id
+    return mem.store.index.query(mem.namespace, embed_query(mem.store.embedder, text), 1, sessions=[mem.session])[0].message_id
 
 
 def _store_with_history(path: Path, embedder) -> dict[str, str]:
@@ -277,9 +277,9 @@ def test_lost_or_damaged_embedded_index_is_said_and_rebuilt_from_the_log(tmp_pat
     # the vector side itself holds every message again (search is not quietly keyword-only)
     for text, mid in ids.items():
         assert _vector_hit(mem, text) == mid
-    assert mem.index.count("default") == 5
+    assert mem.store.index.count("default") == 5
     assert list((tmp_path / "s").glob("chroma.broken-*")), "the broken index is kept aside, not deleted"
-    assert mem.repair(full=True) == {"purged": 0, "indexed": 0, "dropped": 0, "stale_collections": 0}
+    assert mem.store.repair(full=True) == {"purged": 0, "indexed": 0, "dropped": 0, "stale_collections": 0}
     mem.close()
 
 
@@ -294,7 +294,7 @@ def test_repair_full_rebuilds_a_damaged_index_in_a_running_process(tmp_path, emb
         f.seek(db.stat().st_size // 2)
         f.write(os.urandom(8192))
     with pytest.warns(IndexRebuilt):
-        done = mem.repair(full=True)
+        done = mem.store.repair(full=True)
     assert done["indexed"] == 5
     for text, mid in ids.items():
         assert _vector_hit(mem, text) == mid
@@ -318,7 +318,7 @@ def test_another_model_in_an_indexed_namespace_is_refused_at_add(tmp_path, embed
     with pytest.raises(EmbeddingMismatch, match="all-MiniLM-L6-v2.*test-hash-embedder.*reindex") as err:
         b.add({"role": "user", "content": "a turn embedded by another model"})
     assert "Nothing was stored" in str(err.value)
-    assert b.log.count("default", "s2") == 0
+    assert b.store.log.count("default", "s2") == 0
     # another namespace may use the other model
     other = b.for_session("s1", namespace="tenant-b")
     other.add({"role": "user", "content": "a turn of another namespace"})
@@ -334,7 +334,7 @@ def test_reindex_moves_a_namespace_to_another_model(tmp_path, embedder, hash_emb
     a.add({"role": "user", "content": "the harbour crane broke on Monday"})
     a.close()
     b = Memory(tmp_path / "s", session="s1", embedder=hash_embedder)
-    assert b.reindex() == 1
+    assert b.store.reindex(b.namespace) == 1
     b.for_session("s2").add({"role": "user", "content": "now the whole namespace is on the hash model"})
     assert {h.session for h in b.search("hash model crane", k=5, scope="namespace")} == {"s1", "s2"}
     b.close()

@@ -51,7 +51,7 @@ def test_forget_without_wait_hides_at_once_and_the_next_search_purges(tmp_path, 
     # gone from every read before any purge
     with pytest.raises(MessageNotFound):
         mem.get(secret)
-    assert secret not in [m.id for m in mem.recent(10)]
+    assert secret not in [m.id for m in mem.messages(last=10)]
     assert tombstones(store) == 1 and secret in vectors_of(store, "a")  # the row and vector wait for the purge
     with pytest.raises(InvalidMessage, match="was just forgotten"):  # its id cannot be reused meanwhile
         mem.add({"role": "user", "content": "something else"}, id=secret)
@@ -65,7 +65,7 @@ def test_forget_without_wait_hides_at_once_and_the_next_search_purges(tmp_path, 
     mem.forget(other, wait=False)
     mem.close()
     reopened = Memory(store, session="a", embedder=embedder)
-    assert reopened.repaired["purged"] == 0 and tombstones(store) == 1
+    assert reopened.store.repaired["purged"] == 0 and tombstones(store) == 1
     assert other not in reopened.prompt("what is my favourite editor?", budget=2000).message_ids()
     assert tombstones(store) == 0 and other not in vectors_of(store, "a")
     assert len(vectors_of(store, "a")) == 3
@@ -77,7 +77,7 @@ def test_forget_session_without_wait_then_reuse_of_its_name(tmp_path, embedder):
     mem.add_many(TURNS)
     mem.state.update(goal="keep secrets")
     assert mem.forget_session(wait=False) == 4
-    assert mem.sessions() == [] and mem.recent(10) == [] and mem.state.get() == {}
+    assert mem.sessions() == [] and mem.messages(last=10) == [] and mem.state.get() == {}
     # the name lives again before the purge ran: the sequence continues, nothing collides
     fresh = mem.add({"role": "user", "content": "A new start: the deploy window is Tuesday."})
     assert fresh.seq == 4
@@ -91,7 +91,7 @@ def test_forget_session_without_wait_then_reuse_of_its_name(tmp_path, embedder):
     # the collection was revived, so the purge removed only the forgotten vectors
     assert vectors_of(store, "b") == {fresh.id}
     assert [h.message.id for h in reopened.search("deploy window", k=3)] == [fresh.id]
-    assert [m.id for m in reopened.recent(10)] == [fresh.id]
+    assert [m.id for m in reopened.messages(last=10)] == [fresh.id]
 
 
 def test_forget_session_waited_drops_the_collection(tmp_path, embedder):
@@ -160,7 +160,7 @@ def test_next_after_skips_forgotten_messages(tmp_path):
     mem = Memory(tmp_path / "s", session="n", embedder=HashEmbedder())
     ids = [m.id for m in mem.add_many(TURNS)]
     mem.forget(ids[1])
-    after = mem.log.next_after("default", "n", [0, 1, 2, 3, 7])
+    after = mem.store.log.next_after("default", "n", [0, 1, 2, 3, 7])
     assert after == {0: (ids[2], 2), 1: (ids[2], 2), 2: (ids[3], 3)}
-    assert mem.log.next_after("default", "n", []) == {}
-    assert mem.log.next_after("default", "other", [0]) == {}
+    assert mem.store.log.next_after("default", "n", []) == {}
+    assert mem.store.log.next_after("default", "other", [0]) == {}

@@ -445,7 +445,7 @@ def test_langchain_agent_middleware_keeps_the_model_input_within_budget(tmp_path
                          middleware=[RagmemMiddleware(memory=mem, budget=budget)], checkpointer=InMemorySaver())
     for i in range(TURNS):
         agent.invoke({"messages": [{"role": "user", "content": _fact(i)}]}, config={"configurable": {"thread_id": "wh"}})
-    sizes = [count_messages(mem.counter, [from_langchain(m) for m in msgs]) for msgs in seen]
+    sizes = [count_messages(mem.store.counter, [from_langchain(m) for m in msgs]) for msgs in seen]
     assert len(sizes) == TURNS and max(sizes) <= budget
     assert sizes[-1] > budget // 2  # the budget is used, not starved
     assert len(mem.for_session("wh").messages()) == 2 * TURNS  # every turn stored once, though the thread resends them
@@ -525,7 +525,7 @@ def test_llamaindex_memory_keeps_the_model_input_within_token_limit(tmp_path):
     engine = SimpleChatEngine.from_defaults(llm=_recording_mock_llm(seen), memory=RagmemMemory.from_defaults(memory=mem, token_limit=limit))
     for i in range(TURNS):
         engine.chat(_fact(i))
-    sizes = [count_messages(mem.counter, [from_llamaindex(m) for m in msgs]) for msgs in seen]
+    sizes = [count_messages(mem.store.counter, [from_llamaindex(m) for m in msgs]) for msgs in seen]
     assert len(sizes) == TURNS and max(sizes) <= limit and sizes[-1] > limit // 2
     assert sum(1 for m in seen[-1] if m.content == _fact(TURNS - 1)) == 1
     assert len(mem.messages()) == 2 * TURNS
@@ -540,7 +540,7 @@ def test_llamaindex_get_without_a_turn_is_budgeted(mem):
         mem.add_many([{"role": "user", "content": _fact(i)}, {"role": "assistant", "content": f"Noted crate {i}."}])
     got = memory.get()
     assert 0 < len(got) < 80 and got[-1].content == "Noted crate 39."
-    assert count_messages(mem.counter, [from_llamaindex(m) for m in got]) <= 300
+    assert count_messages(mem.store.counter, [from_llamaindex(m) for m in got]) <= 300
     assert len(memory.get_all()) == 80
 
 
@@ -580,7 +580,7 @@ def test_llamaindex_memory_block_recalls_ejected_turns(tmp_path):
     for i in range(TURNS):
         engine.chat(_fact(i))
     engine.chat("Which crate holds 21 widgets?")
-    sizes = [count_messages(mem.counter, [from_llamaindex(m) for m in msgs]) for msgs in seen]
+    sizes = [count_messages(mem.store.counter, [from_llamaindex(m) for m in msgs]) for msgs in seen]
     # LlamaIndex's Memory counts text tokens without the few tokens of framing per message
     assert max(sizes) <= limit + 4 * max(len(m) for m in seen)
     assert len(mem.messages()) > TURNS  # the ejected turns went to ragmem
@@ -632,7 +632,7 @@ def test_openai_agents_run_config_keeps_the_model_input_within_budget(tmp_path):
 
     asyncio.run(go())
     sizes = [
-        count_messages(session.memory.counter, [{"role": "system", "content": ins or ""}, *items_to_messages(inp)])
+        count_messages(session.memory.store.counter, [{"role": "system", "content": ins or ""}, *items_to_messages(inp)])
         for ins, inp in seen
     ]
     assert len(seen) > TURNS and max(sizes) <= budget and sizes[-1] > budget // 2

@@ -28,18 +28,18 @@ def test_an_id_holding_a_hash_never_collides_with_chunk_ids(tmp_path, order):
     for mid in order:
         mem.add({"role": "user", "content": texts[mid]}, id=mid)
     # every chunk the log expects is in the index, under its own message
-    assert mem.index.count(mem.namespace, [mem.session]) == mem.log.indexed_chunk_count(mem.namespace)
-    assert mem.log.indexed_chunk_count(mem.namespace) > 2
-    assert mem.index.all_message_ids(mem.namespace) == {"doc", "doc#1"}
+    assert mem.store.index.count(mem.namespace, [mem.session]) == mem.store.log.indexed_chunk_count(mem.namespace)
+    assert mem.store.log.indexed_chunk_count(mem.namespace) > 2
+    assert mem.store.index.all_message_ids(mem.namespace) == {"doc", "doc#1"}
     hits = [h.message.id for h in mem.search(SHORT, k=5)]
     assert hits[0] == "doc#1" and sorted(hits) == ["doc", "doc#1"]  # each message once, the right one first
     assert [h.message.id for h in mem.search("word7 kernel upgrade runbook", k=5)][0] == "doc"
     # a full comparison of index and log finds nothing to fix
-    assert mem.repair(full=True) == {"purged": 0, "indexed": 0, "dropped": 0, "stale_collections": 0}
+    assert mem.store.repair(full=True) == {"purged": 0, "indexed": 0, "dropped": 0, "stale_collections": 0}
     # forgetting one leaves the other whole
     mem.forget("doc")
-    assert mem.index.all_message_ids(mem.namespace) == {"doc#1"}
-    assert mem.index.count(mem.namespace, [mem.session]) == 1
+    assert mem.store.index.all_message_ids(mem.namespace) == {"doc#1"}
+    assert mem.store.index.count(mem.namespace, [mem.session]) == 1
     mem.close()
 
 
@@ -57,7 +57,7 @@ def test_nan_and_infinity_are_refused(tmp_path, bad, where):
     }[where]
     with pytest.raises(InvalidMessage, match="NaN or infinite number"):
         mem.add(msg, id="bad")
-    assert mem.log.get(mem.namespace, "bad") is None
+    assert mem.store.log.get(mem.namespace, "bad") is None
     # where= searches keep working, in the session and the namespace
     for scope in ("session", "namespace"):
         assert [h.message.id for h in mem.search("pool", where={"topic": "db"}, scope=scope)] == ["ok"]

@@ -116,7 +116,7 @@ def test_forget_session_removes_that_session_and_nothing_else(history, victim):
         base, views, model = fill(Path(tmp), history)
         views[victim].state.update(goal="to be forgotten")
         before = {k: v.export() for k, v in views.items()}
-        index_before = {ns: base.index.all_message_ids(ns) for ns in NAMESPACES}
+        index_before = {ns: base.store.index.all_message_ids(ns) for ns in NAMESPACES}
         assert views[victim].forget_session() == len(model[victim])
         gone = set(model[victim])
         for key, view in views.items():
@@ -127,10 +127,10 @@ def test_forget_session_removes_that_session_and_nothing_else(history, victim):
                 assert view.export() == before[key]
         for ns in NAMESPACES:
             expected = index_before[ns] - gone if ns == victim[0] else index_before[ns]
-            assert base.index.all_message_ids(ns) == expected
+            assert base.store.index.all_message_ids(ns) == expected
             # the namespace's own collection lost exactly the same vectors
-            assert base.index.held_everywhere(ns) == (expected, expected)
-        assert all(base.log.get(victim[0], i) is None for i in gone)
+            assert base.store.index.held_everywhere(ns) == (expected, expected)
+        assert all(base.store.log.get(victim[0], i) is None for i in gone)
         # the session is reusable afterwards, from seq 0
         assert views[victim].add({"role": "user", "content": "fresh start"}).seq == 0
         base.close()
@@ -222,7 +222,7 @@ def _snapshot(mem: Memory, ns: str) -> dict:
         view = mem.for_session(s, ns)
         out["exports"][s] = view.export()
         out["states"][s] = view.state.get()
-    out["index"] = sorted(mem.index.all_message_ids(ns))
+    out["index"] = sorted(mem.store.index.all_message_ids(ns))
     return out
 
 
@@ -282,8 +282,8 @@ def test_two_tenants_with_the_same_ids_never_cross(history, pair, swap, query):
             assert {r["namespace"] for r in b.export(s)} <= {b_ns}
             assert MARK[0] not in json.dumps(b.state.get())
             assert {i.namespace for i in b.sessions()} <= {b_ns}
-            assert b.stats()["namespace_messages"] == len(ns_own) and "store_messages" not in b.stats()
-            assert b.summary is None or MARK[0] not in b.summary
+            assert b.store.stats(b.namespace, b.session)["namespace_messages"] == len(ns_own) and "store_messages" not in b.store.stats(b.namespace, b.session)
+            assert b.summary() is None or MARK[0] not in b.summary()
         # -- writes: adding under A's ids makes B's own messages; forgetting touches B only
         for mid in SHARED_IDS:
             s = TWO_SESSIONS[0]
@@ -327,8 +327,8 @@ def test_names_with_control_characters_are_refused(tmp_path, bad, kind):
                 call(bad)
     else:
         with pytest.raises(UsageError, match="namespace"):
-            base.sessions(bad)
-    assert base.log.count() == 0 and base.log.namespaces() == []  # nothing was created
+            base.store.sessions(bad)
+    assert base.store.log.count() == 0 and base.store.log.namespaces() == []  # nothing was created
     base.close()
 
 
@@ -373,7 +373,7 @@ def test_other_literal_options_are_refused_naming_the_choices(tmp_path, call):
     mem = Memory(tmp_path / "s", embedder=HashEmbedder())
     with pytest.raises(UsageError, match="must be one of"):
         call(mem)
-    assert mem.log.count() == 0
+    assert mem.store.log.count() == 0
     mem.close()
     for bad in ({"orphans": "drop"}, {"index": "async"}, {"placement": "x"}, {"recall_format": "x"}):
         with pytest.raises(UsageError, match="must be one of"):
@@ -417,7 +417,7 @@ def _victim_view(a: Memory) -> dict:
         s: (a.for_session(s).export(), a.for_session(s).state.get())
         for s in ("support", "billing")
     } | {"sessions": [(i.session, i.messages) for i in a.sessions()],
-         "index": sorted(a.index.all_message_ids(VICTIM))}
+         "index": sorted(a.store.index.all_message_ids(VICTIM))}
 
 
 def _no_leak(text: str, supplied: tuple[str, ...] = ()) -> None:

@@ -44,7 +44,7 @@ def test_match_query_quotes_terms_and_scopes():
 
 
 def _lexical_ids(mem: Memory) -> set[str]:
-    return {r[0] for r in mem.log._rows("SELECT mid FROM lexical_map")}
+    return {r[0] for r in mem.store.log._rows("SELECT mid FROM lexical_map")}
 
 
 def test_lexical_rows_follow_add_forget_and_repair(tmp_path, hash_embedder):
@@ -63,9 +63,9 @@ def test_lexical_rows_follow_add_forget_and_repair(tmp_path, hash_embedder):
     mem.for_session("b").forget_session()
     assert _lexical_ids(mem) == {"u1"}
     # a store whose lexical rows are gone (an older store) is rebuilt on open
-    with mem.log._lock:
-        mem.log._db.execute("DELETE FROM lexical")
-        mem.log._db.execute("DELETE FROM lexical_map")
+    with mem.store.log._lock:
+        mem.store.log._db.execute("DELETE FROM lexical")
+        mem.store.log._db.execute("DELETE FROM lexical_map")
     mem.close()
     mem = Memory(tmp_path / "s", session="a", embedder=hash_embedder)
     assert _lexical_ids(mem) == {"u1"}
@@ -82,7 +82,7 @@ def test_lexical_text_carries_the_previous_turn_and_the_call(tmp_path, hash_embe
                                                                       "arguments": '{"service": "auth-db"}'}}]},
         {"role": "tool", "tool_call_id": "c1", "content": '{"pool": 12}', "id": "t"},
     ])
-    body = dict(mem.log._rows("SELECT mid, body FROM lexical"))
+    body = dict(mem.store.log._rows("SELECT mid, body FROM lexical"))
     assert "move" in body["r"].split() and "sweden" in body["r"].split()
     assert {"get_config", "auth", "db"} <= set(body["t"].split())
     mem.close()
@@ -103,9 +103,9 @@ def test_cached_frequencies_never_hide_a_word_that_just_arrived(tmp_path, hash_e
 
     mem = Memory(tmp_path / "s", embedder=hash_embedder)
     mem.add({"role": "user", "content": "the weather is fine"}, id="w")
-    assert lexical_candidates(mem.log, "zebrafish", namespace="default", session="default", n=5) == []
+    assert lexical_candidates(mem.store.log, "zebrafish", namespace="default", session="default", n=5) == []
     mem.add({"role": "user", "content": "my code word is zebrafish"}, id="z")
-    hits = lexical_candidates(mem.log, "zebrafish", namespace="default", session="default", n=5)
+    hits = lexical_candidates(mem.store.log, "zebrafish", namespace="default", session="default", n=5)
     assert [c.message_id for c in hits] == ["z"]
 
 

@@ -68,7 +68,7 @@ def test_prompt_recalls_the_tool_exchange_whole_and_within_budget(mem):
     mem.add_many(incident_session(chatter=80))
     mem.state.update(goal="fix login 500s")
     ctx = mem.prompt("What did we set the DB pool size to?", system="You are an SRE.", budget=700)
-    assert count_messages(mem.counter, ctx.messages) == ctx.trace.total_tokens <= 700
+    assert count_messages(mem.store.counter, ctx.messages) == ctx.trace.total_tokens <= 700
     ids = ctx.message_ids()
     assert "decision" in ids
     # the tool exchange holds the answer too: it is recalled, whole, its results right after the call
@@ -122,8 +122,8 @@ def test_long_tool_result_is_chunked_and_every_part_searchable(mem):
     res = mem.add({"role": "tool", "tool_call_id": "c", "content": body})
     for t in ["weather", "cats", "shopping list", "music"]:
         mem.add({"role": "user", "content": f"something about {t}"})
-    assert mem.log.get_many(mem.namespace, [res.id])  # stored verbatim
-    n_chunks = mem.log.indexed_chunk_count(mem.namespace) - 5  # the five other messages take one chunk each
+    assert mem.store.log.get_many(mem.namespace, [res.id])  # stored verbatim
+    n_chunks = mem.store.log.indexed_chunk_count(mem.namespace) - 5  # the five other messages take one chunk each
     assert n_chunks >= 3
     hits = mem.search("what is the secret rotation key?", k=2)
     assert hits[0].message.id == res.id and hits[0].message.content == body
@@ -202,7 +202,7 @@ def test_summary_covers_what_left_the_window_at_unit_boundaries(mem):
     covers = ctx.trace.summary_covers
     assert covers and "goal" in covers
     assert {"call", "r1", "r2"} <= set(covers) or not {"call", "r1", "r2"} & set(covers)
-    assert "prefer fixes without a restart" in mem.summary
+    assert "prefer fixes without a restart" in mem.summary()
 
 
 def test_anthropic_input_and_output(mem):
@@ -257,7 +257,7 @@ def test_invalid_batch_stores_nothing(mem):
 def test_turn_stored_places_the_stored_user_turn_once(mem):
     mem.add_many(incident_session())
     mem.add({"role": "user", "content": "What did we set the DB pool size to?"}, id="turn")
-    assert [m.id for m in mem.recent(2)] == ["chat29", "turn"]
+    assert [m.id for m in mem.messages(last=2)] == ["chat29", "turn"]
     ctx = mem.prompt(turn_stored=True, budget=800)
     texts = [m["content"] for m in ctx.messages]
     assert texts[-1] == "What did we set the DB pool size to?" and texts.count(texts[-1]) == 1

@@ -78,7 +78,7 @@ def test_an_old_store_is_migrated_in_place_and_everything_still_works(old_store,
     s = _schema(old_store)
     assert s["applied"] == [1, 2] and s["version"] == str(SCHEMA_VERSION) and s["messages_pk"] == ["namespace", "id"]
     # the index layout changed too: the store was re-indexed on open, and the old collections dropped
-    assert work.repaired["indexed"] == 17 and work.repaired["stale_collections"] == 4
+    assert work.store.repaired["indexed"] == 17 and work.store.repaired["stale_collections"] == 4
     cols = make_client(path=str(old_store / "chroma")).list_collections()
     assert {c.metadata["ragmem_schema"] for c in cols} == {INDEX_SCHEMA}
 
@@ -87,7 +87,7 @@ def test_an_old_store_is_migrated_in_place_and_everything_still_works(old_store,
         ns, s_name = key.split("/")
         view = work.for_session(s_name, ns)
         assert view.export() == want["export"], key
-        assert view.state.get() == want["state"] and view.summary == want["summary"]
+        assert view.state.get() == want["state"] and view.summary() == want["summary"]
     assert [i.session for i in work.sessions()] == ["home", "work"]  # "scratch" was being forgotten
 
     # search: dense and lexical, filters, the long multi-chunk message and the id holding "#"
@@ -106,7 +106,7 @@ def test_an_old_store_is_migrated_in_place_and_everything_still_works(old_store,
     assert raw.execute("SELECT COUNT(*) FROM forgotten_sessions").fetchone()[0] == 0
     assert raw.execute("SELECT COUNT(*) FROM messages WHERE id IN ('w-pending', 's-1')").fetchone()[0] == 0
     raw.close()
-    assert set(work.log.index_flags("alice").values()) == {1}
+    assert set(work.store.log.index_flags("alice").values()) == {1}
 
     # tool pairing survives: the call and its result stay one unit, in prompts and in forgetting
     ctx = work.prompt("What was the weather in Lisbon?", budget=3000)
@@ -126,7 +126,7 @@ def test_an_old_store_is_migrated_in_place_and_everything_still_works(old_store,
     work.close()
 
     again = Memory(old_store, namespace="alice", session="work", embedder=embedder)
-    assert again.repaired["indexed"] == 0 and "stale_collections" not in again.repaired  # migrated once
+    assert again.store.repaired["indexed"] == 0 and "stale_collections" not in again.store.repaired  # migrated once
     again.close()
 
 

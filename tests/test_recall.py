@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -59,7 +61,7 @@ def test_prompt_recall_brings_the_evidence_within_budget(mem):
 
 def test_dense_only_setting_still_works(mem):
     _conversation(mem)
-    mem.recall = RecallSettings(dense_weight=1.0)
+    mem.settings = replace(mem.settings, recall=RecallSettings(dense_weight=1.0))
     hits = mem.search("documentary about whales", k=3)
     assert hits and -1.0 <= hits[0].score <= 1.0
 
@@ -70,10 +72,10 @@ def test_chunk_ids_resolve_to_messages_even_with_hash_in_the_id(tmp_path, hash_e
     mem = Memory(tmp_path / "s", embedder=hash_embedder)
     mem.add({"role": "user", "content": "short note about pools"}, id="a#2")
     mem.add({"role": "user", "content": "pool " * 2000}, id="long")
-    pos = mem.log.positions(mem.namespace, ["a#2#0", "long#0", "long#3", "gone#1"])
+    pos = mem.store.log.positions(mem.namespace, ["a#2#0", "long#0", "long#3", "gone#1"])
     assert pos["a#2#0"][0] == "a#2" and pos["long#0"][0] == "long" and pos["long#3"][0] == "long"
     assert "gone#1" not in pos
-    assert mem.log.positions("elsewhere", ["a#2#0", "long#3"]) == {}  # another namespace holds none of them
+    assert mem.store.log.positions("elsewhere", ["a#2#0", "long#3"]) == {}  # another namespace holds none of them
     assert {h.message.id for h in mem.search("pools", k=5)} == {"a#2", "long"}
 
 
@@ -111,12 +113,12 @@ def test_companions_are_whole_neighbouring_units_older_than_the_window(tmp_path,
                                          "redeploy billing-db tonight after the batch jobs finish.", "id": "why"},
         {"role": "user", "content": "OK.", "id": "ok"},
     ])
-    units = {u.id: u for u in group_units(mem.log.messages("default", "default"))}
+    units = {u.id: u for u in group_units(mem.store.log.messages("default", "default"))}
     older = [u for u in units.values() if u.id != "ok"]
-    got = companions(mem.log, older, namespace="default", session="default", before_seq=4)
+    got = companions(mem.store.log, older, namespace="default", session="default", before_seq=4)
     assert {k: v.message_ids for k, v in got.items()} == {"ask": ["call", "result"], "call": ["why"]}
     # "why" sits at the window's start here: the tool exchange comes alone
-    got = companions(mem.log, older, namespace="default", session="default", before_seq=3)
+    got = companions(mem.store.log, older, namespace="default", session="default", before_seq=3)
     assert {k: v.message_ids for k, v in got.items()} == {"ask": ["call", "result"]}
     mem.close()
 
@@ -153,13 +155,13 @@ def test_prompt_brings_the_reply_to_a_recalled_question(mem):
         "The plumber said our boiler is old.", "The boiler makes a noise at night.",
         "A plumber is coming on Tuesday to look at the boiler."))]
     mem.add_many(msgs)
-    mem.window = 2  # recall then sees k + 2 units
+    mem.settings = replace(mem.settings, window=2)  # recall then sees k + 2 units
     q = "How much did the plumber charge for the boiler?"
     # dense only and no neighbour share: the answer then ranks nowhere near its question (the lexical
     # rows carry the turn before, so BM25 would find it)
-    mem.recall = RecallSettings(dense_weight=1.0, neighbour_weight=0.0, companions=False)
+    mem.settings = replace(mem.settings, recall=RecallSettings(dense_weight=1.0, neighbour_weight=0.0, companions=False))
     without = mem.prompt(q, budget=300, k=1)
-    mem.recall = RecallSettings(dense_weight=1.0, neighbour_weight=0.0, companions=True)
+    mem.settings = replace(mem.settings, recall=RecallSettings(dense_weight=1.0, neighbour_weight=0.0, companions=True))
     with_ = mem.prompt(q, budget=300, k=1)
     assert "ask" in without.message_ids() and "answer" not in without.message_ids()
     assert {"ask", "answer"} <= set(with_.message_ids()) and with_.trace.total_tokens <= 300
@@ -205,9 +207,9 @@ def test_prompt_recall_scores_carry_the_diversity_penalty(mem):
     mem.add_many([{"role": "user", "content": "The staging cluster uses max_conn_pool 37 on node kx-44 today.",
                    "id": "dup"}] + [{"role": "user", "content": f"filler after ({i}) " + "more filler " * 40} for i in range(14)])
     q = "what is max_conn_pool on kx-44?"
-    mem.recall = RecallSettings(diversity=0.0)
+    mem.settings = replace(mem.settings, recall=RecallSettings(diversity=0.0))
     plain = {u.unit_id: u.score for u in mem.prompt(q, budget=1500).trace.included if u.section == "recall"}
-    mem.recall = RecallSettings(diversity=0.3)
+    mem.settings = replace(mem.settings, recall=RecallSettings(diversity=0.3))
     mmr = {u.unit_id: u.score for u in mem.prompt(q, budget=1500).trace.included if u.section == "recall"}
     lower, upper = sorted(("fact", "dup"), key=lambda i: plain[i])
     assert mmr[upper] == pytest.approx(plain[upper])
@@ -256,18 +258,18 @@ def test_recall_settings_are_checked_and_shared_by_every_view_of_a_memory(mem):
         with pytest.raises(UsageError):
             RecallSettings(**bad)
     with pytest.raises(UsageError, match="RecallSettings"):
-        Memory(mem.path, recall={"dense_weight": 1.0}, embedder=mem.embedder)
-    assert mem.recall == RecallSettings()  # the defaults
+        Memory(mem.store.path, recall={"dense_weight": 1.0}, embedder=mem.store.embedder)
+    assert mem.settings.recall == RecallSettings()  # the defaults
     dense = mem.for_session("s2")
-    dense.recall = RecallSettings(dense_weight=1.0)
-    assert dense.for_session("s3").recall is dense.recall and mem.recall == RecallSettings()
+    dense.settings = replace(dense.settings, recall=RecallSettings(dense_weight=1.0))
+    assert dense.for_session("s3").settings.recall is dense.settings.recall and mem.settings.recall == RecallSettings()
 
 
 def test_two_memories_of_one_process_search_with_their_own_settings(mem):
     """Settings are per Memory, not per process: a dense-only view beside a fused one, on one store."""
     _conversation(mem)
     dense = mem.for_session(mem.session)
-    dense.recall = RecallSettings(dense_weight=1.0)
+    dense.settings = replace(dense.settings, recall=RecallSettings(dense_weight=1.0))
     q = "Where does Jon live now, which country?"
     for _ in range(2):  # alternating, so neither leaves anything behind for the other
         only = dense.search(q, k=5)

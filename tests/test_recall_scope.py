@@ -50,7 +50,7 @@ def test_memory_wide_recall_scope_and_per_call_override(tmp_path, embedder):
     mem = Memory(tmp_path / "s", embedder=embedder, recall_scope="namespace")
     _alice(mem)
     friday = mem.for_session("friday", "alice")  # views inherit the scope
-    assert friday.recall_scope == "namespace"
+    assert friday.settings.recall_scope == "namespace"
     assert friday.prompt("Any snack ideas for me?", budget=2000).message_ids()
     assert friday.prompt("Any snack ideas for me?", budget=2000, recall_scope="session").message_ids() == []
     mem.close()
@@ -99,17 +99,17 @@ def test_a_namespace_wide_search_is_one_query_of_the_namespace_collection(tmp_pa
     for i in range(5):
         mem.for_session(f"chat{i}").add({"role": "user", "content": f"note {i} about the pool"})
     calls = []
-    real = mem.index.collection
+    real = mem.store.index.collection
 
     def spy(namespace, session="default", *, create=True):
         calls.append(session)
         return real(namespace, session, create=create)
 
-    mem.index.collection = spy
+    mem.store.index.collection = spy
     # listing every collection of the store grows with it (0.05 s a query at 600 collections): not needed here
     listed = []
-    real_list = mem.index.client.list_collections
-    mem.index.client.list_collections = lambda *a, **kw: listed.append(1) or real_list(*a, **kw)
+    real_list = mem.store.index.client.list_collections
+    mem.store.index.client.list_collections = lambda *a, **kw: listed.append(1) or real_list(*a, **kw)
     hits = mem.search("pool", k=10, scope="namespace")
     assert len(hits) == 5 and calls == [NAMESPACE_SCOPE] and listed == []
     mem.close()
@@ -119,23 +119,23 @@ def test_a_store_of_the_previous_layout_is_reindexed_on_open_and_still_answers(t
     path = tmp_path / "old"
     mem = Memory(path, embedder=HashEmbedder())
     # write the store as the previous release did: session collections only, layout 2 recorded
-    mem._index_holder.append(VectorIndex(make_client(path=str(path / "chroma")), HashEmbedder.name,
+    mem.store._index = (VectorIndex(make_client(path=str(path / "chroma")), HashEmbedder.name,
                                          namespace_collections=False))
     for s in ("a", "b"):
         mem.for_session(s).add_many([{"role": "user", "content": f"the {s} pool holds {n}"} for n in range(3)])
-    mem.log.set_meta("index_location", f"embedded;layout={INDEX_SCHEMA - 1}")
-    old_client = mem.index.client
+    mem.store.log.set_meta("index_location", f"embedded;layout={INDEX_SCHEMA - 1}")
+    old_client = mem.store.index.client
     assert collection_name("default", None, NAMESPACE_SCOPE) not in {c.name for c in old_client.list_collections()}
     mem.close()
 
     reopened = Memory(path, embedder=HashEmbedder())
-    assert reopened.repaired["indexed"] == 6
-    assert reopened.log.meta("index_location") == f"embedded;layout={INDEX_SCHEMA}"
+    assert reopened.store.repaired["indexed"] == 6
+    assert reopened.store.log.meta("index_location") == f"embedded;layout={INDEX_SCHEMA}"
     assert len(reopened.search("pool", k=10, scope="namespace")) == 6
-    assert reopened.index.held_everywhere("default")[1] == {m.id for s in "ab" for m in reopened.messages(s)}
+    assert reopened.store.index.held_everywhere("default")[1] == {m.id for s in "ab" for m in reopened.messages(s)}
     reopened.close()
     again = Memory(path, embedder=HashEmbedder())  # nothing left to do on the next open
-    assert again.repaired["indexed"] == 0
+    assert again.store.repaired["indexed"] == 0
     again.close()
 
 

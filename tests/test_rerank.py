@@ -58,7 +58,7 @@ def test_a_callable_reranker_reorders_search_and_prompt(tmp_path, embedder):
         ctx = judged.prompt(q, budget=600)
         recall = [u for u in ctx.trace.included if u.section == "recall"]
         assert recall and recall[-1].unit_id == "fig"  # the reranker's best sits nearest the user turn
-        assert judged.for_session("other").reranker is judged.reranker
+        assert judged.for_session("other").settings.reranker is judged.settings.reranker
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from datetime import datetime, timezone
 
 import pytest
@@ -106,7 +108,7 @@ def test_a_second_hop_finds_the_part_of_an_answer_that_shares_a_name_not_a_word_
     with Memory(tmp_path / "s", session="s", embedder=embedder) as mem:
         mem.add_many(msgs)
         off = [h.message.id for h in mem.search(q, k=3)]
-        mem.recall = RecallSettings(second_hop=0.3, hop_lexical=True, hop_dense=False, hop_seeds=3)
+        mem.settings = replace(mem.settings, recall=RecallSettings(second_hop=0.3, hop_lexical=True, hop_dense=False, hop_seeds=3))
         on = [h.message.id for h in mem.search(q, k=3)]
         ctx_ids = mem.prompt(q, budget=300).message_ids()
     assert off[0] == "part1" and "part2" not in off  # the first round finds one part of the answer
@@ -174,7 +176,7 @@ def test_a_dense_second_hop_runs_on_the_real_store_and_keeps_the_first_rounds_be
     with Memory(tmp_path / "s", session="s", embedder=embedder) as mem:
         mem.add_many(msgs)
         off = [(h.message.id, h.score) for h in mem.search(q, k=10)]
-        mem.recall = RecallSettings(second_hop=0.3)  # the dense round, one seed: the defaults once it is on
+        mem.settings = replace(mem.settings, recall=RecallSettings(second_hop=0.3))  # the dense round, one seed: the defaults once it is on
         on = [(h.message.id, h.score) for h in mem.search(q, k=10)]
     assert off[0][0] == on[0][0] == "part1" and off[0][1] == pytest.approx(on[0][1])
     rank = lambda hits: [m for m, _ in hits].index("part2") if "part2" in [m for m, _ in hits] else 99  # noqa: E731

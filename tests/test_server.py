@@ -28,11 +28,11 @@ TURNS = [
 
 def agree(mem: Memory) -> None:
     """The log and the index hold the same messages, each once."""
-    for ns in mem.log.namespaces():
-        log_ids = set(mem.log.index_flags(ns))
-        assert set(mem.log.index_flags(ns).values()) <= {1}, "a message is still waiting to be indexed"
-        assert mem.index.all_message_ids(ns) == log_ids
-        assert mem.index.count(ns) == mem.log.indexed_chunk_count(ns), "a chunk is missing or duplicated"
+    for ns in mem.store.log.namespaces():
+        log_ids = set(mem.store.log.index_flags(ns))
+        assert set(mem.store.log.index_flags(ns).values()) <= {1}, "a message is still waiting to be indexed"
+        assert mem.store.index.all_message_ids(ns) == log_ids
+        assert mem.store.index.count(ns) == mem.store.log.indexed_chunk_count(ns), "a chunk is missing or duplicated"
 
 
 def test_server_mode_behaves_like_embedded(tmp_path, chroma_server, embedder):
@@ -47,10 +47,10 @@ def test_server_mode_behaves_like_embedded(tmp_path, chroma_server, embedder):
         forgot = mem.forget("m5")
         agree(mem)
         results[mode] = (
-            [h.message.id for h in hits], recalled, ctx.messages, forgot, mem.export(), mem.index.count("default")
+            [h.message.id for h in hits], recalled, ctx.messages, forgot, mem.export(), mem.store.index.count("default")
         )
         if url:
-            assert mem.stats()["chroma_url"] == url
+            assert mem.store.stats(mem.namespace, mem.session)["chroma_url"] == url
             assert not (tmp_path / mode / "chroma").exists(), "server mode must not write an embedded index"
         mem.close()
     assert results["server"] == results["embedded"]
@@ -65,7 +65,7 @@ def test_two_stores_on_one_server_do_not_mix(tmp_path, chroma_server, hash_embed
     b.add({"role": "user", "content": "beta grocery list"}, id="b1")
     assert [h.message.id for h in a.search("secret launch codes grocery list", k=5)] == ["a1"]
     assert [h.message.id for h in b.search("secret launch codes grocery list", k=5)] == ["b1"]
-    b.reindex()  # drops and rebuilds b's collection only
+    b.store.reindex(b.namespace)  # drops and rebuilds b's collection only
     assert [h.message.id for h in a.search("alpha", k=5)] == ["a1"]
     agree(a)
     agree(b)
@@ -85,7 +85,7 @@ def test_restart_mid_session_loses_and_duplicates_nothing(tmp_path, fresh_chroma
     and once the server is back the index catches up with no loss and no duplicate."""
     server = fresh_chroma_server
     mem = Memory(tmp_path / "s", session="s1", embedder=hash_embedder, chroma_url=server.url, window=4)
-    mem.index.retries, mem.index.retry_delay = 2, 0.05  # fail fast while the server is down
+    mem.store.index.retries, mem.store.index.retry_delay = 2, 0.05  # fail fast while the server is down
     acked = []
     for i in range(10):
         acked.append(mem.add({"role": "user", "content": f"before restart turn {i}"}, id=f"a{i}").id)
@@ -117,7 +117,7 @@ def test_restart_mid_session_loses_and_duplicates_nothing(tmp_path, fresh_chroma
 
     # reopening against the restarted server: nothing to repair, nothing duplicated
     again = Memory(tmp_path / "s", session="s1", embedder=hash_embedder, chroma_url=server.url)
-    assert again.repair() == {"purged": 0, "indexed": 0, "dropped": 0}
+    assert again.store.repair() == {"purged": 0, "indexed": 0, "dropped": 0}
     agree(again)
     again.close()
 
@@ -126,7 +126,7 @@ def test_messages_logged_while_down_are_indexed_on_next_open(tmp_path, fresh_chr
     """A process that dies while the server is down leaves unindexed messages; the next open indexes them."""
     server = fresh_chroma_server
     mem = Memory(tmp_path / "s", embedder=hash_embedder, chroma_url=server.url)
-    mem.index.retries, mem.index.retry_delay = 1, 0.05
+    mem.store.index.retries, mem.store.index.retry_delay = 1, 0.05
     mem.add({"role": "user", "content": "first"}, id="x0")
     server.stop()
     with pytest.raises(StoreError):
@@ -145,7 +145,7 @@ def test_short_restart_is_absorbed_by_retries(tmp_path, fresh_chroma_server, has
 
     server = fresh_chroma_server
     mem = Memory(tmp_path / "s", embedder=hash_embedder, chroma_url=server.url)
-    mem.index.retries, mem.index.retry_delay = 6, 0.5  # up to ~30 s of patience
+    mem.store.index.retries, mem.store.index.retry_delay = 6, 0.5  # up to ~30 s of patience
     mem.add({"role": "user", "content": "warm up"}, id="w")
     server.stop()
     restarter = threading.Timer(0.5, server.start)
@@ -166,6 +166,6 @@ def test_embedded_store_moved_to_a_server_is_reindexed_on_open(tmp_path, chroma_
     mem.close()
     served = Memory(tmp_path / "s", embedder=hash_embedder, chroma_url=chroma_server.url)
     agree(served)
-    assert served.index.count("default") == 7
+    assert served.store.index.count("default") == 7
     assert served.search("note 3", k=1)[0].message.content == "note 3"
     served.close()

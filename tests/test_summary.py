@@ -98,7 +98,7 @@ def test_openai_compatible_summarizer_in_a_memory(stub_server, tmp_path, embedde
     mem.add_many([{"role": "user", "content": f"message {i} about the migration plan " + "and more " * 30}
                   for i in range(10)])
     ctx = mem.prompt("status?", budget=500)  # the ten messages (~700 tokens) do not fit whole
-    assert mem.summary == "- summary from stub"
+    assert mem.summary() == "- summary from stub"
     assert "summary from stub" in json.dumps(ctx.messages)
     path, auth, body = _StubOpenAI.calls[0]
     assert path == "/v1/chat/completions" and auth == "Bearer k" and body["model"] == "local-model"
@@ -112,4 +112,4 @@ def test_openai_compatible_summarizer_in_a_memory(stub_server, tmp_path, embedde
 def test_summary_can_be_turned_off(tmp_path, embedder):
     mem = Memory(tmp_path / "s", embedder=embedder, summarizer=False, window=2)
     mem.add_many([{"role": "user", "content": f"we decided item {i}"} for i in range(6)])
-    assert mem.prompt("x", budget=1000).trace.sections["summary"] == 0 and mem.summary is None
+    assert mem.prompt("x", budget=1000).trace.sections["summary"] == 0 and mem.summary() is None

@@ -107,7 +107,7 @@ class RagmemMiddleware(AgentMiddleware):
         inflight = msgs[turn + 1 :]  # this turn's tool calls and results: verbatim, counted in the budget
         from ragmem._tokens import count_message
 
-        spent = sum(count_message(mem.counter, from_langchain(m)) for m in inflight)
+        spent = sum(count_message(mem.store.counter, from_langchain(m)) for m in inflight)
         system = request.system_message.text if request.system_message is not None else None
         ctx = mem.prompt(msgs[turn].text, system=system, budget=max(1, self.budget - spent))
         out = [to_langchain(m) for m in ctx.messages[:-1]]  # the turn itself: the caller's own message

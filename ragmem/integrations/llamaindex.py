@@ -122,11 +122,11 @@ def _recent_within(mem: Any, budget: int, system: str | None) -> list[Any]:
     from ragmem._units import group_units
 
     head = [{"role": "system", "content": system}] if system else []
-    left = budget - REPLY_PRIMING - sum(count_message(mem.counter, m) for m in head)
-    units = group_units(mem.recent(max(mem.window, 50)))
+    left = budget - REPLY_PRIMING - sum(count_message(mem.store.counter, m) for m in head)
+    units = group_units(mem.messages(last=max(mem.settings.window, 50)))
     kept: list[Any] = []
     for unit in reversed(units):
-        cost = sum(count_message(mem.counter, m.to_openai()) for m in unit.messages)
+        cost = sum(count_message(mem.store.counter, m.to_openai()) for m in unit.messages)
         if cost > left or unit.messages[0].role == "tool":  # over budget, or a result cut from its call
             break
         left -= cost
@@ -190,7 +190,7 @@ class RagmemMemory(BaseMemory):
         Either way the result fits ``token_limit - initial_token_count``.
         """
         mem = self._memory
-        last = mem.recent(1)
+        last = mem.messages(last=1)
         if not last:
             return []
         budget = self.token_limit - int(initial_token_count)
@@ -259,7 +259,7 @@ class RagmemMemoryBlock(BaseMemoryBlock[str]):
         import asyncio
 
         users = [m for m in messages or [] if m.role == MessageRole.USER and m.content]
-        if not users or not self.memory.recent(1):
+        if not users or not self.memory.messages(last=1):
             return ""
         present = {m.content for m in messages or [] if m.content}
         hits = await asyncio.to_thread(self.memory.search, users[-1].content, self.k)
@@ -269,7 +269,7 @@ class RagmemMemoryBlock(BaseMemoryBlock[str]):
             if not text or text in present:
                 continue
             line = f"{h.message.role}: {text}"
-            cost = self.memory.counter.count_text(line)
+            cost = self.memory.store.counter.count_text(line)
             if used + cost > self.max_tokens:
                 break
             lines.append(line)
@@ -280,5 +280,5 @@ class RagmemMemoryBlock(BaseMemoryBlock[str]):
         """Drop the least relevant lines (the last ones) until ``tokens_to_truncate`` are freed."""
         lines = content.split("\n")
         while lines and tokens_to_truncate > 0:
-            tokens_to_truncate -= self.memory.counter.count_text(lines.pop()) + 1
+            tokens_to_truncate -= self.memory.store.counter.count_text(lines.pop()) + 1
         return "\n".join(lines) or None

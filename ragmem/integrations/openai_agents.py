@@ -268,7 +268,7 @@ class BudgetedInput:
         mem = self.session.memory
         with self.session._lock:
             history, instructions = self._history(mem, turn, inflight, data.model_data.instructions)
-        counter = mem.counter
+        counter = mem.store.counter
         fixed = items_to_messages([turn, *inflight])
         system = [{"role": "system", "content": instructions}] if instructions else []
         # a long tool loop can outgrow what the turn's first call left: drop whole units, oldest first
@@ -288,7 +288,7 @@ class BudgetedInput:
         first call's history rather than re-reading a log that now holds them.
         """
         text = _text(turn.get("content"))
-        tail = mem.recent(len(items_to_messages(inflight)) + 1)
+        tail = mem.messages(last=len(items_to_messages(inflight)) + 1)
         stored = next((m for m in tail if m.role == "user" and m.text == text), None)
         if stored is not None and self._turn is not None and self._turn[0] == stored.id:
             return self._turn[1], self._turn[2]

@@ -1,0 +1,275 @@
+"""The prompt pipeline of :meth:`ragmem.Memory.prompt`, one step per function.
+
+    request  -> check the arguments; with turn_stored, the user turn is the last stored message
+    window   -> the log's tail, in whole units, and the pinned state
+    whole    -> a short history goes in whole, in order (the pipeline stops here when it fits)
+    summary  -> fold what has left the window into the running summary (the one write), read it
+    recall   -> embed the query, search, rerank, diversify, and the companions of recalled units
+    assemble -> place and render within the budget (ragmem._assemble), trace included
+
+Each step is timed into ``trace.timings`` by :class:`Timings` under the
+names ``log``, ``summary``, ``embed``, ``search`` and ``assemble``.
+
+The summary step writes: it caches the folded summary in the log, so the next
+prompt folds only what has left the window since. The summary is derived
+data, like the vector index: it is rebuilt from the log by folding again, and
+a read-only store gets it unsaved. It stays in the prompt, rather than in
+``add()``, because the summarizer folds exactly the units that left the window
+before this prompt; folding at other moments would fold other batches, and an
+LLM summarizer would write another summary.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterator, Literal, Mapping, get_args
+
+from . import _consistency as consistency
+from . import _validate as validate
+from ._assemble import (
+    MIN_MESSAGE_TOKENS, STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline,
+    assemble_whole,
+)
+from ._errors import InvalidMessage
+from ._messages import Message, parse_message
+from ._recall import companions, diversify, embed_query, retrieve_units
+from ._rerank import rerank
+from ._trace import Context
+from ._units import Unit, group_units
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._memory import Memory
+
+Scope = Literal["session", "namespace"]
+#: Where recall and search look: this session only, or every session of the namespace.
+SCOPES = ("session", "namespace")
+
+
+def check_scope(scope: object, name: str = "recall_scope") -> str:
+    """``scope`` itself when it is one of :data:`SCOPES`; a :class:`UsageError` naming the choices otherwise."""
+    return validate.choice(scope, name, SCOPES)
+
+
+class Timings:
+    """Seconds spent per pipeline step, filled by ``with timings("step"):`` and put into the trace."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, step: str) -> Iterator[None]:
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[step] = time.perf_counter() - t
+
+    def into(self, ctx: Context) -> Context:
+        """``ctx``, its trace carrying these timings."""
+        ctx.trace.timings = self.seconds
+        return ctx
+
+
+@dataclass
+class Request:
+    """One prompt call's arguments, checked, with the Memory's settings filled in."""
+
+    user_turn: str | Mapping[str, Any]
+    system: str | None
+    budget: Budget
+    strategy: str
+    format: Format
+    k: int
+    query: str | None
+    placement: Placement
+    recall_format: RecallFormat
+    scope: str
+    #: Ids kept out of the window and recall: the stored user turn (``turn_stored=True``).
+    skip: set[str] = field(default_factory=set)
+
+
+def request(mem: "Memory", user_turn: str | Mapping[str, Any] | None, *, system: str | None, budget: int | Budget,
+            shares: Mapping[str, float] | None, strategy: str, format: Format, k: int | None, query: str | None,
+            placement: Placement | None, recall_format: RecallFormat | None, recall_scope: str | None,
+            turn_stored: bool) -> Request:
+    """Check a prompt call's arguments and resolve the user turn; raise before anything is read."""
+    settings = mem.settings
+    scope = check_scope(settings.recall_scope if recall_scope is None else recall_scope)
+    validate.choice(strategy, "strategy", STRATEGIES)
+    validate.choice(format, "format", get_args(Format))
+    if placement is not None:
+        validate.choice(placement, "placement", get_args(Placement))
+    if recall_format is not None:
+        validate.choice(recall_format, "recall_format", get_args(RecallFormat))
+    if k is not None:
+        validate.count(k, "k", lo=0, hi=validate.MAX_K)
+    validate.budget(budget.total if isinstance(budget, Budget) else budget)
+    if query is not None:
+        validate.text(query, "query")
+    if user_turn is not None:  # the turn is a message: the same rules as add(), so no 'robot' turn slips in
+        try:
+            parse_message({"role": "user", "content": user_turn} if isinstance(user_turn, str) else user_turn,
+                          max_chars=10**12)
+        except InvalidMessage as exc:
+            raise InvalidMessage(f"prompt()'s user turn is not a valid message: {exc}") from None
+    skip: set[str] = set()
+    if turn_stored:
+        last = mem.store.log.messages_desc(mem.namespace, mem.session, 1)
+        if not last or last[0].role != "user":
+            raise InvalidMessage(
+                "turn_stored=True, but the session does not end with a user message; add the user "
+                "turn first, or call prompt(user_turn) without turn_stored"
+            )
+        skip.add(last[0].id)
+        if user_turn is None:
+            user_turn = {"role": "user", "content": last[0].content}
+    if user_turn is None:
+        raise InvalidMessage("prompt() needs the user turn (or turn_stored=True after adding it)")
+    budget_obj = Budget.of(budget, shares)
+    if k is None:  # enough candidates to fill the recall share of a large budget, at ~100 tokens a turn
+        k = min(validate.MAX_K, max(20, budget_obj.limit // 100))
+    return Request(
+        user_turn, system, budget_obj, strategy, format, k, query, placement or settings.placement,
+        recall_format or settings.recall_format, scope, skip,
+    )
+
+
+def run(mem: "Memory", req: Request) -> Context:
+    """The whole pipeline: every step below, in order, timed into the trace."""
+    timings = Timings()
+    if req.strategy != "ragmem":
+        return timings.into(baseline(mem, req, timings))
+    with timings("log"):
+        tail, window_units = window(mem, req)
+        state = mem.state.get()
+        whole = whole_history(mem, req, tail, state)
+    if whole is not None:
+        return timings.into(whole)
+    with timings("summary"):
+        summary = update_summary(mem, tail)
+    recalled, beside = recall(mem, req, tail, window_units, timings)
+    with timings("assemble"):
+        ctx = assemble(
+            req.user_turn, budget=req.budget, counter=mem.store.counter, system=req.system, state=state,
+            summary=summary[0] if summary else None, summary_covers=summary[2] if summary else (),
+            window=window_units, recall=recalled, companions=beside, max_window_messages=mem.settings.window,
+            format=req.format, placement=req.placement, recall_format=req.recall_format,
+            monitor=mem.settings.monitor, token_cache=mem.store._tokens, current_session=mem.session,
+            date_labels=mem.settings.recall.date_labels,
+        )
+    return timings.into(ctx)
+
+
+def baseline(mem: "Memory", req: Request, timings: Timings) -> Context:
+    """A baseline strategy (``sliding_window``, ``keep_first``, ``importance``) over the whole session."""
+    store = mem.store
+    with timings("log"):
+        units = group_units(m for m in store.log.messages(mem.namespace, mem.session) if m.id not in req.skip)
+    with timings("assemble"):
+        return assemble_baseline(
+            req.strategy, req.user_turn, units=units, budget=req.budget,  # type: ignore[arg-type]
+            counter=store.counter, system=req.system, state=mem.state.get(), format=req.format,
+            monitor=mem.settings.monitor, token_cache=store._tokens,
+        )
+
+
+def window(mem: "Memory", req: Request) -> tuple[list[Message], list[Unit]]:
+    """The session's last messages (the stored turn left out), and the same grouped in whole units."""
+    log = mem.store.log
+    tail = [m for m in log.tail(mem.namespace, mem.session, mem.settings.window + len(req.skip)) if m.id not in req.skip]
+    return tail, group_units(tail)
+
+
+def whole_history(mem: "Memory", req: Request, tail: list[Message], state: dict[str, Any]) -> Context | None:
+    """The whole session, in order, when it fits the budget; ``None`` when recall has to choose.
+
+    Sequence numbers bound the session's length, so a long session costs
+    nothing here. A namespace-wide recall has other conversations to draw on,
+    so it never stops at this session's history.
+    """
+    if not (req.scope == "session" and tail and tail[0].seq > 0
+            and (tail[-1].seq + 1) * MIN_MESSAGE_TOKENS <= req.budget.limit):
+        return None
+    store = mem.store
+    consistency.catch_up(store)  # as recall would: pending forgets are purged by the next prompt either way
+    history = [m for m in store.log.messages(mem.namespace, mem.session) if m.id not in req.skip]
+    return assemble_whole(
+        req.user_turn, history=group_units(history), budget=req.budget, counter=store.counter, system=req.system,
+        state=state, format=req.format, monitor=mem.settings.monitor, token_cache=store._tokens,
+    )
+
+
+def update_summary(mem: "Memory", tail: list[Message]) -> tuple[str, int, list[str]] | None:
+    """Fold what lies before the window into the stored summary (a write), then read it back.
+
+    This is the one step of :meth:`~ragmem.Memory.prompt` that writes: see
+    the module's docstring for why it belongs here.
+    """
+    if tail:
+        fold_summary(mem, before_seq=tail[0].seq)
+    return mem.store.log.get_summary(mem.namespace, mem.session)
+
+
+def fold_summary(mem: "Memory", before_seq: int | None = None) -> str | None:
+    """Fold units that have left the window (or lie before ``before_seq``) into the summary; return it."""
+    store = mem.store
+    if store.summarizer is None:
+        return None
+    log = store.log
+    if before_seq is None:
+        tail = log.tail(mem.namespace, mem.session, mem.settings.window)
+        if not tail:
+            return None
+        before_seq = tail[0].seq
+    current = log.get_summary(mem.namespace, mem.session)
+    text, upto, covers = current if current else (None, -1, [])
+    new = [m for m in log.messages(mem.namespace, mem.session, after_seq=upto) if m.seq < before_seq]
+    units = []
+    for u in group_units(new):
+        if not u.complete or u.last_seq >= before_seq:
+            break  # cut only at unit boundaries, and never past an unfinished tool exchange
+        units.append(u)
+    if not units:
+        return text
+    text = store.summarizer.summarize(text, units)
+    covers = covers + [mid for u in units for mid in u.message_ids]
+    if not log.read_only:  # a read-only store still gets its summary, just not cached
+        log.set_summary(mem.namespace, mem.session, text, units[-1].last_seq, covers)
+    return text
+
+
+def recall(mem: "Memory", req: Request, tail: list[Message], window_units: list[Unit],
+           timings: Timings) -> tuple[list[tuple[Unit, float]], dict[str, Any]]:
+    """Units from outside the window, by relevance to the query, and the units that must come with them."""
+    store = mem.store
+    log = store.log
+    recalled: list[tuple[Unit, float]] = []
+    beside: dict[str, Any] = {}
+    wide = req.scope == "namespace"
+    older = bool(tail) and tail[0].seq > 0
+    if not (req.k > 0 and (older or (wide and log.count(mem.namespace) > len(tail)))):
+        return recalled, beside  # nothing outside the window to recall, in this session or another
+    consistency.catch_up(store)
+    user_turn = req.user_turn
+    text = req.query or (user_turn if isinstance(user_turn, str) else str(user_turn.get("content", "")))
+    with timings("embed"):
+        vec = embed_query(store.embedder, text)
+    with timings("search"):
+        limit = req.k + len(window_units)
+        recalled = consistency.read_index(store, lambda: retrieve_units(
+            vec, log=log, index=store.index, namespace=mem.namespace,
+            session=None if wide else mem.session, k=limit, text=text, settings=mem.settings.recall,
+        ))
+        recalled = [(u, score) for u, score in recalled if u.id not in req.skip][:limit]
+        recalled = diversify(rerank(mem.settings.reranker, text, recalled, lambda u: u.text),
+                             mem.settings.recall.diversity)
+        by_session: dict[str, list[Unit]] = {}
+        for u, _ in recalled:
+            by_session.setdefault(u.messages[0].session, []).append(u)
+        for sess, units in by_session.items():  # another session's units may bring any later unit
+            beside.update(companions(log, units, namespace=mem.namespace, session=sess,
+                                     before_seq=tail[0].seq if tail and sess == mem.session else 2**62,
+                                     settings=mem.settings.recall))
+    return recalled, beside
