@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, TypeVar
 
 from ._backend import Store
+from ._errors import UsageError
 from ._memory import Memory, MemorySettings, PinnedState
 
 T = TypeVar("T")
@@ -49,7 +50,7 @@ class _Worker:
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self.closed:
-            raise RuntimeError("this AsyncMemory is closed")
+            raise UsageError("this AsyncMemory is closed; open a new AsyncMemory (await AsyncMemory.open(...)) to go on")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, functools.partial(fn, *args, **kwargs))
 

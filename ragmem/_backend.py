@@ -31,8 +31,8 @@ from ._config import DEFAULT_STORE, load_config
 from ._indexing import index_messages
 from ._settings import RecallSettings, as_recall_settings
 from ._store import Log, VectorIndex, make_client, open_log
-from ._store.faults import is_index_corruption, read_only_chroma, set_aside
-from ._store.index import NAMESPACE_SCOPE
+from ._store.faults import is_index_corruption, set_aside
+from ._store.index import NAMESPACE_SCOPE, read_only_chroma
 from ._store.locking import CHROMA_LOCK_FILE, opening_lock
 from ._summary import ExtractiveSummarizer, Summarizer
 from ._tokens import TokenCounter, default_counter

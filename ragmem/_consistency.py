@@ -60,17 +60,51 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Protocol, TypeVar
 
 from ._errors import StoreError
 from ._indexing import by_namespace, index_messages, lexical_rows
 from ._store.faults import IndexCorrupt, IndexRebuilt, embedded_index_problem, rebuild_notice, set_aside
-from ._store.index import INDEX_SCHEMA
+from ._store.index import INDEX_SCHEMA, VectorIndex
 from ._store.locking import CHROMA_LOCK_FILE, opening_lock
 
+from ._settings import RecallSettings
+from .embed import Embedder
+
 if TYPE_CHECKING:  # pragma: no cover
-    from ._backend import Store
     from ._store import Log
+
+
+class Store(Protocol):
+    """What consistency and repair use of a :class:`ragmem.Store` (``ragmem/_backend.py``).
+
+    A protocol rather than the class: the store calls into this module, so this module
+    must not import it back.
+    """
+
+    path: Path
+    chroma_url: str | None
+    log: "Log"
+    recall: RecallSettings
+    _index: VectorIndex | None
+
+    @property
+    def index(self) -> VectorIndex: ...
+
+    @property
+    def embedder(self) -> Embedder: ...
+
+    @property
+    def _lock(self) -> ContextManager[Any]: ...
+
+    @property
+    def _debt(self) -> "IndexDebt": ...
+
+    @property
+    def _indexer(self) -> object | None: ...
+
+    @property
+    def _consistency(self) -> "Consistency": ...
 
 T = TypeVar("T")
 
@@ -165,7 +199,7 @@ class LocationLock:
         self.release()
 
 
-def check_location(store: "Store") -> LocationLock:
+def check_location(store: Store) -> LocationLock:
     """Refuse to open a store another live process indexes elsewhere; hold this location's lock."""
     here = index_location(store)
     recorded = store.log.meta("index_location")
@@ -191,7 +225,7 @@ def _two_places(path: Path, recorded: str, here: str) -> str:
 class Consistency:
     """Per-store bookkeeping of what other processes wrote, checked before each read that needs the index."""
 
-    def __init__(self, store: "Store") -> None:
+    def __init__(self, store: Store) -> None:
         self._store = store
         self._mutex = threading.Lock()
         self._version = store.log.data_version()
@@ -262,7 +296,7 @@ def _model_key(namespace: str) -> str:
     return "embedder:" + namespace
 
 
-def check_namespace_model(store: "Store", namespace: str, session: str) -> None:
+def check_namespace_model(store: Store, namespace: str, session: str) -> None:
     """Refuse to add to a namespace with another embedding model than the one its vectors come from.
 
     A namespace search compares every session's vectors with one query
@@ -298,7 +332,7 @@ def check_namespace_model(store: "Store", namespace: str, session: str) -> None:
         )
 
 
-def record_namespace_model(store: "Store", namespace: str) -> None:
+def record_namespace_model(store: Store, namespace: str) -> None:
     """After a reindex: the namespace's vectors now all come from the store's model."""
     store.log.set_meta(_model_key(namespace), store.index.embedder_name)
 
@@ -325,13 +359,13 @@ def session_names(log: "Log", namespace: str) -> list[str]:
     return [r["session"] for r in log.sessions(namespace)]
 
 
-def index_location(store: "Store") -> str:
+def index_location(store: Store) -> str:
     """Where the store's vectors live, as recorded in the log's meta (``index_location``)."""
     # the layout version is part of the location: a store indexed with another layout is re-indexed on open
     return f"{'server:' + store.chroma_url if store.chroma_url else 'embedded'};layout={INDEX_SCHEMA}"
 
 
-def repair_on_open(store: "Store") -> dict[str, int]:
+def repair_on_open(store: Store) -> dict[str, int]:
     """What opening a store does: set a deleted or damaged embedded index aside, and repair; return the repair."""
     # a deleted or damaged embedded index is set aside and rebuilt from the log, saying so
     broken = check_embedded_index(store)
@@ -345,7 +379,7 @@ def repair_on_open(store: "Store") -> dict[str, int]:
     return done
 
 
-def check_embedded_index(store: "Store") -> bool:
+def check_embedded_index(store: Store) -> bool:
     """Look (cheaply) for a deleted or damaged embedded index at open; set it aside to be rebuilt."""
     if store.chroma_url or store.log.read_only or not store.log.count():
         return False
@@ -360,7 +394,7 @@ def check_embedded_index(store: "Store") -> bool:
     return True
 
 
-def index_broken(store: "Store", problem: str, moved: Path | None) -> None:
+def index_broken(store: Store, problem: str, moved: Path | None) -> None:
     """Say that the index is rebuilt, and flag every message for it (the next repair or read indexes them)."""
     warnings.warn(rebuild_notice(store.path, problem, moved), IndexRebuilt, stacklevel=4)
     for ns in store.log.namespaces():
@@ -368,7 +402,7 @@ def index_broken(store: "Store", problem: str, moved: Path | None) -> None:
     store._debt.behind = True
 
 
-def set_damaged_index_aside(store: "Store", exc: IndexCorrupt) -> None:
+def set_damaged_index_aside(store: Store, exc: IndexCorrupt) -> None:
     """Chroma reported damage while in use: set the index aside and flag everything for re-indexing."""
     with store._lock:
         if store.chroma_url or store.log.read_only:
@@ -378,7 +412,7 @@ def set_damaged_index_aside(store: "Store", exc: IndexCorrupt) -> None:
             index_broken(store, "corrupt", set_aside(store.path / "chroma"))
 
 
-def read_index(store: "Store", read: Callable[[], T]) -> T:
+def read_index(store: Store, read: Callable[[], T]) -> T:
     """Run an index read; if Chroma reports its database damaged, rebuild the index from the log, read again."""
     try:
         return read()
@@ -388,7 +422,7 @@ def read_index(store: "Store", read: Callable[[], T]) -> T:
         return read()
 
 
-def index_moved(store: "Store") -> bool:
+def index_moved(store: Store) -> bool:
     """True when the index may not be the one the log's ``indexed`` flags describe.
 
     That is when the store is opened against another index than last time
@@ -402,7 +436,7 @@ def index_moved(store: "Store") -> bool:
     return not store.chroma_url and not (store.path / "chroma").exists()
 
 
-def repair(store: "Store", full: bool = False, *, purge: bool = True) -> dict[str, int]:
+def repair(store: Store, full: bool = False, *, purge: bool = True) -> dict[str, int]:
     """Bring the index back into agreement with the log; see :meth:`ragmem._backend.Store.repair`."""
     log = store.log
     done = {"purged": 0, "indexed": 0, "dropped": 0}
@@ -445,7 +479,7 @@ def repair(store: "Store", full: bool = False, *, purge: bool = True) -> dict[st
     return done
 
 
-def catch_up(store: "Store") -> None:
+def catch_up(store: Store) -> None:
     """Index what reached the log but not the index (after a failure, or behind a background add).
 
     Runs before every read that needs the index, so search and recall never
@@ -464,7 +498,7 @@ def catch_up(store: "Store") -> None:
                 debt.behind = False
 
 
-def finish_forgets(store: "Store") -> int:
+def finish_forgets(store: Store) -> int:
     """Purge what was forgotten from the index, then from the log; see :meth:`ragmem._backend.Store.finish_forgets`."""
     log = store.log
     with store._lock:

@@ -15,89 +15,29 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import replace
 from datetime import datetime
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, get_args
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 from . import _consistency as consistency
 from . import _pipeline as pipeline
-from ._pipeline import SCOPES, Scope, check_scope
+from ._options import SCOPES, MemorySettings, Scope, check_scope
 from . import _validate as validate
 from ._assemble import Budget, Format, Placement, RecallFormat
 from ._backend import SessionInfo, Store
 from ._errors import InvalidMessage, MessageNotFound, StoreError, UsageError
 from ._indexing import index_messages
-from ._messages import MAX_CHARS, Message, from_anthropic, from_sdk, looks_anthropic, parse_message
+from ._messages import Message, from_anthropic, from_sdk, looks_anthropic, parse_message
 from ._recall import Hit, embed_query, search_candidates
-from ._settings import RecallSettings, as_recall_settings
 from ._store.filters import RowFilter
-from ._rerank import RERANK_TOP, Reranker, as_reranker, rerank
+from ._rerank import RERANK_TOP, rerank
 from ._store import Log
 from ._summary import Summarizer
 from ._tokens import TokenCounter
-from ._trace import BudgetMonitor, Context
+from ._trace import Context
 from .embed import Embedder
 
 __all__ = ["SCOPES", "Memory", "MemorySettings", "PinnedState", "Scope", "SessionInfo", "check_scope"]
-
-_DEFAULT_MONITOR = BudgetMonitor()
-
-
-@dataclass(frozen=True)
-class MemorySettings:
-    """How a :class:`Memory` stores and assembles: every option in one place.
-
-    ``Memory(path, window=4)`` is ``Memory(path, settings=MemorySettings(window=4))``;
-    ``for_session()`` and :class:`~ragmem.AsyncMemory` carry the same object, so
-    a new option is one field here.
-
-    ``window`` caps the verbatim window in messages. ``orphans`` is ``"raise"``
-    (default) or ``"keep"`` (store orphan tool results flagged, never in
-    prompts). ``max_chars`` refuses longer messages; ``clip_tool_results`` clips
-    giant tool results at ingestion, with a visible marker. ``placement`` and
-    ``recall_format`` shape the prompt (see docs/api.md). ``recall_scope="namespace"``
-    lets :meth:`Memory.prompt` recall from every session of the namespace.
-    ``monitor`` sets the warn and critical levels of the trace. ``reranker``
-    (a :class:`~ragmem._rerank.CrossEncoderReranker` or any callable
-    ``(query, texts) -> scores``) reorders the best recalled units and search hits.
-    ``recall`` (a :class:`~ragmem.RecallSettings`) tunes retrieval, fusion and
-    placement; the defaults are the measured best (docs/recall.md).
-    """
-
-    window: int = 12
-    orphans: Literal["raise", "keep"] = "raise"
-    max_chars: int = MAX_CHARS
-    clip_tool_results: int | None = None
-    placement: Placement = "before_window"
-    recall_format: RecallFormat = "auto"
-    recall_scope: Scope = "session"
-    monitor: BudgetMonitor = field(default_factory=lambda: _DEFAULT_MONITOR)
-    reranker: Reranker | None = None  # any callable (query, texts) -> scores; wrapped to check its scores
-    recall: RecallSettings = field(default_factory=RecallSettings)
-
-    def __post_init__(self) -> None:
-        validate.count(self.window, "window", lo=0, hi=validate.MAX_WINDOW)
-        validate.count(self.max_chars, "max_chars", lo=1, hi=10**12)
-        validate.choice(self.orphans, "orphans", ("raise", "keep"))
-        validate.choice(self.placement, "placement", get_args(Placement))
-        validate.choice(self.recall_format, "recall_format", get_args(RecallFormat))
-        check_scope(self.recall_scope)
-        object.__setattr__(self, "reranker", as_reranker(self.reranker))
-        object.__setattr__(self, "recall", as_recall_settings(self.recall))
-
-    @classmethod
-    def of(cls, settings: "MemorySettings | None", options: Mapping[str, Any]) -> "MemorySettings":
-        """``settings`` (or the defaults) with ``options`` (keyword arguments of :class:`Memory`) applied."""
-        names = [f.name for f in fields(cls)]
-        unknown = sorted(set(options) - set(names))
-        if unknown:
-            raise UsageError(
-                f"Memory() got an unknown option {', '.join(map(repr, unknown))}; the options are "
-                f"{', '.join(names)} (MemorySettings), and path, session, namespace, store, chroma_url, log_url, "
-                "embedder, counter, summarizer, create, index and settings"
-            )
-        base = settings if settings is not None else cls()
-        return replace(base, **options) if options else base
 
 
 class PinnedState:

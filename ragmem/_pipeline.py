@@ -24,32 +24,43 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, Literal, Mapping, get_args
+from typing import Any, Iterator, Mapping, Protocol, get_args
 
 from . import _consistency as consistency
+from ._backend import Store
 from . import _validate as validate
 from ._assemble import (
     MIN_MESSAGE_TOKENS, STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline,
     assemble_whole,
 )
 from ._errors import InvalidMessage
+from ._options import MemorySettings, check_scope
 from ._messages import Message, parse_message
 from ._recall import companions, diversify, embed_query, retrieve_units
 from ._rerank import rerank
 from ._trace import Context
 from ._units import Unit, group_units
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ._memory import Memory
-
-Scope = Literal["session", "namespace"]
-#: Where recall and search look: this session only, or every session of the namespace.
-SCOPES = ("session", "namespace")
 
 
-def check_scope(scope: object, name: str = "recall_scope") -> str:
-    """``scope`` itself when it is one of :data:`SCOPES`; a :class:`UsageError` naming the choices otherwise."""
-    return validate.choice(scope, name, SCOPES)
+class _State(Protocol):
+    def get(self) -> dict[str, Any]: ...
+
+
+class Session(Protocol):
+    """What the pipeline reads of a :class:`~ragmem.Memory`: one session of a store, and its settings.
+
+    A protocol rather than the class, so that this module sits below ``_memory`` (which calls it) and
+    imports nothing that imports it back.
+    """
+
+    namespace: str
+    session: str
+    settings: MemorySettings
+    store: Store
+
+    @property
+    def state(self) -> _State: ...
 
 
 class Timings:
@@ -90,7 +101,7 @@ class Request:
     skip: set[str] = field(default_factory=set)
 
 
-def request(mem: "Memory", user_turn: str | Mapping[str, Any] | None, *, system: str | None, budget: int | Budget,
+def request(mem: Session, user_turn: str | Mapping[str, Any] | None, *, system: str | None, budget: int | Budget,
             shares: Mapping[str, float] | None, strategy: str, format: Format, k: int | None, query: str | None,
             placement: Placement | None, recall_format: RecallFormat | None, recall_scope: str | None,
             turn_stored: bool) -> Request:
@@ -136,7 +147,7 @@ def request(mem: "Memory", user_turn: str | Mapping[str, Any] | None, *, system:
     )
 
 
-def run(mem: "Memory", req: Request) -> Context:
+def run(mem: Session, req: Request) -> Context:
     """The whole pipeline: every step below, in order, timed into the trace."""
     timings = Timings()
     if req.strategy != "ragmem":
@@ -162,7 +173,7 @@ def run(mem: "Memory", req: Request) -> Context:
     return timings.into(ctx)
 
 
-def baseline(mem: "Memory", req: Request, timings: Timings) -> Context:
+def baseline(mem: Session, req: Request, timings: Timings) -> Context:
     """A baseline strategy (``sliding_window``, ``keep_first``, ``importance``) over the whole session."""
     store = mem.store
     with timings("log"):
@@ -175,14 +186,14 @@ def baseline(mem: "Memory", req: Request, timings: Timings) -> Context:
         )
 
 
-def window(mem: "Memory", req: Request) -> tuple[list[Message], list[Unit]]:
+def window(mem: Session, req: Request) -> tuple[list[Message], list[Unit]]:
     """The session's last messages (the stored turn left out), and the same grouped in whole units."""
     log = mem.store.log
     tail = [m for m in log.tail(mem.namespace, mem.session, mem.settings.window + len(req.skip)) if m.id not in req.skip]
     return tail, group_units(tail)
 
 
-def whole_history(mem: "Memory", req: Request, tail: list[Message], state: dict[str, Any]) -> Context | None:
+def whole_history(mem: Session, req: Request, tail: list[Message], state: dict[str, Any]) -> Context | None:
     """The whole session, in order, when it fits the budget; ``None`` when recall has to choose.
 
     Sequence numbers bound the session's length, so a long session costs
@@ -201,7 +212,7 @@ def whole_history(mem: "Memory", req: Request, tail: list[Message], state: dict[
     )
 
 
-def update_summary(mem: "Memory", tail: list[Message]) -> tuple[str, int, list[str]] | None:
+def update_summary(mem: Session, tail: list[Message]) -> tuple[str, int, list[str]] | None:
     """Fold what lies before the window into the stored summary (a write), then read it back.
 
     This is the one step of :meth:`~ragmem.Memory.prompt` that writes: see
@@ -212,7 +223,7 @@ def update_summary(mem: "Memory", tail: list[Message]) -> tuple[str, int, list[s
     return mem.store.log.get_summary(mem.namespace, mem.session)
 
 
-def fold_summary(mem: "Memory", before_seq: int | None = None) -> str | None:
+def fold_summary(mem: Session, before_seq: int | None = None) -> str | None:
     """Fold units that have left the window (or lie before ``before_seq``) into the summary; return it."""
     store = mem.store
     if store.summarizer is None:
@@ -240,7 +251,7 @@ def fold_summary(mem: "Memory", before_seq: int | None = None) -> str | None:
     return text
 
 
-def recall(mem: "Memory", req: Request, tail: list[Message], window_units: list[Unit],
+def recall(mem: Session, req: Request, tail: list[Message], window_units: list[Unit],
            timings: Timings) -> tuple[list[tuple[Unit, float]], dict[str, Any]]:
     """Units from outside the window, by relevance to the query, and the units that must come with them."""
     store = mem.store

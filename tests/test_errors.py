@@ -355,7 +355,7 @@ def test_mcp_guard_maps_ragmem_errors_only(mcp_server, tmp_path, monkeypatch):
     def usage(self, *a, **k):
         raise UsageError("k must be from 1 to 10,000, got 0")
 
-    monkeypatch.setattr(Memory, "recent", usage)
+    monkeypatch.setattr(Memory, "messages", usage)
     with pytest.raises(ToolError, match=r"UsageError: k must be from 1 to 10,000, got 0$") as told:
         _tool(server, "read_recent")
     assert not isinstance(told.value, UnexpectedToolError)  # the agent's mistake, told in full
@@ -363,7 +363,7 @@ def test_mcp_guard_maps_ragmem_errors_only(mcp_server, tmp_path, monkeypatch):
     def bug(self, *a, **k):
         raise ValueError("a bug, not the agent's mistake")
 
-    monkeypatch.setattr(Memory, "recent", bug)
+    monkeypatch.setattr(Memory, "messages", bug)
     with pytest.raises(UnexpectedToolError) as caught:  # the SDK's "internal error", logged with its traceback
         _tool(server, "read_recent")
     assert isinstance(caught.value.__cause__, ValueError) and "a bug" not in str(caught.value)

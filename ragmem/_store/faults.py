@@ -153,27 +153,6 @@ def open_read_only(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{path}?immutable=1", uri=True, check_same_thread=False, isolation_level=None)
 
 
-def read_only_chroma(folder: Path):
-    """An embedded Chroma client over a private temporary copy of ``folder`` (a read-only store's index).
-
-    Chroma writes to its own database even to read it, so a store on a
-    read-only mount is searched through a copy; the copy is deleted when the
-    client is garbage-collected (the Memory is closed or dropped).
-    """
-    import shutil
-    import tempfile
-
-    from .index import make_client
-
-    tmp = tempfile.TemporaryDirectory(prefix="ragmem-ro-")
-    target = Path(tmp.name) / "chroma"
-    if folder.exists():
-        shutil.copytree(folder, target)
-    client = make_client(path=str(target))
-    client._ragmem_tmp = tmp  # lives as long as the client
-    return client
-
-
 # ----------------------------------------------------------------- a lost or damaged embedded index
 
 _SQLITE_HEADER = b"SQLite format 3\x00"

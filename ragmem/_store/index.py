@@ -26,6 +26,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
 from .._errors import EmbeddingMismatch, IndexCorrupt, MissingDependency, StoreError, StoreUnavailable
@@ -407,3 +408,22 @@ class VectorIndex:
             if self._existing(name) is not None:  # it is still there: a real failure
                 raise StoreError(f"could not delete the collection of session {session!r}: {exc}; "
                                  "retry once the vector index is reachable") from exc
+
+
+def read_only_chroma(folder: Path):
+    """An embedded Chroma client over a private temporary copy of ``folder`` (a read-only store's index).
+
+    Chroma writes to its own database even to read it, so a store on a
+    read-only mount is searched through a copy; the copy is deleted when the
+    client is garbage-collected (the Memory is closed or dropped).
+    """
+    import shutil
+    import tempfile
+
+    tmp = tempfile.TemporaryDirectory(prefix="ragmem-ro-")
+    target = Path(tmp.name) / "chroma"
+    if folder.exists():
+        shutil.copytree(folder, target)
+    client = make_client(path=str(target))
+    client._ragmem_tmp = tmp  # lives as long as the client
+    return client

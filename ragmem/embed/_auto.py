@@ -14,7 +14,7 @@ from typing import Literal, Sequence
 
 from .._errors import EmbedderError, MissingDependency, UsageError
 from ._base import Embedder, Kind
-from ._bundled import DEFAULT_MODEL, MAX_TOKENS, cache_dir, dimension, notice
+from ._bundled import DEFAULT_MODEL, BundledFacts, cache_dir, notice
 from ._onnx import ExportFailed, OnnxEmbedder
 from ._sentence_transformers import SentenceTransformerEmbedder, bf16_supported
 
@@ -61,7 +61,7 @@ def _setting(value: str | None, env: str, allowed: tuple[str, ...], what: str) -
     return chosen
 
 
-class AutoEmbedder(Embedder):
+class AutoEmbedder(BundledFacts, Embedder):
     """The default embedder: the bundled model on the fastest path this machine runs safely.
 
     * small batches (queries, live adds) run on ONNX Runtime fp32 (:class:`~ragmem.embed.OnnxEmbedder`):
@@ -204,16 +204,6 @@ class AutoEmbedder(Embedder):
     def precision_used(self) -> str | None:  # type: ignore[override]  # the path that ran last
         """The path that computed the latest vectors (``"onnx-fp32"``, ``"onnx-int8"``, ``"torch-bf16"``, ...)."""
         return self.last_path
-
-    @property
-    def dimension(self) -> int:  # the bundled model's config knows; no load needed
-        """Length of the vectors: the bundled model's hidden size, whichever path runs."""
-        return dimension()
-
-    @property
-    def max_tokens(self) -> int:
-        """The bundled model's window in word pieces."""
-        return MAX_TOKENS
 
     def chunk(self, text: str, overlap: int = 32) -> list[str]:
         """Split long text to the model's window (the tokenizer alone, no model load)."""

@@ -35,7 +35,7 @@ from ._bundled import (
     PROBE,
     bundled_model_path,
     cache_dir,
-    dimension,
+    BundledFacts,
     file_sha256,
     notice,
 )
@@ -170,7 +170,7 @@ def default_onnx_path(precision: str = "fp32") -> Path:
     return cache_dir() / "onnx" / DEFAULT_MODEL_SHA256[:16] / name
 
 
-class OnnxEmbedder(Embedder):
+class OnnxEmbedder(BundledFacts, Embedder):
     """all-MiniLM-L6-v2 on ONNX Runtime: mean pooling and normalisation as sentence-transformers does.
 
     ``OnnxEmbedder()`` uses the cached export of the bundled model, exporting
@@ -257,16 +257,6 @@ class OnnxEmbedder(Embedder):
                 if self._session is None:
                     self._load()
         return self._session, self._tokenizer
-
-    @property
-    def dimension(self) -> int:  # the bundled model's config knows; no probe needed
-        """Length of the vectors: the bundled model's hidden size."""
-        return dimension()
-
-    @property
-    def max_tokens(self) -> int:
-        """The bundled model's window in word pieces."""
-        return MAX_TOKENS
 
     def embed_batch(self, texts: Sequence[str], kind: Kind = "document") -> list[list[float]]:
         """Unit-length vectors, one per text; batches are formed from texts of similar length."""
