@@ -84,6 +84,8 @@ def main(argv: list[str] | None = None) -> dict:
                         default=Path(os.environ.get("RAGMEM_LOCOMO") or REPO_ROOT.parent / "shared" / "data" / "locomo"))
     args = parser.parse_args(argv)
     runs: dict[str, list[dict]] = {"old": [], "new": []}
+    for which in ("old", "new"):  # untimed: a tree's first child may export and calibrate the model (RAGMEM_CACHE)
+        run_child(getattr(args, which).resolve(), args.data, 40, 3)
     for r in range(args.rounds):
         order = ("old", "new") if r % 2 == 0 else ("new", "old")
         for which in order:
