@@ -67,8 +67,6 @@ ALLOWED = {
     # a variable holding the StoreError of resource_fault(), which the scan cannot type
     ("_store/log.py", "__init__", "fault"): "fault: the StoreError of resource_fault()",
     ("_store/log.py", "_tx", "fault"): "fault: the StoreError of resource_fault()",
-    # the benchmark-only LoCoMo loader (leaving the wheel, issue 12 item 2); benchmarks catch FileNotFoundError
-    ("locomo.py", "load_conversations", "FileNotFoundError"): "benchmark-only loader, not a library call",
 }
 
 

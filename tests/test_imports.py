@@ -16,12 +16,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ragmem"
 
-#: Cycles outside the embed package that were there when this test was written (issue 12), each to be
-#: broken by its area. A cycle not listed here fails the test; so does a listed one that is gone: then
-#: delete its entry, so the list only shrinks.
-KNOWN_CYCLES: set[frozenset[str]] = set()  # none left; a new one must be broken, not listed
-
-
 def modules() -> dict[str, tuple[Path, bool]]:
     """Every module of ragmem by dotted name: (file, is a package)."""
     out = {}
@@ -103,13 +97,12 @@ def test_the_graph_sees_the_package():
 
 
 def test_no_module_imports_one_that_imports_it_back():
+    """No cycle at all, lazy and TYPE_CHECKING imports included: a lower module that must type a higher one
+    declares a Protocol of what it reads (``_pipeline.Session``, ``_consistency.Store``)."""
     graph = import_graph()
-    found = set(cycles(graph))
-    new = [sorted(c) for c in found - KNOWN_CYCLES]
-    assert not new, f"import cycles: {new}; " + "; ".join(
-        f"{a} -> {sorted(graph[a] & c)}" for c in found - KNOWN_CYCLES for a in sorted(c))
-    gone = [sorted(c) for c in KNOWN_CYCLES - found]
-    assert not gone, f"these cycles are gone: delete them from KNOWN_CYCLES: {gone}"
+    found = cycles(graph)
+    assert not found, f"import cycles: {[sorted(c) for c in found]}; " + "; ".join(
+        f"{a} -> {sorted(graph[a] & c)}" for c in found for a in sorted(c))
 
 
 def test_the_embed_package_imports_downward_only():
