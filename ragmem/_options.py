@@ -30,7 +30,6 @@ def check_scope(scope: object, name: str = "recall_scope") -> str:
     return validate.choice(scope, name, SCOPES)
 
 
-
 _DEFAULT_MONITOR = BudgetMonitor()
 
 
