@@ -465,7 +465,8 @@ def repair(store: Store, full: bool = False, *, purge: bool = True) -> dict[str,
         todo = log.pending_index(limit=2000)
         if not todo:
             break
-        index_messages(todo, log=log, index=store.index, embedder=store.embedder, settings=store.recall)
+        index_messages(todo, log=log, index=store.index, embedder=store.embedder, settings=store.recall,
+                       summarizer=store.summarizer)
         done["indexed"] += len(todo)
     while True:  # the lexical index is rebuilt from the log alone (no model, no vector index)
         todo = log.lexical_missing(limit=2000)

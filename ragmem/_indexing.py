@@ -26,6 +26,7 @@ from ._settings import DEFAULT_RECALL, RecallSettings
 from ._store import Log as MessageLog, VectorIndex
 from ._store.filters import META_PREFIX
 from ._store.index import chunk_id
+from ._summary import Summarizer
 
 
 def document_text(m: Message, call: ToolCall | None = None) -> str:
@@ -126,20 +127,24 @@ def chunk_metadata(m: Message, unit_id: str, chunk: int) -> dict[str, Any]:
 
 def index_messages(
     messages: Sequence[Message], *, log: MessageLog, index: VectorIndex, embedder: Embedder,
-    settings: RecallSettings = DEFAULT_RECALL,
+    settings: RecallSettings = DEFAULT_RECALL, summarizer: Summarizer | None = None,
 ) -> int:
     """Embed and index stored messages (any mix of sessions of one store), then mark them indexed.
 
     Idempotent: chunks are upserted under stable ids, so running it twice on
     the same messages (after a crash, say) leaves one copy. Returns the number
     of chunks written. Messages of several namespaces are indexed one
-    namespace at a time (ids are unique per namespace only).
+    namespace at a time (ids are unique per namespace only). With
+    ``settings.periods`` on, the periods these messages close are then
+    summarized (by ``summarizer`` when it is an LLM one, else extractively) and
+    embedded (:func:`ragmem._periods.build`).
     """
     if not messages:
         return 0
     groups = by_namespace(messages)
     if len(groups) > 1:
-        return sum(index_messages(g, log=log, index=index, embedder=embedder, settings=settings) for g in groups.values())
+        return sum(index_messages(g, log=log, index=index, embedder=embedder, settings=settings,
+                                  summarizer=summarizer) for g in groups.values())
     namespace = messages[0].namespace
     units = log.unit_ids_of(namespace, [m.id for m in messages])
     # the calls tool results answer, so their text can carry the call's name and arguments
@@ -170,6 +175,10 @@ def index_messages(
             for f in pending:
                 f.result()  # an upsert that failed raises here, before anything is marked indexed
     log.mark_indexed(namespace, n_chunks, lex)
+    if settings.periods > 0:
+        from ._periods import build
+
+        build(log, embedder, namespace, (m.session for m in messages), summarizer=summarizer, settings=settings)
     return len(texts)
 
 

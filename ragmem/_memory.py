@@ -240,7 +240,7 @@ class Memory:
                     consistency.catch_up(store)  # indexes these too
                 elif stored:
                     index_messages(stored, log=store.log, index=store.index, embedder=store.embedder,
-                                   settings=self.settings.recall)
+                                   settings=self.settings.recall, summarizer=store.summarizer)
             except Exception as exc:
                 # the log has them (durable, acknowledged by the store); only the derived index lags
                 store._debt.behind = True
@@ -485,6 +485,10 @@ class Memory:
         store = self.store
         with store._lock:
             result = mark()
+            if self.settings.recall.periods > 0:  # the periods the forget blanked, summarized again
+                from ._periods import regenerate
+
+                regenerate(store.log, store.embedder, self.namespace, summarizer=store.summarizer)
             if wait:
                 consistency.finish_forgets(store)
             else:

@@ -208,6 +208,10 @@ def search_candidates(
     if settings.second_hop > 0 and settings.hop_dense:
         fused = dense_hop(fused, hits, vector, log, index, namespace=namespace, session=session, n=pool,
                           where=where, settings=settings)
+    if settings.periods > 0:  # two-stage: the best periods lift the turns they cover (ragmem._periods)
+        from ._periods import period_boost
+
+        fused = period_boost(fused, log, namespace, session, vector, text, settings)
     return fused
 
 

@@ -45,6 +45,12 @@ class RecallSettings:
       terms (names, numbers, rare words), at most ``hop_terms`` of them (:func:`ragmem._recall.second_hop`).
       Off: measured, no gain that held on both LoCoMo halves and LongMemEval, at 1.15x ``prompt()`` p50.
 
+    * ``periods``: two-stage recall through period summaries (:mod:`ragmem._periods`): the candidates
+      inside the best ``period_top`` periods (by their summary's dense and BM25 match with the query)
+      gain this share of their period's score over the best's; 0 (the default) turns it off, and no
+      period is built. Periods are a day of a session, cut again every ``period_turns`` messages; they
+      are built at ingest while this is on. Off: measured, see docs/recall.md, "Period summaries".
+
     Re-ranking for a prompt:
 
     * ``diversity``: weight of redundancy in the maximal-marginal-relevance re-ranking of recalled
@@ -75,6 +81,9 @@ class RecallSettings:
     hop_dense: bool = True
     hop_lexical: bool = False
     hop_terms: int = 8
+    periods: float = 0.0
+    period_turns: int = 20
+    period_top: int = 3
     diversity: float = 0.3
     companions: bool = True
     time_terms: bool = False
@@ -92,10 +101,10 @@ class RecallSettings:
                     raise UsageError(f"RecallSettings.{f.name} must be a whole number >= 0, got {value!r}")
             elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise UsageError(f"RecallSettings.{f.name} must be a number >= 0, got {value!r}")
-        for name in ("hop_seeds", "hop_terms"):
+        for name in ("hop_seeds", "hop_terms", "period_turns", "period_top"):
             if getattr(self, name) < 1:
                 raise UsageError(f"RecallSettings.{name} must be at least 1, got {getattr(self, name)!r}")
-        for name in ("dense_weight", "common_term_share", "second_hop"):
+        for name in ("dense_weight", "common_term_share", "second_hop", "periods"):
             if getattr(self, name) > 1:
                 raise UsageError(f"RecallSettings.{name} is a share between 0 and 1, got {getattr(self, name)!r}")
 

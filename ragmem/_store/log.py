@@ -20,6 +20,8 @@ Tables::
     tool_calls(namespace, session, call_id, unit_id, answered)
     state(namespace, session, value)      pinned state, JSON
     summaries(namespace, session, text, upto_seq, covers)
+    periods(namespace, session, first_seq, last_seq, covers, text, vector, rev)
+                                          period summaries (see ragmem._store.log_periods)
     lexical(scope, body, mid)             FTS5 over pre-tokenised text (see ragmem._lexical)
     lexical_map(namespace, mid, rid)      message -> lexical rowid, for removal
 
@@ -49,6 +51,7 @@ from .log_append import Appending
 from .log_flags import IndexFlags
 from .log_forget import Forgetting
 from .log_reads import MessageReads
+from .log_periods import Periods
 from .log_state import StateAndSummaries
 from .migrations import SCHEMA_VERSION, migrate
 
@@ -62,7 +65,7 @@ _T = TypeVar("_T")
 _BATCH = 500
 
 
-class MessageLog(Fts5Lexical, Appending, MessageReads, IndexFlags, Forgetting, StateAndSummaries):
+class MessageLog(Fts5Lexical, Appending, MessageReads, IndexFlags, Forgetting, StateAndSummaries, Periods):
     """The SQLite message log of one store folder. Thread-safe; several processes may share it."""
 
     def __init__(self, folder: str | Path, *, create: bool = True) -> None:

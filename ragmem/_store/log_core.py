@@ -81,6 +81,10 @@ class LogCore:
         """Inside :meth:`_change`: remove these messages' lexical rows."""
         raise NotImplementedError
 
+    def _stale_covering(self, cur: Any, namespace: str, ids: list[str]) -> None:
+        """Inside the tombstone's transaction: take these ids out of the period summaries
+        (:mod:`ragmem._store.log_periods` fills it)."""
+
     def close(self) -> None:
         """Close the log's connections."""
         raise NotImplementedError

@@ -24,9 +24,11 @@ class Forgetting(LogCore):
     def mark_deleted(self, namespace: str, ids: list[str]) -> None:
         """Tombstone messages of a namespace, the first step of forgetting (see :meth:`purge`)."""
         ids = list(ids)
-        self._change(lambda cur: self._change_in(
-            cur, "UPDATE messages SET deleted=1 WHERE namespace=? AND id {in}", ids, [namespace]
-        ))
+
+        def run(cur: Any) -> None:
+            self._change_in(cur, "UPDATE messages SET deleted=1 WHERE namespace=? AND id {in}", ids, [namespace])
+            self._stale_covering(cur, namespace, ids)  # no period summary keeps forgotten text
+        self._change(run)
 
     def purge(self, namespace: str, ids: list[str]) -> None:
         """Remove tombstoned messages of a namespace for good, once the index no longer holds them.
@@ -65,7 +67,7 @@ class Forgetting(LogCore):
             n = cur.execute(
                 "UPDATE messages SET deleted=1 WHERE namespace=? AND session=? AND deleted=0", (namespace, session)
             ).rowcount
-            for table in ("state", "summaries", "tool_calls"):
+            for table in ("state", "summaries", "tool_calls", "periods"):
                 cur.execute(f"DELETE FROM {table} WHERE namespace=? AND session=?", (namespace, session))
             if cur.execute("SELECT 1 FROM sessions WHERE namespace=? AND session=?", (namespace, session)).fetchone():
                 cur.execute(self._insert("forgotten_sessions", "?, ?"), (namespace, session))
@@ -89,7 +91,7 @@ class Forgetting(LogCore):
                 "DELETE FROM forgotten_sessions WHERE namespace=? AND session=?", (namespace, session)
             ).rowcount:
                 return False
-            for table in ("sessions", "state", "summaries", "tool_calls"):
+            for table in ("sessions", "state", "summaries", "tool_calls", "periods"):
                 cur.execute(f"DELETE FROM {table} WHERE namespace=? AND session=?", (namespace, session))
             return True
         return self._change(run)

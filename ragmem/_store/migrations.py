@@ -113,6 +113,19 @@ DELETE FROM lexical
 """)
 
 
+@migration
+def m003_periods(db: sqlite3.Connection) -> None:
+    """Period summaries (issue 15, item 2): one row per period of a session, the ids it covers, its
+    summary and the summary's vector. A new table: nothing else changes, and periods are built from the
+    log when ``RecallSettings.periods`` is on."""
+    _run(db, """
+CREATE TABLE periods (
+    namespace TEXT NOT NULL, session TEXT NOT NULL, first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL,
+    covers TEXT NOT NULL, text TEXT NOT NULL, vector BLOB NOT NULL, rev INTEGER NOT NULL,
+    PRIMARY KEY (namespace, session, first_seq))
+""")
+
+
 #: The schema version this ragmem writes: the number of its migrations.
 SCHEMA_VERSION = len(MIGRATIONS)
 

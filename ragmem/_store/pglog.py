@@ -50,9 +50,10 @@ from .log_append import Appending
 from .log_flags import IndexFlags
 from .log_forget import Forgetting
 from .log_reads import MessageReads
+from .log_periods import Periods
 from .log_state import StateAndSummaries
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Numbered migrations: (version, SQL). A store applies those above its recorded version, in order,
 #: in one transaction under an advisory lock, so concurrent openers never race.
@@ -114,6 +115,13 @@ DROP INDEX lexical_terms_m;
 ALTER TABLE lexical_terms SET (autovacuum_vacuum_insert_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02);
 ANALYZE lexical_terms;
 ANALYZE lexical_df;
+"""),
+    # 3: period summaries (issue 15, item 2; ragmem._store.log_periods)
+    (3, """
+CREATE TABLE periods (
+    namespace TEXT NOT NULL, session TEXT NOT NULL, first_seq BIGINT NOT NULL, last_seq BIGINT NOT NULL,
+    covers TEXT NOT NULL, text TEXT NOT NULL, vector BYTEA NOT NULL, rev BIGINT NOT NULL,
+    PRIMARY KEY (namespace, session, first_seq));
 """),
 ]
 
@@ -194,7 +202,7 @@ class _Qmark:
         return getattr(self._cur, name)
 
 
-class PostgresLog(Appending, MessageReads, IndexFlags, Forgetting, StateAndSummaries):
+class PostgresLog(Appending, MessageReads, IndexFlags, Forgetting, StateAndSummaries, Periods):
     """The message log in a PostgreSQL database. Thread-safe; any number of processes and hosts may share it."""
 
     _ORDER = "rid"
