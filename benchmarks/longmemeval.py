@@ -204,12 +204,13 @@ def config_metrics(mem, question: str, scope: str, evidence: list[str], chat_of:
                    budgets, configs: list[str]) -> dict:
     """The figures of each named recall config (``benchmarks.recall_dev.CONFIGS``) on one ingested store,
     with each ``prompt()``'s latency; the settings are switched in-process and restored."""
-    from .recall_dev import CONFIGS, settings_of
+    from .recall_dev import CONFIGS, ensure_periods, settings_of
 
     default, out = mem.settings.recall, {}
     try:
         for name in configs:
             mem.settings = replace(mem.settings, recall=settings_of(CONFIGS[name]))
+            ensure_periods(mem, mem.settings.recall)
             ids = [h.message.id for h in mem.search(question, k=SEARCH_K, scope=scope)]
             r: dict = {"session": session_metrics(chats_by_best_turn(ids, chat_of), answers),
                        "turn@10": sum(e in ids[:10] for e in evidence) / len(evidence), "prompt": {}, "ms": []}

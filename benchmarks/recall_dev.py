@@ -55,7 +55,28 @@ CONFIGS: dict[str, dict] = {
     **{f"dhop-{w}": {"second_hop": w, "hop_seeds": 3} for w in (0.1, 0.2, 0.3)},
     **{f"dhop-{w}-s{n}": {"second_hop": w, "hop_seeds": n} for w, n in ((0.1, 1), (0.2, 1), (0.2, 5))},
     "both-0.2": {"second_hop": 0.2, "hop_lexical": True, "hop_seeds": 3},
+    # period summaries (issue 15, item 2): weight of the two-stage boost, periods of N turns, top T periods
+    **{f"per-{w}": {"periods": w} for w in (0.05, 0.1, 0.2, 0.3)},
+    **{f"per-{w}-n{n}": {"periods": w, "period_turns": n} for w in (0.1, 0.2) for n in (10, 40)},
+    **{f"per-{w}-p{t}": {"periods": w, "period_top": t} for w in (0.1, 0.2) for t in (1, 5)},
 }
+
+
+def ensure_periods(mem, settings) -> None:
+    """Build the periods a config needs on a cached store (ingested without them), once per cut size."""
+    from ragmem._periods import build
+
+    if settings.periods <= 0:
+        return
+    log_ = mem.store.log
+    if log_.meta("bench_period_turns") != str(settings.period_turns):
+        db = log_._db
+        with log_._lock:
+            db.execute("DELETE FROM periods")
+        for s in mem.store.sessions(mem.namespace):
+            build(log_, mem.store.embedder, mem.namespace, [s.session], summarizer=mem.store.summarizer,
+                  settings=settings)
+        log_.set_meta("bench_period_turns", str(settings.period_turns))
 
 
 def settings_of(config: dict):
@@ -101,6 +122,7 @@ def run(configs: list[str], cache: Path, relex: bool, limit: int | None, only: l
         try:
             for name in configs:
                 mem.settings = replace(mem.settings, recall=settings_of(CONFIGS[name]))
+                ensure_periods(mem, mem.settings.recall)
                 args = {k[len("prompt."):]: v for k, v in CONFIGS[name].items() if k.startswith("prompt.")}
                 for q in qs:
                     ev = set(q.evidence_ids)

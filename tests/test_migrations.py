@@ -76,7 +76,8 @@ def test_a_new_store_records_every_migration(tmp_path):
 def test_an_old_store_is_migrated_in_place_and_everything_still_works(old_store, embedder):
     work = Memory(old_store, namespace="alice", session="work", window=4, embedder=embedder)
     s = _schema(old_store)
-    assert s["applied"] == [1, 2] and s["version"] == str(SCHEMA_VERSION) and s["messages_pk"] == ["namespace", "id"]
+    assert s["applied"] == [1, 2, 3] and s["version"] == str(SCHEMA_VERSION) and s["messages_pk"] == ["namespace", "id"]
+    assert "periods" in s["tables"]
     # the index layout changed too: the store was re-indexed on open, and the old collections dropped
     assert work.store.repaired["indexed"] == 17 and work.store.repaired["stale_collections"] == 4
     cols = make_client(path=str(old_store / "chroma")).list_collections()
@@ -136,7 +137,8 @@ from ragmem._store import migrations
 from ragmem._store.log import MessageLog
 
 AT = int(sys.argv[2])
-real = migrations.MIGRATIONS[1]
+WHICH = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+real = migrations.MIGRATIONS[WHICH]
 
 
 class KillAt:
@@ -158,7 +160,7 @@ def killed(db):
 
 
 killed.__name__ = real.__name__
-migrations.MIGRATIONS[1] = killed
+migrations.MIGRATIONS[WHICH] = killed
 MessageLog(sys.argv[1])
 """
 
@@ -180,7 +182,40 @@ def test_a_migration_killed_midway_leaves_nothing_half_written(old_store, at):
     log = MessageLog(old_store)
     assert log.get("alice", "w-1").content.startswith("Our Postgres pool size")
     log.close()
-    assert _schema(old_store)["applied"] == [1, 2]
+    assert _schema(old_store)["applied"] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("at", [1, 99])  # one statement: 99 = it ran, no commit
+def test_the_periods_migration_killed_midway_leaves_nothing_half_written(old_store, at):
+    """Migration 3 (the periods table) killed before its statement or before its commit: migration 2
+    stays applied, no periods table is left, and the next open runs migration 3 whole."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _KILLER, str(old_store), str(at), "2"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    after = _schema(old_store)
+    assert after["applied"] == [1, 2] and after["version"] == "2" and "periods" not in after["tables"]
+    assert after["messages_pk"] == ["namespace", "id"]
+    log = MessageLog(old_store)
+    assert log.get("alice", "w-1").content.startswith("Our Postgres pool size")
+    assert log.periods("alice") == [] and log.last_period_seq("alice", "work") == -1
+    log.close()
+    assert _schema(old_store)["applied"] == [1, 2, 3] and "periods" in _schema(old_store)["tables"]
+
+
+def test_an_old_store_builds_its_periods_from_the_log_once_they_are_on(old_store, embedder):
+    """Periods are derived data: a migrated store has none, and the first add with periods on builds
+    them for the whole session, covering exactly its messages."""
+    from ragmem import RecallSettings
+
+    mem = Memory(old_store, namespace="alice", session="work", embedder=embedder,
+                 recall=RecallSettings(periods=0.2, period_turns=2))
+    before = [m.id for m in mem.messages()]
+    mem.add({"role": "user", "content": "one more turn, on the same day as nothing else"})
+    covered = [mid for p in mem.store.log.periods("alice", "work") for mid in p.covers]
+    assert covered and covered == before[: len(covered)]
+    mem.close()
 
 
 def test_a_migration_that_fails_is_rolled_back_and_says_so(old_store):
