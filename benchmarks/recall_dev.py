@@ -57,8 +57,8 @@ CONFIGS: dict[str, dict] = {
     "both-0.2": {"second_hop": 0.2, "hop_lexical": True, "hop_seeds": 3},
     # period summaries (issue 15, item 2): weight of the two-stage boost, periods of N turns, top T periods
     **{f"per-{w}": {"periods": w} for w in (0.05, 0.1, 0.2, 0.3)},
-    **{f"per-{w}-n{n}": {"periods": w, "period_turns": n} for w in (0.1, 0.2) for n in (10, 40)},
-    **{f"per-{w}-p{t}": {"periods": w, "period_top": t} for w in (0.1, 0.2) for t in (1, 5)},
+    **{f"per-{w}-n{n}": {"periods": w, "period_turns": n} for w in (0.05, 0.1) for n in (10, 40)},
+    **{f"per-{w}-p{t}": {"periods": w, "period_top": t} for w in (0.05, 0.1) for t in (1, 5)},
 }
 
 
