@@ -73,6 +73,7 @@ from .embed import Embedder
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._store import Log
+    from ._summary import Summarizer
 
 
 class Store(Protocol):
@@ -86,6 +87,7 @@ class Store(Protocol):
     chroma_url: str | None
     log: "Log"
     recall: RecallSettings
+    summarizer: "Summarizer | None"
     _index: VectorIndex | None
 
     @property

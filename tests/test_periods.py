@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragmem import Memory, RecallSettings, UsageError, group_units, parse_message
-from ragmem._periods import build, cut, period_boost, period_scores
+from ragmem._periods import cut, period_boost, period_scores
 from ragmem._recall import Candidate
 from ragmem._store.log import MessageLog
 from ragmem._store.log_periods import Period
@@ -198,7 +198,7 @@ def test_forgetting_a_message_removes_its_text_from_every_period(hash_embedder, 
     periods = mem.store.log.periods("default")
     assert not any("hunter2" in p.text for p in periods)
     assert all("m5" not in p.covers for p in periods)
-    regenerated = [p for p in periods if p.first_seq == 4][0]
+    regenerated = next(p for p in periods if p.first_seq == 4)
     assert regenerated.covers == ["m4", "m6", "m7"] and regenerated.text and regenerated.vector
     mem.close()
 
@@ -294,8 +294,8 @@ def test_prompts_with_periods_on_keep_the_invariants(tmp_path, history, budget, 
     assert not win & {u.unit_id for u in rec} and len({u.unit_id for u in rec}) == len(rec)
     assert [u.score for u in rec] == sorted(u.score for u in rec)
     stored = {m.id: m for m in mem.messages()}
-    for u in ctx.trace.included:  # whole units
-        ids = [m for m in u.message_ids]
-        assert all(i in mine for i in ids)
+    whole = {u.id: u.message_ids for s in mem.sessions() for u in group_units(mem.for_session(s.session).messages())}
+    for u in ctx.trace.included:  # invariant 1: whole units only
+        assert u.message_ids == whole[u.unit_id]
     covers = [m for p in mem.store.log.periods(mem.namespace, mem.session) for m in p.covers]
     assert len(covers) == len(set(covers)) and set(covers) <= set(stored)
