@@ -234,6 +234,17 @@ def test_forget_session_removes_its_periods(hash_embedder, tmp_path, log_url):
     mem.close()
 
 
+def test_reindex_rebuilds_the_periods_with_the_new_model(hash_embedder, tmp_path):
+    mem = Memory(tmp_path / "s", session="a", embedder=hash_embedder, recall=ON)
+    mem.add_many(turns(8))
+    before = mem.store.log.periods("default")
+    mem.store.reindex("default")
+    after = mem.store.log.periods("default")
+    assert [p.covers for p in after] == [p.covers for p in before] and all(p.rev > 0 for p in after)
+    assert min(p.rev for p in after) > max(p.rev for p in before)
+    mem.close()
+
+
 # -- isolation ----------------------------------------------------------------------------------------
 
 def test_another_namespaces_periods_are_never_reachable(hash_embedder, tmp_path, log_url):

@@ -92,6 +92,10 @@ class Periods(LogCore):
         self._change(lambda cur: cur.execute(
             "DELETE FROM periods WHERE namespace=? AND session=? AND first_seq=?", (namespace, session, first_seq)))
 
+    def drop_periods(self, namespace: str) -> None:
+        """Remove every period of a namespace (its vectors are another model's after a re-index)."""
+        self._change(lambda cur: cur.execute("DELETE FROM periods WHERE namespace=?", (namespace,)))
+
     def stale_periods(self, namespace: str) -> list[Period]:
         """Periods whose text was blanked by a forget, to regenerate from what they still cover."""
         rows = self._read(f"SELECT {self._PCOLS} FROM periods WHERE namespace=? AND text='' ORDER BY session, first_seq",
