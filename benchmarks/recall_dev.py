@@ -59,31 +59,44 @@ CONFIGS: dict[str, dict] = {
     **{f"per-{w}": {"periods": w} for w in (0.05, 0.1, 0.2, 0.3)},
     **{f"per-{w}-n{n}": {"periods": w, "period_turns": n} for w in (0.05, 0.1) for n in (10, 40)},
     **{f"per-{w}-p{t}": {"periods": w, "period_top": t} for w in (0.05, 0.1) for t in (1, 5)},
+    # a diagnostic, not an option: each period's entry point is its whole transcript (head), not a summary
+    **{f"per-{w}-p1-transcript": {"periods": w, "period_top": 1, "bench.period_text": "transcript"} for w in (0.05, 0.1)},
 }
 
 
-def ensure_periods(mem, settings) -> None:
+class _Transcript:
+    """A stand-in "summarizer" that returns the period's transcript: what an entry point could carry at most."""
+
+    def summarize(self, previous, units):
+        from ragmem._summary import transcript
+
+        return transcript(units)[:2000]
+
+
+def ensure_periods(mem, settings, config: dict | None = None) -> None:
     """Build the periods a config needs on a cached store (ingested without them), once per cut size."""
     from ragmem._periods import build
 
     if settings.periods <= 0:
         return
     log_ = mem.store.log
-    if log_.meta("bench_period_turns") != str(settings.period_turns):
+    text = (config or {}).get("bench.period_text", "summary")
+    summarizer = _Transcript() if text == "transcript" else mem.store.summarizer
+    if log_.meta("bench_period_turns") != f"{settings.period_turns}/{text}":
         db = log_._db
         with log_._lock:
             db.execute("DELETE FROM periods")
         for s in mem.store.sessions(mem.namespace):
-            build(log_, mem.store.embedder, mem.namespace, [s.session], summarizer=mem.store.summarizer,
-                  settings=settings)
-        log_.set_meta("bench_period_turns", str(settings.period_turns))
+            build(log_, mem.store.embedder, mem.namespace, [s.session], summarizer=summarizer, settings=settings,
+                  index=mem.store.index)
+        log_.set_meta("bench_period_turns", f"{settings.period_turns}/{text}")
 
 
 def settings_of(config: dict):
     """The :class:`ragmem.RecallSettings` a config names (its keys but the ``prompt.`` ones)."""
     from ragmem import RecallSettings
 
-    return RecallSettings(**{k: v for k, v in config.items() if not k.startswith("prompt.")})
+    return RecallSettings(**{k: v for k, v in config.items() if not k.startswith(("prompt.", "bench."))})
 
 
 def open_store(cache: Path, conv):
@@ -122,7 +135,7 @@ def run(configs: list[str], cache: Path, relex: bool, limit: int | None, only: l
         try:
             for name in configs:
                 mem.settings = replace(mem.settings, recall=settings_of(CONFIGS[name]))
-                ensure_periods(mem, mem.settings.recall)
+                ensure_periods(mem, mem.settings.recall, CONFIGS[name])
                 args = {k[len("prompt."):]: v for k, v in CONFIGS[name].items() if k.startswith("prompt.")}
                 for q in qs:
                     ev = set(q.evidence_ids)

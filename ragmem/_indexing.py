@@ -178,7 +178,8 @@ def index_messages(
     if settings.periods > 0:
         from ._periods import build
 
-        build(log, embedder, namespace, (m.session for m in messages), summarizer=summarizer, settings=settings)
+        build(log, embedder, namespace, (m.session for m in messages), summarizer=summarizer, settings=settings,
+              index=index)
     return len(texts)
 
 

@@ -488,7 +488,7 @@ class Memory:
             if self.settings.recall.periods > 0:  # the periods the forget blanked, summarized again
                 from ._periods import regenerate
 
-                regenerate(store.log, store.embedder, self.namespace, summarizer=store.summarizer)
+                regenerate(store.log, store.embedder, self.namespace, summarizer=store.summarizer, index=store.index)
             if wait:
                 consistency.finish_forgets(store)
             else:

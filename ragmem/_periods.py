@@ -6,12 +6,14 @@ closes when the next unit starts another day or when it is full, and never
 cuts a tool exchange (an unfinished one stops the build). Each closed period
 gets a summary (the extractive summarizer by default; the store's own
 summarizer when the user gave one, an LLM callable say, as for the running
-summary), which records exactly the message ids it covers, and the summary's
-embedding. Both live in the log's ``periods`` table
+summary), which records exactly the message ids it covers, and a vector: the
+summary's embedding with an LLM summarizer, the mean of the period's stored
+message vectors with the extractive one (whose summary is some of those
+messages' own sentences; no model run). Both live in the log's ``periods`` table
 (:mod:`ragmem._store.log_periods`), keyed by namespace: a period is never a
 message, never a hit of ``search()`` and never in the recall block.
 
-Recall is two-stage (:func:`period_boost`): the query is scored against the
+Recall is two-stage (:func:`ragmem._recall.period_boost`): the query is scored against the
 periods in scope (dense: cosine with the summary's vector; lexical: BM25 over
 the summaries' terms, computed here over a cached copy; fused by the same
 ``dense_weight`` as messages), and the candidates that lie inside the best
@@ -21,8 +23,9 @@ period's best turns up. Off by default (``periods = 0``): see docs/recall.md,
 "Period summaries", for the ablation.
 
 Building runs on the write path, after indexing (:func:`build`): one log read
-of the messages after the last period, the summarizer, and one embedding
-batch for the periods that closed. No LLM is called unless the user gave the
+of the messages after the last period, the summarizer, and one read of the
+closed periods' message vectors from the index (or one embedding batch of
+their summaries, with an LLM summarizer). No LLM is called unless the user gave the
 store an LLM summarizer.
 """
 
@@ -40,11 +43,10 @@ from ._units import Unit, group_units
 
 if TYPE_CHECKING:
     from .embed import Embedder
-    from ._recall import Candidate
-    from ._store import Log
+    from ._store import Log, VectorIndex
     from ._store.log_periods import Period
 
-__all__ = ["build", "cut", "period_boost", "period_scores", "regenerate"]
+__all__ = ["build", "cut", "period_scores", "regenerate"]
 
 #: Characters of a period's extractive summary (its entry point: a few of its most salient sentences).
 PERIOD_CHARS = 600
@@ -91,7 +93,7 @@ def _summaries(units_of: Sequence[Sequence[Unit]], summarizer: Summarizer | None
     return out
 
 
-def _vectors(embedder: Embedder, texts: list[str]) -> list[bytes]:
+def _embedded(embedder: Embedder, texts: list[str]) -> list[bytes]:
     import numpy as np
 
     from .embed import as_vectors
@@ -102,12 +104,57 @@ def _vectors(embedder: Embedder, texts: list[str]) -> list[bytes]:
     return [np.asarray(v, dtype=np.float32).tobytes() for v in vecs]
 
 
+def _centroids(index: VectorIndex, namespace: str, session: str, periods: Sequence[Sequence[Unit]]) -> list[bytes]:
+    """Each period's unit mean of its messages' stored vectors (their first chunk), read back from the index
+    in one call per session; ``b""`` for a period of which the index holds none."""
+    import numpy as np
+
+    from ._store.index import chunk_id
+
+    ids = [chunk_id(mid, 0) for units in periods for u in units for mid in u.message_ids]
+    col = index.collection(namespace, session, create=False) if ids else None
+    got = index._call("read vectors", lambda: col.get(ids=ids, include=["embeddings"])) if col is not None else {}
+    vecs = got.get("embeddings") if got else None
+    by_id = dict(zip(got.get("ids") or [], vecs if vecs is not None else []))
+    out = []
+    for units in periods:
+        rows = [by_id[chunk_id(mid, 0)] for u in units for mid in u.message_ids if chunk_id(mid, 0) in by_id]
+        if not rows:
+            out.append(b"")
+            continue
+        mean = np.mean(np.asarray(rows, dtype=np.float32), axis=0)
+        out.append((mean / (np.linalg.norm(mean) or 1.0)).astype(np.float32).tobytes())
+    return out
+
+
+def _vectors(embedder: Embedder, index: VectorIndex | None, namespace: str,
+             todo: Sequence[tuple[str, Sequence[Unit]]], texts: list[str], summarizer: Summarizer | None) -> list[bytes]:
+    """The periods' dense entry points. With the extractive default, whose summary is some of the period's own
+    sentences, the mean of the period's stored message vectors: read back from the index, no model run (embedding
+    the summaries cost 25% of a bulk ingest). With an LLM summarizer, the summary's own embedding: its words
+    are not the turns'. A period the index holds nothing of is embedded from its summary."""
+    vecs = [b""] * len(todo)
+    if index is not None and isinstance(_summarizer(summarizer), ExtractiveSummarizer):
+        by_session: dict[str, list[int]] = {}
+        for i, (session, _) in enumerate(todo):
+            by_session.setdefault(session, []).append(i)
+        for session, at in by_session.items():
+            for i, v in zip(at, _centroids(index, namespace, session, [todo[i][1] for i in at])):
+                vecs[i] = v
+    missing = [i for i, v in enumerate(vecs) if not v]
+    for i, v in zip(missing, _embedded(embedder, [texts[i] for i in missing])):
+        vecs[i] = v
+    return vecs
+
+
 def build(log: Log, embedder: Embedder, namespace: str, sessions: Iterable[str], *,
-          summarizer: Summarizer | None = None, settings: RecallSettings = DEFAULT_RECALL) -> int:
-    """Summarize and embed the periods of these sessions that have closed since the last build.
+          summarizer: Summarizer | None = None, settings: RecallSettings = DEFAULT_RECALL,
+          index: VectorIndex | None = None) -> int:
+    """Summarize the periods of these sessions that have closed since the last build, and give each its vector.
 
     Returns the number of periods written. Idempotent: it starts after the last stored period, so
-    running it again (after a crash, or on the next add) writes nothing twice.
+    running it again (after a crash, or on the next add) writes nothing twice. ``index``, when given,
+    is where the periods' messages' vectors are read back from (see :func:`_vectors`).
     """
     from ._store.log_periods import Period
 
@@ -121,7 +168,7 @@ def build(log: Log, embedder: Embedder, namespace: str, sessions: Iterable[str],
     if not todo:
         return 0
     texts = _summaries([units for _, units in todo], summarizer)
-    vectors = _vectors(embedder, texts)
+    vectors = _vectors(embedder, index, namespace, todo, texts, summarizer)
     log.put_periods(namespace, [
         Period(session, units[0].messages[0].seq, units[-1].last_seq, [mid for u in units for mid in u.message_ids],
                text, vec, 0)
@@ -130,7 +177,8 @@ def build(log: Log, embedder: Embedder, namespace: str, sessions: Iterable[str],
     return len(todo)
 
 
-def regenerate(log: Log, embedder: Embedder, namespace: str, *, summarizer: Summarizer | None = None) -> int:
+def regenerate(log: Log, embedder: Embedder, namespace: str, *, summarizer: Summarizer | None = None,
+               index: VectorIndex | None = None) -> int:
     """Summarize again the periods a forget blanked, from the messages they still cover; drop the empty.
 
     Returns the number of periods rewritten or dropped.
@@ -149,7 +197,7 @@ def regenerate(log: Log, embedder: Embedder, namespace: str, *, summarizer: Summ
         else:
             log.drop_period(namespace, p.session, p.first_seq)
     texts = _summaries([units for _, units in keep], summarizer)
-    vectors = _vectors(embedder, texts)
+    vectors = _vectors(embedder, index, namespace, [(p.session, units) for p, units in keep], texts, summarizer)
     log.put_periods(namespace, [
         Period(p.session, p.first_seq, p.last_seq, [mid for u in units for mid in u.message_ids], text, vec, 0)
         for (p, units), text, vec in zip(keep, texts, vectors)
@@ -234,27 +282,3 @@ def period_scores(log: Log, namespace: str, session: str | None, vector: Sequenc
             fused = fused + (1 - settings.dense_weight) * bm / top
     order = np.argsort(-fused, kind="stable")
     return [(scope.periods[i], float(fused[i])) for i in order]
-
-
-def period_boost(first: Sequence[Candidate], log: Log, namespace: str, session: str | None,
-                 vector: Sequence[float], text: str | None, settings: RecallSettings = DEFAULT_RECALL
-                 ) -> list[Candidate]:
-    """Two-stage recall: the candidates inside the best ``settings.period_top`` periods gain
-    ``settings.periods`` times their period's score over the best period's.
-
-    Candidates are messages and stay messages: a period only lifts the turns it covers.
-    """
-    from ._recall import Candidate
-
-    ranked = period_scores(log, namespace, session, vector, text, settings)[: settings.period_top]
-    if not ranked or ranked[0][1] <= 0:
-        return list(first)
-    best = ranked[0][1]
-    spans: dict[str, list[tuple[int, int, float]]] = {}
-    for p, score in ranked:
-        spans.setdefault(p.session, []).append((p.first_seq, p.last_seq, settings.periods * score / best))
-    out = []
-    for c in first:
-        gain = max((g for lo, hi, g in spans.get(c.session, ()) if lo <= c.seq <= hi), default=0.0)
-        out.append(Candidate(c.message_id, c.unit_id, c.session, c.seq, c.score + gain) if gain else c)
-    return sorted(out, key=lambda c: -c.score)

@@ -209,10 +209,33 @@ def search_candidates(
         fused = dense_hop(fused, hits, vector, log, index, namespace=namespace, session=session, n=pool,
                           where=where, settings=settings)
     if settings.periods > 0:  # two-stage: the best periods lift the turns they cover (ragmem._periods)
-        from ._periods import period_boost
-
         fused = period_boost(fused, log, namespace, session, vector, text, settings)
     return fused
+
+
+def period_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, session: str | None,
+                 vector: Sequence[float], text: str | None, settings: RecallSettings = DEFAULT_RECALL
+                 ) -> list[Candidate]:
+    """Two-stage recall: the candidates inside the best ``settings.period_top`` periods
+    (:func:`ragmem._periods.period_scores`) gain ``settings.periods`` times their period's score over the
+    best period's.
+
+    Candidates are messages and stay messages: a period only lifts the turns it covers.
+    """
+    from ._periods import period_scores
+
+    ranked = period_scores(log, namespace, session, vector, text, settings)[: settings.period_top]
+    if not ranked or ranked[0][1] <= 0:
+        return list(first)
+    best = ranked[0][1]
+    spans: dict[str, list[tuple[int, int, float]]] = {}
+    for p, score in ranked:
+        spans.setdefault(p.session, []).append((p.first_seq, p.last_seq, settings.periods * score / best))
+    out = []
+    for c in first:
+        gain = max((g for lo, hi, g in spans.get(c.session, ()) if lo <= c.seq <= hi), default=0.0)
+        out.append(Candidate(c.message_id, c.unit_id, c.session, c.seq, c.score + gain) if gain else c)
+    return sorted(out, key=lambda c: -c.score)
 
 
 #: How much of a seed message the second hop reads for its terms (a giant tool result would cost seconds).

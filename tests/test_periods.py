@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragmem import Memory, RecallSettings, UsageError, group_units, parse_message
-from ragmem._periods import cut, period_boost, period_scores
-from ragmem._recall import Candidate
+from ragmem._periods import cut, period_scores
+from ragmem._recall import Candidate, period_boost
 from ragmem._store.log import MessageLog
 from ragmem._store.log_periods import Period
 from ragmem._summary import LLMSummarizer

@@ -9,6 +9,7 @@ small parts, one concern per module, each written once for both databases:
 * :mod:`ragmem._store.log_flags`: which messages the vector and lexical indexes hold;
 * :mod:`ragmem._store.log_forget`: tombstones, purges and forgotten sessions;
 * :mod:`ragmem._store.log_state`: pinned state and running summaries;
+* :mod:`ragmem._store.log_periods`: period summaries (the entry points of two-stage recall);
 * the lexical index itself, which differs most between the two: FTS5 in
   :mod:`ragmem._store.fts`, term tables in :mod:`ragmem._store.pglog`.
 
