@@ -210,7 +210,7 @@ def config_metrics(mem, question: str, scope: str, evidence: list[str], chat_of:
     try:
         for name in configs:
             mem.settings = replace(mem.settings, recall=settings_of(CONFIGS[name]))
-            ensure_periods(mem, mem.settings.recall)
+            ensure_periods(mem, mem.settings.recall, CONFIGS[name])
             ids = [h.message.id for h in mem.search(question, k=SEARCH_K, scope=scope)]
             r: dict = {"session": session_metrics(chats_by_best_turn(ids, chat_of), answers),
                        "turn@10": sum(e in ids[:10] for e in evidence) / len(evidence), "prompt": {}, "ms": []}

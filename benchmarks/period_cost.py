@@ -5,6 +5,8 @@
   times each, with the stock embedder; the figure is the median seconds of each.
 * ingest, live: the first ``--live`` turns of conv-26 added one ``add()`` at a time (each add runs the
   period build's check), alternately on and off.
+* the build alone: the periods of the bulk store dropped and built again, timed (the A/B above
+  is noisy on a shared machine; this is the step's own cost).
 * prompt: ``prompt(question, budget=2000)`` for every question with evidence of the cached LoCoMo
   stores of :mod:`benchmarks.recall_dev` (``--cache``), the two configs alternating question by
   question (order flipped every other question), two timed prompts each.
@@ -51,6 +53,13 @@ def ingest(config: str, reps: int, live: int) -> list[list]:
                             for m in msgs[:live]:
                                 mem.add(m)
                         secs.setdefault((mode, name), []).append(time.perf_counter() - t)
+                        if mode == "bulk" and s.periods > 0:  # the build step alone, on the same store
+                            from ragmem._periods import build
+
+                            mem.store.log.drop_periods(mem.namespace)
+                            t = time.perf_counter()
+                            build(mem.store.log, emb, mem.namespace, ["s"], settings=s, index=mem.store.index)
+                            secs.setdefault(("build", name), []).append(time.perf_counter() - t)
                 finally:
                     shutil.rmtree(folder, ignore_errors=True)
     rows = []
@@ -59,6 +68,9 @@ def ingest(config: str, reps: int, live: int) -> list[list]:
         for name in ("off", config):
             med = statistics.median(secs[(mode, name)])
             rows.append([f"ingest {mode} ({n} turns)", name, med, 1000 * med / n, med / base])
+    build_s = statistics.median(secs[("build", config)])
+    rows.append([f"of which the period build alone ({len(msgs)} turns)", config, build_s, 1000 * build_s / len(msgs),
+                 build_s / statistics.median(secs[("bulk", "off")])])
     return rows
 
 
