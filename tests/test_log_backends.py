@@ -164,7 +164,7 @@ def test_migrations_are_recorded_and_a_newer_store_is_refused(pg_url):
     from ragmem._store.pglog import split_url
 
     lg = PostgresLog(pg_url)
-    assert lg.migrations() == [1, 2]
+    assert lg.migrations() == [1, 2, 3]
     lg.close()
     conninfo, schema = split_url(pg_url)
     with psycopg.connect(conninfo, autocommit=True) as conn:
@@ -223,7 +223,7 @@ def test_migration_2_upgrades_a_version_1_store_in_place(pg_url, tmp_path, monke
         assert old.migrations() == [1]
         old.close()
     lg = PostgresLog(pg_url)
-    assert lg.migrations() == [1, 2] and lg.meta("schema_version") == "2"
+    assert lg.migrations() == [1, 2, 3] and lg.meta("schema_version") == "3"
     kept, counted, indexes = _lexical_counts(pg_url)
     assert kept == (counted[0], counted[1]) and counted[1] == [(4, sum(len(r[2].split()) + 2 for r in
                                                                        _lexical_rows(msgs)))]
@@ -371,3 +371,25 @@ def test_each_part_of_a_log_keeps_to_one_concern():
         for part in parts:
             own = [n for n in vars(part) if not n.startswith("_")]
             assert len(own) <= 15, (part.__name__, own)
+
+
+def test_migration_3_adds_the_periods_table_to_a_version_2_store(pg_url, monkeypatch):
+    """A store made before period summaries opens with an empty periods table, which then works as SQLite's."""
+    from ragmem._store import pglog
+    from ragmem._store.log_periods import Period
+
+    with monkeypatch.context() as m:  # the ragmem of schema version 2
+        m.setattr(pglog, "MIGRATIONS", pglog.MIGRATIONS[:2])
+        m.setattr(pglog, "SCHEMA_VERSION", 2)
+        old = PostgresLog(pg_url)
+        old.append("ns", "s", [msg(i) for i in range(4)])
+        assert old.migrations() == [1, 2]
+        old.close()
+    lg = PostgresLog(pg_url)
+    assert lg.migrations() == [1, 2, 3] and lg.meta("schema_version") == "3"
+    assert lg.periods("ns") == [] and lg.last_period_seq("ns", "s") == -1
+    lg.put_periods("ns", [Period("s", 0, 3, ["m0", "m1", "m2", "m3"], "- user: four turns", b"\0\0\x80?", 0)])
+    lg.mark_deleted("ns", ["m1"])  # the tombstone blanks the period covering it, in its transaction
+    (p,) = lg.periods("ns")
+    assert p.covers == ["m0", "m2", "m3"] and p.text == "" and p.vector == b""
+    lg.close()
