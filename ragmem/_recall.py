@@ -24,7 +24,9 @@ question naming "7 May 2023" matches it. An optional reranker
 (:mod:`ragmem._rerank`) may reorder the best units. An optional second hop
 (``RecallSettings.second_hop``, off: measured without a gain that held) runs a
 second round seeded by the first round's best messages (:func:`dense_hop`,
-:func:`second_hop`).
+:func:`second_hop`). Optional period summaries (``RecallSettings.periods``,
+off: measured without a gain that held) lift the turns of the periods that
+match the query best (:func:`period_boost`, :mod:`ragmem._periods`).
 
 The tunables (:class:`~ragmem._settings.RecallSettings`, passed down by
 ``Memory(recall=...)``) were tuned on the five shared LoCoMo conversations with
