@@ -148,7 +148,7 @@ class Store:
                             consistency.index_broken(self, "corrupt", set_aside(self.path / "chroma"))
                             client = make_client(path=chroma_path)
                 name = getattr(self._embedder, "name", None) or "all-MiniLM-L6-v2"
-                store_id = self.log.store_id if self.chroma_url else None  # a server may hold many stores
+                store_id = self.log.meta.store_id if self.chroma_url else None  # a server may hold many stores
                 self._index = VectorIndex(client, name, store_id=store_id)
             return self._index
 
@@ -210,7 +210,7 @@ class Store:
         validate.name(namespace, "namespace")
         with self._lock:
             # flags first: a crash between the drop and the re-index leaves them pending, for repair
-            self.log.mark_unindexed(namespace)
+            self.log.index.mark_unindexed(namespace)
             self.index.drop_session(namespace, NAMESPACE_SCOPE)  # the namespace's collection first
             names = consistency.session_names(self.log, namespace)
             for name in names:

@@ -796,7 +796,7 @@ def purge(**opts: Any) -> None:
     try:
         mem = _open(cfg)
         try:
-            n = mem.store.finish_forgets() if mem.store.log.forgets_pending() else 0
+            n = mem.store.finish_forgets() if mem.store.log.forgetting.any_pending() else 0
         finally:
             mem.close()
     finally:

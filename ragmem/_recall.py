@@ -88,10 +88,10 @@ def dense_candidates(
 ) -> list[Candidate]:
     """Index hits of a namespace folded to one candidate per message (its best chunk), best first.
 
-    Hits queried without metadata are placed from the log (``log.positions``), inside ``namespace``.
+    Hits queried without metadata are placed from the log (``log.units.positions``), inside ``namespace``.
     """
     where = (
-        log.positions(namespace, [h.message_id for h in hits if not h.metadata])
+        log.units.positions(namespace, [h.message_id for h in hits if not h.metadata])
         if log is not None and namespace is not None else {}
     )
     best: dict[str, Candidate] = {}
@@ -121,7 +121,7 @@ def lexical_candidates(
     """
     dates = timeparse.query_terms(text) if settings.query_dates else []
     terms = list(dict.fromkeys(lexical.tokenize(text) + dates + list(extra)))
-    total, df = log.lexical_df(terms)
+    total, df = log.index.lexical_df(terms)
     if total > settings.common_term_min_rows:
         rare = [t for t in terms if df.get(t, 0) <= settings.common_term_share * total]
         terms = rare or terms
@@ -129,7 +129,7 @@ def lexical_candidates(
     match = lexical.match_query(terms, lexical.scope_token(namespace, session))
     if match is None:
         return []
-    rows = log.lexical_search(namespace, match, n, filters=filters)
+    rows = log.index.lexical_search(namespace, match, n, filters=filters)
     return [Candidate(mid, uid, sess, seq, score) for mid, uid, sess, seq, score in rows]
 
 
@@ -235,7 +235,7 @@ def hop_terms(
     terms = [t for t in dict.fromkeys(words) if t not in asked]
     if not terms:
         return []
-    total, df = log.lexical_df(terms)
+    total, df = log.index.lexical_df(terms)
     most = settings.common_term_share * total if total > settings.common_term_min_rows else total
     terms = [t for t in terms if 2 <= df.get(t, 0) <= most]
     terms.sort(key=lambda t: df[t])  # stable: among equals, the order of the best seed first
@@ -373,7 +373,7 @@ def retrieve_units(
     for u in top:
         by_session.setdefault(session if session is not None else where_is[u], []).append(u)
     units = {
-        u.id: u for sess, ids in by_session.items() for u in group_units(log.unit_messages(namespace, sess, ids))
+        u.id: u for sess, ids in by_session.items() for u in group_units(log.units.messages(namespace, sess, ids))
     }
     return [(units[u], scores[u]) for u in top if u in units]
 
@@ -471,7 +471,7 @@ def companions(
     after its unit when the budget allows. Empty when the settings' ``companions`` is off.
     """
     asking = [u for u in units if needs_next(u)] if settings.companions else []
-    after = log.next_after(namespace, session, (u.last_seq for u in asking))  # one query for all of them
+    after = log.units.next_after(namespace, session, (u.last_seq for u in asking))  # one query for all of them
     wanted: dict[str, str] = {}  # recalled unit id -> the id of the message after it
     for u in asking:
         got = after.get(u.last_seq)
@@ -479,8 +479,8 @@ def companions(
             wanted[u.id] = got[0]
     if not wanted:
         return {}
-    unit_of = log.unit_ids_of(namespace, wanted.values())
-    found = {n.id: n for n in group_units(log.unit_messages(namespace, session, set(unit_of.values())))}
+    unit_of = log.units.ids_of(namespace, wanted.values())
+    found = {n.id: n for n in group_units(log.units.messages(namespace, session, set(unit_of.values())))}
     out = {}
     for uid, mid in wanted.items():
         n = found.get(unit_of.get(mid, ""))

@@ -20,6 +20,7 @@ class FakeLog:
     def __init__(self, messages, df, total, rows):
         self.messages, self.df, self.total, self.rows = messages, df, total, rows
         self.matched: list[str] = []
+        self.index = self  # the lexical reads are the log's index facet's: log.index.lexical_df, ...
 
     def get_many(self, namespace, ids):
         return {i: self.messages[i] for i in ids if i in self.messages}
