@@ -10,7 +10,7 @@ session of one namespace over a store; ``Memory.for_session()`` makes another
 view over the same object, so nothing is copied and nothing is opened twice.
 
 Maintenance lives here too (``mem.store.repair()``, ``.reindex(ns)``,
-``.finish_forgets()``, ``.stats(ns, session)``, ``.sessions(ns)``): it
+``.finish_forgets()``, ``.stats(ns, session)``, ``.sessions(ns)``, ``.index_behind``): it
 concerns the store, not a conversation. The consistency and repair logic
 itself is in :mod:`ragmem._consistency`.
 """
@@ -151,6 +151,14 @@ class Store:
                 store_id = self.log.meta.store_id if self.chroma_url else None  # a server may hold many stores
                 self._index = VectorIndex(client, name, store_id=store_id)
             return self._index
+
+    @property
+    def index_behind(self) -> bool:
+        """True when an index write failed (the background indexer's, say): the log holds messages the index lacks.
+
+        Nothing is lost: the next search or prompt catches up, and :meth:`flush` does it now or raises why it cannot.
+        """
+        return self._debt.behind
 
     # -- listing -------------------------------------------------------------------
     def sessions(self, namespace: str) -> list[SessionInfo]:
