@@ -282,20 +282,6 @@ def second_hop(
     return sorted(out, key=lambda c: -c.score)
 
 
-def _seed_vectors(index: VectorIndex, namespace: str, session: str | None, chunk_ids: list[str]) -> list[list[float]]:
-    """The stored vectors of some chunks of a session's collection (of the namespace's when None)."""
-    from ._store.index import NAMESPACE_SCOPE
-
-    if session is None and not index.namespace_collections:
-        return []  # no one collection to read them from (the older layout)
-    col = index.collection(namespace, NAMESPACE_SCOPE if session is None else session, create=False)
-    if col is None:
-        return []
-    got = index._call("read vectors", lambda: col.get(ids=chunk_ids, include=["embeddings"]))
-    vecs = got.get("embeddings")
-    return [list(v) for v in vecs] if vecs is not None else []
-
-
 def dense_hop(
     first: Sequence[Candidate], hits: Sequence[IndexHit], vector: Sequence[float], log: MessageLog,
     index: VectorIndex, *, namespace: str, session: str | None, n: int, where: dict[str, Any] | None,
@@ -314,7 +300,7 @@ def dense_hop(
         mid = message_of_chunk(h.message_id)
         if mid in seeds and mid not in chunks:
             chunks[mid] = h.message_id
-    vecs = _seed_vectors(index, namespace, session, list(chunks.values())) if chunks else []
+    vecs = index.vectors(namespace, list(chunks.values()), session=session) if chunks else []
     if not vecs:
         return list(first)
     import numpy as np
