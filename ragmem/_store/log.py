@@ -79,24 +79,24 @@ class MessageLog(Fts5Rows, LogBase):
                                  "pass a path where you can write") from exc
         elif not self.folder.is_dir():
             raise StoreError(f"{self.folder} is a file, not a ragmem store folder; pass a folder path")
-        self.path = self.folder / LOG_FILE
-        if not create and not self.path.exists():
+        self._path = self.folder / LOG_FILE
+        if not create and not self._path.exists():
             raise StoreError(f"{self.folder} holds no ragmem log ({LOG_FILE}); is this the right folder?")
         self._lock = threading.RLock()
         #: True when the folder cannot be written (a read-only mount): reads work, writes raise ReadOnlyStore
-        self.read_only = self.path.exists() and not os.access(self.folder, os.W_OK)
+        self.read_only = self._path.exists() and not os.access(self.folder, os.W_OK)
         try:
             if self.read_only:
-                self._db = open_read_only(self.path)
+                self._db = open_read_only(self._path)
                 self._check_read_only_schema()
             else:
                 # Switching to WAL and creating the schema take locks SQLite's busy timeout does not always
                 # wait for: openers of one store (threads or processes) take turns here.
                 with opening_lock(self.folder):
-                    self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+                    self._db = sqlite3.connect(self._path, timeout=60, check_same_thread=False, isolation_level=None)
                     self._db.execute("PRAGMA journal_mode=WAL")
                     self._db.execute("PRAGMA synchronous=FULL")  # add() returns only once the turn is on disk
-                    migrate(self._db, where=f"the message log {self.path}")
+                    migrate(self._db, where=f"the message log {self._path}")
                     # names this store's collections on a shared Chroma server
                     self._db.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)", (uuid.uuid4().hex,))
         except StoreError:  # a newer schema, or a migration that failed (and was rolled back)
@@ -109,7 +109,7 @@ class MessageLog(Fts5Rows, LogBase):
             if fault is not None:
                 raise fault from exc
             raise StoreError(
-                f"the message log {self.path} is unreadable ({exc}); restore it from a backup "
+                f"the message log {self._path} is unreadable ({exc}); restore it from a backup "
                 "or move the folder aside and start a new store"
             ) from exc
 

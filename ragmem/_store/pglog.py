@@ -208,7 +208,7 @@ class PostgresLog(LogBase):
         self._pg = psycopg
         self._url = url
         self.folder = redact(url)  # where the store is, for messages (the SQLite log's folder)
-        conninfo, self.schema = split_url(url)
+        conninfo, self._schema = split_url(url)
         self._conninfo = conninfo
         try:  # one direct connection first: its error says exactly what is wrong, where a pool would retry
             with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
@@ -219,13 +219,13 @@ class PostgresLog(LogBase):
             raise connect_error(url, exc) from exc
         self._pool = psycopg_pool.ConnectionPool(
             conninfo, min_size=1, max_size=pool_size, open=True, name="ragmem-log",
-            kwargs={"autocommit": True, "connect_timeout": 10, "options": f"-c search_path={self.schema}"},
+            kwargs={"autocommit": True, "connect_timeout": 10, "options": f"-c search_path={self._schema}"},
             reconnect_timeout=self._RETRY_SECONDS,
         )
 
     # -- schema ---------------------------------------------------------------
     def _migrate(self, conn: Any, create: bool) -> None:
-        s = self.schema
+        s = self._schema
         exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname=%s", (s,)).fetchone()
         if not exists and not create:
             raise StoreError(f"no ragmem store in schema {s!r} of {self.folder}; check the URL, or open it with "
