@@ -26,7 +26,6 @@ overlapping it; ``overhead_ms_per_msg`` is what ragmem adds beyond both.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
