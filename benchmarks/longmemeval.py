@@ -68,7 +68,7 @@ QUICK_OTHER_CHATS = 6
 
 def data_dir(path: str | os.PathLike | None = None) -> Path:
     """Where the LongMemEval file lives: ``path``, ``$RAGMEM_LONGMEMEVAL``, or the shared data folder."""
-    return Path(path or os.environ.get("RAGMEM_LONGMEMEVAL") or REPO_ROOT.parent.parent / "shared/data/longmemeval")
+    return Path(path or os.environ.get("RAGMEM_LONGMEMEVAL") or REPO_ROOT.parent / "shared" / "data" / "longmemeval")
 
 
 def load_questions(path: str | os.PathLike | None = None) -> list[dict]:

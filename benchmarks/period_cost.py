@@ -56,7 +56,7 @@ def ingest(config: str, reps: int, live: int) -> list[list]:
                         if mode == "bulk" and s.periods > 0:  # the build step alone, on the same store
                             from ragmem._periods import build
 
-                            mem.store.log.drop_periods(mem.namespace)
+                            mem.store.log.periods.drop_namespace(mem.namespace)
                             t = time.perf_counter()
                             build(mem.store.log, emb, mem.namespace, ["s"], settings=s, index=mem.store.index)
                             secs.setdefault(("build", name), []).append(time.perf_counter() - t)

@@ -89,7 +89,7 @@ def ensure_periods(mem, settings, config: dict | None = None) -> None:
         for s in mem.store.sessions(mem.namespace):
             build(log_, mem.store.embedder, mem.namespace, [s.session], summarizer=summarizer, settings=settings,
                   index=mem.store.index)
-        log_.set_meta("bench_period_turns", f"{settings.period_turns}/{text}")
+        log_.meta.set("bench_period_turns", f"{settings.period_turns}/{text}")
 
 
 def settings_of(config: dict):

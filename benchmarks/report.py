@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import longmemeval, recall_locomo, speed
+from . import ingest_long, longmemeval, recall_locomo, speed
 from .common import REPO_ROOT, markdown_table
 
 HEADER = """# Benchmarks
@@ -186,6 +187,24 @@ def halves_section() -> str | None:
     ) + "\n\n".join(f.read_text().strip() for f in found)
 
 
+def ingest_section() -> str | None:
+    """Ingest against the embedding engine alone and against Chroma's own write, from the last ``ingest_long`` run."""
+    from .common import RESULTS_DIR
+
+    found = RESULTS_DIR / "ingest_long.json"
+    if not found.exists():
+        return None
+    result = json.loads(found.read_text())
+    return "\n\n".join([
+        "## Ingest against the engine",
+        (f"`{result.get('command', 'python -m benchmarks.ingest_long')}` (ragmem {result.get('ragmem', '?')}): "
+         "`add_many` against the embedding engine alone on the same chunks, and against the engine plus "
+         "Chroma's own write of those vectors into the layout's two collections (the floor: no ragmem code "
+         "at all). Alternating rounds, best of each."),
+        ingest_long.tables(result),
+    ])
+
+
 def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float | None = None) -> Path:
     """Assemble the report from the results of one run (or of the last runs)."""
     runs = "\n".join(
@@ -205,6 +224,9 @@ def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float 
         parts.append(longmemeval_section(results["longmemeval"]))
     if "speed" in results:
         parts.append(speed_section(results["speed"]))
+    ingest = ingest_section()
+    if ingest:
+        parts.append(ingest)
     parts.append(machine_section(info))
     path.write_text("\n\n".join(p.strip() for p in parts) + "\n")
     return path

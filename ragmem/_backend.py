@@ -10,7 +10,7 @@ session of one namespace over a store; ``Memory.for_session()`` makes another
 view over the same object, so nothing is copied and nothing is opened twice.
 
 Maintenance lives here too (``mem.store.repair()``, ``.reindex(ns)``,
-``.finish_forgets()``, ``.stats(ns, session)``, ``.sessions(ns)``): it
+``.finish_forgets()``, ``.stats(ns, session)``, ``.sessions(ns)``, ``.index_behind``): it
 concerns the store, not a conversation. The consistency and repair logic
 itself is in :mod:`ragmem._consistency`.
 """
@@ -148,9 +148,17 @@ class Store:
                             consistency.index_broken(self, "corrupt", set_aside(self.path / "chroma"))
                             client = make_client(path=chroma_path)
                 name = getattr(self._embedder, "name", None) or "all-MiniLM-L6-v2"
-                store_id = self.log.store_id if self.chroma_url else None  # a server may hold many stores
+                store_id = self.log.meta.store_id if self.chroma_url else None  # a server may hold many stores
                 self._index = VectorIndex(client, name, store_id=store_id)
             return self._index
+
+    @property
+    def index_behind(self) -> bool:
+        """True when an index write failed (the background indexer's, say): the log holds messages the index lacks.
+
+        Nothing is lost: the next search or prompt catches up, and :meth:`flush` does it now or raises why it cannot.
+        """
+        return self._debt.behind
 
     # -- listing -------------------------------------------------------------------
     def sessions(self, namespace: str) -> list[SessionInfo]:
@@ -210,8 +218,8 @@ class Store:
         validate.name(namespace, "namespace")
         with self._lock:
             # flags first: a crash between the drop and the re-index leaves them pending, for repair
-            self.log.mark_unindexed(namespace)
-            self.log.drop_periods(namespace)  # their vectors are the old model's; rebuilt below when periods are on
+            self.log.index.mark_unindexed(namespace)
+            self.log.periods.drop_namespace(namespace)  # their vectors are the old model's; rebuilt below when periods are on
             self.index.drop_session(namespace, NAMESPACE_SCOPE)  # the namespace's collection first
             names = consistency.session_names(self.log, namespace)
             for name in names:

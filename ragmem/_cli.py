@@ -292,7 +292,7 @@ def _follow_indexing(mem: Memory, sessions: set[str], total: int, bar: Any) -> N
             bar.update(now - done)
             done, last_change = now, time.monotonic()
         # the worker failed (the index is down, say; it flags the store behind) or is stuck: flush() says why
-        failing = mem.store._debt.behind or time.monotonic() - last_change > 300
+        failing = mem.store.index_behind or time.monotonic() - last_change > 300
         if left == 0 or failing:
             return
         time.sleep(0.1)
@@ -796,7 +796,7 @@ def purge(**opts: Any) -> None:
     try:
         mem = _open(cfg)
         try:
-            n = mem.store.finish_forgets() if mem.store.log.forgets_pending() else 0
+            n = mem.store.finish_forgets() if mem.store.log.forgetting.any_pending() else 0
         finally:
             mem.close()
     finally:

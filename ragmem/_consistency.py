@@ -204,7 +204,7 @@ class LocationLock:
 def check_location(store: Store) -> LocationLock:
     """Refuse to open a store another live process indexes elsewhere; hold this location's lock."""
     here = index_location(store)
-    recorded = store.log.meta("index_location")
+    recorded = store.log.meta.get("index_location")
     if recorded is not None and recorded != here and store.log.count() and LocationLock.in_use(store.path, recorded):
         raise StoreError(_two_places(store.path, recorded, here))
     return LocationLock(store.path, here)
@@ -230,7 +230,7 @@ class Consistency:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._mutex = threading.Lock()
-        self._version = store.log.data_version()
+        self._version = store.log.index.data_version()
         self._refresh_due = False
         self._refreshed_at = time.monotonic()
         self._seen: dict[int, float] = {}  # unindexed rowid -> when this process first saw it
@@ -241,11 +241,11 @@ class Consistency:
         """Bring this process's view of the index up to what other processes committed (cheap when nothing did)."""
         store = self._store
         with self._mutex:
-            version = store.log.data_version()
+            version = store.log.index.data_version()
             others_wrote = version != self._version
             self._version = version
             if others_wrote:
-                recorded = store.log.meta("index_location")
+                recorded = store.log.meta.get("index_location")
                 if recorded is not None and recorded != index_location(store):
                     raise StoreError(_two_places(store.path, recorded, index_location(store)))
                 if not store.chroma_url and not store.log.read_only:  # a read-only store's copy never changes
@@ -260,7 +260,7 @@ class Consistency:
         """Index what a dead writer left unindexed, once it has stayed so for :data:`ORPHAN_GRACE` seconds."""
         store = self._store
         now = time.monotonic()
-        self._seen = {row: self._seen.get(row, now) for row in store.log.unindexed_rowids()}
+        self._seen = {row: self._seen.get(row, now) for row in store.log.index.unindexed_rowids()}
         if not self._seen or now - min(self._seen.values()) < ORPHAN_GRACE:
             return
         from filelock import FileLock, Timeout
@@ -310,7 +310,7 @@ def check_namespace_model(store: Store, namespace: str, session: str) -> None:
     from ._errors import EmbeddingMismatch
 
     name = store.index.embedder_name
-    recorded = store.log.meta(_model_key(namespace))
+    recorded = store.log.meta.get(_model_key(namespace))
     if recorded is None:
         for other in session_names(store.log, namespace):
             if other == session:
@@ -324,7 +324,7 @@ def check_namespace_model(store: Store, namespace: str, session: str) -> None:
             if recorded is not None:
                 break
         if not store.log.read_only:
-            store.log.set_meta(_model_key(namespace), recorded or name)
+            store.log.meta.set(_model_key(namespace), recorded or name)
     if recorded is not None and recorded != name:
         raise EmbeddingMismatch(
             f"namespace {namespace!r} is indexed with embedding model {recorded!r}, and this Memory embeds "
@@ -336,7 +336,7 @@ def check_namespace_model(store: Store, namespace: str, session: str) -> None:
 
 def record_namespace_model(store: Store, namespace: str) -> None:
     """After a reindex: the namespace's vectors now all come from the store's model."""
-    store.log.set_meta(_model_key(namespace), store.index.embedder_name)
+    store.log.meta.set(_model_key(namespace), store.index.embedder_name)
 
 
 # -- what the index owes the log, and repairing it ------------------------------------
@@ -377,7 +377,7 @@ def repair_on_open(store: Store) -> dict[str, int]:
         done["rebuilt"] = 1
     # forgets left pending (a forget(wait=False), or a purge cut short) are finished by the first
     # search or prompt, not here: opening must stay cheap for commands that never touch the index
-    store._debt.purge = store.log.forgets_pending() and not store.log.read_only
+    store._debt.purge = store.log.forgetting.any_pending() and not store.log.read_only
     return done
 
 
@@ -400,7 +400,7 @@ def index_broken(store: Store, problem: str, moved: Path | None) -> None:
     """Say that the index is rebuilt, and flag every message for it (the next repair or read indexes them)."""
     warnings.warn(rebuild_notice(store.path, problem, moved), IndexRebuilt, stacklevel=4)
     for ns in store.log.namespaces():
-        store.log.mark_unindexed(ns)
+        store.log.index.mark_unindexed(ns)
     store._debt.behind = True
 
 
@@ -433,7 +433,7 @@ def index_moved(store: Store) -> bool:
     """
     if store.log.count() == 0:
         return False
-    if store.log.meta("index_location") != index_location(store):
+    if store.log.meta.get("index_location") != index_location(store):
         return True
     return not store.chroma_url and not (store.path / "chroma").exists()
 
@@ -448,12 +448,12 @@ def repair(store: Store, full: bool = False, *, purge: bool = True) -> dict[str,
                 store.index.count(ns, session_names(log, ns))
         except IndexCorrupt as exc:
             set_damaged_index_aside(store, exc)
-    if purge and log.forgets_pending():
+    if purge and log.forgetting.any_pending():
         done["purged"] = finish_forgets(store)
     if full:
         done["stale_collections"] = store.index.drop_older_layouts()
         for ns in log.namespaces():
-            flags = log.index_flags(ns)
+            flags = log.index.flags(ns)
             # held anywhere, and held by both the session's and the namespace's collection
             anywhere, held = store.index.held_everywhere(ns, session_names(log, ns))
             extra = sorted(anywhere - flags.keys())
@@ -462,23 +462,23 @@ def repair(store: Store, full: bool = False, *, purge: bool = True) -> dict[str,
                     ns, {"message_id": {"$in": extra[start : start + 500]}}, session_names(log, ns)
                 )
             done["dropped"] += len(extra)
-            log.mark_unindexed(ns, [i for i, f in flags.items() if f and i not in held])
+            log.index.mark_unindexed(ns, [i for i, f in flags.items() if f and i not in held])
     while True:
-        todo = log.pending_index(limit=2000)
+        todo = log.index.pending(limit=2000)
         if not todo:
             break
         index_messages(todo, log=log, index=store.index, embedder=store.embedder, settings=store.recall,
                        summarizer=store.summarizer)
         done["indexed"] += len(todo)
     while True:  # the lexical index is rebuilt from the log alone (no model, no vector index)
-        todo = log.lexical_missing(limit=2000)
+        todo = log.index.lexical_missing(limit=2000)
         if not todo:
             break
         for ns, group in by_namespace(todo).items():
-            log.put_lexical(ns, lexical_rows(group, log, settings=store.recall))
+            log.index.put_lexical(ns, lexical_rows(group, log, settings=store.recall))
         done["lexical"] = done.get("lexical", 0) + len(todo)
-    if full or log.meta("index_location") is None:
-        log.set_meta("index_location", index_location(store))
+    if full or log.meta.get("index_location") is None:
+        log.meta.set("index_location", index_location(store))
     return done
 
 
@@ -494,9 +494,9 @@ def catch_up(store: Store) -> None:
     debt = store._debt
     if debt.purge:
         finish_forgets(store)
-    if debt.behind or (store._indexer is not None and store.log.has_pending_index()):
+    if debt.behind or (store._indexer is not None and store.log.index.has_pending()):
         with store._lock:
-            if debt.behind or store.log.has_pending_index():
+            if debt.behind or store.log.index.has_pending():
                 repair(store)
                 debt.behind = False
 
@@ -506,10 +506,10 @@ def finish_forgets(store: Store) -> int:
     log = store.log
     with store._lock:
         dropped = set()
-        for ns, session in log.forgotten_sessions():
+        for ns, session in log.forgetting.forgotten_sessions():
             store.index.drop_session(ns, session)
             dropped.add((ns, session))
-        doomed = log.pending_delete()
+        doomed = log.forgetting.pending()
         by_scope: dict[tuple[str, str], list[str]] = {}
         for mid, ns, session in doomed:
             by_scope.setdefault((ns, session), []).append(mid)
@@ -517,8 +517,8 @@ def finish_forgets(store: Store) -> int:
             if (ns, session) not in dropped:
                 for start in range(0, len(ids), 500):
                     store.index.delete_where(ns, {"message_id": {"$in": ids[start : start + 500]}}, [session])
-            log.purge(ns, ids)
+            log.forgetting.purge(ns, ids)
         for ns, session in dropped:
-            log.finish_session_forget(ns, session)
+            log.forgetting.finish_session(ns, session)
         store._debt.purge = False
         return len(doomed)

@@ -69,7 +69,7 @@ def _calls_answered(messages: Sequence[Message], log: MessageLog) -> dict[tuple[
     """The calls that the tool results among ``messages`` answer, keyed (namespace, session, call id)."""
     call_of: dict[tuple[str, str, str], ToolCall] = {}
     for ns, group in by_namespace([m for m in messages if m.role == "tool"]).items():
-        owners = set(log.unit_ids_of(ns, [m.id for m in group]).values())
+        owners = set(log.units.ids_of(ns, [m.id for m in group]).values())
         for owner in log.get_many(ns, owners).values():
             for c in owner.tool_calls:
                 call_of[(owner.namespace, owner.session, c.id)] = c
@@ -85,8 +85,8 @@ def lexical_rows(
 ) -> list[tuple[str, str, str]]:
     """Rows for the lexical index: (message id, scope terms, body terms).
 
-    The rows do not carry the namespace: write them with ``log.put_lexical(namespace, rows)``
-    (or ``mark_indexed``) per namespace (see :func:`by_namespace`).
+    The rows do not carry the namespace: write them with ``log.index.put_lexical(namespace, rows)``
+    (or ``log.index.mark_indexed``) per namespace (see :func:`by_namespace`).
     """
     if call_of is None:
         call_of = _calls_answered(messages, log)
@@ -146,7 +146,7 @@ def index_messages(
         return sum(index_messages(g, log=log, index=index, embedder=embedder, settings=settings,
                                   summarizer=summarizer) for g in groups.values())
     namespace = messages[0].namespace
-    units = log.unit_ids_of(namespace, [m.id for m in messages])
+    units = log.units.ids_of(namespace, [m.id for m in messages])
     # the calls tool results answer, so their text can carry the call's name and arguments
     call_of = _calls_answered(messages, log)
     texts: list[str] = []
@@ -174,7 +174,7 @@ def index_messages(
             lex = lexical_rows(messages, log, call_of, settings)  # meanwhile, the last upsert runs
             for f in pending:
                 f.result()  # an upsert that failed raises here, before anything is marked indexed
-    log.mark_indexed(namespace, n_chunks, lex)
+    log.index.mark_indexed(namespace, n_chunks, lex)
     if settings.periods > 0:
         from ._periods import build
 

@@ -48,7 +48,7 @@ class PinnedState:
 
     def get(self) -> dict[str, Any]:
         """The current state (a copy)."""
-        return self._log.get_state(self._ns, self._session)
+        return self._log.state.get(self._ns, self._session)
 
     def update(self, values: Mapping[str, Any] | None = None, /, **kw: Any) -> dict[str, Any]:
         """Merge keys into the state; a value of ``None`` removes its key. Returns the new state."""
@@ -71,11 +71,11 @@ class PinnedState:
             raise InvalidMessage(
                 f"pinned state must be JSON-serialisable, without NaN or infinite numbers: {exc}"
             ) from None
-        self._log.set_state(self._ns, self._session, dict(value))
+        self._log.state.set(self._ns, self._session, dict(value))
 
     def clear(self) -> None:
         """Empty the state."""
-        self._log.set_state(self._ns, self._session, {})
+        self._log.state.set(self._ns, self._session, {})
 
 
 class Memory:
@@ -288,7 +288,7 @@ class Memory:
         session = self.session if session is None else validate.name(session, "session")
         if last is not None:
             validate.count(last, "last", lo=0, hi=10**9)
-            return list(reversed(self.store.log.messages_desc(self.namespace, session, last)))
+            return list(reversed(self.store.log.messages(self.namespace, session, limit=last, newest_first=True)))
         return self.store.log.messages(self.namespace, session)
 
     def export(self, session: str | None = None) -> list[dict[str, Any]]:
@@ -301,7 +301,7 @@ class Memory:
 
     def summary(self) -> str | None:
         """The running summary of what has left the window, if any (folded by :meth:`prompt`)."""
-        s = self.store.log.get_summary(self.namespace, self.session)
+        s = self.store.log.state.summary(self.namespace, self.session)
         return s[0] if s else None
 
     # -- search ----------------------------------------------------------------
@@ -433,9 +433,9 @@ class Memory:
             if filtered:
                 raise UsageError("forget() takes a message id or filters (role, since, until, where), not both")
             m = self.get(message_id)  # this namespace only: another's id is MessageNotFound, and nothing changes
-            unit_id = log.unit_ids_of(self.namespace, [m.id])[m.id]
-            ids = [x.id for x in log.unit_messages(self.namespace, m.session, [unit_id])]
-            self._tombstone(lambda: log.mark_deleted(self.namespace, ids), wait)
+            unit_id = log.units.ids_of(self.namespace, [m.id])[m.id]
+            ids = [x.id for x in log.units.messages(self.namespace, m.session, [unit_id])]
+            self._tombstone(lambda: log.forgetting.mark_deleted(self.namespace, ids), wait)
             return ids
         validate.choice(scope, "scope", ("session", "namespace"))
         role = validate.roles(role)
@@ -458,11 +458,11 @@ class Memory:
                 and all(m.metadata.get(k) == v for k, v in (where or {}).items())
             ]
             if matched:
-                units = set(log.unit_ids_of(self.namespace, [m.id for m in matched]).values())
-                doomed += [m.id for m in log.unit_messages(self.namespace, name, units)]
+                units = set(log.units.ids_of(self.namespace, [m.id for m in matched]).values())
+                doomed += [m.id for m in log.units.messages(self.namespace, name, units)]
         if not doomed:
             return []
-        self._tombstone(lambda: log.mark_deleted(self.namespace, doomed), wait)
+        self._tombstone(lambda: log.forgetting.mark_deleted(self.namespace, doomed), wait)
         return doomed
 
     def forget_session(self, session: str | None = None, *, wait: bool = True) -> int:
@@ -473,7 +473,7 @@ class Memory:
         ``wait=False``, by the next search or prompt (see :meth:`forget`).
         """
         session = self.session if session is None else validate.name(session, "session")
-        return self._tombstone(lambda: self.store.log.forget_session(self.namespace, session), wait)
+        return self._tombstone(lambda: self.store.log.forgetting.forget_session(self.namespace, session), wait)
 
     def _tombstone(self, mark: Callable[[], Any], wait: bool) -> Any:
         """Run ``mark`` (a tombstoning log transaction), then purge now or leave it to the next read.

@@ -162,14 +162,14 @@ def build(log: Log, embedder: Embedder, namespace: str, sessions: Iterable[str],
         return 0
     todo: list[tuple[str, list[Unit]]] = []
     for session in dict.fromkeys(sessions):
-        after = log.last_period_seq(namespace, session)
+        after = log.periods.last_seq(namespace, session)
         closed, _ = cut(group_units(log.messages(namespace, session, after_seq=after)), settings.period_turns)
         todo += [(session, units) for units in closed]
     if not todo:
         return 0
     texts = _summaries([units for _, units in todo], summarizer)
     vectors = _vectors(embedder, index, namespace, todo, texts, summarizer)
-    log.put_periods(namespace, [
+    log.periods.put(namespace, [
         Period(session, units[0].messages[0].seq, units[-1].last_seq, [mid for u in units for mid in u.message_ids],
                text, vec, 0)
         for (session, units), text, vec in zip(todo, texts, vectors)
@@ -185,7 +185,7 @@ def regenerate(log: Log, embedder: Embedder, namespace: str, *, summarizer: Summ
     """
     from ._store.log_periods import Period
 
-    stale = log.stale_periods(namespace)
+    stale = log.periods.stale(namespace)
     if not stale or log.read_only:
         return 0
     keep: list[tuple[Period, list[Unit]]] = []
@@ -195,10 +195,10 @@ def regenerate(log: Log, embedder: Embedder, namespace: str, *, summarizer: Summ
         if units:
             keep.append((p, units))
         else:
-            log.drop_period(namespace, p.session, p.first_seq)
+            log.periods.drop(namespace, p.session, p.first_seq)
     texts = _summaries([units for _, units in keep], summarizer)
     vectors = _vectors(embedder, index, namespace, [(p.session, units) for p, units in keep], texts, summarizer)
-    log.put_periods(namespace, [
+    log.periods.put(namespace, [
         Period(p.session, p.first_seq, p.last_seq, [mid for u in units for mid in u.message_ids], text, vec, 0)
         for (p, units), text, vec in zip(keep, texts, vectors)
     ])
@@ -231,12 +231,12 @@ _CACHE_MAX = 256
 def _scope(log: Log, namespace: str, session: str | None) -> _Scope:
     """The scored form of a scope's periods, cached while the rows stay as they are."""
     key = (id(log), namespace, session)
-    sig = log.periods_signature(namespace, session)
+    sig = log.periods.signature(namespace, session)
     with _CACHE_LOCK:
         got = _CACHE.get(key)
     if got is not None and got[0] == sig:
         return got[1]
-    scope = _Scope(log.periods(namespace, session))
+    scope = _Scope(log.periods.all(namespace, session))
     with _CACHE_LOCK:
         if len(_CACHE) >= _CACHE_MAX:
             _CACHE.clear()

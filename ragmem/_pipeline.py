@@ -127,7 +127,7 @@ def request(mem: Session, user_turn: str | Mapping[str, Any] | None, *, system: 
             raise InvalidMessage(f"prompt()'s user turn is not a valid message: {exc}") from None
     skip: set[str] = set()
     if turn_stored:
-        last = mem.store.log.messages_desc(mem.namespace, mem.session, 1)
+        last = mem.store.log.messages(mem.namespace, mem.session, limit=1, newest_first=True)
         if not last or last[0].role != "user":
             raise InvalidMessage(
                 "turn_stored=True, but the session does not end with a user message; add the user "
@@ -220,7 +220,7 @@ def update_summary(mem: Session, tail: list[Message]) -> tuple[str, int, list[st
     """
     if tail:
         fold_summary(mem, before_seq=tail[0].seq)
-    return mem.store.log.get_summary(mem.namespace, mem.session)
+    return mem.store.log.state.summary(mem.namespace, mem.session)
 
 
 def fold_summary(mem: Session, before_seq: int | None = None) -> str | None:
@@ -234,7 +234,7 @@ def fold_summary(mem: Session, before_seq: int | None = None) -> str | None:
         if not tail:
             return None
         before_seq = tail[0].seq
-    current = log.get_summary(mem.namespace, mem.session)
+    current = log.state.summary(mem.namespace, mem.session)
     text, upto, covers = current if current else (None, -1, [])
     new = [m for m in log.messages(mem.namespace, mem.session, after_seq=upto) if m.seq < before_seq]
     units = []
@@ -247,7 +247,7 @@ def fold_summary(mem: Session, before_seq: int | None = None) -> str | None:
     text = store.summarizer.summarize(text, units)
     covers = covers + [mid for u in units for mid in u.message_ids]
     if not log.read_only:  # a read-only store still gets its summary, just not cached
-        log.set_summary(mem.namespace, mem.session, text, units[-1].last_seq, covers)
+        log.state.set_summary(mem.namespace, mem.session, text, units[-1].last_seq, covers)
     return text
 
 

@@ -90,10 +90,10 @@ def dense_candidates(
 ) -> list[Candidate]:
     """Index hits of a namespace folded to one candidate per message (its best chunk), best first.
 
-    Hits queried without metadata are placed from the log (``log.positions``), inside ``namespace``.
+    Hits queried without metadata are placed from the log (``log.units.positions``), inside ``namespace``.
     """
     where = (
-        log.positions(namespace, [h.message_id for h in hits if not h.metadata])
+        log.units.positions(namespace, [h.message_id for h in hits if not h.metadata])
         if log is not None and namespace is not None else {}
     )
     best: dict[str, Candidate] = {}
@@ -123,7 +123,7 @@ def lexical_candidates(
     """
     dates = timeparse.query_terms(text) if settings.query_dates else []
     terms = list(dict.fromkeys(lexical.tokenize(text) + dates + list(extra)))
-    total, df = log.lexical_df(terms)
+    total, df = log.index.lexical_df(terms)
     if total > settings.common_term_min_rows:
         rare = [t for t in terms if df.get(t, 0) <= settings.common_term_share * total]
         terms = rare or terms
@@ -131,7 +131,7 @@ def lexical_candidates(
     match = lexical.match_query(terms, lexical.scope_token(namespace, session))
     if match is None:
         return []
-    rows = log.lexical_search(namespace, match, n, filters=filters)
+    rows = log.index.lexical_search(namespace, match, n, filters=filters)
     return [Candidate(mid, uid, sess, seq, score) for mid, uid, sess, seq, score in rows]
 
 
@@ -264,7 +264,7 @@ def hop_terms(
     terms = [t for t in dict.fromkeys(words) if t not in asked]
     if not terms:
         return []
-    total, df = log.lexical_df(terms)
+    total, df = log.index.lexical_df(terms)
     most = settings.common_term_share * total if total > settings.common_term_min_rows else total
     terms = [t for t in terms if 2 <= df.get(t, 0) <= most]
     terms.sort(key=lambda t: df[t])  # stable: among equals, the order of the best seed first
@@ -311,20 +311,6 @@ def second_hop(
     return sorted(out, key=lambda c: -c.score)
 
 
-def _seed_vectors(index: VectorIndex, namespace: str, session: str | None, chunk_ids: list[str]) -> list[list[float]]:
-    """The stored vectors of some chunks of a session's collection (of the namespace's when None)."""
-    from ._store.index import NAMESPACE_SCOPE
-
-    if session is None and not index.namespace_collections:
-        return []  # no one collection to read them from (the older layout)
-    col = index.collection(namespace, NAMESPACE_SCOPE if session is None else session, create=False)
-    if col is None:
-        return []
-    got = index._call("read vectors", lambda: col.get(ids=chunk_ids, include=["embeddings"]))
-    vecs = got.get("embeddings")
-    return [list(v) for v in vecs] if vecs is not None else []
-
-
 def dense_hop(
     first: Sequence[Candidate], hits: Sequence[IndexHit], vector: Sequence[float], log: MessageLog,
     index: VectorIndex, *, namespace: str, session: str | None, n: int, where: dict[str, Any] | None,
@@ -343,7 +329,7 @@ def dense_hop(
         mid = message_of_chunk(h.message_id)
         if mid in seeds and mid not in chunks:
             chunks[mid] = h.message_id
-    vecs = _seed_vectors(index, namespace, session, list(chunks.values())) if chunks else []
+    vecs = index.vectors(namespace, list(chunks.values()), session=session) if chunks else []
     if not vecs:
         return list(first)
     import numpy as np
@@ -402,7 +388,7 @@ def retrieve_units(
     for u in top:
         by_session.setdefault(session if session is not None else where_is[u], []).append(u)
     units = {
-        u.id: u for sess, ids in by_session.items() for u in group_units(log.unit_messages(namespace, sess, ids))
+        u.id: u for sess, ids in by_session.items() for u in group_units(log.units.messages(namespace, sess, ids))
     }
     return [(units[u], scores[u]) for u in top if u in units]
 
@@ -500,7 +486,7 @@ def companions(
     after its unit when the budget allows. Empty when the settings' ``companions`` is off.
     """
     asking = [u for u in units if needs_next(u)] if settings.companions else []
-    after = log.next_after(namespace, session, (u.last_seq for u in asking))  # one query for all of them
+    after = log.units.next_after(namespace, session, (u.last_seq for u in asking))  # one query for all of them
     wanted: dict[str, str] = {}  # recalled unit id -> the id of the message after it
     for u in asking:
         got = after.get(u.last_seq)
@@ -508,8 +494,8 @@ def companions(
             wanted[u.id] = got[0]
     if not wanted:
         return {}
-    unit_of = log.unit_ids_of(namespace, wanted.values())
-    found = {n.id: n for n in group_units(log.unit_messages(namespace, session, set(unit_of.values())))}
+    unit_of = log.units.ids_of(namespace, wanted.values())
+    found = {n.id: n for n in group_units(log.units.messages(namespace, session, set(unit_of.values())))}
     out = {}
     for uid, mid in wanted.items():
         n = found.get(unit_of.get(mid, ""))

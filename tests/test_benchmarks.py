@@ -31,3 +31,12 @@ def test_quick_benchmarks_run_and_write_their_results(tmp_path):
     speed = json.loads((tmp_path / "speed-quick.json").read_text())
     assert recall and speed
     assert "Recall" in r.stdout or "recall" in r.stdout
+
+
+def test_the_data_folders_default_to_shared_beside_the_checkout(monkeypatch):
+    # LongMemEval's default once pointed two levels up (/shared/...), so its benchmarks silently skipped
+    monkeypatch.delenv("RAGMEM_LONGMEMEVAL", raising=False)
+    monkeypatch.delenv("RAGMEM_LOCOMO", raising=False)
+    beside = ROOT.parent / "shared" / "data"
+    assert lme_dir().resolve() == (beside / "longmemeval").resolve()
+    assert data_dir() == (beside / "locomo").resolve()

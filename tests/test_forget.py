@@ -160,7 +160,7 @@ def test_next_after_skips_forgotten_messages(tmp_path):
     mem = Memory(tmp_path / "s", session="n", embedder=HashEmbedder())
     ids = [m.id for m in mem.add_many(TURNS)]
     mem.forget(ids[1])
-    after = mem.store.log.next_after("default", "n", [0, 1, 2, 3, 7])
+    after = mem.store.log.units.next_after("default", "n", [0, 1, 2, 3, 7])
     assert after == {0: (ids[2], 2), 1: (ids[2], 2), 2: (ids[3], 3)}
-    assert mem.store.log.next_after("default", "n", []) == {}
-    assert mem.store.log.next_after("default", "other", [0]) == {}
+    assert mem.store.log.units.next_after("default", "n", []) == {}
+    assert mem.store.log.units.next_after("default", "other", [0]) == {}

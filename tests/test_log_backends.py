@@ -54,13 +54,13 @@ def test_dense_seqs_and_idempotent_readds(log):
 
 def test_tool_pairing_orphans_and_units(log):
     log.append("ns", "s", [msg(0), call(1, "a", "b"), result(2, "a"), result(3, "b")])
-    assert log.unit_ids_of("ns", ["m1", "m2", "m3", "m0"]) == {"m0": "m0", "m1": "m1", "m2": "m1", "m3": "m1"}
-    assert [m.id for m in log.unit_messages("ns", "s", ["m1"])] == ["m1", "m2", "m3"]
+    assert log.units.ids_of("ns", ["m1", "m2", "m3", "m0"]) == {"m0": "m0", "m1": "m1", "m2": "m1", "m3": "m1"}
+    assert [m.id for m in log.units.messages("ns", "s", ["m1"])] == ["m1", "m2", "m3"]
     with pytest.raises(OrphanToolResult):
         log.append("ns", "s", [msg(4), result(5, "a")])  # already answered
     assert log.count("ns", "s") == 4
     kept = log.append("ns", "s", [result(5, "zzz")], orphans="keep")
-    assert kept[0].seq == 4 and log.unit_ids_of("ns", ["m5"]) == {"m5": "m5"}
+    assert kept[0].seq == 4 and log.units.ids_of("ns", ["m5"]) == {"m5": "m5"}
     with pytest.raises(InvalidMessage, match="tool call id"):
         log.append("ns", "s", [call(6, "a")])
     # the tail never starts inside a unit
@@ -69,46 +69,46 @@ def test_tool_pairing_orphans_and_units(log):
 
 def test_tombstones_purge_and_forgotten_sessions(log):
     log.append("ns", "s", [msg(0), call(1, "a"), result(2, "a"), msg(3)])
-    log.mark_deleted("ns", ["m1", "m2"])
+    log.forgetting.mark_deleted("ns", ["m1", "m2"])
     assert log.get("ns", "m1") is None and log.count("ns", "s") == 2
-    assert log.forgets_pending() and sorted(log.pending_delete()) == [("m1", "ns", "s"), ("m2", "ns", "s")]
+    assert log.forgetting.any_pending() and sorted(log.forgetting.pending()) == [("m1", "ns", "s"), ("m2", "ns", "s")]
     with pytest.raises(InvalidMessage, match="just forgotten"):
         log.append("ns", "s", [call(1, "a")])
-    assert log.next_after("ns", "s", [0]) == {0: ("m3", 3)}
-    log.purge("ns", ["m1", "m2"])
-    assert not log.forgets_pending()
+    assert log.units.next_after("ns", "s", [0]) == {0: ("m3", 3)}
+    log.forgetting.purge("ns", ["m1", "m2"])
+    assert not log.forgetting.any_pending()
     log.append("ns", "s", [call(1, "a")])  # the call id is free again once purged
     assert log.get("ns", "m1").seq == 4
-    log.set_state("ns", "s", {"goal": "x"})
-    log.set_summary("ns", "s", "sum", 1, ["m0"])
-    assert log.forget_session("ns", "s") == 3
-    assert log.sessions("ns") == [] and log.get_state("ns", "s") == {} and log.get_summary("ns", "s") is None
-    assert log.forgotten_sessions() == [("ns", "s")]
+    log.state.set("ns", "s", {"goal": "x"})
+    log.state.set_summary("ns", "s", "sum", 1, ["m0"])
+    assert log.forgetting.forget_session("ns", "s") == 3
+    assert log.sessions("ns") == [] and log.state.get("ns", "s") == {} and log.state.summary("ns", "s") is None
+    assert log.forgetting.forgotten_sessions() == [("ns", "s")]
     assert log.append("ns", "s", [msg(7)])[0].seq == 5  # a new add revives the name and continues the count
-    assert not log.finish_session_forget("ns", "s")
+    assert not log.forgetting.finish_session("ns", "s")
 
 
 def test_state_summary_meta_and_store_id(log):
-    log.set_state("ns", "s", {"goal": "fix", "n": [1, 2]})
-    log.set_state("ns", "s", {"goal": "fixed"})
-    assert log.get_state("ns", "s") == {"goal": "fixed"}
-    log.set_summary("ns", "s", "text", 4, ["a", "b"])
-    assert log.get_summary("ns", "s") == ("text", 4, ["a", "b"])
-    log.set_meta("k", "v1")
-    log.set_meta("k", "v2")
+    log.state.set("ns", "s", {"goal": "fix", "n": [1, 2]})
+    log.state.set("ns", "s", {"goal": "fixed"})
+    assert log.state.get("ns", "s") == {"goal": "fixed"}
+    log.state.set_summary("ns", "s", "text", 4, ["a", "b"])
+    assert log.state.summary("ns", "s") == ("text", 4, ["a", "b"])
+    log.meta.set("k", "v1")
+    log.meta.set("k", "v2")
     from ragmem._store import pglog
     from ragmem._store.migrations import SCHEMA_VERSION
 
     expected = pglog.SCHEMA_VERSION if isinstance(log, pglog.PostgresLog) else SCHEMA_VERSION
-    assert log.meta("k") == "v2" and log.meta("schema_version") == str(expected)
-    assert len(log.store_id) == 32
+    assert log.meta.get("k") == "v2" and log.meta.get("schema_version") == str(expected)
+    assert len(log.meta.store_id) == 32
 
 
 def test_reads_are_namespace_scoped(log):
     log.append("a", "s", [msg(0, content="alpha secret")])
     log.append("b", "s", [msg(1, content="beta")])
     assert log.get("b", "m0") is None and log.get_many("b", ["m0", "m1"]).keys() == {"m1"}
-    assert log.positions("a", ["m0#2"]) == {"m0#2": ("m0", "m0", "s", 0)}
+    assert log.units.positions("a", ["m0#2"]) == {"m0#2": ("m0", "m0", "s", 0)}
     assert log.namespaces() == ["a", "b"] and [r["session"] for r in log.sessions("a")] == ["s"]
 
 
@@ -126,33 +126,33 @@ def test_lexical_index_ranks_with_bm25(log, tmp_path):
     msgs = [msg(i, content=t) for i, t in enumerate(texts)]
     log.append("ns", "s", msgs)
     rows = [(m.id, lexical.scope_text("ns", "s"), " ".join(lexical.tokenize(m.content))) for m in msgs]
-    log.mark_indexed("ns", {m.id: 1 for m in msgs}, rows)
+    log.index.mark_indexed("ns", {m.id: 1 for m in msgs}, rows)
     ref = open_log(tmp_path / "reference")  # FTS5
     ref.append("ns", "s", msgs)
-    ref.mark_indexed("ns", {m.id: 1 for m in msgs}, rows)
+    ref.index.mark_indexed("ns", {m.id: 1 for m in msgs}, rows)
     match = lexical.match_query(lexical.tokenize("pool size"), lexical.scope_token("ns", "s"))
-    got, want = log.lexical_search("ns", match, 10), ref.lexical_search("ns", match, 10)
+    got, want = log.index.lexical_search("ns", match, 10), ref.index.lexical_search("ns", match, 10)
     assert [r[0] for r in got] == [r[0] for r in want]
     assert [r[4] for r in got] == pytest.approx([r[4] for r in want], rel=1e-6)
     # scoped: another session's scope finds nothing; filters work over the message row
-    assert log.lexical_search("ns", lexical.match_query(["pool"], lexical.scope_token("ns", "x")), 10) == []
-    assert log.lexical_search("ns", match, 10, filters=RowFilter(roles=("assistant",))) == []
-    log.mark_deleted("ns", ["m3"])
-    assert "m3" not in [r[0] for r in log.lexical_search("ns", match, 10)]
+    assert log.index.lexical_search("ns", lexical.match_query(["pool"], lexical.scope_token("ns", "x")), 10) == []
+    assert log.index.lexical_search("ns", match, 10, filters=RowFilter(roles=("assistant",))) == []
+    log.forgetting.mark_deleted("ns", ["m3"])
+    assert "m3" not in [r[0] for r in log.index.lexical_search("ns", match, 10)]
     if isinstance(log, PostgresLog):  # the namespace is part of the query (the SQLite log's once it takes one)
-        assert log.lexical_search("other", match, 10) == []
-    log.purge("ns", ["m3"])
-    assert log.lexical_missing() == []
+        assert log.index.lexical_search("other", match, 10) == []
+    log.forgetting.purge("ns", ["m3"])
+    assert log.index.lexical_missing() == []
     ref.close()
 
 
 def test_pending_index_and_flags(log):
     log.append("ns", "s", [msg(0), msg(1)])
-    assert log.has_pending_index() and [m.id for m in log.pending_index()] == ["m0", "m1"]
-    log.mark_indexed("ns", {"m0": 2})
-    assert log.index_flags("ns") == {"m0": 1, "m1": 0} and log.indexed_chunk_count("ns") == 2
-    log.mark_unindexed("ns", ["m0"])
-    assert log.index_flags("ns") == {"m0": 0, "m1": 0}
+    assert log.index.has_pending() and [m.id for m in log.index.pending()] == ["m0", "m1"]
+    log.index.mark_indexed("ns", {"m0": 2})
+    assert log.index.flags("ns") == {"m0": 1, "m1": 0} and log.index.chunk_count("ns") == 2
+    log.index.mark_unindexed("ns", ["m0"])
+    assert log.index.flags("ns") == {"m0": 0, "m1": 0}
 
 
 # ------------------------------------------------------------- PostgreSQL only
@@ -164,7 +164,7 @@ def test_migrations_are_recorded_and_a_newer_store_is_refused(pg_url):
     from ragmem._store.pglog import split_url
 
     lg = PostgresLog(pg_url)
-    assert lg.migrations() == [1, 2, 3]
+    assert lg._migrations() == [1, 2, 3]
     lg.close()
     conninfo, schema = split_url(pg_url)
     with psycopg.connect(conninfo, autocommit=True) as conn:
@@ -220,19 +220,19 @@ def test_migration_2_upgrades_a_version_1_store_in_place(pg_url, tmp_path, monke
         old = PostgresLog(pg_url)
         old.append("ns", "s", msgs)
         old._write(lambda cur: _put_lexical_v1(cur, "ns", _lexical_rows(msgs)))
-        assert old.migrations() == [1]
+        assert old._migrations() == [1]
         old.close()
     lg = PostgresLog(pg_url)
-    assert lg.migrations() == [1, 2, 3] and lg.meta("schema_version") == "3"
+    assert lg._migrations() == [1, 2, 3] and lg.meta.get("schema_version") == "3"
     kept, counted, indexes = _lexical_counts(pg_url)
     assert kept == (counted[0], counted[1]) and counted[1] == [(4, sum(len(r[2].split()) + 2 for r in
                                                                        _lexical_rows(msgs)))]
     assert indexes == {"lexical_terms_sc", "lexical_terms_nc", "lexical_terms_pkey"}
     ref = open_log(tmp_path / "reference")  # FTS5
     ref.append("ns", "s", msgs)
-    ref.mark_indexed("ns", {m.id: 1 for m in msgs}, _lexical_rows(msgs))
+    ref.index.mark_indexed("ns", {m.id: 1 for m in msgs}, _lexical_rows(msgs))
     match = lexical.match_query(lexical.tokenize("pool size"), lexical.scope_token("ns", "s"))
-    got, want = lg.lexical_search("ns", match, 10), ref.lexical_search("ns", match, 10)
+    got, want = lg.index.lexical_search("ns", match, 10), ref.index.lexical_search("ns", match, 10)
     assert [r[0] for r in got] == [r[0] for r in want]
     assert [r[4] for r in got] == pytest.approx([r[4] for r in want], rel=1e-6)
     lg.close()
@@ -243,15 +243,15 @@ def test_document_frequencies_and_totals_stay_exact_through_rewrites_and_purges(
     lg = PostgresLog(pg_url)
     msgs = [msg(i, content=t) for i, t in enumerate(["pool pool size", "size of the pool", "teal", "rain"])]
     lg.append("ns", "s", msgs)
-    lg.mark_indexed("ns", {m.id: 1 for m in msgs}, _lexical_rows(msgs))
-    lg.put_lexical("ns", [("m0", lexical.scope_text("ns", "s"), "rain rain umbrella")])  # a rewrite replaces
+    lg.index.mark_indexed("ns", {m.id: 1 for m in msgs}, _lexical_rows(msgs))
+    lg.index.put_lexical("ns", [("m0", lexical.scope_text("ns", "s"), "rain rain umbrella")])  # a rewrite replaces
     lg.append("other", "s", [msg(9, content="pool")])
-    lg.put_lexical("other", [("m9", lexical.scope_text("other", "s"), "pool")])
+    lg.index.put_lexical("other", [("m9", lexical.scope_text("other", "s"), "pool")])
     kept, counted, _ = _lexical_counts(pg_url)
     assert kept == counted and counted[0]["pool"] == 2 and counted[0]["rain"] == 2
-    assert lg.lexical_df(["pool", "rain", "umbrella", "nowhere"]) == (5, {"pool": 2, "rain": 2, "umbrella": 1})
-    lg.mark_deleted("ns", ["m0", "m2"])
-    lg.purge("ns", ["m0", "m2"])
+    assert lg.index.lexical_df(["pool", "rain", "umbrella", "nowhere"]) == (5, {"pool": 2, "rain": 2, "umbrella": 1})
+    lg.forgetting.mark_deleted("ns", ["m0", "m2"])
+    lg.forgetting.purge("ns", ["m0", "m2"])
     kept, counted, _ = _lexical_counts(pg_url)
     assert kept == counted and "teal" not in kept[0] and "umbrella" not in kept[0]  # no zero rows left
     assert counted[1] == [(3, sum(len(r[2].split()) + 2 for r in _lexical_rows(msgs[1:2] + msgs[3:])) + 3)]
@@ -302,7 +302,7 @@ def test_postgres_log_behaves_as_the_sqlite_log(tmp_path, pg_url):
     def outcome(lg, ns, batch, keep):
         try:
             if batch[0][0] == "forget":  # a batch that starts with a forget forgets; others only add
-                lg.mark_deleted(ns, [f"{ns}-m{o[1]}" for o in batch])
+                lg.forgetting.mark_deleted(ns, [f"{ns}-m{o[1]}" for o in batch])
                 return "forgot"
             batch = [o for o in batch if o[0] != "forget"]
             # ids carry the example's name: the SQLite log still keys ids per store, not per namespace
@@ -322,10 +322,10 @@ def test_postgres_log_behaves_as_the_sqlite_log(tmp_path, pg_url):
         a, b = sqlite.messages(ns, "s"), pg.messages(ns, "s")
         assert [(m.id, m.seq, m.to_openai()) for m in a] == [(m.id, m.seq, m.to_openai()) for m in b]
         ids = [m.id for m in a]
-        assert sqlite.unit_ids_of(ns, ids) == pg.unit_ids_of(ns, ids)
-        assert sorted(sqlite.pending_delete()) == sorted(pg.pending_delete())
-        sqlite.purge(ns, [i for i, n, _ in sqlite.pending_delete() if n == ns])
-        pg.purge(ns, [i for i, n, _ in pg.pending_delete() if n == ns])
+        assert sqlite.units.ids_of(ns, ids) == pg.units.ids_of(ns, ids)
+        assert sorted(sqlite.forgetting.pending()) == sorted(pg.forgetting.pending())
+        sqlite.forgetting.purge(ns, [i for i, n, _ in sqlite.forgetting.pending() if n == ns])
+        pg.forgetting.purge(ns, [i for i, n, _ in pg.forgetting.pending() if n == ns])
 
     try:
         check()
@@ -339,11 +339,11 @@ def test_data_version_moves_when_another_connection_adds(log, tmp_path, log_url)
     other = open_log(tmp_path / "store", url=log_url)
     try:
         log.append("ns", "s", [msg(0)])
-        before = log.data_version()
-        assert log.data_version() == before  # nothing new: the same number, cheaply
+        before = log.index.data_version()
+        assert log.index.data_version() == before  # nothing new: the same number, cheaply
         other.append("ns", "s", [msg(1)])
-        assert log.data_version() != before
-        assert log.unindexed_rowids() and len(log.unindexed_rowids()) == 2
+        assert log.index.data_version() != before
+        assert log.index.unindexed_rowids() and len(log.index.unindexed_rowids()) == 2
     finally:
         other.close()
 
@@ -351,26 +351,34 @@ def test_data_version_moves_when_another_connection_adds(log, tmp_path, log_url)
 def test_purge_removes_only_tombstoned_messages_and_positions_read_the_last_hash(log):
     """Both backends now run one purge and one chunk-id reading (PostgreSQL once purged live ids too)."""
     log.append("ns", "s", [msg(0), call(1, "a"), result(2, "a"), Message(role="user", content="x", id="m#0")])
-    log.purge("ns", ["m0", "m1"])  # live: left alone
+    log.forgetting.purge("ns", ["m0", "m1"])  # live: left alone
     assert set(log.get_many("ns", ["m0", "m1", "m2"])) == {"m0", "m1", "m2"}
-    log.mark_deleted("ns", ["m1", "m2"])
-    log.purge("ns", ["m0", "m1", "m2"])
-    assert set(log.get_many("ns", ["m0", "m1", "m2"])) == {"m0"} and log.pending_delete() == []
+    log.forgetting.mark_deleted("ns", ["m1", "m2"])
+    log.forgetting.purge("ns", ["m0", "m1", "m2"])
+    assert set(log.get_many("ns", ["m0", "m1", "m2"])) == {"m0"} and log.forgetting.pending() == []
     log.append("ns", "s", [call(3, "a")])  # the purged call's id is free again
     # "m#0" is a chunk id of message "m" as well as a message id: a chunk id is read at its last "#"
-    assert log.positions("ns", ["m#0#0", "m#0"]) == {"m#0#0": ("m#0", "m#0", "s", 3)}
+    assert log.units.positions("ns", ["m#0#0", "m#0"]) == {"m#0#0": ("m#0", "m#0", "s", 3)}
 
 
-def test_each_part_of_a_log_keeps_to_one_concern():
-    """A log is made of small parts (ragmem._store.log_*): none has more than 15 public members of its own."""
+def test_both_logs_are_one_small_core_and_the_same_facets():
+    """A log is a small core and a facet per other concern (ragmem._store.log_base), with the same names on
+    both backends; tests/test_class_size.py keeps each of them small."""
+    import typing
+
     from ragmem._store import MessageLog
+    from ragmem._store.log_core import Facet
 
-    for cls in (MessageLog, PostgresLog):
-        parts = [c for c in cls.__mro__ if c is not object]
-        assert len(parts) >= 6
-        for part in parts:
-            own = [n for n in vars(part) if not n.startswith("_")]
-            assert len(own) <= 15, (part.__name__, own)
+    def public(cls):
+        return {n for k in cls.__mro__ if k.__module__.startswith("ragmem") for n in vars(k) if not n.startswith("_")}
+
+    facets = {"index", "units", "state", "forgetting", "meta", "periods"}
+    assert public(MessageLog) == public(PostgresLog)
+    assert public(MessageLog) >= {"append", "get", "get_many", "messages", "tail", "count", "sessions", "close"}
+    sqlite_hints, pg_hints = typing.get_type_hints(MessageLog), typing.get_type_hints(PostgresLog)
+    assert {n for n, t in sqlite_hints.items() if isinstance(t, type) and issubclass(t, Facet)} == facets
+    for name in facets:
+        assert public(sqlite_hints[name]) == public(pg_hints[name]), name
 
 
 def test_migration_3_adds_the_periods_table_to_a_version_2_store(pg_url, monkeypatch):
@@ -383,13 +391,13 @@ def test_migration_3_adds_the_periods_table_to_a_version_2_store(pg_url, monkeyp
         m.setattr(pglog, "SCHEMA_VERSION", 2)
         old = PostgresLog(pg_url)
         old.append("ns", "s", [msg(i) for i in range(4)])
-        assert old.migrations() == [1, 2]
+        assert old._migrations() == [1, 2]
         old.close()
     lg = PostgresLog(pg_url)
-    assert lg.migrations() == [1, 2, 3] and lg.meta("schema_version") == "3"
-    assert lg.periods("ns") == [] and lg.last_period_seq("ns", "s") == -1
-    lg.put_periods("ns", [Period("s", 0, 3, ["m0", "m1", "m2", "m3"], "- user: four turns", b"\0\0\x80?", 0)])
-    lg.mark_deleted("ns", ["m1"])  # the tombstone blanks the period covering it, in its transaction
-    (p,) = lg.periods("ns")
+    assert lg._migrations() == [1, 2, 3] and lg.meta.get("schema_version") == "3"
+    assert lg.periods.all("ns") == [] and lg.periods.last_seq("ns", "s") == -1
+    lg.periods.put("ns", [Period("s", 0, 3, ["m0", "m1", "m2", "m3"], "- user: four turns", b"\0\0\x80?", 0)])
+    lg.forgetting.mark_deleted("ns", ["m1"])  # the tombstone blanks the period covering it, in its transaction
+    (p,) = lg.periods.all("ns")
     assert p.covers == ["m0", "m2", "m3"] and p.text == "" and p.vector == b""
     lg.close()

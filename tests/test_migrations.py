@@ -107,7 +107,7 @@ def test_an_old_store_is_migrated_in_place_and_everything_still_works(old_store,
     assert raw.execute("SELECT COUNT(*) FROM forgotten_sessions").fetchone()[0] == 0
     assert raw.execute("SELECT COUNT(*) FROM messages WHERE id IN ('w-pending', 's-1')").fetchone()[0] == 0
     raw.close()
-    assert set(work.store.log.index_flags("alice").values()) == {1}
+    assert set(work.store.log.index.flags("alice").values()) == {1}
 
     # tool pairing survives: the call and its result stay one unit, in prompts and in forgetting
     ctx = work.prompt("What was the weather in Lisbon?", budget=3000)
@@ -199,7 +199,7 @@ def test_the_periods_migration_killed_midway_leaves_nothing_half_written(old_sto
     assert after["messages_pk"] == ["namespace", "id"]
     log = MessageLog(old_store)
     assert log.get("alice", "w-1").content.startswith("Our Postgres pool size")
-    assert log.periods("alice") == [] and log.last_period_seq("alice", "work") == -1
+    assert log.periods.all("alice") == [] and log.periods.last_seq("alice", "work") == -1
     log.close()
     assert _schema(old_store)["applied"] == [1, 2, 3] and "periods" in _schema(old_store)["tables"]
 
@@ -213,7 +213,7 @@ def test_an_old_store_builds_its_periods_from_the_log_once_they_are_on(old_store
                  recall=RecallSettings(periods=0.2, period_turns=2))
     before = [m.id for m in mem.messages()]
     mem.add({"role": "user", "content": "one more turn, on the same day as nothing else"})
-    covered = [mid for p in mem.store.log.periods("alice", "work") for mid in p.covers]
+    covered = [mid for p in mem.store.log.periods.all("alice", "work") for mid in p.covers]
     assert covered and covered == before[: len(covered)]
     mem.close()
 

@@ -39,7 +39,7 @@ def turns(n: int, *, per_day: int = 100, word=lambda i: f"topic{i // 4}") -> lis
 
 
 def covered(mem: Memory, session: str | None = None) -> list[list[str]]:
-    return [p.covers for p in mem.store.log.periods(mem.namespace, session)]
+    return [p.covers for p in mem.store.log.periods.all(mem.namespace, session)]
 
 
 # -- cutting ------------------------------------------------------------------------------------
@@ -75,7 +75,7 @@ def test_periods_cover_exactly_the_closed_messages_once_in_order(hash_embedder, 
     mem = Memory(tmp_path / "s", session="a", embedder=hash_embedder, recall=ON, log_url=log_url)
     for start in range(0, 30, 7):  # batches that end inside periods: a period may span two adds
         mem.add_many(turns(30, per_day=10)[start:start + 7])
-    periods = mem.store.log.periods("default", "a")
+    periods = mem.store.log.periods.all("default", "a")
     flat = [m for p in periods for m in p.covers]
     # days of 10 turns cut every 4: 4 + 4 + 2 per day; the last day's 2 are still open
     assert [len(p.covers) for p in periods] == [4, 4, 2, 4, 4, 2, 4, 4]
@@ -85,14 +85,14 @@ def test_periods_cover_exactly_the_closed_messages_once_in_order(hash_embedder, 
         assert p.text and len(p.vector) == 4 * hash_embedder.dimension
         assert all(line.split(": ", 1)[1] in " ".join(t["content"] for t in turns(30)) for line in p.text.splitlines())
     mem.add_many(turns(30)[28:])  # adding nothing new writes nothing twice
-    assert [x.covers for x in mem.store.log.periods("default", "a")] == [p.covers for p in periods]
+    assert [x.covers for x in mem.store.log.periods.all("default", "a")] == [p.covers for p in periods]
     mem.close()
 
 
 def test_no_periods_are_built_while_the_option_is_off(hash_embedder, tmp_path):
     mem = Memory(tmp_path / "s", session="a", embedder=hash_embedder)
     mem.add_many(turns(20))
-    assert mem.store.log.periods("default") == []
+    assert mem.store.log.periods.all("default") == []
     mem.close()
 
 
@@ -105,7 +105,7 @@ def test_an_llm_summarizer_writes_the_periods_and_is_the_only_llm_call(hash_embe
 
     mem = Memory(tmp_path / "s", session="a", embedder=hash_embedder, recall=ON, summarizer=LLMSummarizer(llm))
     mem.add_many(turns(8))
-    assert [p.text for p in mem.store.log.periods("default")] == ["- the user talked about ferns"] * 2
+    assert [p.text for p in mem.store.log.periods.all("default")] == ["- the user talked about ferns"] * 2
     assert len(prompts) == 2 and "turn 3" in prompts[0] and "turn 4" in prompts[1]
     mem.close()
 
@@ -115,12 +115,12 @@ def test_an_llm_summarizer_writes_the_periods_and_is_the_only_llm_call(hash_embe
 def _log_with_periods(tmp_path) -> MessageLog:
     log = MessageLog(tmp_path / "log")
     vec = lambda *xs: np.asarray(xs, dtype=np.float32).tobytes()  # noqa: E731
-    log.put_periods("n", [
+    log.periods.put("n", [
         Period("s", 0, 9, [f"m{i}" for i in range(10)], "- user: the ferns need water", vec(1, 0, 0), 0),
         Period("s", 10, 19, [f"m{i}" for i in range(10, 20)], "- user: the pool size is 20", vec(0, 1, 0), 0),
         Period("s", 20, 29, [f"m{i}" for i in range(20, 30)], "- user: deploy on friday", vec(0, 0, 1), 0),
     ])
-    log.put_periods("other", [Period("s", 0, 9, ["x"], "- user: the pool size secret", vec(0, 1, 0), 0)])
+    log.periods.put("other", [Period("s", 0, 9, ["x"], "- user: the pool size secret", vec(0, 1, 0), 0)])
     return log
 
 
@@ -164,7 +164,7 @@ def test_two_stage_recall_brings_the_turns_of_the_period_the_question_matches(em
     on = Memory(tmp_path / "s", session="a", embedder=embedder, window=4,
                 recall=RecallSettings(periods=1.0, period_turns=6, period_top=1))
     on.add_many(raw)
-    dog_period = [p for p in on.store.log.periods("default", "a") if "greyhound" in p.text.lower()]
+    dog_period = [p for p in on.store.log.periods.all("default", "a") if "greyhound" in p.text.lower()]
     assert len(dog_period) == 1
     q = "Which pet joined the family?"
     hits = [h.message.id for h in on.search(q, k=6)]
@@ -193,9 +193,9 @@ def test_forgetting_a_message_removes_its_text_from_every_period(hash_embedder, 
     raw = turns(12)
     raw[5]["content"] = "My password is hunter2, I want you to remember it because it matters"
     mem.add_many(raw)
-    assert any("hunter2" in p.text for p in mem.store.log.periods("default"))
+    assert any("hunter2" in p.text for p in mem.store.log.periods.all("default"))
     mem.forget("m5")
-    periods = mem.store.log.periods("default")
+    periods = mem.store.log.periods.all("default")
     assert not any("hunter2" in p.text for p in periods)
     assert all("m5" not in p.covers for p in periods)
     regenerated = next(p for p in periods if p.first_seq == 4)
@@ -209,8 +209,8 @@ def test_the_tombstone_itself_blanks_the_periods_covering_it(hash_embedder, tmp_
     raw = turns(8)
     raw[1]["content"] = "the launch code is 0000, I want it kept because it matters"
     mem.add_many(raw)
-    mem.store.log.mark_deleted("default", ["m1"])  # what a process killed right after the tombstone leaves
-    p = mem.store.log.periods("default")[0]
+    mem.store.log.forgetting.mark_deleted("default", ["m1"])  # what a process killed right after the tombstone leaves
+    p = mem.store.log.periods.all("default")[0]
     assert p.text == "" and p.vector == b"" and "m1" not in p.covers
     assert [x.first_seq for x, _ in period_scores(mem.store.log, "default", "a", [1.0] + [0.0] * (hash_embedder.dimension - 1), "launch")] == [4]
     mem.close()
@@ -230,16 +230,16 @@ def test_forget_session_removes_its_periods(hash_embedder, tmp_path, log_url):
     other = mem.for_session("b")
     other.add_many([{**t, "id": "b" + t["id"]} for t in turns(8)])
     mem.forget_session()
-    assert mem.store.log.periods("default", "a") == [] and len(mem.store.log.periods("default", "b")) == 2
+    assert mem.store.log.periods.all("default", "a") == [] and len(mem.store.log.periods.all("default", "b")) == 2
     mem.close()
 
 
 def test_reindex_rebuilds_the_periods_with_the_new_model(hash_embedder, tmp_path):
     mem = Memory(tmp_path / "s", session="a", embedder=hash_embedder, recall=ON)
     mem.add_many(turns(8))
-    before = mem.store.log.periods("default")
+    before = mem.store.log.periods.all("default")
     mem.store.reindex("default")
-    after = mem.store.log.periods("default")
+    after = mem.store.log.periods.all("default")
     assert [p.covers for p in after] == [p.covers for p in before] and all(p.rev > 0 for p in after)
     assert min(p.rev for p in after) > max(p.rev for p in before)
     mem.close()
@@ -255,8 +255,8 @@ def test_another_namespaces_periods_are_never_reachable(hash_embedder, tmp_path,
     bob = alice.for_session("a", "bob")
     bob.add_many(turns(12, word=lambda i: "lion"))
     log = alice.store.log
-    assert {m for p in log.periods("bob") for m in p.covers} == {f"m{i}" for i in range(12)}
-    assert all("zebra" not in p.text for p in log.periods("bob"))
+    assert {m for p in log.periods.all("bob") for m in p.covers} == {f"m{i}" for i in range(12)}
+    assert all("zebra" not in p.text for p in log.periods.all("bob"))
     vec = hash_embedder.embed_batch(["zebra"], kind="query")[0]
     assert all("zebra" not in p.text for p, _ in period_scores(log, "bob", None, vec, "zebra"))
     for scope in ("session", "namespace"):
@@ -308,5 +308,5 @@ def test_prompts_with_periods_on_keep_the_invariants(tmp_path, history, budget, 
     whole = {u.id: u.message_ids for s in mem.sessions() for u in group_units(mem.for_session(s.session).messages())}
     for u in ctx.trace.included:  # invariant 1: whole units only
         assert u.message_ids == whole[u.unit_id]
-    covers = [m for p in mem.store.log.periods(mem.namespace, mem.session) for m in p.covers]
+    covers = [m for p in mem.store.log.periods.all(mem.namespace, mem.session) for m in p.covers]
     assert len(covers) == len(set(covers)) and set(covers) <= set(stored)

@@ -72,10 +72,10 @@ def test_chunk_ids_resolve_to_messages_even_with_hash_in_the_id(tmp_path, hash_e
     mem = Memory(tmp_path / "s", embedder=hash_embedder)
     mem.add({"role": "user", "content": "short note about pools"}, id="a#2")
     mem.add({"role": "user", "content": "pool " * 2000}, id="long")
-    pos = mem.store.log.positions(mem.namespace, ["a#2#0", "long#0", "long#3", "gone#1"])
+    pos = mem.store.log.units.positions(mem.namespace, ["a#2#0", "long#0", "long#3", "gone#1"])
     assert pos["a#2#0"][0] == "a#2" and pos["long#0"][0] == "long" and pos["long#3"][0] == "long"
     assert "gone#1" not in pos
-    assert mem.store.log.positions("elsewhere", ["a#2#0", "long#3"]) == {}  # another namespace holds none of them
+    assert mem.store.log.units.positions("elsewhere", ["a#2#0", "long#3"]) == {}  # another namespace holds none of them
     assert {h.message.id for h in mem.search("pools", k=5)} == {"a#2", "long"}
 
 

@@ -123,14 +123,14 @@ def test_a_store_of_the_previous_layout_is_reindexed_on_open_and_still_answers(t
                                          namespace_collections=False))
     for s in ("a", "b"):
         mem.for_session(s).add_many([{"role": "user", "content": f"the {s} pool holds {n}"} for n in range(3)])
-    mem.store.log.set_meta("index_location", f"embedded;layout={INDEX_SCHEMA - 1}")
+    mem.store.log.meta.set("index_location", f"embedded;layout={INDEX_SCHEMA - 1}")
     old_client = mem.store.index.client
     assert collection_name("default", None, NAMESPACE_SCOPE) not in {c.name for c in old_client.list_collections()}
     mem.close()
 
     reopened = Memory(path, embedder=HashEmbedder())
     assert reopened.store.repaired["indexed"] == 6
-    assert reopened.store.log.meta("index_location") == f"embedded;layout={INDEX_SCHEMA}"
+    assert reopened.store.log.meta.get("index_location") == f"embedded;layout={INDEX_SCHEMA}"
     assert len(reopened.search("pool", k=10, scope="namespace")) == 6
     assert reopened.store.index.held_everywhere("default")[1] == {m.id for s in "ab" for m in reopened.messages(s)}
     reopened.close()

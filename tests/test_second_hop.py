@@ -20,6 +20,7 @@ class FakeLog:
     def __init__(self, messages, df, total, rows):
         self.messages, self.df, self.total, self.rows = messages, df, total, rows
         self.matched: list[str] = []
+        self.index = self  # the lexical reads are the log's index facet's: log.index.lexical_df, ...
 
     def get_many(self, namespace, ids):
         return {i: self.messages[i] for i in ids if i in self.messages}
@@ -119,22 +120,11 @@ def test_a_second_hop_finds_the_part_of_an_answer_that_shares_a_name_not_a_word_
 class FakeIndex:
     """The few vector index calls the dense hop makes: stored vectors by chunk id, and one query."""
 
-    namespace_collections = True
-
     def __init__(self, stored, near):
         self.stored, self.near, self.asked = stored, near, []
 
-    def collection(self, namespace, session, create=True):
-        index = self
-
-        class Col:
-            def get(self, ids, include):
-                return {"embeddings": [index.stored[i] for i in ids]}
-
-        return Col()
-
-    def _call(self, what, fn):
-        return fn()
+    def vectors(self, namespace, chunk_ids, session=None):
+        return [self.stored[i] for i in chunk_ids]
 
     def query(self, namespace, vector, n, where=None, sessions=None, metadata=True):
         from ragmem._store import IndexHit

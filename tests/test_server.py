@@ -29,10 +29,10 @@ TURNS = [
 def agree(mem: Memory) -> None:
     """The log and the index hold the same messages, each once."""
     for ns in mem.store.log.namespaces():
-        log_ids = set(mem.store.log.index_flags(ns))
-        assert set(mem.store.log.index_flags(ns).values()) <= {1}, "a message is still waiting to be indexed"
+        log_ids = set(mem.store.log.index.flags(ns))
+        assert set(mem.store.log.index.flags(ns).values()) <= {1}, "a message is still waiting to be indexed"
         assert mem.store.index.all_message_ids(ns) == log_ids
-        assert mem.store.index.count(ns) == mem.store.log.indexed_chunk_count(ns), "a chunk is missing or duplicated"
+        assert mem.store.index.count(ns) == mem.store.log.index.chunk_count(ns), "a chunk is missing or duplicated"
 
 
 def test_server_mode_behaves_like_embedded(tmp_path, chroma_server, embedder):
@@ -85,7 +85,7 @@ def test_restart_mid_session_loses_and_duplicates_nothing(tmp_path, fresh_chroma
     and once the server is back the index catches up with no loss and no duplicate."""
     server = fresh_chroma_server
     mem = Memory(tmp_path / "s", session="s1", embedder=hash_embedder, chroma_url=server.url, window=4)
-    mem.store.index.retries, mem.store.index.retry_delay = 2, 0.05  # fail fast while the server is down
+    mem.store.index._retries, mem.store.index._retry_delay = 2, 0.05  # fail fast while the server is down
     acked = []
     for i in range(10):
         acked.append(mem.add({"role": "user", "content": f"before restart turn {i}"}, id=f"a{i}").id)
@@ -126,7 +126,7 @@ def test_messages_logged_while_down_are_indexed_on_next_open(tmp_path, fresh_chr
     """A process that dies while the server is down leaves unindexed messages; the next open indexes them."""
     server = fresh_chroma_server
     mem = Memory(tmp_path / "s", embedder=hash_embedder, chroma_url=server.url)
-    mem.store.index.retries, mem.store.index.retry_delay = 1, 0.05
+    mem.store.index._retries, mem.store.index._retry_delay = 1, 0.05
     mem.add({"role": "user", "content": "first"}, id="x0")
     server.stop()
     with pytest.raises(StoreError):
@@ -145,7 +145,7 @@ def test_short_restart_is_absorbed_by_retries(tmp_path, fresh_chroma_server, has
 
     server = fresh_chroma_server
     mem = Memory(tmp_path / "s", embedder=hash_embedder, chroma_url=server.url)
-    mem.store.index.retries, mem.store.index.retry_delay = 6, 0.5  # up to ~30 s of patience
+    mem.store.index._retries, mem.store.index._retry_delay = 6, 0.5  # up to ~30 s of patience
     mem.add({"role": "user", "content": "warm up"}, id="w")
     server.stop()
     restarter = threading.Timer(0.5, server.start)

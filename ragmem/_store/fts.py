@@ -3,36 +3,28 @@
 Rows are pre-tokenised by :mod:`ragmem._lexical` (FTS5 only splits on
 spaces): a ``scope`` column holding the namespace and session terms, and a
 ``body`` column. ``lexical_map`` maps (namespace, message id) to the FTS5
-rowid, so a purge removes exactly its rows. The rows are written in the
-transaction that marks a message indexed (:meth:`~ragmem._store.log_flags.IndexFlags.mark_indexed`)
-and dropped in the one that purges it.
+rowid, so a purge removes exactly its rows. The rows are written (by the
+log's hooks, :class:`Fts5Rows`) in the transaction that marks a message
+indexed (:meth:`~ragmem._store.log_flags.LogIndex.mark_indexed`) and dropped
+in the one that purges it; they are searched through the log's index facet,
+:class:`Fts5Index`.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import threading
-import time
+from typing import Iterable
 
 from .._messages import Message
 from .filters import RowFilter
 from .log_core import LogCore
+from .log_flags import LogIndex
 
-__all__ = ["Fts5Lexical"]
+__all__ = ["Fts5Index", "Fts5Rows"]
 
 
-class Fts5Lexical(LogCore):
-    """BM25 search over the FTS5 table, and the document frequencies recall drops common terms by."""
-
-    _db: sqlite3.Connection
-    _lock: threading.RLock
-    _df: dict[str, int]
-    _df_total: int
-    _df_at: float
-    _df_written: int
-
-    #: Seconds a cached document frequency may be reused (it only steers which very common terms to drop).
-    DF_TTL = 60.0
+class Fts5Rows(LogCore):
+    """The SQLite log's hooks that write and drop FTS5 rows, inside the transaction of a write."""
 
     def _put_lexical(self, db: sqlite3.Connection, namespace: str, rows: list[tuple[str, str, str]]) -> None:
         for mid, scope, body in rows:
@@ -47,18 +39,23 @@ class Fts5Lexical(LogCore):
                 db.execute("DELETE FROM lexical WHERE rowid=?", (row[0],))
                 db.execute("DELETE FROM lexical_map WHERE namespace=? AND mid=?", (namespace, mid))
 
+
+class Fts5Index(LogIndex):
+    """The SQLite log's ``log.index``: BM25 search over the FTS5 table, and its document frequencies."""
+
     def lexical_missing(self, limit: int = 2000) -> list[Message]:
         """Indexed messages without a lexical row (a store from before the lexical index, or just migrated)."""
-        have = self._read("SELECT COUNT(*) FROM lexical_map")[0][0]
-        want = self._read("SELECT COUNT(*) FROM messages WHERE indexed=1 AND deleted=0")[0][0]
+        log = self._log
+        have = log._read("SELECT COUNT(*) FROM lexical_map")[0][0]
+        want = log._read("SELECT COUNT(*) FROM messages WHERE indexed=1 AND deleted=0")[0][0]
         if have >= want:
             return []
-        rows = self._read(
-            f"SELECT {self._COLS} FROM messages m WHERE indexed=1 AND deleted=0 AND NOT EXISTS "
+        rows = log._read(
+            f"SELECT {log._COLS} FROM messages m WHERE indexed=1 AND deleted=0 AND NOT EXISTS "
             "(SELECT 1 FROM lexical_map x WHERE x.namespace=m.namespace AND x.mid=m.id) ORDER BY rowid LIMIT ?",
             (limit,),
         )
-        return [self._msg(r) for r in rows]
+        return [log._msg(r) for r in rows]
 
     def lexical_search(
         self, namespace: str, match: str, n: int, *, filters: RowFilter | None = None
@@ -78,33 +75,15 @@ class Fts5Lexical(LogCore):
             "FROM lexical WHERE lexical MATCH ? ORDER BY s DESC LIMIT ?) l JOIN messages m "
             f"ON m.namespace = ? AND m.id = l.mid WHERE m.deleted=0{where} ORDER BY l.s DESC LIMIT ?"
         )
-        return [tuple(r) for r in self._read(sql, [match, inner, namespace, *args, n])]  # type: ignore[misc]
+        return [tuple(r) for r in self._log._read(sql, [match, inner, namespace, *args, n])]  # type: ignore[misc]
 
-    def lexical_df(self, terms: list[str]) -> tuple[int, dict[str, int]]:
-        """Rows in the lexical index, and how many hold each term (document frequency).
+    def _count_rows(self) -> int:
+        log = self._log
+        log._read("CREATE VIRTUAL TABLE IF NOT EXISTS temp.lexical_vocab USING fts5vocab(main, lexical, row)")
+        # the highest rowid stands for the row count: O(1), where COUNT(*) scans the table;
+        # deletions only make it an overestimate, which keeps more terms in the query, never fewer
+        return int(log._read("SELECT COALESCE(MAX(rowid), 0) FROM lexical")[0][0])
 
-        Frequencies are cached for :attr:`DF_TTL` seconds or until a tenth more
-        rows were written, since they only decide which very common terms a
-        query drops; a term not yet in the index is never cached, so a word
-        that has just arrived is searchable at once.
-        """
-        now = time.monotonic()
-        with self._lock:
-            if now - self._df_at > self.DF_TTL or self._df_written > 0.1 * max(self._df_total, 1000):
-                self._db.execute(
-                    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.lexical_vocab USING fts5vocab(main, lexical, row)"
-                )
-                # the highest rowid stands for the row count: O(1), where COUNT(*) scans the table;
-                # deletions only make it an overestimate, which keeps more terms in the query, never fewer
-                self._df_total = self._db.execute("SELECT COALESCE(MAX(rowid), 0) FROM lexical").fetchone()[0]
-                self._df.clear()
-                self._df_at, self._df_written = now, 0
-            missing = [t for t in dict.fromkeys(terms) if t not in self._df]
-            if missing:
-                marks = ",".join("?" * len(missing))
-                self._df.update(
-                    self._db.execute(
-                        f"SELECT term, doc FROM temp.lexical_vocab WHERE term IN ({marks})", missing
-                    ).fetchall()
-                )
-            return self._df_total, {t: self._df[t] for t in terms if t in self._df}
+    def _frequencies(self, terms: list[str]) -> Iterable[tuple[str, int]]:
+        # the vocabulary table is the connection's own (temp): _count_rows made it, on the log's one connection
+        return self._log._read_in("SELECT term, doc FROM temp.lexical_vocab WHERE term {in}", terms)

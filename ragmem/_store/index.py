@@ -135,8 +135,8 @@ class VectorIndex:
         self.client = client
         self.store_id = store_id
         self.embedder_name = embedder_name
-        self.retries = retries
-        self.retry_delay = retry_delay
+        self._retries = retries
+        self._retry_delay = retry_delay
         self._collections: dict[tuple[str, str], Any] = {}
         #: Keep a collection per namespace beside the sessions' (False reproduces schema 2, for benchmarks).
         self.namespace_collections = namespace_collections
@@ -159,8 +159,8 @@ class VectorIndex:
         A rejected argument (a vector of the wrong dimension, say) is not a
         transient fault: it is raised at once, never retried.
         """
-        delay = self.retry_delay
-        for attempt in range(self.retries + 1):
+        delay = self._retry_delay
+        for attempt in range(self._retries + 1):
             try:
                 return fn()
             except (EmbeddingMismatch, MissingDependency, IndexCorrupt):
@@ -184,9 +184,9 @@ class VectorIndex:
                     ) from exc
                 if isinstance(exc, (ValueError, TypeError)) or _rejected(exc):
                     raise
-                if attempt == self.retries:
+                if attempt == self._retries:
                     failed = (
-                        f"the vector index failed to {what} after {self.retries + 1} tries ({exc}); "
+                        f"the vector index failed to {what} after {self._retries + 1} tries ({exc}); "
                         "if you use a Chroma server, check that it is running. Messages already "
                         "added are safe in the log and are indexed again on the next open."
                     )
@@ -344,6 +344,21 @@ class VectorIndex:
             col = self.collection(namespace, session, create=False)
             total += int(self._call("count", col.count)) if col is not None else 0
         return total
+
+    def vectors(self, namespace: str, chunk_ids: Sequence[str], session: str | None = None) -> list[list[float]]:
+        """The stored vectors of chunks of a session's collection (of the namespace's when ``session`` is None).
+
+        Empty when that collection does not exist, or when there is no namespace collection to read
+        (an index of the older layout); chunks it does not hold are left out.
+        """
+        if session is None and not self.namespace_collections:
+            return []
+        col = self.collection(namespace, NAMESPACE_SCOPE if session is None else session, create=False)
+        if col is None:
+            return []
+        got = self._call("read vectors", lambda: col.get(ids=list(chunk_ids), include=["embeddings"]))
+        vecs = got.get("embeddings")
+        return [list(v) for v in vecs] if vecs is not None else []
 
     def _held(self, col) -> set[str]:
         res = self._call("list vectors", lambda: col.get(include=["metadatas"]))

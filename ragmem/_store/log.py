@@ -3,12 +3,12 @@
 Every message is committed here (WAL, ``synchronous=FULL``) before ``add()``
 returns, so it survives a kill -9. The vector index is derived from the log and
 can always be rebuilt from it; ``indexed`` and ``deleted`` flags let
-:meth:`MessageLog.pending_index` and the repair on open bring the two back into
-agreement after a crash.
+:meth:`log.index.pending() <ragmem._store.log_flags.LogIndex.pending>` and the
+repair on open bring the two back into agreement after a crash.
 
-The log is made of parts, one concern per module, written once for SQLite and
-PostgreSQL (see :mod:`ragmem._store.log_core`); this module holds the SQLite
-connection, its transactions and the reads whose SQL is SQLite's own.
+The log is a small core and facets, one concern per module, written once for
+SQLite and PostgreSQL (see :mod:`ragmem._store.log_base`); this module holds
+the SQLite connection, its transactions and the reads whose SQL is SQLite's own.
 
 Tables::
 
@@ -45,14 +45,9 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 from .._errors import SchemaVersionError, StoreError
 from .._messages import Message
 from .faults import Closed, is_corrupt, open_read_only, resource_fault
-from .fts import Fts5Lexical
+from .fts import Fts5Index, Fts5Rows
 from .locking import opening_lock
-from .log_append import Appending
-from .log_flags import IndexFlags
-from .log_forget import Forgetting
-from .log_reads import MessageReads
-from .log_periods import Periods
-from .log_state import StateAndSummaries
+from .log_base import LogBase
 from .migrations import SCHEMA_VERSION, migrate
 
 __all__ = ["LOG_FILE", "SCHEMA_VERSION", "MessageLog"]
@@ -65,10 +60,13 @@ _T = TypeVar("_T")
 _BATCH = 500
 
 
-class MessageLog(Fts5Lexical, Appending, MessageReads, IndexFlags, Forgetting, StateAndSummaries, Periods):
+class MessageLog(Fts5Rows, LogBase):
     """The SQLite message log of one store folder. Thread-safe; several processes may share it."""
 
+    index: Fts5Index
+
     def __init__(self, folder: str | Path, *, create: bool = True) -> None:
+        self._attach(Fts5Index(self))
         self.folder = Path(folder)
         if not self.folder.exists():
             if not create:
@@ -83,29 +81,24 @@ class MessageLog(Fts5Lexical, Appending, MessageReads, IndexFlags, Forgetting, S
                                  "pass a path where you can write") from exc
         elif not self.folder.is_dir():
             raise StoreError(f"{self.folder} is a file, not a ragmem store folder; pass a folder path")
-        self.path = self.folder / LOG_FILE
-        if not create and not self.path.exists():
+        self._path = self.folder / LOG_FILE
+        if not create and not self._path.exists():
             raise StoreError(f"{self.folder} holds no ragmem log ({LOG_FILE}); is this the right folder?")
         self._lock = threading.RLock()
-        # document frequencies of query terms, for dropping very common ones (see lexical_df)
-        self._df: dict[str, int] = {}
-        self._df_total = 0
-        self._df_at = float("-inf")
-        self._df_written = 0
         #: True when the folder cannot be written (a read-only mount): reads work, writes raise ReadOnlyStore
-        self.read_only = self.path.exists() and not os.access(self.folder, os.W_OK)
+        self.read_only = self._path.exists() and not os.access(self.folder, os.W_OK)
         try:
             if self.read_only:
-                self._db = open_read_only(self.path)
+                self._db = open_read_only(self._path)
                 self._check_read_only_schema()
             else:
                 # Switching to WAL and creating the schema take locks SQLite's busy timeout does not always
                 # wait for: openers of one store (threads or processes) take turns here.
                 with opening_lock(self.folder):
-                    self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+                    self._db = sqlite3.connect(self._path, timeout=60, check_same_thread=False, isolation_level=None)
                     self._db.execute("PRAGMA journal_mode=WAL")
                     self._db.execute("PRAGMA synchronous=FULL")  # add() returns only once the turn is on disk
-                    migrate(self._db, where=f"the message log {self.path}")
+                    migrate(self._db, where=f"the message log {self._path}")
                     # names this store's collections on a shared Chroma server
                     self._db.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)", (uuid.uuid4().hex,))
         except StoreError:  # a newer schema, or a migration that failed (and was rolled back)
@@ -118,7 +111,7 @@ class MessageLog(Fts5Lexical, Appending, MessageReads, IndexFlags, Forgetting, S
             if fault is not None:
                 raise fault from exc
             raise StoreError(
-                f"the message log {self.path} is unreadable ({exc}); restore it from a backup "
+                f"the message log {self._path} is unreadable ({exc}); restore it from a backup "
                 "or move the folder aside and start a new store"
             ) from exc
 
@@ -206,15 +199,11 @@ class MessageLog(Fts5Lexical, Appending, MessageReads, IndexFlags, Forgetting, S
         msgs = {r[1]: self._msg(r) for r in rows}
         units = {r[4] for r in rows}
         # a unit can begin before the tail: pull in its earlier messages so it stays whole
-        for m in self.unit_messages(namespace, session, units):
+        for m in self.units.messages(namespace, session, units):
             msgs.setdefault(m.seq, m)
         return [msgs[s] for s in sorted(msgs)]
 
-    def next_after(self, namespace: str, session: str, seqs: Iterable[int]) -> dict[int, tuple[str, int]]:
-        """For each sequence number, the (id, seq) of the first live message after it in the session, in one query."""
-        seqs = sorted(set(seqs))
-        if not seqs:
-            return {}
+    def _next_after(self, namespace: str, session: str, seqs: list[int]) -> dict[int, tuple[str, int]]:
         rows = self._rows(
             "SELECT s.value, m.id, m.seq FROM json_each(?) s JOIN messages m ON m.rowid = (SELECT rowid "
             "FROM messages WHERE namespace=? AND session=? AND seq>s.value AND deleted=0 ORDER BY seq LIMIT 1)",
@@ -222,6 +211,6 @@ class MessageLog(Fts5Lexical, Appending, MessageReads, IndexFlags, Forgetting, S
         )
         return {int(seq): (mid, nseq) for seq, mid, nseq in rows}
 
-    def data_version(self) -> int:
-        """SQLite's ``PRAGMA data_version`` of this connection: it changes when another connection commits."""
+    def _data_version(self) -> int:
+        # SQLite's PRAGMA data_version of this connection: it changes when another connection commits
         return int(self._rows("PRAGMA data_version")[0][0])

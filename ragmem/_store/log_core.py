@@ -1,22 +1,27 @@
-"""What every message log is made of: the dialect hooks its parts run on, and the store's metadata.
+"""What every message log is made of: the dialect hooks its parts run on, the facets' base, and the store's metadata.
 
 A message log (:class:`~ragmem._store.log.MessageLog` on SQLite,
-:class:`~ragmem._store.pglog.PostgresLog` on PostgreSQL) is assembled from
-small parts, one concern per module, each written once for both databases:
+:class:`~ragmem._store.pglog.PostgresLog` on PostgreSQL) has a small core
+(append, read messages and sessions back, close) and a facet per other
+concern, an object the log holds (see :mod:`ragmem._store.log_base`), each
+written once for both databases:
 
-* :mod:`ragmem._store.log_append`: appending messages, and pairing tool results with their calls;
-* :mod:`ragmem._store.log_reads`: reading messages, units and sessions back;
-* :mod:`ragmem._store.log_flags`: which messages the vector and lexical indexes hold;
-* :mod:`ragmem._store.log_forget`: tombstones, purges and forgotten sessions;
-* :mod:`ragmem._store.log_state`: pinned state and running summaries;
-* :mod:`ragmem._store.log_periods`: period summaries (the entry points of two-stage recall);
+* :mod:`ragmem._store.log_append`: appending messages, and pairing tool results with their calls (the core);
+* :mod:`ragmem._store.log_reads`: reading messages and sessions back (the core), and ``log.units``:
+  units, chunk positions, the turn after;
+* :mod:`ragmem._store.log_flags`: ``log.index``, which messages the vector and lexical indexes hold;
+* :mod:`ragmem._store.log_forget`: ``log.forgetting``, tombstones, purges and forgotten sessions;
+* :mod:`ragmem._store.log_state`: ``log.state``, pinned state and running summaries;
+* this module: ``log.meta``, the store's metadata;
+* :mod:`ragmem._store.log_periods`: ``log.periods``, period summaries (the entry points of two-stage recall);
 * the lexical index itself, which differs most between the two: FTS5 in
   :mod:`ragmem._store.fts`, term tables in :mod:`ragmem._store.pglog`.
 
 The parts write their SQL once, with ``?`` placeholders, and run it through
 the hooks of :class:`LogCore`, which each backend implements in its own
 dialect (``%s`` placeholders, ``= ANY(%s)`` instead of batches of ``IN (?, ...)``,
-a connection pool instead of one connection).
+a connection pool instead of one connection). A facet reaches them through
+the log it belongs to.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from .._messages import Message, message_from_record
 
-__all__ = ["LogCore", "differs"]
+__all__ = ["Facet", "LogCore", "LogMeta", "differs"]
 
 _T = TypeVar("_T")
 
@@ -38,7 +43,7 @@ def differs(stored: dict[str, Any], m: Message) -> bool:
 
 
 class LogCore:
-    """The hooks a log backend implements, and the store metadata every log has.
+    """The hooks a log backend implements, each in its own dialect, and the constants of that dialect.
 
     SQL handed to the hooks uses ``?`` placeholders; ``{in}`` in it stands for
     a membership test against a list of values (``IN (?, ?, ...)`` or ``= ANY(%s)``).
@@ -82,9 +87,13 @@ class LogCore:
         """Inside :meth:`_change`: remove these messages' lexical rows."""
         raise NotImplementedError
 
-    def _stale_covering(self, cur: Any, namespace: str, ids: list[str]) -> None:
-        """Inside the tombstone's transaction: take these ids out of the period summaries
-        (:mod:`ragmem._store.log_periods` fills it)."""
+    def _next_after(self, namespace: str, session: str, seqs: list[int]) -> dict[int, tuple[str, int]]:
+        """For each of the sorted sequence numbers, the (id, seq) of the first live message after it (one query)."""
+        raise NotImplementedError
+
+    def _data_version(self) -> int:
+        """A number that changes when another connection writes."""
+        raise NotImplementedError
 
     def close(self) -> None:
         """Close the log's connections."""
@@ -103,17 +112,28 @@ class LogCore:
         rec.update(seq=int(row[1]), namespace=row[2], session=row[3])
         return message_from_record(rec, trusted=True)
 
-    # -- store metadata -------------------------------------------------------
-    def meta(self, key: str) -> str | None:
-        """A value of the store's ``meta`` table (schema_version, store_id, index_location, ...)."""
-        row = self._read("SELECT value FROM meta WHERE key=?", (key,))
+
+class Facet:
+    """One concern of a message log, as an object the log holds: it runs its SQL through the log's hooks."""
+
+    def __init__(self, log: LogCore) -> None:
+        self._log = log
+
+
+class LogMeta(Facet):
+    """The store's ``meta`` table (``log.meta``): schema_version, store_id, index_location, embedder:<namespace>, ..."""
+
+    def get(self, key: str) -> str | None:
+        """A value of the store's ``meta`` table (None when the key is not set)."""
+        row = self._log._read("SELECT value FROM meta WHERE key=?", (key,))
         return row[0][0] if row else None
+
+    def set(self, key: str, value: str) -> None:
+        """Set a value of the store's ``meta`` table."""
+        log = self._log
+        log._change(lambda cur: cur.execute(log._insert("meta", "?, ?", "key", ("value",)), (key, value)))
 
     @property
     def store_id(self) -> str:
         """A random id made when the store was created; it keys the store's collections on a Chroma server."""
-        return self.meta("store_id") or ""
-
-    def set_meta(self, key: str, value: str) -> None:
-        """Set a value of the store's ``meta`` table."""
-        self._change(lambda cur: cur.execute(self._insert("meta", "?, ?", "key", ("value",)), (key, value)))
+        return self.get("store_id") or ""

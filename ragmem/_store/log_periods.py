@@ -10,7 +10,7 @@ lexical index of messages, so no search can return it as a hit and no other
 namespace can reach it.
 
 Forgetting is structural too: the transaction that tombstones messages
-(:meth:`stale_covering`, called by ``Forgetting.mark_deleted``) takes their
+(:func:`blank_covering`, called by ``log.forgetting.mark_deleted``) takes their
 ids out of every period that covers them and blanks those periods' text and
 vector, so no summary keeps forgotten text even for a moment; the next build
 regenerates them from what remains. A forgotten session's periods go with
@@ -23,9 +23,9 @@ import json
 import time
 from typing import Any, Iterable, NamedTuple
 
-from .log_core import LogCore
+from .log_core import Facet
 
-__all__ = ["Period", "Periods"]
+__all__ = ["LogPeriods", "Period", "blank_covering"]
 
 
 class Period(NamedTuple):
@@ -42,8 +42,8 @@ class Period(NamedTuple):
     rev: int
 
 
-class Periods(LogCore):
-    """The period summaries of each session."""
+class LogPeriods(Facet):
+    """The period summaries of each session (``log.periods``)."""
 
     _PCOLS = "session, first_seq, last_seq, covers, text, vector, rev"
 
@@ -52,73 +52,70 @@ class Periods(LogCore):
         return Period(row[0], int(row[1]), int(row[2]), json.loads(row[3]), row[4], bytes(row[5] or b""),
                       int(row[6]))
 
-    def periods(self, namespace: str, session: str | None = None) -> list[Period]:
+    def all(self, namespace: str, session: str | None = None) -> list[Period]:
         """A session's periods in order (every session's of the namespace when None)."""
         if session is None:
-            rows = self._read(f"SELECT {self._PCOLS} FROM periods WHERE namespace=? ORDER BY session, first_seq",
+            rows = self._log._read(f"SELECT {self._PCOLS} FROM periods WHERE namespace=? ORDER BY session, first_seq",
                               (namespace,))
         else:
-            rows = self._read(f"SELECT {self._PCOLS} FROM periods WHERE namespace=? AND session=? ORDER BY first_seq",
+            rows = self._log._read(f"SELECT {self._PCOLS} FROM periods WHERE namespace=? AND session=? ORDER BY first_seq",
                               (namespace, session))
         return [self._period(r) for r in rows]
 
-    def periods_signature(self, namespace: str, session: str | None = None) -> tuple[int, int]:
+    def signature(self, namespace: str, session: str | None = None) -> tuple[int, int]:
         """(row count, latest write) of the periods in scope: it changes whenever any of them does."""
         if session is None:
-            rows = self._read("SELECT COUNT(*), COALESCE(MAX(rev), 0) FROM periods WHERE namespace=?", (namespace,))
+            rows = self._log._read("SELECT COUNT(*), COALESCE(MAX(rev), 0) FROM periods WHERE namespace=?", (namespace,))
         else:
-            rows = self._read("SELECT COUNT(*), COALESCE(MAX(rev), 0) FROM periods WHERE namespace=? AND session=?",
+            rows = self._log._read("SELECT COUNT(*), COALESCE(MAX(rev), 0) FROM periods WHERE namespace=? AND session=?",
                               (namespace, session))
         return int(rows[0][0]), int(rows[0][1])
 
-    def last_period_seq(self, namespace: str, session: str) -> int:
+    def last_seq(self, namespace: str, session: str) -> int:
         """The last sequence number a period of the session covers (-1 when it has none)."""
-        rows = self._read("SELECT COALESCE(MAX(last_seq), -1) FROM periods WHERE namespace=? AND session=?",
+        rows = self._log._read("SELECT COALESCE(MAX(last_seq), -1) FROM periods WHERE namespace=? AND session=?",
                           (namespace, session))
         return int(rows[0][0])
 
-    def put_periods(self, namespace: str, periods: Iterable[Period]) -> None:
+    def put(self, namespace: str, periods: Iterable[Period]) -> None:
         """Write periods (replacing any under the same session and first sequence number), in one transaction."""
         rows = [(namespace, p.session, p.first_seq, p.last_seq, json.dumps(p.covers), p.text, p.vector,
                  time.time_ns()) for p in periods]
         if not rows:
             return
-        sql = self._insert("periods", "?, ?, ?, ?, ?, ?, ?, ?", "namespace, session, first_seq",
+        sql = self._log._insert("periods", "?, ?, ?, ?, ?, ?, ?, ?", "namespace, session, first_seq",
                            ("last_seq", "covers", "text", "vector", "rev"))
-        self._change(lambda cur: cur.executemany(sql, rows))
+        self._log._change(lambda cur: cur.executemany(sql, rows))
 
-    def drop_period(self, namespace: str, session: str, first_seq: int) -> None:
+    def drop(self, namespace: str, session: str, first_seq: int) -> None:
         """Remove one period (it covers nothing live any more)."""
-        self._change(lambda cur: cur.execute(
+        self._log._change(lambda cur: cur.execute(
             "DELETE FROM periods WHERE namespace=? AND session=? AND first_seq=?", (namespace, session, first_seq)))
 
-    def drop_periods(self, namespace: str) -> None:
+    def drop_namespace(self, namespace: str) -> None:
         """Remove every period of a namespace (its vectors are another model's after a re-index)."""
-        self._change(lambda cur: cur.execute("DELETE FROM periods WHERE namespace=?", (namespace,)))
+        self._log._change(lambda cur: cur.execute("DELETE FROM periods WHERE namespace=?", (namespace,)))
 
-    def stale_periods(self, namespace: str) -> list[Period]:
+    def stale(self, namespace: str) -> list[Period]:
         """Periods whose text was blanked by a forget, to regenerate from what they still cover."""
-        rows = self._read(f"SELECT {self._PCOLS} FROM periods WHERE namespace=? AND text='' ORDER BY session, first_seq",
+        rows = self._log._read(f"SELECT {self._PCOLS} FROM periods WHERE namespace=? AND text='' ORDER BY session, first_seq",
                           (namespace,))
         return [self._period(r) for r in rows]
 
-    def any_stale_periods(self) -> list[str]:
-        """The namespaces that hold a period waiting to be regenerated."""
-        return [r[0] for r in self._read("SELECT DISTINCT namespace FROM periods WHERE text=''")]
 
-    def _stale_covering(self, cur: Any, namespace: str, ids: list[str]) -> None:
-        """Inside the tombstoning transaction: take ``ids`` out of every period covering them, blanking its
-        summary and vector (forgotten text must not survive in a summary)."""
-        gone = set(ids)
-        if not gone:
-            return
-        rows = cur.execute("SELECT session, first_seq, covers FROM periods WHERE namespace=?", (namespace,)).fetchall()
-        now = time.time_ns()
-        for session, first, covers in rows:
-            kept = json.loads(covers)
-            if gone.isdisjoint(kept):
-                continue
-            kept = [m for m in kept if m not in gone]
-            cur.execute("UPDATE periods SET covers=?, text='', vector=?, rev=? "
-                        "WHERE namespace=? AND session=? AND first_seq=?",
-                        (json.dumps(kept), b"", now, namespace, session, first))
+def blank_covering(cur: Any, namespace: str, ids: list[str]) -> None:
+    """Inside the tombstoning transaction: take ``ids`` out of every period covering them, blanking its
+    summary and vector (forgotten text must not survive in a summary)."""
+    gone = set(ids)
+    if not gone:
+        return
+    rows = cur.execute("SELECT session, first_seq, covers FROM periods WHERE namespace=?", (namespace,)).fetchall()
+    now = time.time_ns()
+    for session, first, covers in rows:
+        kept = json.loads(covers)
+        if gone.isdisjoint(kept):
+            continue
+        kept = [m for m in kept if m not in gone]
+        cur.execute("UPDATE periods SET covers=?, text='', vector=?, rev=? "
+                    "WHERE namespace=? AND session=? AND first_seq=?",
+                    (json.dumps(kept), b"", now, namespace, session, first))

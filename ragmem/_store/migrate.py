@@ -23,9 +23,9 @@ _LOCAL_META = {"schema_version", "store_id", "index_location"}
 
 def copy_log(src: MessageLog, dst: PostgresLog) -> dict[str, int]:
     """Copy every live row of ``src`` into ``dst``; return the counts copied."""
-    origin = src.store_id
+    origin = src.meta.store_id
     held = dst.count()
-    if held and dst.meta("migrated_from") != origin:
+    if held and dst.meta.get("migrated_from") != origin:
         raise StoreError(
             f"the PostgreSQL log at {dst.folder} already holds {held} messages of another store; "
             "migrate into an empty database or schema (add ?schema=NAME to the URL)"

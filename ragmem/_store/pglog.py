@@ -13,7 +13,7 @@ sessions never wait for each other. No file lock is taken on this path.
 
 Faults: every operation is idempotent (re-adding a stored id is a no-op), so a
 lost connection (a server restart, a failover) is retried transparently with
-backoff for up to :attr:`PostgresLog.RETRY_SECONDS`; after that the caller gets
+backoff for up to ``PostgresLog._RETRY_SECONDS`` (30 s); after that the caller gets
 a :class:`~ragmem._errors.StoreError` saying the server is unreachable and that
 the call may be retried. A commit either happened (the retry then finds the
 rows and skips them) or did not (the retry writes them): nothing acknowledged
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 import time
 import uuid
 from collections import Counter
@@ -46,12 +45,8 @@ from .._lexical import BM25_B, BM25_K1
 from .._messages import Message
 from .faults import Closed, message_says
 from .filters import RowFilter
-from .log_append import Appending
-from .log_flags import IndexFlags
-from .log_forget import Forgetting
-from .log_reads import MessageReads
-from .log_periods import Periods
-from .log_state import StateAndSummaries
+from .log_base import LogBase
+from .log_flags import LogIndex
 
 SCHEMA_VERSION = 3
 
@@ -202,24 +197,25 @@ class _Qmark:
         return getattr(self._cur, name)
 
 
-class PostgresLog(Appending, MessageReads, IndexFlags, Forgetting, StateAndSummaries, Periods):
+class PostgresLog(LogBase):
     """The message log in a PostgreSQL database. Thread-safe; any number of processes and hosts may share it."""
+
+    index: PostgresIndex
 
     _ORDER = "rid"
     _COLLATE = ' COLLATE "C"'  # sort names by code point, as SQLite does
     _LOCK_ROW = " FOR UPDATE"  # adders of one session, on any host, take turns
 
     #: How long a lost connection is retried (a restart, a failover) before the caller gets a StoreError.
-    RETRY_SECONDS = 30.0
-    #: Seconds a cached document frequency may be reused (it only steers which very common terms to drop).
-    DF_TTL = 60.0
+    _RETRY_SECONDS = 30.0
 
     def __init__(self, url: str, *, create: bool = True, pool_size: int = 8) -> None:
+        self._attach(PostgresIndex(self))
         psycopg, psycopg_pool = _psycopg()
         self._pg = psycopg
-        self.url = url
+        self._url = url
         self.folder = redact(url)  # where the store is, for messages (the SQLite log's folder)
-        conninfo, self.schema = split_url(url)
+        conninfo, self._schema = split_url(url)
         self._conninfo = conninfo
         try:  # one direct connection first: its error says exactly what is wrong, where a pool would retry
             with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
@@ -230,19 +226,13 @@ class PostgresLog(Appending, MessageReads, IndexFlags, Forgetting, StateAndSumma
             raise connect_error(url, exc) from exc
         self._pool = psycopg_pool.ConnectionPool(
             conninfo, min_size=1, max_size=pool_size, open=True, name="ragmem-log",
-            kwargs={"autocommit": True, "connect_timeout": 10, "options": f"-c search_path={self.schema}"},
-            reconnect_timeout=self.RETRY_SECONDS,
+            kwargs={"autocommit": True, "connect_timeout": 10, "options": f"-c search_path={self._schema}"},
+            reconnect_timeout=self._RETRY_SECONDS,
         )
-        self._lock = threading.RLock()
-        self._df: dict[str, int] = {}
-        self._df_total = 0
-        self._avgdl = 1.0
-        self._df_at = float("-inf")
-        self._df_written = 0
 
     # -- schema ---------------------------------------------------------------
     def _migrate(self, conn: Any, create: bool) -> None:
-        s = self.schema
+        s = self._schema
         exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname=%s", (s,)).fetchone()
         if not exists and not create:
             raise StoreError(f"no ragmem store in schema {s!r} of {self.folder}; check the URL, or open it with "
@@ -268,7 +258,7 @@ class PostgresLog(Appending, MessageReads, IndexFlags, Forgetting, StateAndSumma
                          "SET value = EXCLUDED.value", (str(SCHEMA_VERSION),))
             conn.execute("INSERT INTO meta VALUES ('store_id', %s) ON CONFLICT DO NOTHING", (uuid.uuid4().hex,))
 
-    def migrations(self) -> list[int]:
+    def _migrations(self) -> list[int]:
         """The schema migrations applied to this store, in order."""
         return [r[0] for r in self._rows("SELECT version FROM migrations ORDER BY version")]
 
@@ -276,7 +266,7 @@ class PostgresLog(Appending, MessageReads, IndexFlags, Forgetting, StateAndSumma
     def _retry(self, fn: Callable[[Any], _T]) -> _T:
         """Run ``fn(connection)``; a lost connection is retried with backoff (every operation is idempotent)."""
         pg = self._pg
-        deadline = time.monotonic() + self.RETRY_SECONDS
+        deadline = time.monotonic() + self._RETRY_SECONDS
         delay = 0.05
         while True:
             try:
@@ -296,7 +286,7 @@ class PostgresLog(Appending, MessageReads, IndexFlags, Forgetting, StateAndSumma
             except self._pool_timeout() as exc:
                 if time.monotonic() > deadline:
                     raise StoreUnavailable(
-                        f"no connection to the PostgreSQL server of {self.folder} within {self.RETRY_SECONDS:.0f}s; "
+                        f"no connection to the PostgreSQL server of {self.folder} within {self._RETRY_SECONDS:.0f}s; "
                         "it is down or overloaded. Nothing of this call was acknowledged; retry it later"
                     ) from exc
 
@@ -431,14 +421,58 @@ class PostgresLog(Appending, MessageReads, IndexFlags, Forgetting, StateAndSumma
         df.subtract(gone)
         cls._count_lexical(cur, df, len(docs) - gone_docs, sum(d[4] for d in docs) - gone_len)
 
+    def _drop_lexical(self, cur: Any, namespace: str, ids: list[str]) -> None:
+        """The purge's hook (log_forget.LogForgetting.purge): drop the rows and take them off the kept counts."""
+        gone, gone_docs, gone_len = self._delete_lexical_rows(cur, namespace, ids)
+        self._count_lexical(cur, Counter({t: -n for t, n in gone.items()}), -gone_docs, -gone_len)
+
+    # -- reads in PostgreSQL's own SQL -------------------------------------------
+    def tail(self, namespace: str, session: str, n: int) -> list[Message]:
+        """The last ``n`` messages of a session plus the rest of any unit they start inside, in order (one query)."""
+        # = ANY(ARRAY(...)) keeps the outer lookup on the unit index, where IN (subquery) scans the session
+        rows = self._rows(
+            f"SELECT {self._COLS} FROM messages WHERE namespace=%s AND session=%s AND deleted=0 "
+            "AND unit_id = ANY(ARRAY(SELECT unit_id FROM messages WHERE namespace=%s AND session=%s AND deleted=0 "
+            "ORDER BY seq DESC LIMIT %s)) ORDER BY seq",
+            (namespace, session, namespace, session, n),
+        )
+        return [self._msg(r) for r in rows]
+
+    def _next_after(self, namespace: str, session: str, seqs: list[int]) -> dict[int, tuple[str, int]]:
+        rows = self._rows(
+            "SELECT s.v, n.id, n.seq FROM unnest(%s::bigint[]) AS s(v) CROSS JOIN LATERAL (SELECT id, seq FROM "
+            "messages WHERE namespace=%s AND session=%s AND seq>s.v AND deleted=0 ORDER BY seq LIMIT 1) n",
+            (seqs, namespace, session),
+        )
+        return {int(seq): (mid, int(nseq)) for seq, mid, nseq in rows}
+
+    def _data_version(self) -> int:
+        # a number that changes when any writer adds a message: the rid sequence moves with every message any
+        # writer adds, and reading it is O(1); counting the unindexed rows here cost a scan of messages per read
+        # (about 6 ms at 20,000 messages, 30 at 100,000). Rows left unindexed by a dead writer are watched
+        # through index.unindexed_rowids() once seen.
+        row = self._rows("SELECT last_value, is_called FROM messages_rid_seq")[0]
+        return hash((int(row[0]), bool(row[1])))
+
+
+class PostgresIndex(LogIndex):
+    """The PostgreSQL log's ``log.index``: BM25 over the stored term statistics, with FTS5's formula."""
+
+    _log: PostgresLog
+
+    def __init__(self, log: PostgresLog) -> None:
+        super().__init__(log)
+        self._avgdl = 1.0  # the mean row length, read with the row count (see _count_rows)
+
     def lexical_missing(self, limit: int = 2000) -> list[Message]:
         """Indexed messages without a lexical row (a store from before the lexical index, say)."""
-        rows = self._rows(
-            f"SELECT {self._COLS} FROM messages m WHERE indexed=1 AND deleted=0 AND NOT EXISTS (SELECT 1 FROM "
+        log = self._log
+        rows = log._rows(
+            f"SELECT {log._COLS} FROM messages m WHERE indexed=1 AND deleted=0 AND NOT EXISTS (SELECT 1 FROM "
             "lexical_docs d WHERE d.namespace=m.namespace AND d.mid=m.id) ORDER BY rid LIMIT %s",
             (limit,),
         )
-        return [self._msg(r) for r in rows]
+        return [log._msg(r) for r in rows]
 
     _MATCH = re.compile(r'^scope : "([^"]+)" AND body : \((.*)\)$', re.S)
 
@@ -478,63 +512,13 @@ class PostgresLog(Appending, MessageReads, IndexFlags, Forgetting, StateAndSumma
             f"AND m.id = l.mid WHERE m.deleted=0{sql_filters} ORDER BY l.s DESC, m.rid LIMIT %s"
         )
         params = [terms, idf, k1 + 1, k1, b, b, avgdl, scope, namespace, inner, *fargs, n]
-        return [(r[0], r[1], r[2], int(r[3]), float(r[4])) for r in self._rows(sql, params)]
+        return [(r[0], r[1], r[2], int(r[3]), float(r[4])) for r in self._log._rows(sql, params)]
 
-    def lexical_df(self, terms: list[str]) -> tuple[int, dict[str, int]]:
-        """Rows in the lexical index, and how many hold each term (document frequency).
+    def _count_rows(self) -> int:
+        # kept by every lexical write (migration 2): O(1), where COUNT(*) scanned lexical_docs
+        n, total_len = self._log._rows("SELECT docs, total_len FROM lexical_stats WHERE id = 1")[0]
+        self._avgdl = float(total_len) / n if n else 1.0
+        return int(n)
 
-        Cached for :attr:`DF_TTL` seconds or until a tenth more rows were
-        written, as in the SQLite log; a term not yet in the index is never
-        cached, so a word that has just arrived is searchable at once.
-        """
-        now = time.monotonic()
-        with self._lock:
-            if now - self._df_at > self.DF_TTL or self._df_written > 0.1 * max(self._df_total, 1000):
-                # kept by every lexical write (migration 2): O(1), where COUNT(*) scanned lexical_docs
-                n, total_len = self._rows("SELECT docs, total_len FROM lexical_stats WHERE id = 1")[0]
-                self._df_total, self._avgdl = int(n), (float(total_len) / n if n else 1.0)
-                self._df.clear()
-                self._df_at, self._df_written = now, 0
-            missing = [t for t in dict.fromkeys(terms) if t not in self._df]
-            if missing:
-                self._df.update(self._rows(
-                    "SELECT term, df FROM lexical_df WHERE term = ANY(%s) AND df > 0", (missing,)
-                ))
-            return self._df_total, {t: self._df[t] for t in terms if t in self._df}
-
-    def _drop_lexical(self, cur: Any, namespace: str, ids: list[str]) -> None:
-        """The purge's hook (log_forget.Forgetting.purge): drop the rows and take them off the kept counts."""
-        gone, gone_docs, gone_len = self._delete_lexical_rows(cur, namespace, ids)
-        self._count_lexical(cur, Counter({t: -n for t, n in gone.items()}), -gone_docs, -gone_len)
-
-    # -- reads in PostgreSQL's own SQL -------------------------------------------
-    def tail(self, namespace: str, session: str, n: int) -> list[Message]:
-        """The last ``n`` messages of a session plus the rest of any unit they start inside, in order (one query)."""
-        # = ANY(ARRAY(...)) keeps the outer lookup on the unit index, where IN (subquery) scans the session
-        rows = self._rows(
-            f"SELECT {self._COLS} FROM messages WHERE namespace=%s AND session=%s AND deleted=0 "
-            "AND unit_id = ANY(ARRAY(SELECT unit_id FROM messages WHERE namespace=%s AND session=%s AND deleted=0 "
-            "ORDER BY seq DESC LIMIT %s)) ORDER BY seq",
-            (namespace, session, namespace, session, n),
-        )
-        return [self._msg(r) for r in rows]
-
-    def next_after(self, namespace: str, session: str, seqs: Iterable[int]) -> dict[int, tuple[str, int]]:
-        """For each sequence number, the (id, seq) of the first live message after it in the session, in one query."""
-        seqs = sorted(set(seqs))
-        if not seqs:
-            return {}
-        rows = self._rows(
-            "SELECT s.v, n.id, n.seq FROM unnest(%s::bigint[]) AS s(v) CROSS JOIN LATERAL (SELECT id, seq FROM "
-            "messages WHERE namespace=%s AND session=%s AND seq>s.v AND deleted=0 ORDER BY seq LIMIT 1) n",
-            (seqs, namespace, session),
-        )
-        return {int(seq): (mid, int(nseq)) for seq, mid, nseq in rows}
-
-    def data_version(self) -> int:
-        """A number that changes when any writer adds a message (for Consistency: others wrote)."""
-        # the rid sequence moves with every message any writer adds, and reading it is O(1); counting the
-        # unindexed rows here cost a scan of messages per read (about 6 ms at 20,000 messages, 30 at 100,000).
-        # Rows left unindexed by a dead writer are watched through unindexed_rowids() once seen.
-        row = self._rows("SELECT last_value, is_called FROM messages_rid_seq")[0]
-        return hash((int(row[0]), bool(row[1])))
+    def _frequencies(self, terms: list[str]) -> Iterable[tuple[str, int]]:
+        return self._log._rows("SELECT term, df FROM lexical_df WHERE term = ANY(%s) AND df > 0", (terms,))
