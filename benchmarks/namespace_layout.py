@@ -17,19 +17,31 @@ Measured in each store, on the same LoCoMo questions (embedded for real):
 ``search(q, k=10)`` of a random session, ``search(q, k=10, scope="namespace")``,
 ``prompt(q, budget=4000)`` of a random session, and the ingest time.
 
-    python -m benchmarks.namespace_layout [--sessions 1000 --per 100] [--quick]
+    python -m benchmarks.namespace_layout [--sessions 1000 --per 100] [--quick] [--layouts per_session+namespace]
+
+``--layouts per_session+namespace`` grows and times today's layout alone (the old layout's
+namespace search takes about a second per query at 1,000 sessions); the ratios between the
+layouts are then left out. ``--keep DIR`` keeps the stores in DIR (one folder per layout).
+``--against TREE`` also times the ``per_session+namespace`` store under another checkout of
+ragmem (``git worktree add /tmp/old <rev>``) and under this one, in child processes that take
+turns (``--rounds``), so that a change is measured against the code before it in one run.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
 import shutil
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from .common import invocation, log, markdown_table, p50_p95, ragmem_version, result_path, write_json
+from .common import REPO_ROOT, invocation, log, markdown_table, p50_p95, ragmem_version, result_path, write_json
 
 LAYOUTS = ("per_session", "per_session+namespace")
 
@@ -95,7 +107,58 @@ def measure(mems: dict, sessions: int, questions: list[str]) -> dict:
     return {layout: {name: p50_p95(v) for name, v in d.items()} for layout, d in lat.items()}
 
 
-def run(sessions: int, per: int, queries: int, out_dir: Path | None = None, quick: bool = False) -> dict:
+#: One timing child under a tree: the public front door and the benchmarks' vector cache only (both
+#: present in older trees), on a store grown by :func:`grow`; prints its p50s (ms) as JSON.
+CHILD = r"""
+import json, random, statistics, sys, time
+from pathlib import Path
+from ragmem import Memory
+from ragmem.embed import default_embedder
+from benchmarks.longmemeval import CachedEmbedder, DiskCache
+store, sessions, seed, questions = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
+mem = Memory(store, session="s0000", embedder=CachedEmbedder(default_embedder(), DiskCache()), summarizer=False)
+for i in range(sessions):  # every collection opened before the clock starts, as in measure()
+    mem.for_session(f"s{i:04d}").search(questions[0], k=1)
+lat = {"session_search": [], "namespace_search": [], "prompt": []}
+pick = random.Random(seed)
+for j, q in enumerate(questions):
+    s = mem.for_session(f"s{pick.randrange(sessions):04d}")
+    for name, call in (("session_search", lambda: s.search(q, k=10)),
+                       ("namespace_search", lambda: s.search(q, k=10, scope="namespace")),
+                       ("prompt", lambda: s.prompt(q, budget=4000))):
+        t = time.perf_counter()
+        call()
+        if j >= 3:
+            lat[name].append(1000 * (time.perf_counter() - t))
+mem.close()
+print(json.dumps({name: statistics.median(v) for name, v in lat.items()}))
+"""
+
+
+def against(store: Path, trees: dict[str, Path], sessions: int, questions: list[str], rounds: int) -> dict:
+    """p50s of each call under each tree, children taking turns round by round; medians over the rounds."""
+    runs: dict[str, list[dict]] = {name: [] for name in trees}
+    for r in range(rounds):
+        for name in list(trees) if r % 2 == 0 else list(trees)[::-1]:
+            env = {**os.environ, "PYTHONPATH": str(trees[name]), "HF_HUB_OFFLINE": "1", "RAGMEM_QUIET": "1"}
+            with tempfile.TemporaryDirectory() as cwd:  # not a repo: its ragmem/ must not shadow the tree's
+                out = subprocess.run([sys.executable, "-c", CHILD, str(store), str(sessions), str(7 + r),
+                                      json.dumps(questions)], cwd=cwd, env=env, capture_output=True, text=True)
+            if out.returncode:
+                raise SystemExit(f"the child under {trees[name]} failed:\n{out.stderr[-3000:]}")
+            runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            log(f"[namespace_layout] round {r + 1} {name}: {runs[name][-1]}")
+    p50 = {name: {k: round(statistics.median(x[k] for x in got), 3) for k in got[0]} for name, got in runs.items()}
+    old, new = p50["before"], p50["this tree"]
+    return {"trees": {k: str(v) for k, v in trees.items()}, "rounds": rounds, "p50_ms": p50,
+            "this_over_before": {k: round(new[k] / old[k], 2) for k in new},
+            "namespace_vs_session_search": {k: round(v["namespace_search"] / v["session_search"], 2)
+                                            for k, v in p50.items()}, "runs": runs}
+
+
+def run(sessions: int, per: int, queries: int, out_dir: Path | None = None, quick: bool = False,
+        layouts: tuple[str, ...] = LAYOUTS, keep: Path | None = None, before: Path | None = None,
+        rounds: int = 4) -> dict:
     from ragmem.embed import default_embedder
     from benchmarks.locomo import load_conversations
 
@@ -114,8 +177,12 @@ def run(sessions: int, per: int, queries: int, out_dir: Path | None = None, quic
                  "messages": sessions * per, "ragmem": ragmem_version(), "command": invocation(), "layouts": {}}
     folders, mems = {}, {}
     try:
-        for layout in LAYOUTS:
-            folders[layout] = Path(tempfile.mkdtemp(prefix="ragmem-nslayout-"))
+        for layout in layouts:
+            if keep is not None:
+                folders[layout] = keep / layout
+                folders[layout].mkdir(parents=True)
+            else:
+                folders[layout] = Path(tempfile.mkdtemp(prefix="ragmem-nslayout-"))
             embedder = ReusingEmbedder(cached, seed=0)  # the same vectors in both stores
             built = grow(folders[layout], layout, sessions, per, embedder, texts)
             mems[layout] = built["mem"]
@@ -124,22 +191,40 @@ def run(sessions: int, per: int, queries: int, out_dir: Path | None = None, quic
                 sum(f.stat().st_size for f in folders[layout].rglob("*") if f.is_file()) / 1e6, 1)}
         for layout, res in measure(mems, sessions, questions).items():
             out["layouts"][layout].update(res)
+        if before is not None and LAYOUTS[1] in mems:
+            mems[LAYOUTS[1]].close()
+            out["against"] = against(folders[LAYOUTS[1]], {"before": before, "this tree": REPO_ROOT}, sessions,
+                                     questions, rounds)
     finally:
         for layout, mem in mems.items():
             mem.close()
-        for folder in folders.values():
+        for folder in folders.values() if keep is None else ():
             shutil.rmtree(folder, ignore_errors=True)
-    old, new = out["layouts"][LAYOUTS[0]], out["layouts"][LAYOUTS[1]]
-    out["ratios"] = {
-        "namespace_vs_session_search_new": round(new["namespace_search"]["p50_ms"] / new["session_search"]["p50_ms"], 2),
-        "namespace_vs_session_search_old": round(old["namespace_search"]["p50_ms"] / old["session_search"]["p50_ms"], 2),
-        "session_search_new_vs_old": round(new["session_search"]["p50_ms"] / old["session_search"]["p50_ms"], 2),
-        "prompt_new_vs_old": round(new["prompt"]["p50_ms"] / old["prompt"]["p50_ms"], 2),
-        "ingest_new_vs_old": round(new["ingest_s"] / old["ingest_s"], 2),
-    }
+    out["ratios"] = ratios(out["layouts"])
     out["elapsed_s"] = round(time.perf_counter() - start, 1)
     write_json(result_path("namespace_layout", quick, out_dir=out_dir), out)
     print(tables(out))
+    return out
+
+
+def ratios(layouts: dict) -> dict:
+    """Namespace against session search in each layout timed; the layouts against each other when both were."""
+    def ratio(a: float, b: float) -> float:
+        return round(a / b, 2)
+
+    out = {}
+    for name, suffix in ((LAYOUTS[1], "new"), (LAYOUTS[0], "old")):
+        if name in layouts:
+            r = layouts[name]
+            out[f"namespace_vs_session_search_{suffix}"] = ratio(r["namespace_search"]["p50_ms"],
+                                                                  r["session_search"]["p50_ms"])
+    if all(name in layouts for name in LAYOUTS):
+        old, new = layouts[LAYOUTS[0]], layouts[LAYOUTS[1]]
+        out.update({
+            "session_search_new_vs_old": ratio(new["session_search"]["p50_ms"], old["session_search"]["p50_ms"]),
+            "prompt_new_vs_old": ratio(new["prompt"]["p50_ms"], old["prompt"]["p50_ms"]),
+            "ingest_new_vs_old": ratio(new["ingest_s"], old["ingest_s"]),
+        })
     return out
 
 
@@ -152,7 +237,14 @@ def tables(result: dict) -> str:
             f"({result['messages']:,} in one namespace), p50 ms\n\n"
             + markdown_table(["layout", "session search", "namespace search", "prompt (4,000)", "ingest s",
                               "store MB"], rows)
-            + "\n\n" + "\n".join(f"- {k}: {v}x" for k, v in result["ratios"].items()))
+            + "\n\n" + "\n".join(f"- {k}: {v}x" for k, v in result["ratios"].items())
+            + ("" if "against" not in result else "\n\nthe same store under each tree, p50 ms\n\n" + markdown_table(
+                ["tree", "session search", "namespace search", "prompt (4,000)", "namespace / session"],
+                [[name, r["session_search"], r["namespace_search"], r["prompt"],
+                  result["against"]["namespace_vs_session_search"][name]]
+                 for name, r in result["against"]["p50_ms"].items()])
+               + "\n\n" + "\n".join(f"- this tree / before, {k}: {v}x"
+                                      for k, v in result["against"]["this_over_before"].items())))
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -162,10 +254,19 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--queries", type=int, default=40)
     ap.add_argument("--quick", action="store_true", help="50 sessions of 20 messages")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--layouts", default=",".join(LAYOUTS),
+                    help=f"comma-separated, of {', '.join(LAYOUTS)} (default: both)")
+    ap.add_argument("--keep", type=Path, default=None, help="keep the stores in this new folder")
+    ap.add_argument("--against", type=Path, default=None, help="a checkout of ragmem to time the store under too")
+    ap.add_argument("--rounds", type=int, default=4, help="with --against: child runs per tree")
     args = ap.parse_args(argv)
+    layouts = tuple(x for x in args.layouts.split(",") if x)
+    if not layouts or any(x not in LAYOUTS for x in layouts):
+        ap.error(f"--layouts: choose among {', '.join(LAYOUTS)}")
+    more = {"layouts": layouts, "keep": args.keep, "before": args.against, "rounds": args.rounds}
     if args.quick:
-        return run(50, 20, 10, args.out, quick=True)
-    return run(args.sessions, args.per, args.queries, args.out)
+        return run(50, 20, 10, args.out, quick=True, **more)
+    return run(args.sessions, args.per, args.queries, args.out, **more)
 
 
 if __name__ == "__main__":

@@ -131,7 +131,8 @@ def lexical_candidates(
     match = lexical.match_query(terms, lexical.scope_token(namespace, session))
     if match is None:
         return []
-    rows = log.index.lexical_search(namespace, match, n, filters=filters)
+    rows = log.index.lexical_search(namespace, match, n, filters=filters, rows=settings.lexical_rows,
+                                    above=settings.lexical_scope_rows)
     return [Candidate(mid, uid, sess, seq, score) for mid, uid, sess, seq, score in rows]
 
 

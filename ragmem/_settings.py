@@ -37,6 +37,13 @@ class RecallSettings:
     * ``query_dates``: match the dates a query writes out ("in May 2023") against the date terms of
       the index (:mod:`ragmem._timeparse`).
     * ``candidates``: candidates each retriever returns before fusion (at least; more when k is large).
+    * ``lexical_scope_rows``: a scope of more rows than this (a namespace of a thousand sessions)
+      that is most of the index is ranked by the SQLite log without its scope term, with the same
+      scores (see :meth:`ragmem._store.fts.Fts5Lexical.lexical_search`).
+    * ``lexical_rows``: in such a scope, BM25 ranks only the rows that hold the query's rarest terms
+      (about this many; the latest, when there are more) and those that also hold a commoner term,
+      each with its score over every term (the SQLite log). 0, the default, ranks every row holding a
+      term: the bound is faster and measured to lose recall (docs/storage.md).
     * ``second_hop``: a second retrieval round seeded by what the first found, and its weight: the
       second round's finds gain this share of their scaled score (0, the default, turns it off). Its
       seeds are the first round's best ``hop_seeds`` messages. Two kinds of round, either or both:
@@ -76,6 +83,8 @@ class RecallSettings:
     common_term_min_rows: int = 20_000
     query_dates: bool = True
     candidates: int = 100
+    lexical_scope_rows: int = 20_000
+    lexical_rows: int = 0
     second_hop: float = 0.0
     hop_seeds: int = 1
     hop_dense: bool = True

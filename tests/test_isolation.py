@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import HashEmbedder
-from ragmem import Memory, MessageNotFound, RagmemError, UsageError
+from ragmem import Memory, MessageNotFound, RagmemError, RecallSettings, UsageError
 
 NAMESPACES = ["alice", "bob", "tenant/ä"]
 SESSIONS = ["s0", "s1", "chat 2"]
@@ -39,9 +39,9 @@ histories = st.lists(scoped_message, min_size=1, max_size=40)
 PROPS = settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 
 
-def fill(root: Path, history):
+def fill(root: Path, history, recall: RecallSettings | None = None):
     """One store holding the history; returns (base memory, views by scope, the model: scope -> ids in order)."""
-    base = Memory(root / "store", embedder=HashEmbedder(), window=4, summarizer=False)
+    base = Memory(root / "store", embedder=HashEmbedder(), window=4, summarizer=False, recall=recall)
     views = {(ns, s): base.for_session(s, ns) for ns in NAMESPACES for s in SESSIONS}
     model: dict[tuple[str, str], list[str]] = {k: [] for k in views}
     for i, (ns, s, text, role) in enumerate(history):
@@ -56,11 +56,16 @@ def scope_of(model):
     return {mid: key for key, ids in model.items() for mid in ids}
 
 
+#: The lexical plans of a large scope forced on every scope (without its scope term, and bounded), beside the default.
+LEXICAL_PLANS = [None, RecallSettings(lexical_scope_rows=0), RecallSettings(lexical_scope_rows=0, lexical_rows=2)]
+
+
+@pytest.mark.parametrize("recall", LEXICAL_PLANS, ids=["default", "large-scope", "bounded"])
 @PROPS
 @given(history=histories, query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join))
-def test_search_and_prompt_stay_in_scope(history, query):
+def test_search_and_prompt_stay_in_scope(recall, history, query):
     with tempfile.TemporaryDirectory() as tmp:
-        base, views, model = fill(Path(tmp), history)
+        base, views, model = fill(Path(tmp), history, recall)
         where = scope_of(model)
         for (ns, s), view in views.items():
             hits = view.search(query, k=50)
@@ -226,14 +231,15 @@ def _snapshot(mem: Memory, ns: str) -> dict:
     return out
 
 
+@pytest.mark.parametrize("recall", LEXICAL_PLANS, ids=["default", "large-scope", "bounded"])
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 @given(history=two_tenant_history, pair=st.sampled_from(TENANT_PAIRS), swap=st.booleans(),
        query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join))
-def test_two_tenants_with_the_same_ids_never_cross(history, pair, swap, query):
+def test_two_tenants_with_the_same_ids_never_cross(recall, history, pair, swap, query):
     a_ns, b_ns = reversed(pair) if swap else pair
     names = {0: a_ns, 1: b_ns}
     with tempfile.TemporaryDirectory() as tmp:
-        base = Memory(Path(tmp) / "store", embedder=HashEmbedder(), window=3, summarizer=False)
+        base = Memory(Path(tmp) / "store", embedder=HashEmbedder(), window=3, summarizer=False, recall=recall)
         view = lambda t, s: base.for_session(s, names[t])  # noqa: E731
         held: dict[tuple[int, str], tuple[str, str]] = {}  # (tenant, id) -> (session, content)
         for t, s, mid, text, long in history:

@@ -28,7 +28,7 @@ class FakeLog:
     def lexical_df(self, terms):
         return self.total, {t: self.df[t] for t in terms if t in self.df}
 
-    def lexical_search(self, namespace, match, n, filters=None):
+    def lexical_search(self, namespace, match, n, filters=None, rows=0, above=None):
         self.matched.append(match)
         return self.rows[:n]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Iterable
 
+from .. import _lexical as lexical
 from .._messages import Message
 from .filters import RowFilter
 from .log_core import LogCore
@@ -43,6 +44,9 @@ class Fts5Rows(LogCore):
 class Fts5Index(LogIndex):
     """The SQLite log's ``log.index``: BM25 search over the FTS5 table, and its document frequencies."""
 
+    #: The lexical rows, counted with the document frequencies (the plan of a large scope: :func:`_large_scope`).
+    _df_rows = 0
+
     def lexical_missing(self, limit: int = 2000) -> list[Message]:
         """Indexed messages without a lexical row (a store from before the lexical index, or just migrated)."""
         log = self._log
@@ -58,7 +62,8 @@ class Fts5Index(LogIndex):
         return [log._msg(r) for r in rows]
 
     def lexical_search(
-        self, namespace: str, match: str, n: int, *, filters: RowFilter | None = None
+        self, namespace: str, match: str, n: int, *, filters: RowFilter | None = None, rows: int = 0,
+        above: int | None = None,
     ) -> list[tuple[str, str, str, int, float]]:
         """The ``n`` best BM25 matches of an FTS5 expression in a namespace, as (id, unit_id, session, seq, score).
 
@@ -66,24 +71,102 @@ class Fts5Index(LogIndex):
         the join keeps the namespace as well, so no other namespace's row can
         come back even if two scope terms ever collided. ``filters`` narrows the
         joined ``messages m`` row (role, time, metadata). Scores are positive, higher is better.
+
+        A scope of more than ``above`` rows (recall passes ``RecallSettings.lexical_scope_rows``;
+        None: none) is ranked as :func:`_large_scope` plans: the same scores and order, without the
+        scope term's cost. ``rows`` (``RecallSettings.lexical_rows``; 0: none) bounds what it ranks.
         """
         where, args = filters.sqlite() if filters else ("", [])
-        # rank inside FTS5 first, then join the few winners (joining every match costs 2x at 100k rows)
-        inner = n if not where else 4 * n
-        sql = (
-            "SELECT m.id, m.unit_id, m.session, m.seq, l.s FROM (SELECT mid, -bm25(lexical, 0.0, 1.0, 0.0) AS s "
-            "FROM lexical WHERE lexical MATCH ? ORDER BY s DESC LIMIT ?) l JOIN messages m "
-            f"ON m.namespace = ? AND m.id = l.mid WHERE m.deleted=0{where} ORDER BY l.s DESC LIMIT ?"
-        )
-        return [tuple(r) for r in self._log._read(sql, [match, inner, namespace, *args, n])]  # type: ignore[misc]
+        inner = n if not where else 4 * n  # rank inside FTS5 first, then join the few winners
+        scope, terms = lexical.parse_match(match)
+        for _ in range(2):
+            total, df = self.lexical_df([scope, *terms])
+            held = df.get(scope, 0)  # the scope's rows (0 for a scope newer than the cached counts: small)
+            if above is not None and held > above:
+                plan = _large_scope(scope, terms, df, held, total, self._df_rows, rows)
+            else:
+                plan = ("", _RANKED, [match], "1")
+            head, ranked, params, mine = plan
+            sql = (
+                f"{head}SELECT m.id, m.unit_id, m.session, m.seq, l.s, {mine} FROM ({ranked} ORDER BY s DESC, r "
+                "LIMIT ?) l CROSS JOIN lexical x ON x.rowid = l.r LEFT JOIN messages m ON m.namespace = ? "
+                f"AND m.id = x.mid AND m.deleted=0{where} ORDER BY l.s DESC, l.r"
+            )
+            got = self._log._read(sql, [*params, inner, namespace, *args])
+            if all(r[5] for r in got):
+                break
+            with self._lock:  # another scope has rows since the count: count again, and plan again
+                self._df_at = float("-inf")
+        return [tuple(r[:5]) for r in got if r[0] is not None and r[5]][:n]  # type: ignore[misc]
 
     def _count_rows(self) -> int:
         log = self._log
         log._read("CREATE VIRTUAL TABLE IF NOT EXISTS temp.lexical_vocab USING fts5vocab(main, lexical, row)")
         # the highest rowid stands for the row count: O(1), where COUNT(*) scans the table;
         # deletions only make it an overestimate, which keeps more terms in the query, never fewer
+        # the rows counted tell whether a large scope is the whole index (0.4 ms at 100,000 rows)
+        self._df_rows = int(log._read("SELECT COUNT(*) FROM lexical_map")[0][0])
         return int(log._read("SELECT COALESCE(MAX(rowid), 0) FROM lexical")[0][0])
 
     def _frequencies(self, terms: list[str]) -> Iterable[tuple[str, int]]:
         # the vocabulary table is the connection's own (temp): _count_rows made it, on the log's one connection
         return self._log._read_in("SELECT term, doc FROM temp.lexical_vocab WHERE term {in}", terms)
+
+
+#: The ranked expression: every row it matches, with its BM25 score (the scope and the mid columns weigh 0).
+_RANKED = "SELECT rowid AS r, -bm25(lexical, 0.0, 1.0, 0.0) AS s FROM lexical WHERE lexical MATCH ?"
+
+#: A large scope that holds at least this share of the index's rows is ranked without its scope term,
+#: among its own rows picked by an unranked expression (see :func:`_large_scope`).
+MOST_OF_THE_INDEX = 0.5
+
+
+def _large_scope(scope: str, terms: list[str], df: dict[str, int], held: int, total: int, counted: int,
+                 rows: int) -> tuple[str, str, list, str]:
+    """How a large scope is ranked: (the WITH clause, the ranked rows, their parameters, the scope check).
+
+    bm25() counts every row of each term of the expression it ranks, and a namespace's term is in
+    every row of the namespace (2.3 ms at 100,000 rows). So a scope that is most of the index is
+    ranked without its term: among its rows that an unranked expression picks, or, when it is the
+    whole index as last counted (``counted``), with the scope checked among the winners (a winner of
+    another scope means the count is stale: the caller counts again and plans again). The scores
+    and the order are those of the expression with the scope term. A scope that is a small part of
+    the index keeps the term: counting its rows costs less than walking the other scopes' rows.
+
+    ``rows`` (0: none) bounds the work in a scope of more rows than that: only the rows that hold
+    the query's rarest terms are ranked (:func:`ragmem._lexical.rarest_first`), the latest ``rows``
+    of them when there are more, and every row that also holds one of the other terms, each with its
+    score over every term. A row holding only the commoner terms is not ranked (docs/storage.md
+    measures what that costs).
+    """
+    share = held / max(total, held)
+    bounded = bool(rows) and held > rows
+    select, also = lexical.rarest_first(terms, {t: df.get(t, 0) * share for t in terms}, rows) if bounded \
+        else (terms, [])
+    body = lexical.body_query(select)
+    scoped = f'scope : "{scope}" AND {body}'
+    ranked, head, picking, check = _RANKED, "", [], []
+    if held >= counted:  # the whole index
+        pick = expr = body
+        check = [scope]
+    elif share >= MOST_OF_THE_INDEX:
+        pick, expr = scoped, body
+        ranked += " AND +rowid IN (SELECT r FROM picked)"
+    else:
+        pick = expr = scoped
+    if bounded or expr != pick:  # the scope's rows that hold a selecting term (the latest `rows`)
+        head = ("WITH picked(r) AS MATERIALIZED (SELECT rowid FROM lexical WHERE lexical MATCH ? "
+                "ORDER BY rowid DESC LIMIT ?), oldest(r) AS (SELECT MIN(r) FROM picked) ")
+        ranked += " AND rowid >= (SELECT r FROM oldest)"
+        picking = [pick, rows if bounded else -1]
+    params = [expr]
+    if also:  # and every row that holds an added term too, however old, scored with every term
+        added = f" AND {lexical.body_query(also)}"
+        every = _RANKED
+        params.append(expr + added)
+        if expr != pick:
+            every += " AND +rowid IN (SELECT rowid FROM lexical WHERE lexical MATCH ?)"
+            params.append(scoped + added)
+        ranked = f"SELECT r, MAX(s) AS s FROM ({ranked} UNION ALL {every}) GROUP BY r"
+    # placeholders in the order of the SQL: the WITH clause, the scope check, then the ranked rows
+    return head, ranked, [*picking, *check, *params], "instr(x.scope, ?) > 0" if check else "1"

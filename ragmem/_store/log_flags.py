@@ -122,9 +122,14 @@ class LogIndex(Facet):
         raise NotImplementedError
 
     def lexical_search(
-        self, namespace: str, match: str, n: int, *, filters: RowFilter | None = None
+        self, namespace: str, match: str, n: int, *, filters: RowFilter | None = None, rows: int = 0,
+        above: int | None = None,
     ) -> list[tuple[str, str, str, int, float]]:
-        """The ``n`` best BM25 matches of a query in a namespace, as (id, unit_id, session, seq, score)."""
+        """The ``n`` best BM25 matches of a query in a namespace, as (id, unit_id, session, seq, score).
+
+        ``above`` and ``rows`` are the plan for a large scope and its bound
+        (``RecallSettings.lexical_scope_rows`` and ``lexical_rows``); a backend may ignore them.
+        """
         raise NotImplementedError
 
     def lexical_df(self, terms: list[str]) -> tuple[int, dict[str, int]]:

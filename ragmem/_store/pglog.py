@@ -40,6 +40,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from .. import _lexical as lexical
 from .._errors import MissingDependency, SchemaVersionError, StoreError, StoreUnavailable
 from .._lexical import BM25_B, BM25_K1
 from .._messages import Message
@@ -474,22 +475,21 @@ class PostgresIndex(LogIndex):
         )
         return [log._msg(r) for r in rows]
 
-    _MATCH = re.compile(r'^scope : "([^"]+)" AND body : \((.*)\)$', re.S)
-
     def lexical_search(
-        self, namespace: str, match: str, n: int, *, filters: RowFilter | None = None
+        self, namespace: str, match: str, n: int, *, filters: RowFilter | None = None, rows: int = 0,
+        above: int | None = None,
     ) -> list[tuple[str, str, str, int, float]]:
         """The ``n`` best BM25 matches of a query in a namespace, as (id, unit_id, session, seq, score).
 
         ``match`` is the expression :func:`ragmem._lexical.match_query` builds
         (a scope term AND any of the body terms); ``filters`` narrows the
         joined ``messages m`` row, as in the SQLite log. Scores are FTS5's BM25: positive, higher is better.
+
+        ``rows`` and ``above`` (the SQLite log's plan and bound for a large scope) change nothing
+        here: the scoring query reads only the scope's rows of each term, so a namespace costs what
+        its matching rows cost, not what its size does; every matching row is ranked.
         """
-        got = self._MATCH.match(match)
-        if got is None:
-            raise ValueError(f"not a lexical match expression: {match!r}")
-        scope = got.group(1)
-        terms = [t.replace('""', '"') for t in re.findall(r'"((?:[^"]|"")*)"', got.group(2))]
+        scope, terms = lexical.parse_match(match)
         with self._lock:  # recall asked lexical_df for these terms a moment ago: reuse it, one round trip less
             known = all(t in self._df for t in terms)
             total, df = (self._df_total, dict(self._df)) if known else (0, {})
