@@ -39,7 +39,7 @@ class RecallSettings:
     * ``candidates``: candidates each retriever returns before fusion (at least; more when k is large).
     * ``lexical_scope_rows``: a scope of more rows than this (a namespace of a thousand sessions)
       that is most of the index is ranked by the SQLite log without its scope term, with the same
-      scores (see :meth:`ragmem._store.fts.Fts5Lexical.lexical_search`).
+      scores (see :meth:`ragmem._store.fts.Fts5Index.lexical_search`).
     * ``lexical_rows``: in such a scope, BM25 ranks only the rows that hold the query's rarest terms
       (about this many; the latest, when there are more) and those that also hold a commoner term,
       each with its score over every term (the SQLite log). 0, the default, ranks every row holding a
