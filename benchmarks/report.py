@@ -7,7 +7,7 @@ import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import ingest_long, longmemeval, recall_locomo, speed
+from . import ingest_long, longmemeval, namespace_layout, recall_locomo, speed
 from .common import REPO_ROOT, markdown_table
 
 HEADER = """# Benchmarks
@@ -205,6 +205,25 @@ def ingest_section() -> str | None:
     ])
 
 
+def namespace_section() -> str | None:
+    """Namespace-wide search against a session's, at 1,000 sessions of 100, from the last ``namespace_layout`` run."""
+    from .common import RESULTS_DIR
+
+    found = RESULTS_DIR / "namespace_layout.json"
+    if not found.exists():
+        return None
+    result = json.loads(found.read_text())
+    return "\n\n".join([
+        "## Search across a namespace",
+        (f"`{result.get('command', 'python -m benchmarks.namespace_layout')}` (ragmem {result.get('ragmem', '?')}): "
+         "`search(q, k=10)` of one session, `search(q, k=10, scope=\"namespace\")` and `prompt(q, budget=4000)` "
+         "in one store of many sessions, LoCoMo questions embedded for real. With `--against`, the same store "
+         "is timed under the code before the change and under this one, in alternating rounds. Where the "
+         "time goes, and why the namespace search is not within 1.5x of a session's: docs/storage.md."),
+        namespace_layout.tables(result),
+    ])
+
+
 def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float | None = None) -> Path:
     """Assemble the report from the results of one run (or of the last runs)."""
     runs = "\n".join(
@@ -227,6 +246,9 @@ def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float 
     ingest = ingest_section()
     if ingest:
         parts.append(ingest)
+    spread = namespace_section()
+    if spread:
+        parts.append(spread)
     parts.append(machine_section(info))
     path.write_text("\n\n".join(p.strip() for p in parts) + "\n")
     return path
