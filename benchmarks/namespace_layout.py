@@ -84,9 +84,9 @@ def measure(mems: dict, sessions: int, questions: list[str]) -> dict:
             for j, q in enumerate(questions):
                 s = mem.for_session(f"s{pick.randrange(sessions):04d}")
                 for name, call in (
-                    ("session_search", lambda: s.search(q, k=10)),
-                    ("namespace_search", lambda: s.search(q, k=10, scope="namespace")),
-                    ("prompt", lambda: s.prompt(q, budget=4000)),
+                    ("session_search", lambda s=s, q=q: s.search(q, k=10)),
+                    ("namespace_search", lambda s=s, q=q: s.search(q, k=10, scope="namespace")),
+                    ("prompt", lambda s=s, q=q: s.prompt(q, budget=4000)),
                 ):
                     t = time.perf_counter()
                     call()
@@ -125,7 +125,7 @@ def run(sessions: int, per: int, queries: int, out_dir: Path | None = None, quic
         for layout, res in measure(mems, sessions, questions).items():
             out["layouts"][layout].update(res)
     finally:
-        for layout, mem in mems.items():
+        for mem in mems.values():
             mem.close()
         for folder in folders.values():
             shutil.rmtree(folder, ignore_errors=True)
