@@ -28,7 +28,7 @@ demo: install
 
 # lint, then types, then the tests: CI runs exactly this (.ci/run)
 test: install
-	$(BIN)/ruff check ragmem
+	$(BIN)/ruff check ragmem benchmarks tests
 	$(BIN)/mypy
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
 

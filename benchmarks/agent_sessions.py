@@ -175,7 +175,7 @@ def make_session(seed: int, turns: int = 400, distractors: int = 1, padding: int
             for i, other in enumerate(decoys(target, sibling)):
                 add({"role": "user", "content": f"And {other}?"})
                 tool("get_config", {"service": other}, {"service": other, key: v + (i + 1 if isinstance(v, int) else
-                     round(0.1 * (i + 1), 1)), **{k: x for k, x in others.items()}, "updated_by": "ci"})
+                     round(0.1 * (i + 1), 1)), **others, "updated_by": "ci"})
                 add({"role": "assistant", "content": f"{other} is configured almost the same way."})
             s.probes.append(Probe(f"What {key} did get_config report for {target}?", [r], "tool fact"))
         elif kind == "metrics":

@@ -70,9 +70,10 @@ def run(total: int, sessions: int, queries: int = 200) -> dict:
             q = [qvecs[i % len(qvecs)].tolist()]
             s = pick.randrange(sessions)
             for name, call in (
-                ("unfiltered", lambda: big.query(query_embeddings=q, n_results=10)),
-                ("where_session", lambda: big.query(query_embeddings=q, n_results=10, where={"session": f"s{s}"})),
-                ("collection_per_session", lambda: own[s].query(query_embeddings=q, n_results=10)),
+                ("unfiltered", lambda q=q: big.query(query_embeddings=q, n_results=10)),
+                ("where_session",
+                 lambda q=q, s=s: big.query(query_embeddings=q, n_results=10, where={"session": f"s{s}"})),
+                ("collection_per_session", lambda q=q, s=s: own[s].query(query_embeddings=q, n_results=10)),
             ):
                 t = time.perf_counter()
                 call()

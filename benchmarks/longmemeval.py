@@ -416,7 +416,8 @@ def plot(result: dict, path: Path) -> Path:
 
     a, budgets = result["aggregate"]["all"], result["budgets"]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=120)
-    for layout, style in (("one_session", dict(color="C3", marker="o")), ("per_chat", dict(color="C1", marker="s"))):
+    styles = {"one_session": {"color": "C3", "marker": "o"}, "per_chat": {"color": "C1", "marker": "s"}}
+    for layout, style in styles.items():
         ax1.plot(budgets, [a[layout]["prompt"][str(b)] for b in budgets], label=f"ragmem, {layout}", **style)
     ax1.plot(budgets, [a["sliding_window"][str(b)] for b in budgets], label="sliding window", color="C2",
              marker="^", ls=":")

@@ -96,9 +96,9 @@ def measure(mems: dict, sessions: int, questions: list[str]) -> dict:
             for j, q in enumerate(questions):
                 s = mem.for_session(f"s{pick.randrange(sessions):04d}")
                 for name, call in (
-                    ("session_search", lambda: s.search(q, k=10)),
-                    ("namespace_search", lambda: s.search(q, k=10, scope="namespace")),
-                    ("prompt", lambda: s.prompt(q, budget=4000)),
+                    ("session_search", lambda s=s, q=q: s.search(q, k=10)),
+                    ("namespace_search", lambda s=s, q=q: s.search(q, k=10, scope="namespace")),
+                    ("prompt", lambda s=s, q=q: s.prompt(q, budget=4000)),
                 ):
                     t = time.perf_counter()
                     call()
@@ -196,7 +196,7 @@ def run(sessions: int, per: int, queries: int, out_dir: Path | None = None, quic
             out["against"] = against(folders[LAYOUTS[1]], {"before": before, "this tree": REPO_ROOT}, sessions,
                                      questions, rounds)
     finally:
-        for layout, mem in mems.items():
+        for mem in mems.values():
             mem.close()
         for folder in folders.values() if keep is None else ():
             shutil.rmtree(folder, ignore_errors=True)

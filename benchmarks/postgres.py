@@ -28,6 +28,7 @@ written to ``benchmarks/results/postgres.json``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -150,7 +151,7 @@ def audit(log_url: str, chroma_url: str, folder: Path, session: str, acked: list
         out_of_order = int([m.seq for m in msgs] != list(range(len(msgs))))
         for order in (writers or {}).values():  # each writer's acknowledged messages in its own order
             seqs = [pos[i] for i in order if i in pos]
-            out_of_order += sum(1 for a, b in zip(seqs, seqs[1:]) if b < a)
+            out_of_order += sum(1 for a, b in itertools.pairwise(seqs) if b < a)
         broken = 0
         for i, m in enumerate(msgs):
             if m.tool_calls:  # its result must follow at once (a batch is appended atomically)
@@ -336,7 +337,7 @@ def phase_prompt(pg, chroma, convs, work: Path, size: int, questions: int, block
         import ragmem
 
         orig = ragmem.Memory
-        ragmem.Memory = lambda *a, _kw=kw, **k: orig(*a, **{**k, **_kw})  # type: ignore[assignment]
+        ragmem.Memory = lambda *a, _kw=kw, _orig=orig, **k: _orig(*a, **{**k, **_kw})  # type: ignore[assignment]
         try:
             grow_s = speed.grow_store(store, convs, size, state)
         finally:
@@ -355,7 +356,7 @@ def phase_prompt(pg, chroma, convs, work: Path, size: int, questions: int, block
                 t = time.perf_counter()
                 mems[mode].prompt(q, budget=4000)
                 times[mode].append(time.perf_counter() - t)
-    for mode, mem in mems.items():
+    for mode in mems:
         out[mode]["prompt"] = p50_p95(times[mode])
     mem = mems["server"]  # where the time goes: log round trips per prompt, and one round trip's latency
     out["server"]["log_queries_per_prompt"] = count_queries(mem, qs[0])

@@ -295,11 +295,11 @@ def plot(result: dict, path: Path) -> Path:
     agg = result["aggregate"]["all"]["prompt"]
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     styles = {
-        "ragmem": dict(color="C3", marker="o", lw=2.6),
-        "bm25": dict(color="C0", marker="s", lw=1.6, ls="--"),
-        "sliding_window": dict(color="C2", marker="^", lw=1.4, ls=":"),
-        "keep_first": dict(color="C1", marker="v", lw=1.4, ls=":"),
-        "importance": dict(color="C4", marker="D", lw=1.4, ls=":"),
+        "ragmem": {"color": "C3", "marker": "o", "lw": 2.6},
+        "bm25": {"color": "C0", "marker": "s", "lw": 1.6, "ls": "--"},
+        "sliding_window": {"color": "C2", "marker": "^", "lw": 1.4, "ls": ":"},
+        "keep_first": {"color": "C1", "marker": "v", "lw": 1.4, "ls": ":"},
+        "importance": {"color": "C4", "marker": "D", "lw": 1.4, "ls": ":"},
     }
     for m in METHODS:
         ax.plot(budgets, [agg[m][str(b)] for b in budgets], label=m, **styles[m])

@@ -157,9 +157,9 @@ def speed_section(result: dict) -> str:
         speed.tables(result),
         notes,
         f"![prompt latency against store size](benchmarks/results/{result['plot']})",
-        f"This benchmark took {result['elapsed_s']:.0f} s. Load average (1, 5, 15 min) at its start "
-        f"{_load(result.get('load_avg_start'))}, at its end {_load(result.get('load_avg_end'))}: timings "
-        "are only comparable to the limit measured beside them in the same run.",
+        (f"This benchmark took {result['elapsed_s']:.0f} s. Load average (1, 5, 15 min) at its start "
+         f"{_load(result.get('load_avg_start'))}, at its end {_load(result.get('load_avg_end'))}: timings "
+         "are only comparable to the limit measured beside them in the same run."),
     ])
 
 
@@ -178,7 +178,8 @@ def halves_section() -> str | None:
     found = [RESULTS_DIR / f for f in HALVES_FILES if (RESULTS_DIR / f).exists()]
     if not found:
         return None
-    return "## Recall: tuning half, check half, LongMemEval\n\n" + (
+    return (
+        "## Recall: tuning half, check half, LongMemEval\n\n"
         "Changes to recall are chosen on LoCoMo conversations 26, 30 and 41 (the tuning half) and checked on "
         "42 and 43 (the check half) and on the LongMemEval development questions, one long session per "
         "question (docs/recall.md has the ablation). Written by `python -m benchmarks.recall_dev --configs "

@@ -170,7 +170,7 @@ def test_duplicate_message_ids(tmp_path, store):
 ])
 def test_lone_surrogates_anywhere(store, msg):
     """Text that is not valid Unicode (undecodable bytes smuggled in as surrogates) is refused up front."""
-    with pytest.raises(InvalidMessage, match="not valid Unicode|unicode string"):
+    with pytest.raises(InvalidMessage, match=r"not valid Unicode|unicode string"):
         store.add(msg)
 
 
@@ -259,7 +259,7 @@ def test_log_written_by_a_newer_schema(tmp_path):
     db.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
     db.commit()
     db.close()
-    with pytest.raises(SchemaVersionError, match="schema version 99.*upgrade ragmem"):
+    with pytest.raises(SchemaVersionError, match=r"schema version 99.*upgrade ragmem"):
         Memory(tmp_path / "s", embedder=HashEmbedder())
     db = sqlite3.connect(tmp_path / "s" / "log.sqlite3")  # refused, untouched
     assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "99"
@@ -310,7 +310,7 @@ def test_wrong_dimension_same_name(tmp_path):
     narrow = Memory(tmp_path / "s", embedder=Narrow())
     with pytest.raises(EmbeddingMismatch, match="dimension"):
         narrow.search("precious")
-    with pytest.raises(EmbeddingMismatch, match="dimension.*stored durably in the log"):
+    with pytest.raises(EmbeddingMismatch, match=r"dimension.*stored durably in the log"):
         narrow.add({"role": "user", "content": "new"}, id="new")
     narrow.close()
     # the log kept it; the right model indexes it on the next open

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 import os
 import re
@@ -285,11 +286,11 @@ def test_prompt_anthropic_format(loaded):
     data = js("prompt", "And the login errors?", "--budget", "800", "--session", "s1", "--format", "anthropic", "--system", "Be brief.")
     assert "Be brief." in data["system"]
     roles = [m["role"] for m in data["messages"]]
-    assert all(a != b for a, b in zip(roles, roles[1:]))
+    assert all(a != b for a, b in itertools.pairwise(roles))
 
 
 def test_prompt_budget_too_small_is_one_line_error(loaded):
-    status, out, err = run("prompt", "What pool size did we choose? " * 20, "--budget", "10", "--session", "s1")
+    status, _, err = run("prompt", "What pool size did we choose? " * 20, "--budget", "10", "--session", "s1")
     assert status == 1
     assert err.count("\n") == 1 and err.startswith("ragmem: error: BudgetTooSmall")
 
@@ -353,7 +354,7 @@ def test_forget_message_and_session(loaded):
     ],
 )
 def test_errors_are_one_line_exit_1(store, args, needle):
-    status, out, err = run(*args)
+    status, _, err = run(*args)
     assert status == 1, err
     assert err.count("\n") == 1 and needle in err
     assert "Traceback" not in err
@@ -407,7 +408,7 @@ ALL_COMMANDS = list(_commands(cli))
 @pytest.mark.parametrize("path", [p for p, _ in ALL_COMMANDS], ids=" ".join)
 def test_every_command_has_help_and_json_and_docs(path):
     cmd = dict(ALL_COMMANDS)[path]
-    status, out, err = run(*path, "--help")
+    status, out, _ = run(*path, "--help")
     assert status == 0 and out.startswith("Usage: ragmem " + " ".join(path))
     assert (cmd.help or "").strip(), f"{path} has no help text"
     if not isinstance(cmd, click.Group):

@@ -6,7 +6,6 @@ increasing per session (0, 1, 2, ... with no gap); log and index agree.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -75,7 +74,7 @@ def test_threads_adding_and_querying(tmp_path):
         th.join()
     assert not errors, errors
     # tool results ride with their call, right after it in their writer's order
-    for key, writers in expected.items():
+    for writers in expected.values():
         for w in writers:
             w[:] = [x for i in w for x in ([i, f"r-{i}"] if int(i.split("-")[1]) % 7 == 3 else [i])]
     check_store(base, expected)

@@ -7,7 +7,6 @@ index queried directly, so BM25 cannot hide a stale vector side).
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal

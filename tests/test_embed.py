@@ -100,7 +100,7 @@ def test_auto_routes_small_batches_to_onnx_and_bulk_to_the_fastest(fp32):
 
 
 def test_bad_engine_options_are_usage_errors(monkeypatch):
-    with pytest.raises(UsageError, match="auto, onnx or torch, not 'gpu'$"):
+    with pytest.raises(UsageError, match=r"auto, onnx or torch, not 'gpu'$"):
         AutoEmbedder(backend="gpu")
     with pytest.raises(UsageError, match="has no int8 path"):
         AutoEmbedder(backend="torch", precision="int8")
@@ -170,7 +170,7 @@ def test_a_tampered_onnx_export_is_refused(tmp_path):
     with pytest.raises(ModelIntegrityError, match="changed since it was exported"):
         OnnxEmbedder(onnx_path=dst).embed_batch(["tampered"])
     dst.with_suffix(".json").unlink()
-    with pytest.raises(ModelIntegrityError, match="missing or unreadable.*delete .*model.onnx to export it again"):
+    with pytest.raises(ModelIntegrityError, match=r"missing or unreadable.*delete .*model\.onnx to export it again"):
         OnnxEmbedder(onnx_path=dst).embed_batch(["no record"])
 
 
@@ -274,7 +274,7 @@ def test_the_hash_embedder_is_an_embedder_with_only_embed_batch():
 
 def test_a_bad_embedder_result_is_an_embedder_error_naming_it():
     assert as_vectors(np.eye(2, 3), 2) == [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
-    with pytest.raises(EmbedderError, match="MyEmbedder.embed_batch returned 1 vectors .* for 2 texts"):
+    with pytest.raises(EmbedderError, match=r"MyEmbedder\.embed_batch returned 1 vectors .* for 2 texts"):
         as_vectors([[1.0, 0.0]], 2, "MyEmbedder")
     with pytest.raises(EmbedderError, match=r"lengths \[2, 3\]"):
         as_vectors([[1.0, 0.0], [1.0, 0.0, 0.0]], 2, "MyEmbedder")

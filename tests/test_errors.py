@@ -372,7 +372,7 @@ def test_mcp_guard_passes_other_errors_through(mcp_server, tmp_path):
     from mcp.server.mcpserver.exceptions import ToolError
 
     memories = mcp_server._Memories(str(tmp_path / "s"), "default", "default", {})
-    with pytest.raises(ToolError, match="^StoreError: gone$"):
+    with pytest.raises(ToolError, match=r"^StoreError: gone$"):
         with mcp_server._guard(memories):
             raise StoreError("gone")
     with pytest.raises(ZeroDivisionError):
@@ -482,7 +482,7 @@ def test_unreachable_servers_are_store_unavailable():
     err = connect_error("postgresql://u:secret@127.0.0.1:1/db", OSError("connection refused"))
     assert isinstance(err, StoreUnavailable) and "secret" not in str(err) and "cannot reach" in str(err)
     assert type(connect_error("postgresql://u@h/db", OSError('database "db" does not exist'))) is StoreError
-    with pytest.raises(StoreUnavailable, match="cannot reach the Chroma server at http://127.0.0.1:1.*then retry"):
+    with pytest.raises(StoreUnavailable, match=r"cannot reach the Chroma server at http://127\.0\.0\.1:1.*then retry"):
         make_client(url="http://127.0.0.1:1")
     assert issubclass(StoreUnavailable, StoreError) and issubclass(StoreUnavailable, RuntimeError)
 

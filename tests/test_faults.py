@@ -9,7 +9,6 @@ import gc
 import os
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -114,7 +113,7 @@ def test_full_disk_is_a_clear_store_error_and_the_batch_is_not_stored(tmp_path, 
     pages = mem.store.log._db.execute("PRAGMA page_count").fetchone()[0]
     mem.store.log._db.execute(f"PRAGMA max_page_count={pages}")
     batch = [{"role": "user", "content": f"turn {i} " + "padding " * 600} for i in range(40)]
-    with pytest.raises(StoreError, match="disk holding the store .* is full.*nothing of this call was stored") as err:
+    with pytest.raises(StoreError, match=r"disk holding the store .* is full.*nothing of this call was stored") as err:
         mem.add_many(batch)
     assert "unreadable" not in str(err.value) and "new store" not in str(err.value)
     assert isinstance(err.value.__cause__, sqlite3.OperationalError)
@@ -218,7 +217,7 @@ def test_read_only_store_opens_for_reading_and_refuses_writes_clearly(read_only_
     ctx = mem.prompt("what broke?", budget=800)
     assert any("crane" in str(m.get("content")) for m in ctx.messages)
     assert len(mem.export()) == 5
-    with pytest.raises(ReadOnlyStore, match="read-only .*nothing was changed"):
+    with pytest.raises(ReadOnlyStore, match=r"read-only .*nothing was changed"):
         mem.add({"role": "user", "content": "a new turn"})
     with pytest.raises(StoreError, match="read-only"):
         mem.forget(mem.messages()[0].id)
@@ -315,7 +314,7 @@ def test_another_model_in_an_indexed_namespace_is_refused_at_add(tmp_path, embed
         with sql.connect(tmp_path / "s" / "log.sqlite3") as db:
             db.execute("DELETE FROM meta WHERE key LIKE 'embedder:%'")
     b = Memory(tmp_path / "s", session="s2", embedder=hash_embedder)
-    with pytest.raises(EmbeddingMismatch, match="all-MiniLM-L6-v2.*test-hash-embedder.*reindex") as err:
+    with pytest.raises(EmbeddingMismatch, match=r"all-MiniLM-L6-v2.*test-hash-embedder.*reindex") as err:
         b.add({"role": "user", "content": "a turn embedded by another model"})
     assert "Nothing was stored" in str(err.value)
     assert b.store.log.count("default", "s2") == 0

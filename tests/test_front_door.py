@@ -83,7 +83,7 @@ def test_options_are_the_fields_of_memory_settings(tmp_path, hash_embedder):
         assert getattr(Memory(store=mem.store, **{f.name: default}).settings, f.name) == default
     opening = set(inspect.signature(Memory).parameters) - {"options"}
     assert not opening & {f.name for f in dataclasses.fields(MemorySettings)}
-    with pytest.raises(UsageError, match="unknown option 'windw'.*window"):
+    with pytest.raises(UsageError, match=r"unknown option 'windw'.*window"):
         Memory(store=mem.store, windw=3)
     with pytest.raises(UsageError, match="window"):
         MemorySettings(window=-1)

@@ -10,6 +10,7 @@ relevance (7). An impossible budget must raise BudgetTooSmall, never cut.
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from pathlib import Path
 
@@ -80,7 +81,7 @@ def check_openai(messages: list[dict], stored: dict[str, object]) -> None:
 
 def check_anthropic(system, turns: list[dict]) -> None:
     assert turns and turns[0]["role"] == "user"
-    for a, b in zip(turns, turns[1:]):
+    for a, b in itertools.pairwise(turns):
         assert a["role"] != b["role"], "roles must alternate"
     for n, t in enumerate(turns):
         uses = {b["id"] for b in t["content"] if b.get("type") == "tool_use"}

@@ -466,7 +466,7 @@ def test_langgraph_store_put_get_search_list_delete(mem):
     assert got.value["content"] == "User prefers detailed answers" and got.created_at <= got.updated_at
     assert store.get(("u1", "memories"), "missing") is None
     hits = store.search(("u1",), query="what is the dog's name")
-    assert [h.key for h in hits][0] == "dog" and all(h.namespace == ("u1", "memories") for h in hits)
+    assert hits[0].key == "dog" and all(h.namespace == ("u1", "memories") for h in hits)
     assert hits[0].score is not None
     assert [h.key for h in store.search(("u1", "memories"), filter={"kind": "pref"})] == ["style"]
     assert store.list_namespaces() == [("u1", "memories"), ("u2", "memories")]

@@ -33,7 +33,7 @@ def test_an_id_holding_a_hash_never_collides_with_chunk_ids(tmp_path, order):
     assert mem.store.index.all_message_ids(mem.namespace) == {"doc", "doc#1"}
     hits = [h.message.id for h in mem.search(SHORT, k=5)]
     assert hits[0] == "doc#1" and sorted(hits) == ["doc", "doc#1"]  # each message once, the right one first
-    assert [h.message.id for h in mem.search("word7 kernel upgrade runbook", k=5)][0] == "doc"
+    assert mem.search("word7 kernel upgrade runbook", k=5)[0].message.id == "doc"
     # a full comparison of index and log finds nothing to fix
     assert mem.store.repair(full=True) == {"purged": 0, "indexed": 0, "dropped": 0, "stale_collections": 0}
     # forgetting one leaves the other whole

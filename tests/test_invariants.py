@@ -8,10 +8,11 @@ are checked end to end through Memory in test_memory.py.
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragmem import BudgetTooSmall, assemble, group_units, parse_message
@@ -77,7 +78,7 @@ def check_openai(messages: list[dict]) -> None:
 def check_anthropic(system, turns: list[dict]) -> None:
     """Invariant 8 for Anthropic output: roles alternate from a user turn; tool_result follows its tool_use."""
     assert turns and turns[0]["role"] == "user"
-    for a, b in zip(turns, turns[1:]):
+    for a, b in itertools.pairwise(turns):
         assert a["role"] != b["role"]
     prev_uses: set[str] = set()
     for t in turns:
@@ -106,7 +107,7 @@ def check_anthropic(system, turns: list[dict]) -> None:
 def test_assembly_invariants(history, budget, window, fmt, placement, recall_format, turn, data):
     units = group_units(history)
     split = len(units) - window if window <= len(units) else 0
-    window_units, older = units[split:], units[:split]
+    window_units = units[split:]
     # recall candidates: any units (window ones included, to check they are not repeated), random scores
     picks = data.draw(st.lists(st.sampled_from(units), max_size=len(units)) if units else st.just([]))
     recall = [(u, data.draw(st.floats(-1, 1))) for u in picks]

@@ -262,12 +262,12 @@ def test_two_tenants_with_the_same_ids_never_cross(recall, history, pair, swap, 
         # -- reads by id: B's own message, or "not found" exactly as for an id never used
         for mid in SHARED_IDS:
             for s in TWO_SESSIONS:
-                got = attempt(lambda: view(1, s).get(mid), [b_ns, s, mid])
+                got = attempt(lambda s=s, mid=mid: view(1, s).get(mid), [b_ns, s, mid])
                 if (1, mid) in held:
                     assert got.content == held[(1, mid)][1]
                 else:
                     assert isinstance(got, MessageNotFound)
-                    assert str(got) == str(attempt(lambda: view(1, s).get("never-used"), [b_ns, s]))\
+                    assert str(got) == str(attempt(lambda s=s: view(1, s).get("never-used"), [b_ns, s]))\
                         .replace("never-used", mid)
         # -- every read by scope
         for s in TWO_SESSIONS:
@@ -294,12 +294,13 @@ def test_two_tenants_with_the_same_ids_never_cross(recall, history, pair, swap, 
         for mid in SHARED_IDS:
             s = TWO_SESSIONS[0]
             if (1, mid) not in held:
-                stored = attempt(lambda: view(1, s).add({"role": "user", "content": f"bravo {MARK[1]}"}, id=mid),
-                                 [b_ns, s, mid])
+                stored = attempt(
+                    lambda s=s, mid=mid: view(1, s).add({"role": "user", "content": f"bravo {MARK[1]}"}, id=mid),
+                    [b_ns, s, mid])
                 assert not isinstance(stored, Exception) and stored.namespace == b_ns
                 held[(1, mid)] = (s, f"bravo {MARK[1]}")
         for mid in SHARED_IDS + ["never-used"]:
-            gone = attempt(lambda: view(1, "s").forget(mid), [b_ns, "s", mid])
+            gone = attempt(lambda mid=mid: view(1, "s").forget(mid), [b_ns, "s", mid])
             if mid == "never-used":
                 assert isinstance(gone, MessageNotFound)
             else:
@@ -307,7 +308,7 @@ def test_two_tenants_with_the_same_ids_never_cross(recall, history, pair, swap, 
         for s in TWO_SESSIONS:
             view(1, s).state.update(secret=None, mine=MARK[1])
             view(1, s).forget_session()
-            attempt(lambda: view(1, s).forget_session(s), [b_ns, s])
+            attempt(lambda s=s: view(1, s).forget_session(s), [b_ns, s])
         # -- A is exactly as it was, and nothing B was told named A or showed A's content
         assert _snapshot(a, a_ns) == before
         for s in TWO_SESSIONS:

@@ -56,7 +56,7 @@ def test_lexical_rows_follow_add_forget_and_repair(tmp_path, hash_embedder):
     mem.for_session("b").add({"role": "user", "content": "pool_size is 45 elsewhere", "id": "u2"})
     assert _lexical_ids(mem) == {"u1", "a1", "t1", "u2"}
     # scoped inside the query: session b's message is never a candidate of session a
-    assert [h.message.id for h in mem.search("pool_size", k=5)][0] == "u1"
+    assert mem.search("pool_size", k=5)[0].message.id == "u1"
     assert "u2" not in {h.message.id for h in mem.search("pool_size", k=5)}
     mem.forget("t1")  # the whole unit goes
     assert _lexical_ids(mem) == {"u1", "u2"}

@@ -265,7 +265,7 @@ def test_clear_errors_for_wrong_url_credentials_and_database(pg_server):
     with pytest.raises(StoreError, match="credentials") as e:
         PostgresLog(pg_server.replace(f":{parts.password}@", ":wrong-password@"))
     assert "wrong-password" not in str(e.value)  # never echo a password
-    with pytest.raises(StoreError, match="database named .* does not exist"):
+    with pytest.raises(StoreError, match=r"database named .* does not exist"):
         PostgresLog(pg_server.rsplit("/", 1)[0] + "/no_such_db")
     with pytest.raises(StoreError, match="cannot reach"):
         PostgresLog(pg_server.replace(f":{parts.port}/", ":1/"))

@@ -228,7 +228,7 @@ def test_a_migration_that_fails_is_rolled_back_and_says_so(old_store):
     failing.__name__ = real.__name__
     migrations.MIGRATIONS[1] = failing
     try:
-        with pytest.raises(StoreError, match="schema 2 .*Nothing of that migration was written"):
+        with pytest.raises(StoreError, match=r"schema 2 .*Nothing of that migration was written"):
             MessageLog(old_store)
     finally:
         migrations.MIGRATIONS[1] = real

@@ -81,7 +81,7 @@ def test_server_down_longer_than_the_retry_window_is_a_clear_retryable_error(tmp
     mem.add({"role": "user", "content": "before the outage"}, id="a")
     monkeypatch.setattr(PostgresLog, "_RETRY_SECONDS", 1.0)
     pg_instance.stop("immediate")
-    with pytest.raises(StoreError, match="unreachable.*safe to retry") as e:
+    with pytest.raises(StoreError, match=r"unreachable.*safe to retry") as e:
         mem.add({"role": "user", "content": "during the outage"}, id="b")
     assert "ragmem-test-secret" not in str(e.value)
     pg_instance.start()

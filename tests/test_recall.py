@@ -134,7 +134,7 @@ def test_assembly_places_a_companion_beside_its_unit_only_when_it_fits():
         {"role": "user", "content": "The weather is lovely this week."},
         {"role": "user", "content": "Let's move on."},
     )
-    kw = dict(counter=counter, window=[recent], recall=[(ask, 0.9), (other, 0.5)], companions={ask.id: reply})
+    kw = {"counter": counter, "window": [recent], "recall": [(ask, 0.9), (other, 0.5)], "companions": {ask.id: reply}}
     ctx = assemble("Where does Jon live now?", budget=400, **kw)
     rec = [u.unit_id for u in ctx.trace.included if u.section == "recall"]
     assert rec == [other.id, ask.id, reply.id]  # rising relevance; the reply right after its question
@@ -178,7 +178,8 @@ def test_auto_recall_format_dates_recall_when_the_turn_asks_about_time():
     old, recent = _units({"role": "user", "content": "We deployed the pool fix to billing-db.",
                           "created_at": "2023-05-08T13:56:00+00:00"},
                          {"role": "user", "content": "Let's move on."})
-    kw = dict(budget=500, counter=default_counter(), window=[recent], recall=[(old, 0.9)], recall_format="auto")
+    kw = {"budget": 500, "counter": default_counter(), "window": [recent], "recall": [(old, 0.9)],
+          "recall_format": "auto"}
     dated = assemble("When did we deploy the pool fix?", **kw)
     assert dated.messages[0]["content"].startswith(RECALL_HEADER + "\n\n[2023-05-08 13:56] user: We deployed")
     plain = assemble("What did we deploy to billing-db?", **kw)
@@ -254,7 +255,7 @@ def test_diversify_is_maximal_marginal_relevance(texts, scores, weight):
 def test_recall_settings_are_checked_and_shared_by_every_view_of_a_memory(mem):
     from ragmem import Memory, UsageError
 
-    for bad in (dict(dense_weight=1.5), dict(diversity=-0.1), dict(companions=1), dict(candidates="100")):
+    for bad in ({"dense_weight": 1.5}, {"diversity": -0.1}, {"companions": 1}, {"candidates": "100"}):
         with pytest.raises(UsageError):
             RecallSettings(**bad)
     with pytest.raises(UsageError, match="RecallSettings"):

@@ -162,7 +162,7 @@ def scoped_units(draw):
                 seq=i, session=session, namespace="n", created_at=when, id=f"a{i}"))
             msgs.append(parse_message({"role": "tool", "tool_call_id": f"c{i}", "content": " ".join(words)}).with_(
                 seq=i, session=session, namespace="n", created_at=when, id=f"t{i}"))
-    return [u for u in group_units(msgs)]
+    return list(group_units(msgs))
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -17,7 +17,7 @@ def test_rerank_reorders_the_head_only_and_keeps_its_scores(scores, top, rnd):
     ranked = sorted(((f"u{i}", s) for i, s in enumerate(scores)), key=lambda x: -x[1])
     judge = {u: rnd.random() for u, _ in ranked}
     out = rerank(lambda q, texts: [judge[t] for t in texts], "q", ranked, str, top=top)
-    assert sorted(out) == sorted(ranked) or len(ranked) >= 2 and top >= 2  # same items
+    assert sorted(out) == sorted(ranked) or (len(ranked) >= 2 and top >= 2)  # same items
     assert sorted(u for u, _ in out) == sorted(u for u, _ in ranked)
     n = min(top, len(ranked)) if top >= 2 and len(ranked) >= 2 else 0
     assert out[n:] == ranked[n:]  # below the head nothing moves

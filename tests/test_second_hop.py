@@ -66,8 +66,8 @@ def test_second_hop_fuses_new_finds_at_a_discount_and_leaves_seeds_and_their_nei
 
 
 @pytest.mark.parametrize("bad", [
-    dict(second_hop=1.5), dict(second_hop=-0.1), dict(second_hop="0.2"), dict(hop_seeds=0), dict(hop_terms=0),
-    dict(hop_seeds=2.5), dict(hop_terms=True), dict(hop_dense=1),
+    {"second_hop": 1.5}, {"second_hop": -0.1}, {"second_hop": "0.2"}, {"hop_seeds": 0}, {"hop_terms": 0},
+    {"hop_seeds": 2.5}, {"hop_terms": True}, {"hop_dense": 1},
 ])
 def test_second_hop_settings_are_checked(bad):
     from ragmem import UsageError

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from typing import ClassVar
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
@@ -65,7 +66,7 @@ def test_llm_summarizer_rejects_non_string_replies():
 class _StubOpenAI(BaseHTTPRequestHandler):
     """A local OpenAI-compatible chat-completions endpoint that echoes what it was asked."""
 
-    calls: list = []
+    calls: ClassVar[list] = []
 
     def do_POST(self):  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
