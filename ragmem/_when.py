@@ -1,0 +1,85 @@
+"""A question that names a period also searches that period (issue 15, item 1: time as data).
+
+"What movie did Joanna watch on 1 May, 2022?" is answered by a turn written on
+2 May that says "I watched The Lord of the Rings last night". Neither retriever
+sees the date: the turn's words do not hold it, and its vector does not either.
+So when a question writes out a date (:func:`ragmem._timeparse.explicit`: a
+day, a month or a year, with its year), recall searches again among the
+messages written from the period's start to ``date_lag_days`` after its end
+(a message refers back to a period after it: "last night", "two weeks ago"),
+with the same query, dense and lexical, fused as in the first round. Of what
+that round finds, a message counts only when the period holds its own day or
+one it refers to (:func:`ragmem._timeparse.resolve`, read against its
+``created_at``); each such message gains ``date_weight`` times its score in the
+round over the round's best. A question that names no date costs one regex
+scan (``explicit`` reads nothing without a year).
+
+The search itself is :func:`ragmem._recall.date_boost`; this module reads the
+periods and decides which messages they hold. Every read is the namespace's (and the session's, when the scope is one): the
+window is one more filter on the same scoped queries, never a wider one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import date, datetime, timedelta, timezone
+
+from . import _timeparse as timeparse
+from ._messages import Message
+from ._store.filters import RowFilter
+
+__all__ = ["named_periods", "period_end", "refers_to", "window"]
+
+#: The periods of one question searched at most (each is one more dense and one more lexical query).
+MAX_PERIODS = 2
+
+
+def named_periods(text: str) -> list[timeparse.Period]:
+    """The periods a question writes out, at most :data:`MAX_PERIODS` (none without a year: one regex scan)."""
+    return timeparse.explicit(text)[:MAX_PERIODS]
+
+
+def period_end(p: timeparse.Period) -> date:
+    """The day after the period's last day.
+
+    >>> period_end(timeparse.Period(date(2022, 12, 5), "month"))
+    datetime.date(2023, 1, 1)
+    """
+    if p.grain == "day":
+        return p.start + timedelta(days=1)
+    if p.grain == "week":
+        return p.start + timedelta(days=7)
+    if p.grain == "month":
+        return date(p.start.year + p.start.month // 12, p.start.month % 12 + 1, 1)
+    return date(p.start.year + 1, 1, 1)
+
+
+def _overlaps(a: timeparse.Period, b: timeparse.Period) -> bool:
+    return a.start < period_end(b) and b.start < period_end(a)
+
+
+def refers_to(message: Message, period: timeparse.Period) -> bool:
+    """Whether the period holds the day the message was written, or a day, week, month or year its text refers to."""
+    written = message.created_at
+    if period.start <= written.date() < period_end(period):
+        return True
+    text = message.text[:4000]  # a giant tool result is not where a date is told
+    return any(_overlaps(period, p) for p in timeparse.resolve(text, written) + timeparse.explicit(text))
+
+
+def _day_start(d: date) -> datetime:
+    return datetime(d.year, d.month, d.day, tzinfo=timezone.utc)
+
+
+def window(period: timeparse.Period, filters: RowFilter, lag_days: int) -> RowFilter | None:
+    """The caller's filters narrowed to the messages written in the period or up to ``lag_days`` after it.
+
+    A day of slack before the start absorbs time zones. None when the caller's own times leave nothing.
+    """
+    since = (_day_start(period.start) - timedelta(days=1)).timestamp()
+    until = (_day_start(period_end(period)) + timedelta(days=lag_days)).timestamp()
+    if filters.since is not None:
+        since = max(since, filters.since)
+    if filters.until is not None:
+        until = min(until, filters.until)
+    return replace(filters, since=since, until=until) if since <= until else None

@@ -1,0 +1,112 @@
+"""A question that names a period searches it again (ragmem._when, RecallSettings.date_weight)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import date, datetime, timedelta, timezone
+
+import pytest
+
+from ragmem import Memory, RecallSettings, UsageError
+from ragmem import _timeparse as timeparse
+from ragmem import _when as when
+from ragmem._messages import parse_message
+from ragmem._store.filters import RowFilter
+
+P = timeparse.Period
+
+
+def _msg(text: str, written: datetime):
+    return parse_message({"role": "user", "content": text, "created_at": written})
+
+
+@pytest.mark.parametrize("period, end", [
+    (P(date(2022, 5, 1), "day"), date(2022, 5, 2)),
+    (P(date(2022, 5, 2), "week"), date(2022, 5, 9)),
+    (P(date(2022, 12, 1), "month"), date(2023, 1, 1)),
+    (P(date(2022, 2, 1), "month"), date(2022, 3, 1)),
+    (P(date(2022, 1, 1), "year"), date(2023, 1, 1)),
+])
+def test_period_end_is_the_day_after_its_last(period, end):
+    assert when.period_end(period) == end
+
+
+def test_a_message_belongs_to_a_period_by_its_own_day_or_the_days_it_names():
+    may1 = P(date(2022, 5, 1), "day")
+    noon = datetime(2022, 5, 2, 12, tzinfo=timezone.utc)
+    assert when.refers_to(_msg("I watched The Lord of the Rings last night!", noon), may1)
+    assert not when.refers_to(_msg("I watched The Lord of the Rings today!", noon), may1)
+    assert when.refers_to(_msg("Nothing much.", datetime(2022, 5, 1, 9, tzinfo=timezone.utc)), may1)
+    assert when.refers_to(_msg("Two weeks ago I moved.", datetime(2022, 5, 15, tzinfo=timezone.utc)), may1)  # its week
+    assert not when.refers_to(_msg("Two weeks ago I moved.", datetime(2022, 5, 29, tzinfo=timezone.utc)), may1)
+    may = P(date(2022, 5, 1), "month")
+    assert when.refers_to(_msg("Two weeks ago I moved.", datetime(2022, 5, 25, tzinfo=timezone.utc)), may)
+    assert when.refers_to(_msg("Back on 3 May 2022 it rained.", datetime(2022, 9, 1, tzinfo=timezone.utc)), may)
+    assert not when.refers_to(_msg("Last month it rained.", datetime(2022, 7, 3, tzinfo=timezone.utc)), may)
+
+
+def test_the_window_narrows_the_callers_filters_and_never_widens_them():
+    may = P(date(2022, 5, 1), "month")
+    w = when.window(may, RowFilter.of(role="user"), 31)
+    assert w is not None and w.roles == ("user",)
+    assert w.since == (datetime(2022, 4, 30, tzinfo=timezone.utc)).timestamp()
+    assert w.until == (datetime(2022, 6, 1, tzinfo=timezone.utc) + timedelta(days=31)).timestamp()
+    later = datetime(2022, 5, 20, tzinfo=timezone.utc).timestamp()
+    assert when.window(may, RowFilter(since=later), 31).since == later  # the caller's since is kept
+    assert when.window(may, RowFilter(until=datetime(2021, 1, 1, tzinfo=timezone.utc).timestamp()), 31) is None
+
+
+def test_only_written_out_dates_name_a_period():
+    assert [p.label for p in when.named_periods("What movie did Joanna watch on 1 May, 2022?")] == ["2022-05-01"]
+    assert when.named_periods("What did I watch last night?") == []  # relative to when asked: not a period here
+    assert len(when.named_periods("In 2020, 2021 or 2022?")) == when.MAX_PERIODS
+
+
+def test_date_weight_is_a_share():
+    with pytest.raises(UsageError, match="date_weight"):
+        RecallSettings(date_weight=1.5)
+    with pytest.raises(UsageError, match="date_lag_days"):
+        RecallSettings(date_lag_days=-1)
+
+
+FILMS = [  # (written, text): every turn says "last night"; only the one written on 2 May means 1 May
+    (datetime(2022, 3, 10, 20, tzinfo=timezone.utc), "I watched Star Wars last night, what a movie!"),
+    (datetime(2022, 4, 2, 20, tzinfo=timezone.utc), "Joanna here: I watched Dune last night, such a movie."),
+    (datetime(2022, 5, 2, 20, tzinfo=timezone.utc), "I watched The Lord of the Rings last night!"),
+    (datetime(2022, 6, 18, 20, tzinfo=timezone.utc), "Joanna watched a great movie last night: Alien."),
+    (datetime(2022, 7, 9, 20, tzinfo=timezone.utc), "Watched Jaws last night, a fun movie to watch."),
+]
+
+
+def _fill(mem: Memory, prefix: str = "") -> None:
+    mem.add_many([{"role": "user", "content": text, "created_at": t, "id": f"{prefix}{t:%m%d}"} for t, text in FILMS])
+
+
+def test_a_question_naming_a_day_finds_the_turn_that_said_last_night(tmp_path, embedder):
+    q = "What movie did Joanna watch on 1 May, 2022?"
+    with Memory(tmp_path / "s", embedder=embedder, window=1, recall=RecallSettings(date_weight=0)) as mem:
+        _fill(mem)
+        off = [h.message.id for h in mem.search(q, k=5)]
+        mem.settings = replace(mem.settings, recall=RecallSettings())  # the default is on
+        on = [h.message.id for h in mem.search(q, k=5)]
+        ctx = mem.prompt(q, budget=400, k=1)
+    assert off[0] != "0502", off  # without the period nothing points at it: the test would not show the gain
+    assert on[0] == "0502" and sorted(on) == sorted(off)
+    assert "Lord of the Rings" in str(ctx.messages)
+
+
+def test_a_period_search_stays_in_its_namespace_and_session(tmp_path, hash_embedder, log_url):
+    """The other namespace and the other session hold the same dated turns; none of them ever comes back
+    (on each log backend: the window is the logs' own time filter)."""
+    q = "What movie did Joanna watch on 1 May, 2022?"
+    recall = RecallSettings(date_weight=1.0)
+    with Memory(tmp_path / "s", embedder=hash_embedder, namespace="alice", session="a", recall=recall,
+                log_url=log_url) as a:
+        _fill(a, "a-")
+        _fill(a.for_session("b", "bob"), "b-")
+        _fill(a.for_session("other"), "o-")
+        hits = a.search(q, k=20)
+        wide = a.search(q, k=20, scope="namespace")
+    assert hits and all(h.message.id.startswith("a-") for h in hits)
+    assert wide and all(h.namespace == "alice" and h.message.id[:2] in ("a-", "o-") for h in wide)
+    assert hits[0].message.id == "a-0502"
