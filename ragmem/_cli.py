@@ -811,7 +811,7 @@ def purge(**opts: Any) -> None:
 @click.option("--to", "to", required=True, metavar="URL", help="postgresql:// URL of the log to move the store to.")
 @_common
 def migrate(to: str, **opts: Any) -> None:
-    """Move the store's log to PostgreSQL: every session, message, state and summary.
+    """Move the store's log to PostgreSQL: every session, message, state, summary and period summary.
 
     Sequence numbers, ids and tool pairing are kept; the vectors are rebuilt
     in the index the store is opened with afterwards (--chroma-url, or the

@@ -89,6 +89,29 @@ def test_periods_cover_exactly_the_closed_messages_once_in_order(hash_embedder, 
     mem.close()
 
 
+def test_migrating_to_postgresql_copies_the_periods_with_their_vectors(hash_embedder, tmp_path, pg_url):
+    from ragmem._store import open_log
+    from ragmem._store.migrate import copy_log
+
+    with Memory(tmp_path / "s", session="a", embedder=hash_embedder, recall=ON) as mem:
+        mem.add_many(turns(30, per_day=10))
+        mem.for_session("b", "other").add_many(turns(12))
+    src = open_log(tmp_path / "s", create=False)
+    dst = open_log(tmp_path / "s", url=pg_url)
+    try:
+        before = {ns: src.periods.all(ns) for ns in ("default", "other")}
+        assert all(before.values())
+        counts = copy_log(src, dst)  # type: ignore[arg-type]
+        assert counts["periods"] == sum(len(v) for v in before.values())
+        for ns, periods in before.items():
+            assert dst.periods.all(ns) == periods  # covers, text, vector and rev, namespace by namespace
+        assert copy_log(src, dst)["periods"] == counts["periods"]  # again: skipped, nothing doubled
+        assert dst.periods.all("default") == before["default"]
+    finally:
+        src.close()
+        dst.close()
+
+
 def test_no_periods_are_built_while_the_option_is_off(hash_embedder, tmp_path):
     mem = Memory(tmp_path / "s", session="a", embedder=hash_embedder)
     mem.add_many(turns(20))

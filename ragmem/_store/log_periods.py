@@ -56,10 +56,10 @@ class LogPeriods(Facet):
         """A session's periods in order (every session's of the namespace when None)."""
         if session is None:
             rows = self._log._read(f"SELECT {self._PCOLS} FROM periods WHERE namespace=? ORDER BY session, first_seq",
-                              (namespace,))
+                                   (namespace,))
         else:
             rows = self._log._read(f"SELECT {self._PCOLS} FROM periods WHERE namespace=? AND session=? ORDER BY first_seq",
-                              (namespace, session))
+                                   (namespace, session))
         return [self._period(r) for r in rows]
 
     def signature(self, namespace: str, session: str | None = None) -> tuple[int, int]:
@@ -68,13 +68,13 @@ class LogPeriods(Facet):
             rows = self._log._read("SELECT COUNT(*), COALESCE(MAX(rev), 0) FROM periods WHERE namespace=?", (namespace,))
         else:
             rows = self._log._read("SELECT COUNT(*), COALESCE(MAX(rev), 0) FROM periods WHERE namespace=? AND session=?",
-                              (namespace, session))
+                                   (namespace, session))
         return int(rows[0][0]), int(rows[0][1])
 
     def last_seq(self, namespace: str, session: str) -> int:
         """The last sequence number a period of the session covers (-1 when it has none)."""
         rows = self._log._read("SELECT COALESCE(MAX(last_seq), -1) FROM periods WHERE namespace=? AND session=?",
-                          (namespace, session))
+                               (namespace, session))
         return int(rows[0][0])
 
     def put(self, namespace: str, periods: Iterable[Period]) -> None:
@@ -84,7 +84,7 @@ class LogPeriods(Facet):
         if not rows:
             return
         sql = self._log._insert("periods", "?, ?, ?, ?, ?, ?, ?, ?", "namespace, session, first_seq",
-                           ("last_seq", "covers", "text", "vector", "rev"))
+                                ("last_seq", "covers", "text", "vector", "rev"))
         self._log._change(lambda cur: cur.executemany(sql, rows))
 
     def drop(self, namespace: str, session: str, first_seq: int) -> None:
@@ -99,7 +99,7 @@ class LogPeriods(Facet):
     def stale(self, namespace: str) -> list[Period]:
         """Periods whose text was blanked by a forget, to regenerate from what they still cover."""
         rows = self._log._read(f"SELECT {self._PCOLS} FROM periods WHERE namespace=? AND text='' ORDER BY session, first_seq",
-                          (namespace,))
+                               (namespace,))
         return [self._period(r) for r in rows]
 
 
