@@ -8,6 +8,9 @@ dated). It is ingested into a fresh store in two layouts:
 * ``per_chat``: each chat its own session of one namespace, and the question asked
   in a new, empty session with ``recall_scope="namespace"``.
 
+The question is asked at its ``question_date``: ``search(asked_at=...)`` and a user
+turn written then, so a question's "last month" is read as the user meant it.
+
 Figures (questions with evidence; the ``_abs`` abstention questions have none):
 
 * session recall_any@5/@10 and recall_all@5: sessions ranked by their best turn in
@@ -200,8 +203,13 @@ def label_tokens(ctx, counter) -> int:
     return n
 
 
+def asked(question: str, when: datetime | None) -> dict:
+    """The question as the user turn of ``prompt()``, written at the question's date (its "last month" is read there)."""
+    return {"role": "user", "content": question, **({"created_at": when} if when else {})}
+
+
 def config_metrics(mem, question: str, scope: str, evidence: list[str], chat_of: dict, answers: set,
-                   budgets, configs: list[str]) -> dict:
+                   budgets, configs: list[str], asked_at: datetime | None = None) -> dict:
     """The figures of each named recall config (``benchmarks.recall_dev.CONFIGS``) on one ingested store,
     with each ``prompt()``'s latency; the settings are switched in-process and restored."""
     from .recall_dev import CONFIGS, ensure_periods, settings_of
@@ -211,12 +219,12 @@ def config_metrics(mem, question: str, scope: str, evidence: list[str], chat_of:
         for name in configs:
             mem.settings = replace(mem.settings, recall=settings_of(CONFIGS[name]))
             ensure_periods(mem, mem.settings.recall, CONFIGS[name])
-            ids = [h.message.id for h in mem.search(question, k=SEARCH_K, scope=scope)]
+            ids = [h.message.id for h in mem.search(question, k=SEARCH_K, scope=scope, asked_at=asked_at)]
             r: dict = {"session": session_metrics(chats_by_best_turn(ids, chat_of), answers),
                        "turn@10": sum(e in ids[:10] for e in evidence) / len(evidence), "prompt": {}, "ms": []}
             for b in budgets:
                 t = time.perf_counter()
-                ctx = mem.prompt(question, budget=b, recall_scope=scope)
+                ctx = mem.prompt(asked(question, asked_at), budget=b, recall_scope=scope)
                 r["ms"].append((time.perf_counter() - t) * 1000)
                 got = set(ctx.message_ids())
                 r["prompt"][str(b)] = sum(e in got for e in evidence) / len(evidence)
@@ -236,6 +244,7 @@ def run_question(q: dict, quick: bool, embedder, raw_encode, budgets, configs: l
     evidence = [t["id"] for t in turns if t["has_answer"]]
     answers = set(q.get("answer_session_ids") or []) & {t["chat_id"] for t in turns}
     question = q["question"]
+    when = parse_date(q["question_date"]) if q.get("question_date") else None  # when the user asks
     out: dict = {"id": q["question_id"], "type": q["question_type"], "chats": len(keep), "turns": len(turns),
                  "evidence_turns": len(evidence), "answer_chats": len(answers)}
     records = [{"id": t["id"], "role": t["role"], "content": t["content"], "created_at": t["created_at"]}
@@ -258,7 +267,7 @@ def run_question(q: dict, quick: bool, embedder, raw_encode, budgets, configs: l
                 scope = "namespace"
             ingest_s = time.perf_counter() - t0
             t0 = time.perf_counter()
-            hits = mem.search(question, k=SEARCH_K, scope=scope)
+            hits = mem.search(question, k=SEARCH_K, scope=scope, asked_at=when)
             search_ms = (time.perf_counter() - t0) * 1000
             ids = [h.message.id for h in hits]
             res: dict = {"ingest_s": round(ingest_s, 2), "search_ms": round(search_ms, 1)}
@@ -268,7 +277,7 @@ def run_question(q: dict, quick: bool, embedder, raw_encode, budgets, configs: l
             res["prompt"] = {}
             res["label_tokens"] = {}
             for b in budgets:
-                ctx = mem.prompt(question, budget=b, recall_scope=scope)
+                ctx = mem.prompt(asked(question, when), budget=b, recall_scope=scope)
                 assert ctx.trace.total_tokens <= b
                 got = set(ctx.message_ids())
                 if evidence:
@@ -277,7 +286,7 @@ def run_question(q: dict, quick: bool, embedder, raw_encode, budgets, configs: l
             default = mem.settings.recall
             mem.settings = replace(mem.settings, recall=replace(default, date_labels=True))  # the ablation: every recalled unit dated once recall spans days
             try:
-                ctx = mem.prompt(question, budget=4000, recall_scope=scope)
+                ctx = mem.prompt(asked(question, when), budget=4000, recall_scope=scope)
             finally:
                 mem.settings = replace(mem.settings, recall=default)
             if evidence:
@@ -286,7 +295,8 @@ def run_question(q: dict, quick: bool, embedder, raw_encode, budgets, configs: l
             res["label_tokens_dates@4000"] = label_tokens(ctx, mem.store.counter)
             if configs and evidence:
                 res["configs"] = config_metrics(mem, question, scope, evidence, chat_of, answers, budgets,
-                                                configs if sum(map(ord, q["question_id"])) % 2 else configs[::-1])
+                                                configs if sum(map(ord, q["question_id"])) % 2 else configs[::-1],
+                                                when)
             if layout == "one_session":
                 res["sliding_window"] = {}
                 for b in budgets:

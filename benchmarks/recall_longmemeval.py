@@ -96,11 +96,12 @@ def run(cache: Path, relex: bool, limit: int | None) -> list[dict]:
         ready = time.perf_counter() - t0
         try:
             evs = set(ev)
-            ids = list(dict.fromkeys(h.message.id for h in mem.search(q["question"], k=max(KS))))
+            when = parse_date(q["question_date"])  # when the user asks: its "last month" is read there
+            ids = list(dict.fromkeys(h.message.id for h in mem.search(q["question"], k=max(KS), asked_at=when)))
             rec = {"type": q["question_type"], **{f"@{k}": len(evs & set(ids[:k])) / len(evs) for k in KS}}
             for b in BUDGETS:
                 t = time.perf_counter()
-                ctx = mem.prompt(q["question"], budget=b)
+                ctx = mem.prompt({"role": "user", "content": q["question"], "created_at": when}, budget=b)
                 rec[f"ms{b}"] = 1000 * (time.perf_counter() - t)
                 assert ctx.trace.total_tokens <= b
                 rec[f"ev{b}"] = len(evs & set(ctx.message_ids())) / len(evs)

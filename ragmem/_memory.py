@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 from . import _consistency as consistency
@@ -316,6 +316,7 @@ class Memory:
         where: Mapping[str, Any] | None = None,
         scope: Literal["session", "namespace"] = "session",
         min_score: float | None = None,
+        asked_at: datetime | float | str | None = None,
     ) -> list[Hit]:
         """Semantic search of the history: the ``k`` most relevant messages, best first.
 
@@ -324,6 +325,9 @@ class Memory:
         searches every session of the namespace. ``min_score`` keeps only
         hits whose cosine similarity to the query (``Hit.similarity``, absolute,
         unlike the fused ``Hit.score``) reaches it; see docs/recall.md, "Scores".
+        ``asked_at`` is when the query is asked (default: now): a period it names
+        relative to that time ("last month") is searched again, as one it writes
+        out ("in May 2023") is; see docs/recall.md, "A question that names a period".
         """
         validate.text(query, "query")
         validate.count(k, "k", lo=1, hi=validate.MAX_K)
@@ -333,6 +337,7 @@ class Memory:
         where = validate.where(where)
         if min_score is not None:
             validate.similarity(min_score, "min_score")
+        asked = validate.timestamp(asked_at, "asked_at") if asked_at is not None else datetime.now(timezone.utc)
         # the session scope is the collection searched, so the clause holds only the caller's filters
         filters = RowFilter.of(role=role, since=since, until=until, where=where)
         store, reranker = self.store, self.settings.reranker
@@ -343,6 +348,7 @@ class Memory:
             text=query, vector=vec, log=store.log, index=store.index, namespace=self.namespace,
             session=self.session if scope == "session" else None, n=3 * k, where=filters.chroma(),
             filters=filters if filters.sql_ready else None, similarity=sims, settings=self.settings.recall,
+            asked_at=asked,
         ))
         if min_score is not None:  # on the absolute cosine, not the fused score, which is relative per query
             cands = [c for c in cands if sims.get(c.message_id, -1.0) >= min_score]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Iterator, Mapping, Protocol, get_args
 
 from . import _consistency as consistency
@@ -99,6 +100,8 @@ class Request:
     scope: str
     #: Ids kept out of the window and recall: the stored user turn (``turn_stored=True``).
     skip: set[str] = field(default_factory=set)
+    #: When the user turn was written (its ``created_at``; now by default): its relative dates are read from it.
+    asked_at: datetime | None = None
 
 
 def request(mem: Session, user_turn: str | Mapping[str, Any] | None, *, system: str | None, budget: int | Budget,
@@ -119,10 +122,11 @@ def request(mem: Session, user_turn: str | Mapping[str, Any] | None, *, system: 
     validate.budget(budget.total if isinstance(budget, Budget) else budget)
     if query is not None:
         validate.text(query, "query")
+    asked_at = None
     if user_turn is not None:  # the turn is a message: the same rules as add(), so no 'robot' turn slips in
         try:
-            parse_message({"role": "user", "content": user_turn} if isinstance(user_turn, str) else user_turn,
-                          max_chars=10**12)
+            asked_at = parse_message({"role": "user", "content": user_turn} if isinstance(user_turn, str)
+                                     else user_turn, max_chars=10**12).created_at
         except InvalidMessage as exc:
             raise InvalidMessage(f"prompt()'s user turn is not a valid message: {exc}") from None
     skip: set[str] = set()
@@ -136,6 +140,7 @@ def request(mem: Session, user_turn: str | Mapping[str, Any] | None, *, system: 
         skip.add(last[0].id)
         if user_turn is None:
             user_turn = {"role": "user", "content": last[0].content}
+            asked_at = last[0].created_at
     if user_turn is None:
         raise InvalidMessage("prompt() needs the user turn (or turn_stored=True after adding it)")
     budget_obj = Budget.of(budget, shares)
@@ -143,7 +148,7 @@ def request(mem: Session, user_turn: str | Mapping[str, Any] | None, *, system: 
         k = min(validate.MAX_K, max(20, budget_obj.limit // 100))
     return Request(
         user_turn, system, budget_obj, strategy, format, k, query, placement or settings.placement,
-        recall_format or settings.recall_format, scope, skip,
+        recall_format or settings.recall_format, scope, skip, asked_at,
     )
 
 
@@ -272,6 +277,7 @@ def recall(mem: Session, req: Request, tail: list[Message], window_units: list[U
         recalled = consistency.read_index(store, lambda: retrieve_units(
             vec, log=log, index=store.index, namespace=mem.namespace,
             session=None if wide else mem.session, k=limit, text=text, settings=mem.settings.recall,
+            asked_at=req.asked_at,
         ))
         recalled = [(u, score) for u, score in recalled if u.id not in req.skip][:limit]
         recalled = diversify(rerank(mem.settings.reranker, text, recalled, lambda u: u.text),

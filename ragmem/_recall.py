@@ -186,10 +186,12 @@ def search_candidates(
     filters: RowFilter | None = RowFilter(),
     similarity: dict[str, float] | None = None,
     settings: RecallSettings = DEFAULT_RECALL,
+    asked_at: datetime | None = None,
 ) -> list[Candidate]:
     """Fused candidates for a query, best first (dense alone when ``text`` or ``filters`` is None).
 
     ``similarity``, when given, receives each dense candidate's cosine similarity by message id.
+    ``asked_at`` is when the query is asked: its relative dates ("last month") are read from it.
     """
     pool = max(settings.candidates, n)
     # each session has its own collection, and the namespace one more: the scope is the collection
@@ -213,7 +215,7 @@ def search_candidates(
                           where=where, settings=settings)
     if settings.date_weight > 0:  # a period the question names is searched again (ragmem._when)
         fused = date_boost(fused, log=log, index=index, text=text, vector=vector, namespace=namespace,
-                           session=session, n=pool, filters=filters, settings=settings)
+                           session=session, n=pool, filters=filters, settings=settings, asked_at=asked_at)
     if settings.periods > 0:  # two-stage: the best periods lift the turns they cover (ragmem._periods)
         fused = period_boost(fused, log, namespace, session, vector, text, settings)
     return fused
@@ -247,12 +249,13 @@ def period_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, se
 def date_boost(
     first: Sequence[Candidate], *, log: MessageLog, index: VectorIndex, text: str, vector: Sequence[float],
     namespace: str, session: str | None, n: int, filters: RowFilter, settings: RecallSettings = DEFAULT_RECALL,
+    asked_at: datetime | None = None,
 ) -> list[Candidate]:
     """The first round's candidates, with the messages of the periods the question names lifted (:mod:`ragmem._when`).
 
     A message of the period that the first round missed enters with its gain alone.
     """
-    periods = when.named_periods(text)
+    periods = when.named_periods(text, asked_at)
     if not periods or settings.date_weight <= 0:
         return list(first)
     sessions = [session] if session is not None else None
@@ -409,6 +412,7 @@ def retrieve_units(
     where: dict[str, Any] | None = None,
     text: str | None = None,
     settings: RecallSettings = DEFAULT_RECALL,
+    asked_at: datetime | None = None,
 ) -> list[tuple[Unit, float]]:
     """The top ``k`` units of a session (of every session of the namespace when None), whole, best first.
 
@@ -417,7 +421,7 @@ def retrieve_units(
     """
     cands = search_candidates(
         text=text if where is None else None, vector=query_vector, log=log, index=index, namespace=namespace,
-        session=session, n=3 * k, where=where, settings=settings,
+        session=session, n=3 * k, where=where, settings=settings, asked_at=asked_at,
     )
     scores: dict[str, float] = {}
     where_is: dict[str, str] = {}

@@ -4,7 +4,9 @@
 2 May that says "I watched The Lord of the Rings last night". Neither retriever
 sees the date: the turn's words do not hold it, and its vector does not either.
 So when a question writes out a date (:func:`ragmem._timeparse.explicit`: a
-day, a month or a year, with its year), recall searches again among the
+day, a month or a year, with its year), or says one relative to the time it
+is asked ("last month", "two weeks ago": the user turn's ``created_at`` in
+``prompt()``, ``search(asked_at=...)``, now by default), recall searches again among the
 messages written from the period's start to ``date_lag_days`` after its end
 (a message refers back to a period after it: "last night", "two weeks ago"),
 with the same query, dense and lexical, fused as in the first round. Of what
@@ -34,9 +36,15 @@ __all__ = ["named_periods", "period_end", "refers_to", "window"]
 MAX_PERIODS = 2
 
 
-def named_periods(text: str) -> list[timeparse.Period]:
-    """The periods a question writes out, at most :data:`MAX_PERIODS` (none without a year: one regex scan)."""
-    return timeparse.explicit(text)[:MAX_PERIODS]
+def named_periods(text: str, asked_at: datetime | None = None) -> list[timeparse.Period]:
+    """The periods a question names, at most :data:`MAX_PERIODS`: the dates it writes out (with their
+    year), then, read at ``asked_at`` (when the question is asked), its relative ones ("last month").
+
+    >>> [p.label for p in named_periods("What did I finish last month?", datetime(2023, 5, 30))]
+    ['2023-04']
+    """
+    found = timeparse.explicit(text) + (timeparse.resolve(text, asked_at) if asked_at is not None else [])
+    return list(dict.fromkeys(found))[:MAX_PERIODS]
 
 
 def period_end(p: timeparse.Period) -> date:

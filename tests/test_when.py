@@ -110,3 +110,43 @@ def test_a_period_search_stays_in_its_namespace_and_session(tmp_path, hash_embed
     assert hits and all(h.message.id.startswith("a-") for h in hits)
     assert wide and all(h.namespace == "alice" and h.message.id[:2] in ("a-", "o-") for h in wide)
     assert hits[0].message.id == "a-0502"
+
+
+CHATS = [  # (written, text): a user's months; "last month" asked on 30 May 2023 means April
+    (datetime(2023, 2, 14, 18, tzinfo=timezone.utc), "I finally completed my AWS certification course!"),
+    (datetime(2023, 4, 20, 18, tzinfo=timezone.utc), "Today I completed the Scrum Master certification."),
+    (datetime(2023, 5, 28, 18, tzinfo=timezone.utc), "Thinking about a data science certification next."),
+    (datetime(2023, 1, 9, 18, tzinfo=timezone.utc), "I passed my certification exam for first aid, completed it!"),
+]
+ASKED = datetime(2023, 5, 30, 18, 44, tzinfo=timezone.utc)
+
+
+def test_a_relative_period_is_read_at_the_time_the_question_is_asked(tmp_path, embedder):
+    q = "What certification did I complete last month?"
+    with Memory(tmp_path / "s", embedder=embedder, window=1) as mem:
+        mem.add_many([{"role": "user", "content": t, "created_at": w, "id": f"{w:%m%d}"} for w, t in CHATS])
+        now = [h.message.id for h in mem.search(q, k=4)]  # asked today: "last month" holds none of them
+        then = [h.message.id for h in mem.search(q, k=4, asked_at=ASKED)]
+        as_text = [h.message.id for h in mem.search(q, k=4, asked_at="2023-05-30T18:44:00Z")]
+        off = replace(mem.settings, recall=RecallSettings(date_weight=0))
+        mem.settings, on = off, mem.settings
+        undated = [h.message.id for h in mem.search(q, k=4, asked_at=ASKED)]
+        mem.settings = on
+        mem.add_many([{"role": "user", "content": f"Small talk about the weather and the garden, part {i}.",  # so the
+                       "created_at": datetime(2023, 5, 29, 9, i, tzinfo=timezone.utc)} for i in range(40)])  # whole
+        ctx = mem.prompt({"role": "user", "content": q, "created_at": ASKED}, budget=300, k=1)
+        ctx_now = mem.prompt(q, budget=300, k=1)  # asked now: no gain
+    assert now == undated and now[0] != "0420", now  # without the period nothing points at April
+    assert then[0] == "0420" and then == as_text
+    # prompt() reads the period at the user turn's created_at: April's turn is recalled with the period's gain
+    score = lambda c: next(u.score for u in c.trace.included if u.message_ids == ["0420"])  # noqa: E731
+    assert "Scrum Master" in str(ctx.messages) and score(ctx) > score(ctx_now) + 0.2
+
+
+def test_asked_at_must_be_a_time(tmp_path, hash_embedder):
+    with Memory(tmp_path / "s", embedder=hash_embedder) as mem:
+        mem.add({"role": "user", "content": "hello there"})
+        with pytest.raises(UsageError, match="asked_at"):
+            mem.search("hello", asked_at="not a time")
+        with pytest.raises(UsageError, match="asked_at"):
+            mem.search("hello", asked_at=float("nan"))
