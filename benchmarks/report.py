@@ -188,41 +188,37 @@ def halves_section() -> str | None:
     ) + "\n\n".join(f.read_text().strip() for f in found)
 
 
-def ingest_section() -> str | None:
-    """Ingest against the embedding engine alone and against Chroma's own write, from the last ``ingest_long`` run."""
+def _last_run_section(name: str, title: str, what: str, tables) -> str | None:
+    """A section from the last run of one benchmark (``benchmarks/results/NAME.json``): its command, ``what``
+    it measures, then its ``tables``; None when it has not run."""
     from .common import RESULTS_DIR
 
-    found = RESULTS_DIR / "ingest_long.json"
+    found = RESULTS_DIR / f"{name}.json"
     if not found.exists():
         return None
     result = json.loads(found.read_text())
-    return "\n\n".join([
-        "## Ingest against the engine",
-        (f"`{result.get('command', 'python -m benchmarks.ingest_long')}` (ragmem {result.get('ragmem', '?')}): "
-         "`add_many` against the embedding engine alone on the same chunks, and against the engine plus "
-         "Chroma's own write of those vectors into the layout's two collections (the floor: no ragmem code "
-         "at all). Alternating rounds, best of each."),
-        ingest_long.tables(result),
-    ])
+    command = result.get("command", f"python -m benchmarks.{name}")
+    return "\n\n".join([f"## {title}", f"`{command}` (ragmem {result.get('ragmem', '?')}): {what}", tables(result)])
+
+
+def ingest_section() -> str | None:
+    """Ingest against the embedding engine alone and against Chroma's own write, from the last ``ingest_long`` run."""
+    return _last_run_section(
+        "ingest_long", "Ingest against the engine",
+        "`add_many` against the embedding engine alone on the same chunks, and against the engine plus "
+        "Chroma's own write of those vectors into the layout's two collections (the floor: no ragmem code "
+        "at all). Alternating rounds, best of each.", ingest_long.tables)
 
 
 def namespace_section() -> str | None:
     """Namespace-wide search against a session's, at 1,000 sessions of 100, from the last ``namespace_layout`` run."""
-    from .common import RESULTS_DIR
-
-    found = RESULTS_DIR / "namespace_layout.json"
-    if not found.exists():
-        return None
-    result = json.loads(found.read_text())
-    return "\n\n".join([
-        "## Search across a namespace",
-        (f"`{result.get('command', 'python -m benchmarks.namespace_layout')}` (ragmem {result.get('ragmem', '?')}): "
-         "`search(q, k=10)` of one session, `search(q, k=10, scope=\"namespace\")` and `prompt(q, budget=4000)` "
-         "in one store of many sessions, LoCoMo questions embedded for real. With `--against`, the same store "
-         "is timed under the code before the change and under this one, in alternating rounds. Where the "
-         "time goes, and why the namespace search is not within 1.5x of a session's: docs/storage.md."),
-        namespace_layout.tables(result),
-    ])
+    return _last_run_section(
+        "namespace_layout", "Search across a namespace",
+        "`search(q, k=10)` of one session, `search(q, k=10, scope=\"namespace\")` and `prompt(q, budget=4000)` "
+        "in one store of many sessions, LoCoMo questions embedded for real. With `--against`, the same store "
+        "is timed under the code before the change and under this one, in alternating rounds. Where the "
+        "time goes, and why the namespace search is not within 1.5x of a session's: docs/storage.md.",
+        namespace_layout.tables)
 
 
 def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float | None = None) -> Path:
