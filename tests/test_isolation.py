@@ -16,6 +16,7 @@ import json
 import re
 import sys
 import tempfile
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -39,15 +40,22 @@ histories = st.lists(scoped_message, min_size=1, max_size=40)
 PROPS = settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 
 
-def fill(root: Path, history, recall: RecallSettings | None = None):
-    """One store holding the history; returns (base memory, views by scope, the model: scope -> ids in order)."""
+#: Messages written an hour apart from here when a test dates them (the period a dated query names holds them).
+DATED_FROM = datetime(2023, 5, 1, 8, tzinfo=timezone.utc)
+
+
+def fill(root: Path, history, recall: RecallSettings | None = None, dated: bool = False):
+    """One store holding the history; returns (base memory, views by scope, the model: scope -> ids in order).
+
+    ``dated``: the messages are written in May 2023, an hour apart (else now)."""
     base = Memory(root / "store", embedder=HashEmbedder(), window=4, summarizer=False, recall=recall)
     views = {(ns, s): base.for_session(s, ns) for ns in NAMESPACES for s in SESSIONS}
     model: dict[tuple[str, str], list[str]] = {k: [] for k in views}
     for i, (ns, s, text, role) in enumerate(history):
         mid = f"m{i}"
         # the scope is written into the content too, so a leak shows in the text as well as the id
-        views[(ns, s)].add({"role": role, "content": f"{text} [{ns}|{s}]"}, id=mid)
+        views[(ns, s)].add({"role": role, "content": f"{text} [{ns}|{s}]"}, id=mid,
+                           created_at=DATED_FROM + timedelta(hours=i) if dated else None)
         model[(ns, s)].append(mid)
     return base, views, model
 
@@ -60,12 +68,19 @@ def scope_of(model):
 LEXICAL_PLANS = [None, RecallSettings(lexical_scope_rows=0), RecallSettings(lexical_scope_rows=0, lexical_rows=2)]
 
 
-@pytest.mark.parametrize("recall", LEXICAL_PLANS, ids=["default", "large-scope", "bounded"])
+#: Each lexical plan, and the default with dated messages and queries that name their month (the period's
+#: second search, ragmem._when, runs on every query).
+SCOPE_CASES = [(plan, False) for plan in LEXICAL_PLANS] + [(None, True)]
+
+
+@pytest.mark.parametrize("recall, dated", SCOPE_CASES, ids=["default", "large-scope", "bounded", "period"])
 @PROPS
 @given(history=histories, query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join))
-def test_search_and_prompt_stay_in_scope(recall, history, query):
+def test_search_and_prompt_stay_in_scope(recall, dated, history, query):
+    if dated:
+        query += " in May 2023"
     with tempfile.TemporaryDirectory() as tmp:
-        base, views, model = fill(Path(tmp), history, recall)
+        base, views, model = fill(Path(tmp), history, recall, dated)
         where = scope_of(model)
         for (ns, s), view in views.items():
             hits = view.search(query, k=50)
