@@ -496,10 +496,12 @@ def run(quick: bool = False, out_dir: Path | None = None, limit: int | None = No
             done = {r["id"]: r for r in map(json.loads, Path(resume).read_text().splitlines())}
         if done_only:  # report what an interrupted run finished, without running the rest
             questions = [q for q in questions if q["question_id"] in done]
+    reused = 0
     for n, q in enumerate(questions):
         t = time.perf_counter()
         if q["question_id"] in done:
             per.append(done[q["question_id"]])
+            reused += 1
             continue
         per.append(run_question(q, quick, embedder, raw_encode, budgets, configs))
         if resume:
@@ -513,6 +515,7 @@ def run(quick: bool = False, out_dir: Path | None = None, limit: int | None = No
         "window": WINDOW, "budgets": list(budgets), "questions": len(per),
         "aggregate": aggregate(per, budgets), "mempalace_published_any@5": MEMPALACE_PUBLISHED,
         "elapsed_s": round(time.perf_counter() - start, 1),
+        "reused": reused,  # questions whose figures --resume carried over from an earlier run
     }
     result["plot"] = plot(result, result_path("longmemeval", quick, ".png", out_dir)).name
     write_json(result_path(NAME, quick, out_dir=out_dir), result)

@@ -144,7 +144,9 @@ def longmemeval_section(result: dict) -> str:
         f"## Memory across conversations: LongMemEval\n\n{notes}",
         longmemeval.tables(result),
         f"![LongMemEval evidence and session recall](benchmarks/results/{result['plot']})",
-        f"This benchmark took {result['elapsed_s']:.0f} s (vectors cached on disk across runs).",
+        f"This benchmark took {result['elapsed_s']:.0f} s (vectors cached on disk across runs)"
+        + (f"; the figures of {result['reused']} questions were carried over by `--resume` from an earlier run, "
+           "the others were run anew" if result.get("reused") else "") + ".",
     ])
 
 
