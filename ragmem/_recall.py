@@ -40,7 +40,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from . import _lexical as lexical, _timeparse as timeparse, _when as when
 from .embed import Embedder
@@ -49,6 +49,8 @@ from ._settings import DEFAULT_RECALL, RecallSettings
 from ._store import IndexHit, Log as MessageLog, VectorIndex
 from ._store.filters import RowFilter
 from ._units import Unit, group_units
+
+T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Hit:
@@ -474,19 +476,21 @@ def _unit_terms(text: str) -> frozenset[str]:
 
 
 def diversify(
-    ranked: Sequence[tuple[Unit, float]], weight: float = DEFAULT_RECALL.diversity
-) -> list[tuple[Unit, float]]:
+    ranked: Sequence[tuple[T, float]], weight: float = DEFAULT_RECALL.diversity,
+    text: Callable[[T], str] = lambda u: u.text,  # type: ignore[attr-defined]
+) -> list[tuple[T, float]]:
     """Maximal marginal relevance over recalled units: each loses ``weight`` times its term overlap
     (Jaccard) with the most similar unit ranked above it, so near-duplicates sink.
 
     Returns the units in their new order with their adjusted scores. The
-    weight is a setting (``RecallSettings.diversity``); 0 returns ``ranked`` unchanged.
+    weight is a setting (``RecallSettings.diversity``; ``search_diversity`` for
+    ``search()``'s hits, whose ``text`` is their message's); 0 returns ``ranked`` unchanged.
     """
     if not weight or len(ranked) < 2:
         return list(ranked)
     # O(n^2) set intersections for n units: sizes give the union without building it, and a plain loop
     # instead of max(key=lambda) keeps this under a millisecond at the ~50 units of a 4,000-token prompt
-    terms = [_unit_terms(u.text) for u, _ in ranked]
+    terms = [_unit_terms(text(u)) for u, _ in ranked]
     sizes = [len(t) for t in terms]
     adjusted = [score for _, score in ranked]  # score - weight * overlap with the closest unit chosen so far
     left = list(range(len(ranked)))

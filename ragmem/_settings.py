@@ -67,6 +67,9 @@ class RecallSettings:
 
     * ``diversity``: weight of redundancy in the maximal-marginal-relevance re-ranking of recalled
       units; 0 turns it off.
+    * ``search_diversity``: the same re-ranking over ``search()``'s best ``3 * k`` messages, before the
+      cut to ``k`` (a question whose answer is several turns gets several, not one turn's near-copies);
+      0, the default, turns it off: measured, it lifts LoCoMo recall@10 and lowers LongMemEval's.
     * ``companions``: bring the unit after a recalled question or tool result into the prompt with it.
 
     Indexing (:mod:`ragmem._indexing`; it changes what is written, so it applies to messages indexed
@@ -101,6 +104,7 @@ class RecallSettings:
     period_turns: int = 20
     period_top: int = 3
     diversity: float = 0.3
+    search_diversity: float = 0.0
     companions: bool = True
     time_terms: bool = False
     previous_chars: int = 600

@@ -217,6 +217,30 @@ def test_prompt_recall_scores_carry_the_diversity_penalty(mem):
     assert mmr[lower] < plain[lower] - 0.3 * 0.5  # near-duplicates: well over half their terms shared
 
 
+CAMPING = [  # three near-copies of one trip, and the other trip the same question asks about
+    ("beach1", "We went camping at the beach with the kids last weekend, the kids loved the beach camping."),
+    ("beach2", "Camping at the beach with the kids again: the kids loved the beach camping trip."),
+    ("beach3", "The kids loved our beach camping with the kids, camping at the beach is the best."),
+    ("woods", "We also camped in the mountains once, a camping trip in the pine forest."),
+] + [(f"f{i}", f"Filler about work meetings and spreadsheets, number {i}.") for i in range(12)]
+
+
+def test_search_diversity_brings_the_other_part_of_an_answer_above_near_copies(mem):
+    mem.add_many([{"role": "user", "content": text, "id": mid} for mid, text in CAMPING])
+    q = "Where did we go camping with the kids?"
+    plain = mem.search(q, k=3)  # the default: no diversity in search
+    mem.settings = replace(mem.settings, recall=RecallSettings(search_diversity=0.3))
+    spread = mem.search(q, k=3)
+    assert "woods" not in [h.message.id for h in plain]  # three copies of the beach fill the top 3
+    assert "woods" in [h.message.id for h in spread]
+    assert spread[0].message.id == plain[0].message.id and spread[0].score == pytest.approx(plain[0].score)
+    assert [h.score for h in spread] == sorted((h.score for h in spread), reverse=True)
+    from ragmem._rerank import as_reranker
+
+    mem.settings = replace(mem.settings, reranker=as_reranker(lambda q, texts: [float(len(t)) for t in texts]))
+    assert len(mem.search(q, k=2)) == 2  # k below the reranker's head of 20: still k hits
+
+
 def _reference_mmr(ranked, weight):
     """The plain statement of diversify(): argmax of score - weight * max Jaccard to a chosen unit."""
     from ragmem import _lexical as lexical
