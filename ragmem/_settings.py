@@ -36,8 +36,10 @@ class RecallSettings:
       ``common_term_min_rows``.
     * ``query_dates``: match the dates a query writes out ("in May 2023") against the date terms of
       the index (:mod:`ragmem._timeparse`).
-    * ``date_weight``: a question that writes out a date ("in May 2022", "on 1 May, 2022") searches
-      again among the messages written in that period or up to ``date_lag_days`` after it; those the
+    * ``date_weight``: a question that writes out a date ("in May 2022", "on 1 May, 2022"), or names
+      one relative to when it is asked ("last month": the user turn's ``created_at``, ``search``'s
+      ``asked_at``), searches again among the messages written in that period or up to
+      ``date_lag_days`` after it; those the
       period holds (their own day, or a day their words refer to: "last night") gain this share of
       their score in that round (:mod:`ragmem._when`). 0 turns it off. Measured under the recall
       protocol: LoCoMo check half recall@10 0.762 -> 0.774, no change where no question writes a date.
