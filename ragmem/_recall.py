@@ -52,6 +52,7 @@ from ._units import Unit, group_units
 
 T = TypeVar("T")
 
+
 @dataclass(frozen=True)
 class Hit:
     """One search result: a stored message and its relevance (higher is closer).
@@ -261,8 +262,7 @@ def date_boost(
     if not periods or settings.date_weight <= 0:
         return list(first)
     sessions = [session] if session is not None else None
-    gains: dict[str, float] = {}
-    where: dict[str, Candidate] = {c.message_id: c for c in first}
+    gains: dict[str, tuple[Candidate, float]] = {}
     for period in periods:
         narrow = when.window(period, filters, settings.date_lag_days)
         if narrow is None:
@@ -277,13 +277,22 @@ def date_boost(
         if not found or found[0].score <= 0:
             continue
         top = found[0].score
-        for c in found:
-            where.setdefault(c.message_id, c)
-            gains[c.message_id] = max(gains.get(c.message_id, 0.0), settings.date_weight * c.score / top)
-    if not gains:
-        return list(first)
-    base = {c.message_id: c.score for c in first}
-    out = [Candidate(m, c.unit_id, c.session, c.seq, base.get(m, 0.0) + gains.get(m, 0.0)) for m, c in where.items()]
+        for c in found:  # a message of both periods gains the larger share, once
+            gain = settings.date_weight * c.score / top
+            if c.message_id not in gains or gain > gains[c.message_id][1]:
+                gains[c.message_id] = (c, gain)
+    return with_gains(first, gains) if gains else list(first)
+
+
+def with_gains(first: Sequence[Candidate], gains: dict[str, tuple[Candidate, float]]) -> list[Candidate]:
+    """The first round's candidates with a later round's gains added, best first: message id ->
+    (its candidate in that round, its gain). A message the first round missed enters with its gain alone."""
+    scores = {c.message_id: c.score for c in first}
+    place = {c.message_id: c for c in first}
+    for mid, (c, gain) in gains.items():
+        place.setdefault(mid, c)
+        scores[mid] = scores.get(mid, 0.0) + gain
+    out = [Candidate(m, c.unit_id, c.session, c.seq, scores[m]) for m, c in place.items()]
     return sorted(out, key=lambda c: -c.score)
 
 
@@ -349,13 +358,7 @@ def second_hop(
     if not hop:
         return list(first)
     top = hop[0].score
-    scores = {c.message_id: c.score for c in first}
-    where = {c.message_id: c for c in first}
-    for c in hop:
-        where.setdefault(c.message_id, c)
-        scores[c.message_id] = scores.get(c.message_id, 0.0) + settings.second_hop * c.score / top
-    out = [Candidate(m, c.unit_id, c.session, c.seq, scores[m]) for m, c in where.items()]
-    return sorted(out, key=lambda c: -c.score)
+    return with_gains(first, {c.message_id: (c, settings.second_hop * c.score / top) for c in hop})
 
 
 def dense_hop(
@@ -393,14 +396,8 @@ def dense_hop(
         return list(first)
     hi, lo = more[0].score, min(c.score for c in more)
     span = hi - lo
-    scores = {c.message_id: c.score for c in first}
-    place = {c.message_id: c for c in first}
-    for c in more:
-        place.setdefault(c.message_id, c)
-        scores[c.message_id] = scores.get(c.message_id, 0.0) + settings.second_hop * (
-            (c.score - lo) / span if span > 0 else 1.0)
-    out = [Candidate(m, c.unit_id, c.session, c.seq, scores[m]) for m, c in place.items()]
-    return sorted(out, key=lambda c: -c.score)
+    return with_gains(first, {c.message_id: (c, settings.second_hop * ((c.score - lo) / span if span > 0 else 1.0))
+                              for c in more})
 
 
 def retrieve_units(
