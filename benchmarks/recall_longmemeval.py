@@ -28,10 +28,11 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 
 from .common import REPO_ROOT, log, markdown_table
+from .longmemeval import asked, parse_date
 
 KS = (1, 5, 10, 50)
 BUDGETS = (2000, 4000)
@@ -49,12 +50,6 @@ def load_questions(limit: int | None = None) -> list[dict]:
     data = json.loads(data_file().read_text())
     qs = [q for q in data if not q["question_id"].endswith("_abs")]
     return qs[:limit] if limit else qs
-
-
-def parse_date(text: str) -> datetime:
-    """``2023/05/20 (Sat) 02:21`` as an aware UTC datetime."""
-    day, _, clock = text.partition(") ")
-    return datetime.strptime(day.split(" (")[0] + " " + clock, "%Y/%m/%d %H:%M").replace(tzinfo=timezone.utc)
 
 
 def records(q: dict) -> tuple[list[dict], list[str]]:
@@ -101,7 +96,7 @@ def run(cache: Path, relex: bool, limit: int | None) -> list[dict]:
             rec = {"type": q["question_type"], **{f"@{k}": len(evs & set(ids[:k])) / len(evs) for k in KS}}
             for b in BUDGETS:
                 t = time.perf_counter()
-                ctx = mem.prompt({"role": "user", "content": q["question"], "created_at": when}, budget=b)
+                ctx = mem.prompt(asked(q["question"], when), budget=b)
                 rec[f"ms{b}"] = 1000 * (time.perf_counter() - t)
                 assert ctx.trace.total_tokens <= b
                 rec[f"ev{b}"] = len(evs & set(ctx.message_ids())) / len(evs)
