@@ -266,15 +266,24 @@ def explicit(text: str) -> list[Period]:
     return out
 
 
+def mentioned(text: str, written: datetime) -> list[Period]:
+    """The periods a message written at ``written`` refers to: its relative ones, then the dates it writes out."""
+    return resolve(text, written) + explicit(text)
+
+
+def asked(text: str, now: datetime | None = None) -> list[Period]:
+    """The periods a question names: the dates it writes out and, read at ``now``, its relative ones."""
+    return explicit(text) + (resolve(text, now) if now is not None else [])
+
+
 def index_terms(text: str, written: datetime) -> list[str]:
     """The date terms the lexical index keeps for a message: its own day's, and those of the periods it mentions."""
     terms = period_terms(Period(written.date(), "day"))
-    for p in resolve(text, written) + explicit(text):
+    for p in mentioned(text, written):
         terms += period_terms(p)
     return list(dict.fromkeys(terms))
 
 
 def query_terms(text: str, now: datetime | None = None) -> list[str]:
     """The date terms of a question: the dates it writes out and, read at ``now``, its relative ones."""
-    periods = explicit(text) + (resolve(text, now) if now is not None else [])
-    return list(dict.fromkeys(t for p in periods for t in period_terms(p)))
+    return list(dict.fromkeys(t for p in asked(text, now) for t in period_terms(p)))

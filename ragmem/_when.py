@@ -44,8 +44,7 @@ def named_periods(text: str, asked_at: datetime | None = None) -> list[timeparse
     >>> [p.label for p in named_periods("What did I finish last month?", datetime(2023, 5, 30))]
     ['2023-04']
     """
-    found = timeparse.explicit(text) + (timeparse.resolve(text, asked_at) if asked_at is not None else [])
-    return list(dict.fromkeys(found))[:MAX_PERIODS]
+    return list(dict.fromkeys(timeparse.asked(text, asked_at)))[:MAX_PERIODS]
 
 
 def period_end(p: timeparse.Period) -> date:
@@ -73,7 +72,7 @@ def refers_to(message: Message, period: timeparse.Period) -> bool:
     if period.start <= written.date() < period_end(period):
         return True
     text = message.text[:4000]  # a giant tool result is not where a date is told
-    return any(_overlaps(period, p) for p in timeparse.resolve(text, written) + timeparse.explicit(text))
+    return any(_overlaps(period, p) for p in timeparse.mentioned(text, written))
 
 
 def _day_start(d: date) -> datetime:
