@@ -20,6 +20,7 @@ from .._messages import Message
 from .filters import RowFilter
 from .log_core import LogCore
 from .log_flags import LogIndex
+from .postings import Postings
 
 __all__ = ["Fts5Index", "Fts5Rows"]
 
@@ -27,18 +28,29 @@ __all__ = ["Fts5Index", "Fts5Rows"]
 class Fts5Rows(LogCore):
     """The SQLite log's hooks that write and drop FTS5 rows, inside the transaction of a write."""
 
+    #: Transactions of this log that wrote lexical rows (the in-memory postings check it: :mod:`.postings`).
+    _lexical_writes = 0
+
     def _put_lexical(self, db: sqlite3.Connection, namespace: str, rows: list[tuple[str, str, str]]) -> None:
+        self._lexical_writes += 1
         for mid, scope, body in rows:
             self._drop_lexical(db, namespace, [mid])
             rid = db.execute("INSERT INTO lexical (scope, body, mid) VALUES (?, ?, ?)", (scope, body, mid)).lastrowid
             db.execute("INSERT INTO lexical_map VALUES (?, ?, ?)", (namespace, mid, rid))
 
     def _drop_lexical(self, db: sqlite3.Connection, namespace: str, ids: list[str]) -> None:
+        self._lexical_writes += 1
+        dropped = False
         for mid in ids:
             row = db.execute("SELECT rid FROM lexical_map WHERE namespace=? AND mid=?", (namespace, mid)).fetchone()
             if row is not None:
                 db.execute("DELETE FROM lexical WHERE rowid=?", (row[0],))
                 db.execute("DELETE FROM lexical_map WHERE namespace=? AND mid=?", (namespace, mid))
+                dropped = True
+        if dropped:  # in the same transaction: every process's postings copy learns that rows went (a rowid
+            # freed at the top of the table is given out again, so new rowids alone cannot tell)
+            db.execute("INSERT INTO meta VALUES ('lexical_drops', '1') ON CONFLICT (key) DO UPDATE "
+                       "SET value = CAST(value AS INTEGER) + 1")
 
 
 class Fts5Index(LogIndex):
@@ -46,6 +58,13 @@ class Fts5Index(LogIndex):
 
     #: The lexical rows, counted with the document frequencies (the plan of a large scope: :func:`_large_scope`).
     _df_rows = 0
+
+    #: A large scope is scored on the in-memory postings (:mod:`.postings`) unless this is False.
+    in_memory = True
+
+    def __init__(self, log: LogCore) -> None:
+        super().__init__(log)
+        self._postings = Postings(log)  # type: ignore[arg-type]
 
     def lexical_missing(self, limit: int = 2000) -> list[Message]:
         """Indexed messages without a lexical row (a store from before the lexical index, or just migrated)."""
@@ -82,6 +101,11 @@ class Fts5Index(LogIndex):
         for _ in range(2):
             total, df = self.lexical_df([scope, *terms])
             held = df.get(scope, 0)  # the scope's rows (0 for a scope newer than the cached counts: small)
+            if above is not None and held > above and not rows and self.in_memory:
+                with self._log._lock:  # type: ignore[attr-defined]
+                    best = self._postings.search(scope, terms, inner)
+                if best is not None:
+                    return self._rows_of(namespace, best, where, args)[:n]
             if above is not None and held > above:
                 plan = _large_scope(scope, terms, df, held, total, self._df_rows, rows)
             else:
@@ -98,6 +122,17 @@ class Fts5Index(LogIndex):
             with self._lock:  # another scope has rows since the count: count again, and plan again
                 self._df_at = float("-inf")
         return [tuple(r[:5]) for r in got if r[0] is not None and r[5]][:n]  # type: ignore[misc]
+
+    def _rows_of(self, namespace: str, best: list[tuple[str, float]], where: str, args: list
+                 ) -> list[tuple[str, str, str, int, float]]:
+        """The postings' winners (message id, score) as lexical_search's rows, in their order, less those
+        the filters or a tombstone exclude."""
+        if not best:
+            return []
+        got = {r[0]: r for r in self._log._read_in(
+            f"SELECT m.id, m.unit_id, m.session, m.seq FROM messages m WHERE m.namespace = ? AND m.deleted=0{where} "
+            "AND m.id {in}", [mid for mid, _ in best], [namespace, *args])}
+        return [(*got[mid], score) for mid, score in best if mid in got]  # type: ignore[misc]
 
     def _count_rows(self) -> int:
         log = self._log

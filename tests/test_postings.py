@@ -1,0 +1,179 @@
+"""The in-memory postings of SQLite's lexical index (ragmem._store.postings): the plan of a large scope.
+
+Pinned here: the postings give FTS5's own results, the same ids in the same order with the same
+scores (exactly, not approximately), for any rows and any query, in every scope; their tokens are
+FTS5's (checked against FTS5's own vocabulary); they follow every write, by this log and by another
+connection, including a deleted top row whose rowid FTS5 gives out again; a query term FTS5 reads
+as a phrase, and a copy too big to hold, fall back to the SQL plan with the same results.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from ragmem import _lexical as lexical
+from ragmem._messages import Message
+from ragmem._store import open_log, postings
+from ragmem._store.fts import Fts5Index
+
+#: Words whose terms include non-ASCII letters, a combining mark FTS5 splits on ("i̇" from "İ"), CJK and
+#: Devanagari (whose vowel signs are marks), beside plain ones.
+WORDS = ["pool", "zebra", "dawn", "party", "size", "café", "naïve", "straße", "İstanbul", "東京タワー",
+         "नमस्ते", "3.5", "10:30", "pool_size", "maxRetries", "Ελλάδα"]
+
+
+def put(log, namespace, session, texts, start=0):
+    msgs = [Message(role="user", content=t, id=f"{session}-{start + i}") for i, t in enumerate(texts)]
+    log.append(namespace, session, msgs)
+    rows = [(m.id, lexical.scope_text(namespace, session), " ".join(lexical.tokenize(m.content))) for m in msgs]
+    log.index.mark_indexed(namespace, {m.id: 1 for m in msgs}, rows)
+    return [m.id for m in msgs]
+
+
+def search(log, namespace, session, query, n=50, memory=True, above=0):
+    """lexical_search as recall calls it; ``memory`` chooses the postings or the SQL plan."""
+    terms = lexical.tokenize(query)
+    match = lexical.match_query(terms, lexical.scope_token(namespace, session))
+    if match is None:
+        return []
+    before, Fts5Index.in_memory = Fts5Index.in_memory, memory
+    try:
+        return log.index.lexical_search(namespace, match, n, above=above)
+    finally:
+        Fts5Index.in_memory = before
+
+
+def all_plans_agree(log, namespace, session, query, n=50):
+    exact = search(log, namespace, session, query, n, above=None)  # FTS5 with its scope term
+    assert search(log, namespace, session, query, n, memory=False) == exact  # the SQL plan of a large scope
+    got = search(log, namespace, session, query, n)  # the postings
+    assert got == exact  # the same floats, not just close ones
+    return got
+
+
+@pytest.fixture
+def log(tmp_path):
+    lg = open_log(tmp_path / "store")
+    yield lg
+    lg.close()
+
+
+texts = st.lists(st.sampled_from(WORDS), min_size=1, max_size=8).map(" ".join)
+histories = st.lists(st.tuples(st.sampled_from(["ns", "other"]), st.sampled_from(["a", "b"]), texts),
+                     min_size=1, max_size=40)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=histories, queries=st.lists(texts, min_size=1, max_size=4), n=st.sampled_from([1, 3, 50]))
+def test_the_postings_rank_exactly_as_fts5_in_every_scope(history, queries, n):
+    with tempfile.TemporaryDirectory() as tmp:
+        lg = open_log(Path(tmp) / "store")
+        try:
+            for i, (ns, s, text) in enumerate(history):
+                put(lg, ns, s, [text], start=i)
+            for query in queries:
+                for ns in ("ns", "other"):
+                    for s in (None, "a", "b"):
+                        got = all_plans_agree(lg, ns, s, query, n)
+                        mine = {f"{x}-{i}" for i, (y, x, _) in enumerate(history) if y == ns and s in (None, x)}
+                        assert {r[0] for r in got} <= mine
+        finally:
+            lg.close()
+
+
+def test_the_tokens_are_fts5s_own(log):
+    bodies = [" ".join(lexical.tokenize(w)) for w in WORDS] + ["a-b c.d e/f", "X Y", "mixed ﬁne Ǆ", "i\u0307x न\u094dम"]
+    log.append("ns", "a", [Message(role="user", content=b, id=f"a-{i}") for i, b in enumerate(bodies)])
+    log.index.put_lexical("ns", [(f"a-{i}", lexical.scope_text("ns", "a"), b) for i, b in enumerate(bodies)])
+    assert postings.TOKENIZE in log._read("SELECT sql FROM sqlite_master WHERE name='lexical'")[0][0]
+    log._read("CREATE VIRTUAL TABLE temp.instances USING fts5vocab(main, lexical, instance)")
+    theirs: dict[str, list[str]] = {}
+    for term, mid in log._read("SELECT v.term, l.mid FROM temp.instances v JOIN lexical l ON l.rowid = v.doc "
+                               "WHERE v.col = 'body' ORDER BY v.doc, v.offset"):
+        theirs.setdefault(mid, []).append(term)
+    assert any(postings.fts_tokens(b) != b.split() for b in bodies)  # some are not split on spaces alone
+    for i, body in enumerate(bodies):
+        assert postings.fts_tokens(body) == theirs.get(f"a-{i}", []), body
+
+
+def test_the_postings_follow_this_logs_writes(log):
+    put(log, "ns", "a", ["zebra pool", "pool party", "dawn"])
+    assert [r[0] for r in all_plans_agree(log, "ns", None, "zebra")] == ["a-0"]  # the copy is built here
+    put(log, "ns", "b", ["zebra at dawn"], start=10)  # a new row
+    assert {r[0] for r in all_plans_agree(log, "ns", None, "zebra")} == {"a-0", "b-10"}
+    # a rewritten row (replaced: its old row deleted) says only its new words
+    log.index.put_lexical("ns", [("a-0", lexical.scope_text("ns", "a"), "giraff")])
+    assert [r[0] for r in all_plans_agree(log, "ns", None, "zebra")] == ["b-10"]
+    assert [r[0] for r in all_plans_agree(log, "ns", None, "giraffe")] == ["a-0"]
+    # a purged message is gone, and every other row is scored over the rows that are left
+    log.forgetting.mark_deleted("ns", ["b-10"])
+    log.forgetting.purge("ns", ["b-10"])
+    assert all_plans_agree(log, "ns", None, "zebra") == []
+    all_plans_agree(log, "ns", None, "pool dawn party")
+
+
+def test_the_postings_follow_another_connections_writes(tmp_path):
+    first, second = open_log(tmp_path / "store"), open_log(tmp_path / "store")
+    try:
+        put(first, "ns", "a", ["zebra pool", "pool party", "dawn"])
+        all_plans_agree(first, "ns", None, "pool")  # the copy is built here
+        put(second, "ns", "a", ["pool at dawn"], start=10)
+        assert "a-10" in {r[0] for r in all_plans_agree(first, "ns", None, "pool")}
+        # the top row purged and a new one written: FTS5 gives the new row the same rowid
+        top = second._read("SELECT MAX(rowid) FROM lexical")[0][0]
+        second.forgetting.mark_deleted("ns", ["a-10"])
+        second.forgetting.purge("ns", ["a-10"])
+        put(second, "ns", "a", ["giraffe"], start=20)
+        assert second._read("SELECT rowid FROM lexical_map WHERE mid='a-20'")[0][0] == top
+        assert "a-10" not in {r[0] for r in all_plans_agree(first, "ns", None, "pool")}
+        assert [r[0] for r in all_plans_agree(first, "ns", None, "giraffe")] == ["a-20"]
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_term_fts5_reads_as_a_phrase_takes_the_sql_plan(log):
+    put(log, "ns", "a", ["a b trip", "b a", "trip"])
+    scope = lexical.scope_token("ns")
+    with log._lock:
+        assert log.index._postings.search(scope, ["a-b", "trip"], 10) is None  # "a-b": the phrase "a" "b"
+        assert log.index._postings.search(scope, ["trip"], 10)
+    match = lexical.match_query(["a-b", "trip"], scope)
+    exact = log.index.lexical_search("ns", match, 10)
+    assert [r[0] for r in exact] == ["a-0", "a-2"]  # the phrase matches "a b", not "b a"
+    assert log.index.lexical_search("ns", match, 10, above=0) == exact
+
+
+def test_a_copy_too_big_to_hold_leaves_the_sql_plan(log, monkeypatch):
+    put(log, "ns", "a", [f"pool party {i}" for i in range(30)])
+    monkeypatch.setattr(postings, "MAX_POSTINGS", 50)
+    got = all_plans_agree(log, "ns", None, "pool 7")
+    assert got and log.index._postings._too_big and not log.index._postings._post  # nothing held
+    put(log, "ns", "a", ["pool 7 again"], start=100)  # still too big: the SQL plan sees the new row
+    assert "a-100" in {r[0] for r in all_plans_agree(log, "ns", None, "pool 7")}
+    monkeypatch.setattr(postings, "MAX_POSTINGS", 10_000)
+    log.forgetting.mark_deleted("ns", ["a-100"])  # a deletion: the copy is tried again, and fits
+    log.forgetting.purge("ns", ["a-100"])
+    all_plans_agree(log, "ns", None, "pool 7")
+    assert not log.index._postings._too_big and log.index._postings._post
+
+
+def test_filters_narrow_the_postings_winners(log):
+    from ragmem._store.filters import RowFilter
+
+    put(log, "ns", "a", ["zebra pool", "zebra party"])
+    log.append("ns", "b", [Message(role="assistant", content="zebra dawn", id="b-0")])
+    log.index.mark_indexed("ns", {"b-0": 1}, [("b-0", lexical.scope_text("ns", "b"), "zebra dawn")])
+    match = lexical.match_query(["zebra"], lexical.scope_token("ns"))
+    only = RowFilter(roles=("assistant",))
+    got = log.index.lexical_search("ns", match, 10, filters=only, above=0)
+    assert [r[0] for r in got] == ["b-0"]
+    Fts5Index.in_memory = False
+    try:
+        assert log.index.lexical_search("ns", match, 10, filters=only, above=0) == got
+    finally:
+        Fts5Index.in_memory = True
