@@ -113,6 +113,11 @@ def _emit(cfg: Config, data: Any, human: Callable[[], Iterable[str]] | str | Non
         click.echo(line)
 
 
+#: The help of --asked-at (search and prompt).
+ASKED_AT_HELP = ("When the question is asked [default: now]: a period it names (\"last month\", \"two weeks ago\") is "
+                 "read from WHEN and searched again (ISO date/time, or an age: 3d). See docs/recall.md.")
+
+
 def _when(value: str | None, option: str) -> datetime | None:
     """Parse --since/--until with the library's one parser: ISO date or time, or an age like 90m, 12h, 7d, 2w."""
     from . import _validate as validate
@@ -326,18 +331,19 @@ def _progress(total: int, show: bool) -> Any:
 @click.option("--all-sessions", is_flag=True, help="Search every session of the namespace, not just --session.")
 @click.option("--min-score", type=click.FloatRange(-1, 1), default=None, metavar="SCORE",
               help="Only hits whose cosine similarity to QUERY reaches SCORE (0.3 keeps clear matches; see docs/recall.md).")
+@click.option("--asked-at", metavar="WHEN", help=ASKED_AT_HELP)
 @_common
 def search(query: str, k: int, role: str | None, since: str | None, until: str | None, all_sessions: bool,
-           min_score: float | None, **opts: Any) -> None:
+           min_score: float | None, asked_at: str | None, **opts: Any) -> None:
     """Search the history semantically for QUERY, best hits first."""
     cfg = _cfg(**opts)
-    lo, hi = _when(since, "--since"), _when(until, "--until")
+    lo, hi, asked = _when(since, "--since"), _when(until, "--until"), _when(asked_at, "--asked-at")
     mem = _open(cfg)
     try:
         if not all_sessions:
             _require_session(mem, cfg, cfg.session)
         hits = mem.search(query, k=k, role=role, since=lo, until=hi, min_score=min_score,
-                          scope="namespace" if all_sessions else "session")
+                          scope="namespace" if all_sessions else "session", asked_at=asked)
     finally:
         mem.close()
     data = [{"score": h.score, "session": h.session, "message": h.message.to_record()} for h in hits]
@@ -515,18 +521,21 @@ def import_chats(file: str, **opts: Any) -> None:
 )
 @click.option("-k", "k", type=click.IntRange(0), default=None,
               help="Most recalled units [default: as Memory.prompt: 20, or one per 100 tokens of a larger budget].")
+@click.option("--asked-at", metavar="WHEN", help=ASKED_AT_HELP)
 @_common
-def prompt(turn: str, budget: int, system_: str | None, fmt: Literal["openai", "anthropic"], strategy: str, k: int | None, **opts: Any) -> None:
+def prompt(turn: str, budget: int, system_: str | None, fmt: Literal["openai", "anthropic"], strategy: str, k: int | None,
+           asked_at: str | None, **opts: Any) -> None:
     """Assemble and print the prompt for a user TURN, with its trace.
 
     The prompt fits --budget tokens (tiktoken, message overhead included) and
     never splits a tool call from its result. The turn is not stored.
     """
     cfg = _cfg(**opts)
+    asked = _when(asked_at, "--asked-at")
     mem = _open(cfg)
     try:
         _require_session(mem, cfg, cfg.session)
-        ctx = mem.prompt(turn, system=system_, budget=budget, format=fmt, strategy=strategy, k=k)
+        ctx = mem.prompt(turn, system=system_, budget=budget, format=fmt, strategy=strategy, k=k, asked_at=asked)
     finally:
         mem.close()
     data = _jsonable(ctx.to_dict())

@@ -162,6 +162,12 @@ Session = Annotated[
     Field(description="Session (conversation) to act on; omit for the server's default session."),
 ]
 
+AskedAt = Annotated[
+    str | None,
+    Field(description="When the question is asked (ISO 8601, or an age such as 3d; default now): a period it "
+          "names, such as 'last month' or 'two weeks ago', is read from this time and searched again."),
+]
+
 
 # ------------------------------------------------------------------ the server
 
@@ -273,17 +279,18 @@ def build_server(
         until: Annotated[str | None, Field(description="Only messages before this time: ISO 8601, or an age such as 12h, 7d.")] = None,
         min_score: Annotated[float | None, Field(description="Only hits whose cosine similarity to the query reaches this; 0.3 keeps clear matches.", ge=-1, le=1)] = None,
         all_sessions: Annotated[bool, Field(description="Search every session of the namespace, not just one.")] = False,
+        asked_at: AskedAt = None,
         session: Session = None,
     ) -> SearchResult:
         """Semantic search over stored messages, best first, each with a relevance score (higher is better).
 
         Use it to recall what was said or decided earlier, e.g. "what port did we choose".
         """
-        lo, hi = _when(since, "since"), _when(until, "until")
+        lo, hi, asked = _when(since, "since"), _when(until, "until"), _when(asked_at, "asked_at")
         with _guard(memories):
             hits = memories(session).search(
                 query, k=k, role=role, since=lo, until=hi, min_score=min_score,
-                scope="namespace" if all_sessions else "session",
+                scope="namespace" if all_sessions else "session", asked_at=asked,
             )
             rows: list[Any] = []  # dicts: pydantic validates them into SearchHit
             for h in hits:
@@ -305,6 +312,7 @@ def build_server(
             Field(description="openai: chat messages; anthropic: messages plus a separate system prompt."),
         ] = "openai",
         trace: Annotated[bool, Field(description="Also return the assembly trace (costs extra tokens, outside the budget).")] = False,
+        asked_at: AskedAt = None,
         session: Session = None,
     ) -> ContextResult:
         """Assemble the prompt for the next turn: relevant old turns recalled, recent turns verbatim,
@@ -314,12 +322,13 @@ def build_server(
         user turn last), `system` for the Anthropic format, and `tokens` (what the messages cost when
         sent). It does not store the user turn; call add_messages for that.
         """
+        asked = _when(asked_at, "asked_at")
         with _guard(memories):
             mem = memories(session)
             result, inner = None, budget
             # the JSON result costs more than the chat messages it holds: shrink until it fits
             for _ in range(6):
-                ctx = mem.prompt(user_turn, system=system, budget=inner, format=format)
+                ctx = mem.prompt(user_turn, system=system, budget=inner, format=format, asked_at=asked)
                 result = ContextResult(messages=ctx.messages, system=ctx.system, tokens=ctx.trace.total_tokens)
                 over = mem.store.counter.count_text(cast(TextContent, _compact(result).content[0]).text) - budget
                 if over <= 0:

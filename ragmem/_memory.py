@@ -388,6 +388,7 @@ class Memory:
         recall_format: RecallFormat | None = None,
         recall_scope: Scope | None = None,
         turn_stored: bool = False,
+        asked_at: datetime | float | str | None = None,
     ) -> Context:
         """Assemble the next prompt for ``user_turn`` within ``budget`` tokens.
 
@@ -402,6 +403,8 @@ class Memory:
         grows with the budget (20, or one per 100 tokens of a larger budget).
         ``recall_scope`` overrides the Memory's for this call: ``"namespace"``
         recalls from every session of the namespace, even into a new session.
+        ``asked_at`` is when the turn is asked (default: the user turn's
+        ``created_at``, else now): a period it names ("last month") is read from it.
 
         One step writes: what has left the window is folded into the session's
         running summary, which is stored so the next prompt folds only what left
@@ -410,7 +413,7 @@ class Memory:
         req = pipeline.request(
             self, user_turn, system=system, budget=budget, shares=shares, strategy=strategy, format=format, k=k,
             query=query, placement=placement, recall_format=recall_format, recall_scope=recall_scope,
-            turn_stored=turn_stored,
+            turn_stored=turn_stored, asked_at=asked_at,
         )
         return pipeline.run(self, req)
 

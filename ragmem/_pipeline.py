@@ -107,7 +107,7 @@ class Request:
 def request(mem: Session, user_turn: str | Mapping[str, Any] | None, *, system: str | None, budget: int | Budget,
             shares: Mapping[str, float] | None, strategy: str, format: Format, k: int | None, query: str | None,
             placement: Placement | None, recall_format: RecallFormat | None, recall_scope: str | None,
-            turn_stored: bool) -> Request:
+            turn_stored: bool, asked_at: datetime | float | str | None = None) -> Request:
     """Check a prompt call's arguments and resolve the user turn; raise before anything is read."""
     settings = mem.settings
     scope = check_scope(settings.recall_scope if recall_scope is None else recall_scope)
@@ -122,6 +122,7 @@ def request(mem: Session, user_turn: str | Mapping[str, Any] | None, *, system: 
     validate.budget(budget.total if isinstance(budget, Budget) else budget)
     if query is not None:
         validate.text(query, "query")
+    asked = validate.timestamp(asked_at, "asked_at") if asked_at is not None else None
     asked_at = None
     if user_turn is not None:  # the turn is a message: the same rules as add(), so no 'robot' turn slips in
         try:
@@ -148,7 +149,7 @@ def request(mem: Session, user_turn: str | Mapping[str, Any] | None, *, system: 
         k = min(validate.MAX_K, max(20, budget_obj.limit // 100))
     return Request(
         user_turn, system, budget_obj, strategy, format, k, query, placement or settings.placement,
-        recall_format or settings.recall_format, scope, skip, asked_at,
+        recall_format or settings.recall_format, scope, skip, asked or asked_at,
     )
 
 

@@ -18,6 +18,7 @@ import sys
 import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 
 from conftest import HashEmbedder
 from ragmem import Memory, MessageNotFound, RagmemError, RecallSettings, UsageError
+from ragmem._store.fts import Fts5Index
 
 NAMESPACES = ["alice", "bob", "tenant/ä"]
 SESSIONS = ["s0", "s1", "chat 2"]
@@ -70,16 +72,19 @@ LEXICAL_PLANS = [None, RecallSettings(lexical_scope_rows=0), RecallSettings(lexi
 
 #: Each lexical plan, and the default with dated messages and queries that name their month (the period's
 #: second search, ragmem._when, runs on every query).
-SCOPE_CASES = [(plan, False) for plan in LEXICAL_PLANS] + [(None, True)]
+#: The plan of a large scope runs on the in-memory postings (ragmem._store.postings) unless in_memory is
+#: off: then on SQLite's SQL plan.
+SCOPE_CASES = [(plan, False, True) for plan in LEXICAL_PLANS] + [(None, True, True), (LEXICAL_PLANS[1], False, False)]
 
 
-@pytest.mark.parametrize("recall, dated", SCOPE_CASES, ids=["default", "large-scope", "bounded", "period"])
+@pytest.mark.parametrize("recall, dated, in_memory", SCOPE_CASES,
+                         ids=["default", "large-scope", "bounded", "period", "large-scope-sql"])
 @PROPS
 @given(history=histories, query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join))
-def test_search_and_prompt_stay_in_scope(recall, dated, history, query):
+def test_search_and_prompt_stay_in_scope(recall, dated, in_memory, history, query):
     if dated:
         query += " in May 2023"
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, patch.object(Fts5Index, "in_memory", in_memory):
         base, views, model = fill(Path(tmp), history, recall, dated)
         where = scope_of(model)
         for (ns, s), view in views.items():

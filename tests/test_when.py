@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import date, datetime, timedelta, timezone
 
@@ -136,11 +137,13 @@ def test_a_relative_period_is_read_at_the_time_the_question_is_asked(tmp_path, e
                        "created_at": datetime(2023, 5, 29, 9, i, tzinfo=timezone.utc)} for i in range(40)])  # whole
         ctx = mem.prompt({"role": "user", "content": q, "created_at": ASKED}, budget=300, k=1)
         ctx_now = mem.prompt(q, budget=300, k=1)  # asked now: no gain
+        ctx_told = mem.prompt(q, budget=300, k=1, asked_at=ASKED)  # a plain turn, told when it is asked
     assert now == undated and now[0] != "0420", now  # without the period nothing points at April
     assert then[0] == "0420" and then == as_text
     # prompt() reads the period at the user turn's created_at: April's turn is recalled with the period's gain
     score = lambda c: next(u.score for u in c.trace.included if u.message_ids == ["0420"])  # noqa: E731
     assert "Scrum Master" in str(ctx.messages) and score(ctx) > score(ctx_now) + 0.2
+    assert score(ctx_told) == pytest.approx(score(ctx))
 
 
 def test_asked_at_must_be_a_time(tmp_path, hash_embedder):
@@ -150,3 +153,62 @@ def test_asked_at_must_be_a_time(tmp_path, hash_embedder):
             mem.search("hello", asked_at="not a time")
         with pytest.raises(UsageError, match="asked_at"):
             mem.search("hello", asked_at=float("nan"))
+        with pytest.raises(UsageError, match="asked_at"):
+            mem.prompt("hello", asked_at="not a time")
+
+
+def _certifications(store, embedder):
+    """CHATS in the default session of a store, then 40 turns of filler, so a prompt must recall."""
+    with Memory(store, embedder=embedder) as mem:
+        mem.add_many([{"role": "user", "content": t, "created_at": w, "id": f"{w:%m%d}"} for w, t in CHATS])
+        mem.add_many([{"role": "user", "content": f"Small talk about the weather and the garden, part {i}.",
+                       "created_at": datetime(2023, 5, 29, 9, i, tzinfo=timezone.utc)} for i in range(40)])
+
+
+def test_the_cli_reads_a_period_at_asked_at(tmp_path, embedder):
+    from test_cli import ok, run
+
+    store = str(tmp_path / "s")
+    _certifications(store, embedder)
+    q = "What certification did I complete last month?"
+
+    def found(*extra):
+        hits = json.loads(ok("--store", store, "--json", "search", q, "-k", "4", *extra))
+        return hits[0]["message"]["id"], next(h["score"] for h in hits if h["message"]["id"] == "0420")
+    then, now = found("--asked-at", "2023-05-30T18:44:00Z"), found()  # asked now: "last month" holds none
+    assert then[0] == "0420" and then[1] > now[1] + 0.2
+
+    def recalled(*extra):
+        data = json.loads(ok("--store", store, "--json", "prompt", q, "--budget", "300", "-k", "1", *extra))
+        return next((u["score"] for u in data["trace"]["included"] if u["message_ids"] == ["0420"]), 0.0)
+    assert recalled("--asked-at", "2023-05-30") > recalled() + 0.2
+    status, _, err = run("--store", store, "search", q, "--asked-at", "soon")
+    assert status != 0 and "--asked-at" in err and "ISO date" in err
+
+
+def test_the_mcp_tools_read_a_period_at_asked_at(tmp_path, embedder):
+    import asyncio
+    import sys
+
+    from test_mcp import call, call_error, connect
+
+    store = tmp_path / "s"
+    _certifications(store, embedder)
+    q = "What certification did I complete last month?"
+
+    async def scenario():
+        async with connect(store, sys.executable, "-m", "ragmem.mcp_server") as s:
+            now = await call(s, "search_memory", query=q, k=4)
+            then = await call(s, "search_memory", query=q, k=4, asked_at="2023-05-30T18:44:00Z")
+            ctx = await call(s, "get_context", user_turn=q, budget=400, asked_at="2023-05-30", trace=True)
+            ctx_now = await call(s, "get_context", user_turn=q, budget=400, trace=True)
+            bad = await call_error(s, "search_memory", query=q, asked_at="soon")
+            return now, then, ctx, ctx_now, bad
+
+    now, then, ctx, ctx_now, bad = asyncio.run(scenario())
+    score = lambda got: next(h["score"] for h in got["hits"] if h["id"] == "0420")  # noqa: E731
+    assert then["hits"][0]["id"] == "0420" and score(then) > score(now) + 0.2
+    recalled = lambda got: next(u["score"] for u in got["trace"]["included"] if u["message_ids"] == ["0420"])  # noqa: E731
+    assert recalled(ctx) > recalled(ctx_now) + 0.2
+    assert ctx["messages"][-1] == {"role": "user", "content": q}  # the turn as sent, without a created_at
+    assert "asked_at" in bad
