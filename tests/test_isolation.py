@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from conftest import HashEmbedder
 from ragmem import Memory, MessageNotFound, RagmemError, RecallSettings, UsageError
 from ragmem._store.fts import Fts5Index
+from ragmem._store.postings import Postings
 
 NAMESPACES = ["alice", "bob", "tenant/ä"]
 SESSIONS = ["s0", "s1", "chat 2"]
@@ -84,7 +85,8 @@ SCOPE_CASES = [(plan, False, True) for plan in LEXICAL_PLANS] + [(None, True, Tr
 def test_search_and_prompt_stay_in_scope(recall, dated, in_memory, history, query):
     if dated:
         query += " in May 2023"
-    with tempfile.TemporaryDirectory() as tmp, patch.object(Fts5Index, "in_memory", in_memory):
+    with (tempfile.TemporaryDirectory() as tmp, patch.object(Fts5Index, "in_memory", in_memory),
+          patch.object(Postings, "background", False)):  # so the first search of a scope runs on the postings
         base, views, model = fill(Path(tmp), history, recall, dated)
         where = scope_of(model)
         for (ns, s), view in views.items():

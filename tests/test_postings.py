@@ -55,6 +55,12 @@ def all_plans_agree(log, namespace, session, query, n=50):
     return got
 
 
+@pytest.fixture(autouse=True)
+def build_at_once(monkeypatch):
+    """The copy is built in the search that needs it, so each test knows which plan answered."""
+    monkeypatch.setattr(postings.Postings, "background", False)
+
+
 @pytest.fixture
 def log(tmp_path):
     lg = open_log(tmp_path / "store")
@@ -152,14 +158,15 @@ def test_a_copy_too_big_to_hold_leaves_the_sql_plan(log, monkeypatch):
     put(log, "ns", "a", [f"pool party {i}" for i in range(30)])
     monkeypatch.setattr(postings, "MAX_POSTINGS", 50)
     got = all_plans_agree(log, "ns", None, "pool 7")
-    assert got and log.index._postings._too_big and not log.index._postings._post  # nothing held
+    held = log.index._postings
+    assert got and held._too_big is not None and held._copy is None  # nothing held
     put(log, "ns", "a", ["pool 7 again"], start=100)  # still too big: the SQL plan sees the new row
     assert "a-100" in {r[0] for r in all_plans_agree(log, "ns", None, "pool 7")}
     monkeypatch.setattr(postings, "MAX_POSTINGS", 10_000)
     log.forgetting.mark_deleted("ns", ["a-100"])  # a deletion: the copy is tried again, and fits
     log.forgetting.purge("ns", ["a-100"])
     all_plans_agree(log, "ns", None, "pool 7")
-    assert not log.index._postings._too_big and log.index._postings._post
+    assert held._copy is not None and held._copy.pairs > 50
 
 
 def test_filters_narrow_the_postings_winners(log):
@@ -177,3 +184,37 @@ def test_filters_narrow_the_postings_winners(log):
         assert log.index.lexical_search("ns", match, 10, filters=only, above=0) == got
     finally:
         Fts5Index.in_memory = True
+
+
+def test_the_copy_is_built_in_the_background_while_the_sql_plan_serves(log, monkeypatch):
+    monkeypatch.setattr(postings.Postings, "background", True)
+    put(log, "ns", "a", [f"pool party {i}" for i in range(30)])
+    held, scope = log.index._postings, lexical.scope_token("ns")
+    with log._lock:
+        assert held.search(scope, ["pool"], 5) is None  # not built yet: the caller runs the SQL plan
+    first = all_plans_agree(log, "ns", None, "pool party 7")
+    held._building.join(timeout=30)
+    with log._lock:
+        assert held.search(scope, ["pool"], 5)  # built
+    assert all_plans_agree(log, "ns", None, "pool party 7") == first
+    # a deletion: built again in the background; meanwhile the SQL plan serves, without the row
+    log.forgetting.mark_deleted("ns", ["a-7"])
+    log.forgetting.purge("ns", ["a-7"])
+    with log._lock:
+        assert held.search(scope, ["pool"], 5) is None
+    assert "a-7" not in {r[0] for r in all_plans_agree(log, "ns", None, "pool party 7")}
+    held._building.join(timeout=30)
+    with log._lock:
+        assert held.search(scope, ["pool"], 5)
+
+
+def test_a_build_cut_short_by_close_leaves_the_sql_plan(tmp_path, monkeypatch):
+    monkeypatch.setattr(postings.Postings, "background", True)
+    lg = open_log(tmp_path / "store")
+    put(lg, "ns", "a", ["pool party"])
+    with lg._lock:
+        assert lg.index._postings.search(lexical.scope_token("ns"), ["pool"], 5) is None  # the build starts
+        builder = lg.index._postings._building
+    lg.close()  # the builder's reads fail: it stops quietly, nothing held
+    builder.join(timeout=30)
+    assert lg.index._postings._copy is None

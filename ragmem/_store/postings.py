@@ -12,23 +12,24 @@ column weights (0, 1, 0), FTS5 scores a row of ``D`` tokens (all its columns) as
 
     sum over the terms t, in the query's order, of  idf(t) * (f * (k1 + 1)) / (f + k1 * (1 - b + b * D / avgdl))
 
-with ``f`` the term's count in the row's body, ``idf(t) = log((N - n + 0.5) / (n + 0.5))`` (1e-6 when not
-above 0), ``n`` the rows whose body holds ``t``, ``N`` the table's rows and ``avgdl`` its tokens over ``N``.
-:meth:`Postings.search` computes the same doubles in the same order, over the whole table's rows (the
-statistics are the table's, whatever scope is searched), and breaks ties by rowid as the SQL plan does.
-The rows' tokens are FTS5's: the lexical text is pre-tokenised (:mod:`ragmem._lexical`), so a plain
-ASCII body's tokens are its words; any other body is split by FTS5's own tokenizer, in a private
-in-memory table (:func:`fts_tokens`). A query term FTS5 would read as a phrase of several tokens returns None: the caller
-runs the SQL plan.
+with ``f`` the term's count in the row's body, ``idf(t) = log((N - n + 0.5) / (n + 0.5))`` (1e-6 when
+not above 0), ``n`` the rows whose body holds ``t``, ``N`` the table's rows and ``avgdl`` its tokens
+over ``N``. :meth:`Postings.search` computes the same doubles in the same order, over the whole
+table's rows (the statistics are the table's, whatever scope is searched), and breaks ties by rowid
+as the SQL plan does. The rows' tokens are FTS5's: the lexical text is pre-tokenised
+(:mod:`ragmem._lexical`), so a plain ASCII body's tokens are its words; any other body is split by
+FTS5's own tokenizer, in a private in-memory table (:func:`fts_tokens`). A query term FTS5 would read
+as a phrase of several tokens returns None: the caller runs the SQL plan.
 
-**Fresh.** The copy is built on the first search that needs it (about 1 s at 100,000 rows) and checked
-before every search: this log's own writes and ``PRAGMA data_version`` (another connection's) say whether
-anything was written; ``meta.lexical_drops``, which every transaction that deletes a lexical row raises,
-says whether rows went. New rows alone are read and added (the rowids only grow while none is deleted);
-a deletion rebuilds the copy.
+**Fresh.** The copy is built in a background thread when a search first needs it (about 1 s at
+100,000 rows; the SQL plan serves meanwhile, with the same results), and checked before every
+search: this log's own writes and ``PRAGMA data_version`` (another connection's) say whether
+anything was written; ``meta.lexical_drops``, which every transaction that deletes a lexical row
+raises, says whether rows went. New rows alone are read and added (the rowids only grow while none
+is deleted); a deletion builds the copy again, in the background.
 
-**Bounded.** Past :data:`MAX_POSTINGS` postings the copy is dropped and the SQL plan serves (it needs no
-memory), until rows are deleted again.
+**Bounded.** Past :data:`MAX_POSTINGS` postings (about 270,000 of LoCoMo's short turns, 90 MB) the
+copy is dropped and the SQL plan serves (it needs no memory), until rows are deleted again.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["MAX_POSTINGS", "Postings", "fts_tokens"]
 
-#: The most (row, term) pairs the copy holds, about 8 bytes each (two C ints): 64 MB.
+#: The most (row, term) pairs the copy holds: 8 bytes each in its arrays, about 11 with the rest (90 MB).
 MAX_POSTINGS = 8_000_000
 
 #: Rows read from the FTS5 table per query while building or catching up.
@@ -107,56 +108,68 @@ def fts_tokens(text: str) -> list[str]:
     return text.split() if _PLAIN.match(text) else _split([text])[0]
 
 
-class Postings:
-    """A copy of the log's FTS5 table as postings per term, to score a large scope with numpy.
+class _Copy:
+    """The postings of the table's rows up to a rowid, with what BM25 needs of them (one build)."""
 
-    Used by :class:`~ragmem._store.fts.Fts5Index` under the log's lock (every
-    method expects the caller to hold ``log._lock``).
-    """
+    def __init__(self, drops: int) -> None:
+        self.drops = drops  # meta.lexical_drops when the build began: a deletion since makes it stale
+        self.post: dict[str, tuple[array, array]] = {}  # term -> (row positions, counts in the body)
+        self.dl = array("d")  # tokens of each row, all columns (FTS5's D)
+        self.scope_n = array("i")  # each row's namespace scope term, coded
+        self.scope_s = array("i")  # and its session scope term
+        self.codes: dict[str, int] = {}
+        self.mids: list[str] = []
+        self.max = 0  # the highest rowid held
+        self.tokens = 0  # tokens of all rows
+        self.pairs = 0
 
-    def __init__(self, log: MessageLog) -> None:
-        self._log = log
-        self._seen: tuple[int, int] | None = None  # (data_version, own writes) the copy is fresh for
-        self._drops = -1  # meta.lexical_drops when built
-        self._too_big = False
-        self._reset()
+    def catch_up(self, log: MessageLog) -> bool:
+        """Add the rows written after the highest held; False past :data:`MAX_POSTINGS`."""
+        while True:
+            got = log._read("SELECT rowid, scope, body, mid FROM lexical WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                            (self.max, _CHUNK))
+            other = [body for _, _, body, _ in got if not _PLAIN.match(body)]
+            split = iter(_split(other) if other else [])
+            for rowid, scope, body, mid in got:
+                tokens = body.split() if _PLAIN.match(body) else next(split)
+                if not self._add(rowid, fts_tokens(scope), tokens, mid):
+                    return False
+            if len(got) < _CHUNK:
+                return True
 
-    def _reset(self) -> None:
-        self._post: dict[str, tuple[array, array]] = {}  # term -> (row positions, counts in the body)
-        self._dl = array("d")  # tokens of each row, all columns (FTS5's D)
-        self._scope_n = array("i")  # each row's namespace scope term, coded
-        self._scope_s = array("i")  # and its session scope term
-        self._codes: dict[str, int] = {}
-        self._mids: list[str] = []
-        self._max = 0  # the highest rowid held
-        self._tokens = 0  # tokens of all rows
-        self._pairs = 0
+    def _add(self, rowid: int, scopes: list[str], tokens: list[str], mid: str) -> bool:
+        counts = Counter(tokens)
+        self.pairs += len(counts)
+        if self.pairs > MAX_POSTINGS:
+            return False
+        at = len(self.dl)
+        post = self.post
+        for term, n in counts.items():
+            p = post.get(term)
+            if p is None:
+                p = post[term] = (array("i"), array("i"))
+            p[0].append(at)
+            p[1].append(n)
+        named = [self.codes.setdefault(s, len(self.codes)) for s in scopes[:2]] + [-1, -1]
+        self.scope_n.append(named[0])
+        self.scope_s.append(named[1])
+        self.dl.append(float(len(tokens) + len(scopes)))
+        self.mids.append(mid)
+        self.tokens += len(tokens) + len(scopes)
+        self.max = rowid
+        return True
 
-    def search(self, scope: str, terms: list[str], limit: int) -> list[tuple[str, float]] | None:
-        """The ``limit`` best rows of a scope term for these body terms, as (message id, score).
-
-        Best first, ties by rowid, with FTS5's own scores. None when this plan
-        cannot answer: the copy would be too big, or a term is not one FTS5 token.
-        """
-        phrases = []
-        for t in terms:  # each term is a phrase of FTS5's query: it must be one token (a phrase of more is
-            # matched by position, which the postings do not hold)
-            tokens = fts_tokens(t)
-            if len(tokens) != 1:
-                return None
-            phrases.append(tokens[0])
-        if not self._fresh():
-            return None
-        code = self._codes.get(scope)
-        if code is None or not self._dl:
+    def search(self, scope: str, phrases: list[str], limit: int) -> list[tuple[str, float]]:
+        code = self.codes.get(scope)
+        if code is None or not self.dl:
             return []
-        n_rows = len(self._dl)
-        avgdl = self._tokens / n_rows
-        dl = np.frombuffer(self._dl, dtype=np.float64)
+        n_rows = len(self.dl)
+        avgdl = self.tokens / n_rows
+        dl = np.frombuffer(self.dl, dtype=np.float64)
         rows, weights = [], []
         k1, b = BM25_K1, BM25_B
         for t in phrases:  # FTS5 adds each phrase's share in the query's order, repeats too
-            post = self._post.get(t)
+            post = self.post.get(t)
             if post is None:
                 continue
             r = np.frombuffer(post[0], dtype=np.intc)
@@ -172,68 +185,80 @@ class Postings:
         at, inverse = np.unique(np.concatenate(rows), return_inverse=True)
         # bincount adds each row's terms in the order given, the query's: FTS5's order of addition
         score = np.bincount(inverse, weights=np.concatenate(weights))
-        scoped = np.frombuffer(self._scope_n if scope.startswith("n") else self._scope_s, dtype=np.intc)
+        scoped = np.frombuffer(self.scope_n if scope.startswith("n") else self.scope_s, dtype=np.intc)
         mine = scoped[at] == code
         at, score = at[mine], score[mine]
         best = np.lexsort((at, -score))[:limit]  # rows are held in rowid order: position breaks ties
-        return [(self._mids[int(at[i])], float(score[i])) for i in best]
+        return [(self.mids[int(at[i])], float(score[i])) for i in best]
 
-    # -- keeping the copy fresh -----------------------------------------------------
-    def _fresh(self) -> bool:
-        """Bring the copy up to the table; False when it would be too big."""
+
+class Postings:
+    """A copy of the log's FTS5 table as postings per term, to score a large scope with numpy.
+
+    Used by :class:`~ragmem._store.fts.Fts5Index`, whose caller holds the log's
+    lock. The copy is built in a background thread (:attr:`background`; the
+    SQL plan serves until it is ready), and again after rows are deleted.
+    """
+
+    #: Build the copy in a background thread (True), or at once in the search that needs it.
+    background = True
+
+    def __init__(self, log: MessageLog) -> None:
+        self._log = log
+        self._copy: _Copy | None = None
+        self._seen: tuple[int, int] | None = None  # (data_version, own writes) the copy is fresh for
+        self._building: threading.Thread | None = None
+        self._too_big: int | None = None  # meta.lexical_drops when the copy last outgrew MAX_POSTINGS
+
+    def search(self, scope: str, terms: list[str], limit: int) -> list[tuple[str, float]] | None:
+        """The ``limit`` best rows of a scope term for these body terms, as (message id, score).
+
+        Best first, ties by rowid, with FTS5's own scores. None when this plan
+        cannot answer: the copy is not built yet or would be too big, or a term
+        is not one FTS5 token.
+        """
+        phrases = []
+        for t in terms:  # each term is a phrase of FTS5's query: it must be one token (a phrase of more is
+            # matched by position, which the postings do not hold)
+            tokens = fts_tokens(t)
+            if len(tokens) != 1:
+                return None
+            phrases.append(tokens[0])
+        copy = self._fresh()
+        return None if copy is None else copy.search(scope, phrases, limit)
+
+    def _fresh(self) -> _Copy | None:
+        """The copy, brought up to the table; None while it is being built, or when it would be too big."""
         log = self._log
         seen = (log._data_version(), log._lexical_writes)
-        if seen == self._seen:
-            return not self._too_big
+        copy = self._copy
+        if copy is not None and seen == self._seen:
+            return copy
         row = log._read("SELECT value FROM meta WHERE key='lexical_drops'")
         drops = int(row[0][0]) if row else 0
-        if drops != self._drops:  # rows went (or the copy was never built): build it again
-            self._reset()
-            self._too_big = False
-            self._drops = drops
-        if not self._too_big:
-            self._too_big = not self._catch_up()
-            if self._too_big:
-                self._reset()
-                self._drops = drops  # stays too big until rows are deleted
-        self._seen = seen
-        return not self._too_big
+        if copy is not None and copy.drops == drops:  # rows were only added: read them
+            if copy.catch_up(log):
+                self._seen = seen
+                return copy
+            self._too_big = drops
+        self._copy = None  # rows went (or it was never built, or it outgrew the bound)
+        if self._too_big == drops or (self._building is not None and self._building.is_alive()):
+            return None  # too big until rows are deleted; or a build is under way
+        if not self.background:
+            self._build(drops)
+            return self._fresh() if self._copy is not None else None
+        self._building = threading.Thread(target=self._build, args=(drops,), name="ragmem-postings", daemon=True)
+        self._building.start()
+        return None
 
-    def _catch_up(self) -> bool:
-        """Add the rows written since the copy was last fresh; False past :data:`MAX_POSTINGS`."""
-        while True:
-            got = self._log._read(
-                "SELECT rowid, scope, body, mid FROM lexical WHERE rowid > ? ORDER BY rowid LIMIT ?",
-                (self._max, _CHUNK),
-            )
-            other = [body for _, _, body, _ in got if not _PLAIN.match(body)]
-            split = iter(_split(other) if other else [])
-            for rowid, scope, body, mid in got:
-                tokens = body.split() if _PLAIN.match(body) else next(split)
-                if not self._add(rowid, fts_tokens(scope), tokens, mid):
-                    return False
-            if len(got) < _CHUNK:
-                return True
-
-    def _add(self, rowid: int, scopes: list[str], tokens: list[str], mid: str) -> bool:
-        counts = Counter(tokens)
-        self._pairs += len(counts)
-        if self._pairs > MAX_POSTINGS:
-            return False
-        at = len(self._dl)
-        post = self._post
-        for term, n in counts.items():
-            p = post.get(term)
-            if p is None:
-                p = post[term] = (array("i"), array("i"))
-            p[0].append(at)
-            p[1].append(n)
-        codes = self._codes
-        named = [codes.setdefault(s, len(codes)) for s in scopes[:2]] + [-1, -1]
-        self._scope_n.append(named[0])
-        self._scope_s.append(named[1])
-        self._dl.append(float(len(tokens) + len(scopes)))
-        self._mids.append(mid)
-        self._tokens += len(tokens) + len(scopes)
-        self._max = rowid
-        return True
+    def _build(self, drops: int) -> None:
+        copy = _Copy(drops)
+        try:
+            whole = copy.catch_up(self._log)  # its reads take the log's lock one chunk at a time
+        except Exception:  # the log was closed meanwhile (or failed): the SQL plan serves, nothing is lost
+            return
+        with self._log._lock:
+            if whole:
+                self._copy, self._seen = copy, None  # the next search catches it up
+            else:
+                self._too_big = drops
