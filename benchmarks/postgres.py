@@ -268,11 +268,10 @@ def phase_lexical(pg, convs) -> dict:
         scope = lexical.scope_token("default", conv.sample)
         for q in pick_questions(conv, None):
             terms = list(dict.fromkeys(lexical.tokenize(q.question)))
-            match = lexical.match_query(terms, scope)
             ev = q.evidence_ids
-            ranked = [r[0] for r in lg.index.lexical_search("default", match, 10)] if match else []
+            ranked = [r[0] for r in lg.index.lexical_search("default", conv.sample, terms, 10)]
             scores["bm25"].append(recall_at_k(ev, unique(ranked))["10"])
-            ref = [r[0] for r in sqlite.index.lexical_search("default", match, 10)] if match else []
+            ref = [r[0] for r in sqlite.index.lexical_search("default", conv.sample, terms, 10)]
             scores["fts5_bm25_sqlite"].append(recall_at_k(ev, unique(ref))["10"])
             tsq = " | ".join("'" + t.replace("'", "''") + "'" for t in terms) or "''"
             for name, fn in (("ts_rank", "ts_rank(tsv, q)"), ("ts_rank_cd", "ts_rank_cd(tsv, q)"),

@@ -172,21 +172,6 @@ def body_query(terms: Iterable[str]) -> str:
     return "body : (" + " OR ".join('"' + t.replace('"', '""') + '"' for t in terms) + ")"
 
 
-_MATCH = re.compile(r'^scope : "([^"]+)" AND body : \((.*)\)$', re.S)
-
-
-def parse_match(match: str) -> tuple[str, list[str]]:
-    """The scope term and the body terms of an expression :func:`match_query` built.
-
-    >>> parse_match(match_query(["pool", 'say "hi"'], "s1"))
-    ('s1', ['pool', 'say "hi"'])
-    """
-    got = _MATCH.match(match)
-    if got is None:
-        raise ValueError(f"not a lexical match expression: {match!r}")
-    return got.group(1), [t.replace('""', '"') for t in re.findall(r'"((?:[^"]|"")*)"', got.group(2))]
-
-
 def rarest_first(terms: Sequence[str], rows: dict[str, float], budget: int) -> tuple[list[str], list[str]]:
     """Split a query's terms into those that select the rows BM25 ranks, and those that only add to their scores.
 

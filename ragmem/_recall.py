@@ -131,10 +131,9 @@ def lexical_candidates(
         rare = [t for t in terms if df.get(t, 0) <= settings.common_term_share * total]
         terms = rare or terms
     terms = [t for t in terms if df.get(t, 0) > 0]
-    match = lexical.match_query(terms, lexical.scope_token(namespace, session))
-    if match is None:
+    if not terms:
         return []
-    rows = log.index.lexical_search(namespace, match, n, filters=filters, rows=settings.lexical_rows,
+    rows = log.index.lexical_search(namespace, session, terms, n, filters=filters, rows=settings.lexical_rows,
                                     above=settings.lexical_scope_rows)
     return [Candidate(mid, uid, sess, seq, score) for mid, uid, sess, seq, score in rows]
 

@@ -57,7 +57,6 @@ ALLOWED = {
     # internal invariants: reaching them is a bug in ragmem, which is what a non-RagmemError says
     ("_store/pglog.py", "_appending", "AssertionError"): "unreachable: the loop returns or re-raises",
     ("_store/index.py", "_call", "AssertionError"): "unreachable: the loop returns or raises",
-    ("_lexical.py", "parse_match", "ValueError"): "the match expression is built by match_query; another is a bug",
     # the MCP protocol's own error, raised at the edge: the client sees it as a tool error
     ("_mcp.py", "_guard", "ToolError"): "turns a RagmemError into the protocol's tool error",
     ("_mcp.py", "_when", "ToolError"): "turns a UsageError into the protocol's tool error",

@@ -26,7 +26,6 @@ from hypothesis import strategies as st
 
 from conftest import HashEmbedder
 from ragmem import Memory, MessageNotFound, RagmemError, RecallSettings, UsageError
-from ragmem._store.fts import Fts5Index
 from ragmem._store.postings import Postings
 
 NAMESPACES = ["alice", "bob", "tenant/ä"]
@@ -73,7 +72,7 @@ LEXICAL_PLANS = [None, RecallSettings(lexical_scope_rows=0), RecallSettings(lexi
 
 #: Each lexical plan, and the default with dated messages and queries that name their month (the period's
 #: second search, ragmem._when, runs on every query).
-#: The plan of a large scope runs on the in-memory postings (ragmem._store.postings) unless in_memory is
+#: The plan of a large scope runs on the in-memory postings (ragmem._store.postings) unless they are
 #: off: then on SQLite's SQL plan.
 SCOPE_CASES = [(plan, False, True) for plan in LEXICAL_PLANS] + [(None, True, True), (LEXICAL_PLANS[1], False, False)]
 
@@ -85,7 +84,7 @@ SCOPE_CASES = [(plan, False, True) for plan in LEXICAL_PLANS] + [(None, True, Tr
 def test_search_and_prompt_stay_in_scope(recall, dated, in_memory, history, query):
     if dated:
         query += " in May 2023"
-    with (tempfile.TemporaryDirectory() as tmp, patch.object(Fts5Index, "in_memory", in_memory),
+    with (tempfile.TemporaryDirectory() as tmp, patch.object(Postings, "enabled", in_memory),
           patch.object(Postings, "background", False)):  # so the first search of a scope runs on the postings
         base, views, model = fill(Path(tmp), history, recall, dated)
         where = scope_of(model)

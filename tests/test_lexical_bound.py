@@ -31,8 +31,7 @@ def put(log, namespace, session, texts, start=0):
 
 
 def search(log, namespace, session, query, n=50, **bound):
-    match = lexical.match_query(lexical.tokenize(query), lexical.scope_token(namespace, session))
-    return log.index.lexical_search(namespace, match, n, **bound)
+    return log.index.lexical_search(namespace, session, lexical.tokenize(query), n, **bound)
 
 
 @pytest.fixture

@@ -130,17 +130,17 @@ def test_lexical_index_ranks_with_bm25(log, tmp_path):
     ref = open_log(tmp_path / "reference")  # FTS5
     ref.append("ns", "s", msgs)
     ref.index.mark_indexed("ns", {m.id: 1 for m in msgs}, rows)
-    match = lexical.match_query(lexical.tokenize("pool size"), lexical.scope_token("ns", "s"))
-    got, want = log.index.lexical_search("ns", match, 10), ref.index.lexical_search("ns", match, 10)
+    terms = lexical.tokenize("pool size")
+    got, want = log.index.lexical_search("ns", "s", terms, 10), ref.index.lexical_search("ns", "s", terms, 10)
     assert [r[0] for r in got] == [r[0] for r in want]
     assert [r[4] for r in got] == pytest.approx([r[4] for r in want], rel=1e-6)
     # scoped: another session's scope finds nothing; filters work over the message row
-    assert log.index.lexical_search("ns", lexical.match_query(["pool"], lexical.scope_token("ns", "x")), 10) == []
-    assert log.index.lexical_search("ns", match, 10, filters=RowFilter(roles=("assistant",))) == []
+    assert log.index.lexical_search("ns", "x", ["pool"], 10) == []
+    assert log.index.lexical_search("ns", "s", terms, 10, filters=RowFilter(roles=("assistant",))) == []
     log.forgetting.mark_deleted("ns", ["m3"])
-    assert "m3" not in [r[0] for r in log.index.lexical_search("ns", match, 10)]
+    assert "m3" not in [r[0] for r in log.index.lexical_search("ns", "s", terms, 10)]
     if isinstance(log, PostgresLog):  # the namespace is part of the query (the SQLite log's once it takes one)
-        assert log.index.lexical_search("other", match, 10) == []
+        assert log.index.lexical_search("other", "s", terms, 10) == []
     log.forgetting.purge("ns", ["m3"])
     assert log.index.lexical_missing() == []
     ref.close()
@@ -231,8 +231,8 @@ def test_migration_2_upgrades_a_version_1_store_in_place(pg_url, tmp_path, monke
     ref = open_log(tmp_path / "reference")  # FTS5
     ref.append("ns", "s", msgs)
     ref.index.mark_indexed("ns", {m.id: 1 for m in msgs}, _lexical_rows(msgs))
-    match = lexical.match_query(lexical.tokenize("pool size"), lexical.scope_token("ns", "s"))
-    got, want = lg.index.lexical_search("ns", match, 10), ref.index.lexical_search("ns", match, 10)
+    terms = lexical.tokenize("pool size")
+    got, want = lg.index.lexical_search("ns", "s", terms, 10), ref.index.lexical_search("ns", "s", terms, 10)
     assert [r[0] for r in got] == [r[0] for r in want]
     assert [r[4] for r in got] == pytest.approx([r[4] for r in want], rel=1e-6)
     lg.close()

@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from ragmem import _lexical as lexical
 from ragmem._messages import Message
 from ragmem._store import open_log, postings
-from ragmem._store.fts import Fts5Index
 
 #: Words whose terms include non-ASCII letters, a combining mark FTS5 splits on ("i̇" from "İ"), CJK and
 #: Devanagari (whose vowel signs are marks), beside plain ones.
@@ -36,15 +35,11 @@ def put(log, namespace, session, texts, start=0):
 
 def search(log, namespace, session, query, n=50, memory=True, above=0):
     """lexical_search as recall calls it; ``memory`` chooses the postings or the SQL plan."""
-    terms = lexical.tokenize(query)
-    match = lexical.match_query(terms, lexical.scope_token(namespace, session))
-    if match is None:
-        return []
-    before, Fts5Index.in_memory = Fts5Index.in_memory, memory
+    before, postings.Postings.enabled = postings.Postings.enabled, memory
     try:
-        return log.index.lexical_search(namespace, match, n, above=above)
+        return log.index.lexical_search(namespace, session, lexical.tokenize(query), n, above=above)
     finally:
-        Fts5Index.in_memory = before
+        postings.Postings.enabled = before
 
 
 def all_plans_agree(log, namespace, session, query, n=50):
@@ -148,10 +143,9 @@ def test_a_term_fts5_reads_as_a_phrase_takes_the_sql_plan(log):
     with log._lock:
         assert log.index._postings.search(scope, ["a-b", "trip"], 10) is None  # "a-b": the phrase "a" "b"
         assert log.index._postings.search(scope, ["trip"], 10)
-    match = lexical.match_query(["a-b", "trip"], scope)
-    exact = log.index.lexical_search("ns", match, 10)
+    exact = log.index.lexical_search("ns", None, ["a-b", "trip"], 10)
     assert [r[0] for r in exact] == ["a-0", "a-2"]  # the phrase matches "a b", not "b a"
-    assert log.index.lexical_search("ns", match, 10, above=0) == exact
+    assert log.index.lexical_search("ns", None, ["a-b", "trip"], 10, above=0) == exact
 
 
 def test_a_copy_too_big_to_hold_leaves_the_sql_plan(log, monkeypatch):
@@ -175,15 +169,14 @@ def test_filters_narrow_the_postings_winners(log):
     put(log, "ns", "a", ["zebra pool", "zebra party"])
     log.append("ns", "b", [Message(role="assistant", content="zebra dawn", id="b-0")])
     log.index.mark_indexed("ns", {"b-0": 1}, [("b-0", lexical.scope_text("ns", "b"), "zebra dawn")])
-    match = lexical.match_query(["zebra"], lexical.scope_token("ns"))
     only = RowFilter(roles=("assistant",))
-    got = log.index.lexical_search("ns", match, 10, filters=only, above=0)
+    got = log.index.lexical_search("ns", None, ["zebra"], 10, filters=only, above=0)
     assert [r[0] for r in got] == ["b-0"]
-    Fts5Index.in_memory = False
+    postings.Postings.enabled = False
     try:
-        assert log.index.lexical_search("ns", match, 10, filters=only, above=0) == got
+        assert log.index.lexical_search("ns", None, ["zebra"], 10, filters=only, above=0) == got
     finally:
-        Fts5Index.in_memory = True
+        postings.Postings.enabled = True
 
 
 def test_the_copy_is_built_in_the_background_while_the_sql_plan_serves(log, monkeypatch):

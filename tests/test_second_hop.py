@@ -28,8 +28,8 @@ class FakeLog:
     def lexical_df(self, terms):
         return self.total, {t: self.df[t] for t in terms if t in self.df}
 
-    def lexical_search(self, namespace, match, n, filters=None, rows=0, above=None):
-        self.matched.append(match)
+    def lexical_search(self, namespace, session, terms, n, filters=None, rows=0, above=None):
+        self.matched.append(list(terms))
         return self.rows[:n]
 
 

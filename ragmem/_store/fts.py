@@ -13,7 +13,7 @@ in the one that purges it; they are searched through the log's index facet,
 from __future__ import annotations
 
 import sqlite3
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from .. import _lexical as lexical
 from .._messages import Message
@@ -59,12 +59,9 @@ class Fts5Index(LogIndex):
     #: The lexical rows, counted with the document frequencies (the plan of a large scope: :func:`_large_scope`).
     _df_rows = 0
 
-    #: A large scope is scored on the in-memory postings (:mod:`.postings`) unless this is False.
-    in_memory = True
-
     def __init__(self, log: LogCore) -> None:
         super().__init__(log)
-        self._postings = Postings(log)  # type: ignore[arg-type]
+        self._postings = Postings(log)  # type: ignore[arg-type]  # the SQLite log: LogCore plus its lock
 
     def lexical_missing(self, limit: int = 2000) -> list[Message]:
         """Indexed messages without a lexical row (a store from before the lexical index, or just migrated)."""
@@ -81,27 +78,31 @@ class Fts5Index(LogIndex):
         return [log._msg(r) for r in rows]
 
     def lexical_search(
-        self, namespace: str, match: str, n: int, *, filters: RowFilter | None = None, rows: int = 0,
-        above: int | None = None,
+        self, namespace: str, session: str | None, terms: Sequence[str], n: int, *,
+        filters: RowFilter | None = None, rows: int = 0, above: int | None = None,
     ) -> list[tuple[str, str, str, int, float]]:
-        """The ``n`` best BM25 matches of an FTS5 expression in a namespace, as (id, unit_id, session, seq, score).
+        """The ``n`` best BM25 matches of any of ``terms`` in a session (None: the whole namespace), as
+        (id, unit_id, session, seq, score).
 
-        ``match`` carries the scope term (see :func:`ragmem._lexical.match_query`);
-        the join keeps the namespace as well, so no other namespace's row can
-        come back even if two scope terms ever collided. ``filters`` narrows the
-        joined ``messages m`` row (role, time, metadata). Scores are positive, higher is better.
+        The FTS5 expression holds the scope's term (:func:`ragmem._lexical.match_query`); the join keeps
+        the namespace as well, so no other namespace's row can come back even if two scope terms ever
+        collided. ``filters`` narrows the joined ``messages m`` row (role, time, metadata). Scores are
+        positive, higher is better.
 
         A scope of more than ``above`` rows (recall passes ``RecallSettings.lexical_scope_rows``;
         None: none) is ranked as :func:`_large_scope` plans: the same scores and order, without the
         scope term's cost. ``rows`` (``RecallSettings.lexical_rows``; 0: none) bounds what it ranks.
         """
+        scope, terms = lexical.scope_token(namespace, session), list(dict.fromkeys(t for t in terms if t))
+        match = lexical.match_query(terms, scope)
+        if match is None:
+            return []
         where, args = filters.sqlite() if filters else ("", [])
         inner = n if not where else 4 * n  # rank inside FTS5 first, then join the few winners
-        scope, terms = lexical.parse_match(match)
         for _ in range(2):
             total, df = self.lexical_df([scope, *terms])
             held = df.get(scope, 0)  # the scope's rows (0 for a scope newer than the cached counts: small)
-            if above is not None and held > above and not rows and self.in_memory:
+            if above is not None and held > above and not rows and Postings.enabled:
                 with self._log._lock:  # type: ignore[attr-defined]
                     best = self._postings.search(scope, terms, inner)
                 if best is not None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from .._messages import Message
 from .filters import RowFilter
@@ -122,10 +122,11 @@ class LogIndex(Facet):
         raise NotImplementedError
 
     def lexical_search(
-        self, namespace: str, match: str, n: int, *, filters: RowFilter | None = None, rows: int = 0,
-        above: int | None = None,
+        self, namespace: str, session: str | None, terms: Sequence[str], n: int, *,
+        filters: RowFilter | None = None, rows: int = 0, above: int | None = None,
     ) -> list[tuple[str, str, str, int, float]]:
-        """The ``n`` best BM25 matches of a query in a namespace, as (id, unit_id, session, seq, score).
+        """The ``n`` best BM25 matches of any of ``terms`` (index terms, :func:`ragmem._lexical.tokenize`)
+        in a session (None: the whole namespace), as (id, unit_id, session, seq, score).
 
         ``above`` and ``rows`` are the plan for a large scope and its bound
         (``RecallSettings.lexical_scope_rows`` and ``lexical_rows``); a backend may ignore them.

@@ -476,20 +476,20 @@ class PostgresIndex(LogIndex):
         return [log._msg(r) for r in rows]
 
     def lexical_search(
-        self, namespace: str, match: str, n: int, *, filters: RowFilter | None = None, rows: int = 0,
-        above: int | None = None,
+        self, namespace: str, session: str | None, terms: Sequence[str], n: int, *,
+        filters: RowFilter | None = None, rows: int = 0, above: int | None = None,
     ) -> list[tuple[str, str, str, int, float]]:
-        """The ``n`` best BM25 matches of a query in a namespace, as (id, unit_id, session, seq, score).
+        """The ``n`` best BM25 matches of any of ``terms`` in a session (None: the whole namespace), as
+        (id, unit_id, session, seq, score).
 
-        ``match`` is the expression :func:`ragmem._lexical.match_query` builds
-        (a scope term AND any of the body terms); ``filters`` narrows the
-        joined ``messages m`` row, as in the SQLite log. Scores are FTS5's BM25: positive, higher is better.
+        ``filters`` narrows the joined ``messages m`` row, as in the SQLite log. Scores are FTS5's
+        BM25: positive, higher is better.
 
         ``rows`` and ``above`` (the SQLite log's plan and bound for a large scope) change nothing
         here: the scoring query reads only the scope's rows of each term, so a namespace costs what
         its matching rows cost, not what its size does; every matching row is ranked.
         """
-        scope, terms = lexical.parse_match(match)
+        scope, terms = lexical.scope_token(namespace, session), list(dict.fromkeys(t for t in terms if t))
         with self._lock:  # recall asked lexical_df for these terms a moment ago: reuse it, one round trip less
             known = all(t in self._df for t in terms)
             total, df = (self._df_total, dict(self._df)) if known else (0, {})

@@ -40,14 +40,22 @@ import sqlite3
 import threading
 from array import array
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import Any, Iterable, Protocol
 
 import numpy as np
 
 from .._lexical import BM25_B, BM25_K1
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .log import MessageLog
+
+class MessageLog(Protocol):
+    """What the postings read of the SQLite log (:class:`ragmem._store.log.MessageLog`, which imports this)."""
+
+    _lock: Any
+    _lexical_writes: int
+
+    def _read(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]: ...
+
+    def _data_version(self) -> int: ...
 
 __all__ = ["MAX_POSTINGS", "Postings", "fts_tokens"]
 
@@ -200,6 +208,8 @@ class Postings:
     SQL plan serves until it is ready), and again after rows are deleted.
     """
 
+    #: A large scope is scored on the postings unless this is False (then on the SQL plan).
+    enabled = True
     #: Build the copy in a background thread (True), or at once in the search that needs it.
     background = True
 
