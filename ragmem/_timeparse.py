@@ -266,14 +266,55 @@ def explicit(text: str) -> list[Period]:
     return out
 
 
+_NO_YEAR = re.compile(
+    rf"\b(?:(?P<d1>\d{{1,2}})(?:st|nd|rd|th)? (?:of )?(?P<m1>{_MN})"
+    rf"|(?P<m2>{_MN}) (?P<d2>\d{{1,2}})(?:st|nd|rd|th)?"
+    rf"|(?:in|during|throughout|since|until|early|late|mid|mid-) (?P<m3>{_MN}))\b(?!,? ?\d)",
+)  # matched against lower-cased text; a year or a day after it is explicit()'s, or another alternative's
+
+
+def yearless(text: str, now: datetime | date) -> list[Period]:
+    """The days and months a question names without their year, as the latest such day or month by ``now``.
+
+    "in May" needs a word before it ("in", "during", "since", "early", ...), so that the verb "may" is
+    not read as the month; a day needs its number ("May 5", "5th of May").
+
+    >>> [p.label for p in yearless("What did I buy on May 5, and what in June?", date(2024, 5, 30))]
+    ['2024-05-05', '2023-06']
+    """
+    low = text.lower()
+    if not any(m in low for m in _MONTHS):
+        return []
+    today = now.date() if isinstance(now, datetime) else now
+    out: list[Period] = []
+    for m in _NO_YEAR.finditer(low):
+        g = m.groupdict()
+        month = _MONTHS.index(g["m1"] or g["m2"] or g["m3"]) + 1
+        day = g["d1"] or g["d2"]
+        try:
+            if day:
+                when = date(today.year, month, int(day))
+                if when > today:
+                    when = date(today.year - 1, month, int(day))
+                p = Period(when, "day")
+            else:
+                p = Period(date(today.year if month <= today.month else today.year - 1, month, 1), "month")
+        except ValueError:  # 31 June, or 29 February of a year without it: not a date
+            continue
+        if p not in out:
+            out.append(p)
+    return out
+
+
 def mentioned(text: str, written: datetime) -> list[Period]:
     """The periods a message written at ``written`` refers to: its relative ones, then the dates it writes out."""
     return resolve(text, written) + explicit(text)
 
 
 def asked(text: str, now: datetime | None = None) -> list[Period]:
-    """The periods a question names: the dates it writes out and, read at ``now``, its relative ones."""
-    return explicit(text) + (resolve(text, now) if now is not None else [])
+    """The periods a question names: the dates it writes out and, read at ``now``, its relative ones
+    and those it names without their year ("in May": the latest May by ``now``)."""
+    return explicit(text) + (resolve(text, now) + yearless(text, now) if now is not None else [])
 
 
 def index_terms(text: str, written: datetime) -> list[str]:

@@ -5,16 +5,16 @@
 sees the date: the turn's words do not hold it, and its vector does not either.
 So when a question writes out a date (:func:`ragmem._timeparse.explicit`: a
 day, a month or a year, with its year), or says one relative to the time it
-is asked ("last month", "two weeks ago": the user turn's ``created_at`` in
-``prompt()``, ``search(asked_at=...)``, now by default), recall searches again
-among the messages written from the period's start to ``date_lag_days`` after its end
+is asked ("last month", "two weeks ago", or a day or month without its year, "in May": the latest
+by then; the user turn's ``created_at`` in ``prompt()``, ``search(asked_at=...)``, now by default),
+recall searches again among the messages written from the period's start to ``date_lag_days`` after its end
 (a message refers back to a period after it: "last night", "two weeks ago"),
 with the same query, dense and lexical, fused as in the first round. Of what
 that round finds, a message counts only when the period holds its own day or
 one it refers to (:func:`ragmem._timeparse.resolve`, read against its
 ``created_at``); each such message gains ``date_weight`` times its score in the
-round over the round's best. A question that names no date costs one regex
-scan (``explicit`` reads nothing without a year).
+round over the round's best. A question that names no date costs a few regex
+scans.
 
 The search itself is :func:`ragmem._recall.date_boost`; this module reads the
 periods and decides which messages they hold. Every read is the namespace's

@@ -212,3 +212,26 @@ def test_the_mcp_tools_read_a_period_at_asked_at(tmp_path, embedder):
     assert recalled(ctx) > recalled(ctx_now) + 0.2
     assert ctx["messages"][-1] == {"role": "user", "content": q}  # the turn as sent, without a created_at
     assert "asked_at" in bad
+
+
+@pytest.mark.parametrize("question, labels", [
+    ("What did I buy on May 5, and what in June?", ["2024-05-05", "2023-06"]),  # the latest by 30 May 2024
+    ("May I ask what you did in March?", ["2024-03"]),  # the verb "may" names no month
+    ("What did I do in early December?", ["2023-12"]),
+    ("What have I read since the 3rd of January?", ["2024-01-03"]),
+    ("What happened on 5 May 2023?", []),  # with its year: explicit()'s
+    ("The march of time", []),
+    ("What did we plan for 30 February?", []),  # no such day
+])
+def test_a_day_or_month_without_its_year_is_the_latest_one_by_the_time_asked(question, labels):
+    assert [p.label for p in timeparse.yearless(question, date(2024, 5, 30))] == labels
+
+
+def test_a_month_named_without_its_year_is_searched_at_asked_at(tmp_path, embedder):
+    q = "What certification did I complete in April?"
+    with Memory(tmp_path / "s", embedder=embedder, window=1) as mem:
+        mem.add_many([{"role": "user", "content": t, "created_at": w, "id": f"{w:%m%d}"} for w, t in CHATS])
+        score = lambda hits: next(h.score for h in hits if h.message.id == "0420")  # noqa: E731
+        then = mem.search(q, k=4, asked_at=ASKED)  # April 2023
+        later = mem.search(q, k=4, asked_at=ASKED.replace(year=2025))  # April 2025: no message of it
+    assert then[0].message.id == "0420" and score(then) > score(later) + 0.2
