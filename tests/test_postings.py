@@ -153,7 +153,7 @@ def test_a_copy_too_big_to_hold_leaves_the_sql_plan(log, monkeypatch):
     monkeypatch.setattr(postings, "MAX_POSTINGS", 50)
     got = all_plans_agree(log, "ns", None, "pool 7")
     held = log.index._postings
-    assert got and held._too_big is not None and held._copy is None  # nothing held
+    assert got and held._given_up is not None and held._copy is None  # nothing held
     put(log, "ns", "a", ["pool 7 again"], start=100)  # still too big: the SQL plan sees the new row
     assert "a-100" in {r[0] for r in all_plans_agree(log, "ns", None, "pool 7")}
     monkeypatch.setattr(postings, "MAX_POSTINGS", 10_000)
@@ -211,3 +211,22 @@ def test_a_build_cut_short_by_close_leaves_the_sql_plan(tmp_path, monkeypatch):
     lg.close()  # the builder's reads fail: it stops quietly, nothing held
     builder.join(timeout=30)
     assert lg.index._postings._copy is None
+
+
+def test_a_failed_build_is_not_retried_until_rows_go(log, monkeypatch):
+    put(log, "ns", "a", ["pool party", "pool"])
+
+    def broken(self, _log):
+        raise RuntimeError("a disk read failed")
+    monkeypatch.setattr(postings._Copy, "catch_up", broken)
+    held, scope = log.index._postings, lexical.scope_token("ns")
+    for _ in range(3):  # each search: the SQL plan, and no new build
+        assert [r[0] for r in all_plans_agree(log, "ns", None, "pool")] == ["a-1", "a-0"]
+    with log._lock:
+        assert held.search(scope, ["pool"], 5) is None and held._given_up is not None
+    monkeypatch.undo()
+    monkeypatch.setattr(postings.Postings, "background", False)
+    log.forgetting.mark_deleted("ns", ["a-1"])  # rows went: the copy is tried again
+    log.forgetting.purge("ns", ["a-1"])
+    assert [r[0] for r in all_plans_agree(log, "ns", None, "pool")] == ["a-0"]
+    assert held._copy is not None

@@ -218,7 +218,8 @@ class Postings:
         self._copy: _Copy | None = None
         self._seen: tuple[int, int] | None = None  # (data_version, own writes) the copy is fresh for
         self._building: threading.Thread | None = None
-        self._too_big: int | None = None  # meta.lexical_drops when the copy last outgrew MAX_POSTINGS
+        # meta.lexical_drops when the copy outgrew MAX_POSTINGS or its build failed: no copy until rows go
+        self._given_up: int | None = None
 
     def search(self, scope: str, terms: list[str], limit: int) -> list[tuple[str, float]] | None:
         """The ``limit`` best rows of a scope term for these body terms, as (message id, score).
@@ -250,9 +251,9 @@ class Postings:
             if copy.catch_up(log):
                 self._seen = seen
                 return copy
-            self._too_big = drops
+            self._given_up = drops
         self._copy = None  # rows went (or it was never built, or it outgrew the bound)
-        if self._too_big == drops or (self._building is not None and self._building.is_alive()):
+        if self._given_up == drops or (self._building is not None and self._building.is_alive()):
             return None  # too big until rows are deleted; or a build is under way
         if not self.background:
             self._build(drops)
@@ -265,10 +266,12 @@ class Postings:
         copy = _Copy(drops)
         try:
             whole = copy.catch_up(self._log)  # its reads take the log's lock one chunk at a time
-        except Exception:  # the log was closed meanwhile (or failed): the SQL plan serves, nothing is lost
+        except Exception:  # the log was closed meanwhile, or failed: the SQL plan serves, nothing is lost,
+            with self._log._lock:  # and no search starts a build again until rows are deleted
+                self._given_up = drops
             return
         with self._log._lock:
             if whole:
                 self._copy, self._seen = copy, None  # the next search catches it up
             else:
-                self._too_big = drops
+                self._given_up = drops
