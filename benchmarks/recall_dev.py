@@ -61,6 +61,8 @@ CONFIGS: dict[str, dict] = {
     **{f"per-{w}-p{t}": {"periods": w, "period_top": t} for w in (0.05, 0.1) for t in (1, 5)},
     # a period the question names, searched again (issue 15, item 1): weight, and the days after the period
     "date-off": {"date_weight": 0.0},
+    # a question asking when lifts the turns that say when: weight
+    **{f"when-{w}": {"when_weight": w} for w in (0.1, 0.2, 0.3, 0.5)},
     **{f"sdiv-{w}": {"search_diversity": w} for w in (0.1, 0.3, 0.5, 0.7)},
     **{f"date-{w}": {"date_weight": w} for w in (0.1, 0.2, 0.3, 0.5, 0.7, 1.0)},
     **{f"date-{w}-lag{d}": {"date_weight": w, "date_lag_days": d} for w in (0.3, 0.5) for d in (7, 62)},

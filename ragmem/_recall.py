@@ -218,6 +218,8 @@ def search_candidates(
     if settings.date_weight > 0:  # a period the question names is searched again (ragmem._when)
         fused = date_boost(fused, log=log, index=index, text=text, vector=vector, namespace=namespace,
                            session=session, n=pool, filters=filters, settings=settings, asked_at=asked_at)
+    if settings.when_weight > 0:  # a question asking when lifts the turns that say when
+        fused = when_boost(fused, log, namespace, text, settings)
     if settings.periods > 0:  # two-stage: the best periods lift the turns they cover (ragmem._periods)
         fused = period_boost(fused, log, namespace, session, vector, text, settings)
     return fused
@@ -280,6 +282,31 @@ def date_boost(
             gain = settings.date_weight * c.score / top
             if c.message_id not in gains or gain > gains[c.message_id][1]:
                 gains[c.message_id] = (c, gain)
+    return with_gains(first, gains) if gains else list(first)
+
+
+#: The first round's best candidates a question asking when reads for a time expression.
+WHEN_POOL = 50
+
+
+def when_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, text: str,
+               settings: RecallSettings = DEFAULT_RECALL) -> list[Candidate]:
+    """The first round's candidates, with those that say when lifted, if the question asks when.
+
+    Of the best :data:`WHEN_POOL`, each whose text holds a date or a relative time
+    (:func:`ragmem._timeparse.mentioned`, read at its ``created_at``) gains ``settings.when_weight``
+    times its score over the best's.
+    """
+    if settings.when_weight <= 0 or not first or first[0].score <= 0 or not when.asks_when(text):
+        return list(first)
+    pool = first[:WHEN_POOL]
+    held = log.get_many(namespace, [c.message_id for c in pool])
+    top = first[0].score
+    gains = {}
+    for c in pool:
+        m = held.get(c.message_id)
+        if m is not None and c.score > 0 and timeparse.mentioned(m.text[:4000], m.created_at):
+            gains[c.message_id] = (c, settings.when_weight * c.score / top)
     return with_gains(first, gains) if gains else list(first)
 
 

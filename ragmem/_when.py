@@ -24,6 +24,7 @@ the same scoped queries, never a wider one.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import date, datetime, timedelta, timezone
 
@@ -31,7 +32,23 @@ from . import _timeparse as timeparse
 from ._messages import Message
 from ._store.filters import RowFilter
 
-__all__ = ["named_periods", "period_end", "refers_to", "window"]
+__all__ = ["asks_when", "named_periods", "period_end", "refers_to", "window"]
+
+#: A question that asks for a time: "When did ...", "what day ...", "how long ago ...", "since when".
+_ASKS_WHEN = re.compile(
+    r"^\W*when\b|\bwhen (?:did|was|were|is|are|will|do|does|has|have|had)\b|\bsince when\b|\bhow long ago\b"
+    r"|\b(?:what|which) (?:day|date|time|month|year|week|weekend)\b",
+    re.I,
+)
+
+
+def asks_when(text: str) -> bool:
+    """Whether a question asks when something happened.
+
+    >>> asks_when("When did Nate get his turtles?"), asks_when("What did I cook when it rained?")
+    (True, False)
+    """
+    return bool(_ASKS_WHEN.search(text))
 
 #: The periods of one question searched at most (each is one more dense and one more lexical query).
 MAX_PERIODS = 2

@@ -235,3 +235,47 @@ def test_a_month_named_without_its_year_is_searched_at_asked_at(tmp_path, embedd
         then = mem.search(q, k=4, asked_at=ASKED)  # April 2023
         later = mem.search(q, k=4, asked_at=ASKED.replace(year=2025))  # April 2025: no message of it
     assert then[0].message.id == "0420" and score(then) > score(later) + 0.2
+
+
+@pytest.mark.parametrize("question, asks", [
+    ("When did Nate get his first two turtles?", True),
+    ("And when was the party?", True),
+    ("What day did we move the meeting to?", True),
+    ("How long ago did I start running?", True),
+    ("Which year did she graduate?", True),
+    ("What did I cook when it rained?", False),  # "when" joins two clauses: it asks what
+    ("What movie did Joanna watch?", False),
+])
+def test_a_question_asks_when_by_its_words(question, asks):
+    assert when.asks_when(question) is asks
+
+
+def test_a_question_asking_when_lifts_the_turn_that_says_when(tmp_path, embedder):
+    turns = [  # the answer says when ("last Friday"); the others talk about the same thing, undated
+        "I love my two turtles, they are such calm pets.",
+        "My turtles need a bigger tank soon, they are growing fast.",
+        "Feeding the turtles is the best part of my morning.",
+        "I picked up two turtles at the pet shop last Friday!",
+    ]
+    written = datetime(2023, 6, 12, 10, tzinfo=timezone.utc)
+    with Memory(tmp_path / "s", embedder=embedder, window=1) as mem:
+        mem.add_many([{"role": "user", "content": t, "created_at": written + timedelta(hours=i), "id": f"t{i}"}
+                      for i, t in enumerate(turns)])
+        q = "When did Nate get his two turtles?"
+        on = mem.search(q, k=4)
+        off_settings = replace(mem.settings, recall=RecallSettings(when_weight=0))
+        mem.settings, on_settings = off_settings, mem.settings
+        off = mem.search(q, k=4)
+        plain = mem.search("Did Nate get two turtles?", k=4)  # not asking when: no gain either way
+        mem.settings = on_settings
+        plain_on = mem.search("Did Nate get two turtles?", k=4)
+    score = lambda hits: next(h.score for h in hits if h.message.id == "t3")  # noqa: E731
+    assert on[0].message.id == "t3" and score(on) > score(off)
+    assert [(h.message.id, h.score) for h in plain] == [(h.message.id, h.score) for h in plain_on]
+
+
+def test_when_weight_is_a_share():
+    with pytest.raises(UsageError, match="when_weight"):
+        RecallSettings(when_weight=1.5)
+    with pytest.raises(UsageError, match="when_weight"):
+        RecallSettings(when_weight=-0.1)
