@@ -20,7 +20,9 @@ the window and the budget.
 
 The lexical rows and queries also carry date terms (:mod:`ragmem._timeparse`):
 "yesterday" in a turn written on 8 May 2023 is indexed as that day, and a
-question naming "7 May 2023" matches it. An optional reranker
+question naming "7 May 2023" matches it. A question that names a period
+searches it again (:func:`date_boost`, :mod:`ragmem._when`), and one that asks
+when lifts the candidates that say when (:func:`when_boost`). An optional reranker
 (:mod:`ragmem._rerank`) may reorder the best units. An optional second hop
 (``RecallSettings.second_hop``, off: measured without a gain that held) runs a
 second round seeded by the first round's best messages (:func:`dense_hop`,
