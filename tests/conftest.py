@@ -192,3 +192,16 @@ def fresh_chroma_server(tmp_path):
     server.start()
     yield server
     server.stop()
+
+
+def put_indexed(log, namespace, session, texts, start=0):
+    """Append user messages (ids ``<session>-<n>``) to a log and mark them indexed with their lexical rows,
+    as ingest would without a vector index: for tests of the lexical search alone. Returns the ids."""
+    from ragmem import _lexical as lexical
+    from ragmem._messages import Message
+
+    msgs = [Message(role="user", content=t, id=f"{session}-{start + i}") for i, t in enumerate(texts)]
+    log.append(namespace, session, msgs)
+    rows = [(m.id, lexical.scope_text(namespace, session), " ".join(lexical.tokenize(m.content))) for m in msgs]
+    log.index.mark_indexed(namespace, {m.id: 1 for m in msgs}, rows)
+    return [m.id for m in msgs]

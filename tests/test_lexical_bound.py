@@ -15,19 +15,13 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import HashEmbedder
+from conftest import HashEmbedder, put_indexed
 from ragmem import Memory, RecallSettings
 from ragmem import _lexical as lexical
-from ragmem._messages import Message
 from ragmem._store import open_log
 
 
-def put(log, namespace, session, texts, start=0):
-    msgs = [Message(role="user", content=t, id=f"{session}-{start + i}") for i, t in enumerate(texts)]
-    log.append(namespace, session, msgs)
-    rows = [(m.id, lexical.scope_text(namespace, session), " ".join(lexical.tokenize(m.content))) for m in msgs]
-    log.index.mark_indexed(namespace, {m.id: 1 for m in msgs}, rows)
-    return [m.id for m in msgs]
+put = put_indexed
 
 
 def search(log, namespace, session, query, n=50, **bound):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from conftest import put_indexed
 from ragmem import _lexical as lexical
 from ragmem._messages import Message
 from ragmem._store import open_log, postings
@@ -25,12 +26,7 @@ WORDS = ["pool", "zebra", "dawn", "party", "size", "café", "naïve", "straße",
          "नमस्ते", "3.5", "10:30", "pool_size", "maxRetries", "Ελλάδα"]
 
 
-def put(log, namespace, session, texts, start=0):
-    msgs = [Message(role="user", content=t, id=f"{session}-{start + i}") for i, t in enumerate(texts)]
-    log.append(namespace, session, msgs)
-    rows = [(m.id, lexical.scope_text(namespace, session), " ".join(lexical.tokenize(m.content))) for m in msgs]
-    log.index.mark_indexed(namespace, {m.id: 1 for m in msgs}, rows)
-    return [m.id for m in msgs]
+put = put_indexed
 
 
 def search(log, namespace, session, query, n=50, memory=True, above=0):
