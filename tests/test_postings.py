@@ -226,3 +226,45 @@ def test_a_failed_build_is_not_retried_until_rows_go(log, monkeypatch):
     log.forgetting.purge("ns", ["a-1"])
     assert [r[0] for r in all_plans_agree(log, "ns", None, "pool")] == ["a-0"]
     assert held._copy is not None
+
+
+def test_searches_and_writes_from_many_threads_agree_with_fts5(tmp_path, monkeypatch):
+    import threading
+
+    monkeypatch.setattr(postings.Postings, "background", True)  # the build runs beside the searches too
+    lg = open_log(tmp_path / "store")
+    put(lg, "ns", "a", [f"pool party {i}" for i in range(200)])
+    errors: list[BaseException] = []
+
+    def searching():
+        try:
+            for _ in range(60):
+                search(lg, "ns", None, "pool party 7")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def writing():
+        try:
+            for i in range(20):
+                put(lg, "ns", "b", [f"pool {i} party"], start=1000 + i)
+                if i % 5 == 4:
+                    lg.forgetting.mark_deleted("ns", [f"b-{1000 + i - 1}"])
+                    lg.forgetting.purge("ns", [f"b-{1000 + i - 1}"])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=searching) for _ in range(3)] + [threading.Thread(target=writing)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    try:
+        assert not errors, errors
+        if lg.index._postings._building is not None:
+            lg.index._postings._building.join(timeout=30)
+        monkeypatch.setattr(postings.Postings, "background", False)  # the checks below run on the postings
+        all_plans_agree(lg, "ns", None, "pool party 7", n=300)
+        assert lg.index._postings._copy is not None
+        all_plans_agree(lg, "ns", "b", "pool 3 party")
+    finally:
+        lg.close()
