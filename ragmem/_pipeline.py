@@ -122,12 +122,12 @@ def request(mem: Session, user_turn: str | Mapping[str, Any] | None, *, system: 
     validate.budget(budget.total if isinstance(budget, Budget) else budget)
     if query is not None:
         validate.text(query, "query")
-    asked = validate.timestamp(asked_at, "asked_at") if asked_at is not None else None
-    asked_at = None
+    told = validate.timestamp(asked_at, "asked_at") if asked_at is not None else None
+    turn_at = None  # when the user turn was written: the time it is asked, unless told
     if user_turn is not None:  # the turn is a message: the same rules as add(), so no 'robot' turn slips in
         try:
-            asked_at = parse_message({"role": "user", "content": user_turn} if isinstance(user_turn, str)
-                                     else user_turn, max_chars=10**12).created_at
+            turn_at = parse_message({"role": "user", "content": user_turn} if isinstance(user_turn, str)
+                                    else user_turn, max_chars=10**12).created_at
         except InvalidMessage as exc:
             raise InvalidMessage(f"prompt()'s user turn is not a valid message: {exc}") from None
     skip: set[str] = set()
@@ -141,7 +141,7 @@ def request(mem: Session, user_turn: str | Mapping[str, Any] | None, *, system: 
         skip.add(last[0].id)
         if user_turn is None:
             user_turn = {"role": "user", "content": last[0].content}
-            asked_at = last[0].created_at
+            turn_at = last[0].created_at
     if user_turn is None:
         raise InvalidMessage("prompt() needs the user turn (or turn_stored=True after adding it)")
     budget_obj = Budget.of(budget, shares)
@@ -149,7 +149,7 @@ def request(mem: Session, user_turn: str | Mapping[str, Any] | None, *, system: 
         k = min(validate.MAX_K, max(20, budget_obj.limit // 100))
     return Request(
         user_turn, system, budget_obj, strategy, format, k, query, placement or settings.placement,
-        recall_format or settings.recall_format, scope, skip, asked or asked_at,
+        recall_format or settings.recall_format, scope, skip, told or turn_at,
     )
 
 

@@ -90,8 +90,10 @@ class Fts5Index(LogIndex):
         positive, higher is better.
 
         A scope of more than ``above`` rows (recall passes ``RecallSettings.lexical_scope_rows``;
-        None: none) is ranked as :func:`_large_scope` plans: the same scores and order, without the
-        scope term's cost. ``rows`` (``RecallSettings.lexical_rows``; 0: none) bounds what it ranks.
+        None: none) is scored on the in-memory postings (:mod:`.postings`), or, until they are built
+        or where they cannot serve, ranked as :func:`_large_scope` plans: the same scores and order
+        either way, without the scope term's cost. ``rows`` (``RecallSettings.lexical_rows``; 0: none)
+        bounds what the SQL plan ranks.
         """
         scope, terms = lexical.scope_token(namespace, session), list(dict.fromkeys(t for t in terms if t))
         match = lexical.match_query(terms, scope)
