@@ -296,8 +296,7 @@ def when_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, text
     """The first round's candidates, with those that say when lifted, if the question asks when.
 
     Of the best :data:`WHEN_POOL`, each whose text holds a date or a relative time
-    (:func:`ragmem._timeparse.mentioned`, read at its ``created_at``) gains ``settings.when_weight``
-    times its score over the best's.
+    (:func:`ragmem._when.told`) gains ``settings.when_weight`` times its score over the best's.
     """
     if settings.when_weight <= 0 or not first or first[0].score <= 0 or not when.asks_when(text):
         return list(first)
@@ -307,7 +306,7 @@ def when_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, text
     gains = {}
     for c in pool:
         m = held.get(c.message_id)
-        if m is not None and c.score > 0 and timeparse.mentioned(m.text[:4000], m.created_at):
+        if m is not None and c.score > 0 and when.told(m):
             gains[c.message_id] = (c, settings.when_weight * c.score / top)
     return with_gains(first, gains) if gains else list(first)
 

@@ -326,5 +326,5 @@ def index_terms(text: str, written: datetime) -> list[str]:
 
 
 def query_terms(text: str, now: datetime | None = None) -> list[str]:
-    """The date terms of a question: the dates it writes out and, read at ``now``, its relative ones."""
+    """The date terms of a question: those of the periods it names (:func:`asked`)."""
     return list(dict.fromkeys(t for p in asked(text, now) for t in period_terms(p)))

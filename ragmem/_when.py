@@ -5,16 +5,19 @@
 sees the date: the turn's words do not hold it, and its vector does not either.
 So when a question writes out a date (:func:`ragmem._timeparse.explicit`: a
 day, a month or a year, with its year), or says one relative to the time it
-is asked ("last month", "two weeks ago", or a day or month without its year, "in May": the latest
-by then; the user turn's ``created_at`` in ``prompt()``, ``search(asked_at=...)``, now by default),
-recall searches again among the messages written from the period's start to ``date_lag_days`` after its end
-(a message refers back to a period after it: "last night", "two weeks ago"),
-with the same query, dense and lexical, fused as in the first round. Of what
-that round finds, a message counts only when the period holds its own day or
-one it refers to (:func:`ragmem._timeparse.resolve`, read against its
-``created_at``); each such message gains ``date_weight`` times its score in the
-round over the round's best. A question that names no date costs a few regex
-scans.
+is asked ("last month", "two weeks ago", or a day or month without its year,
+"in May": the latest by then; the time asked is the user turn's
+``created_at`` in ``prompt()``, or ``asked_at=``, now by default), recall
+searches again among the messages written from the period's start to
+``date_lag_days`` after its end (a message refers back to a period after it:
+"last night", "two weeks ago"), with the same query, dense and lexical, fused
+as in the first round. Of what that round finds, a message counts only when
+the period holds its own day or one it refers to (:func:`told`); each such
+message gains ``date_weight`` times its score in the round over the round's
+best. A question that names no date costs a few regex scans.
+
+A question that asks when (:func:`asks_when`) lifts, instead, the first
+round's candidates whose text tells a time (:func:`ragmem._recall.when_boost`).
 
 The search itself is :func:`ragmem._recall.date_boost`; this module reads the
 periods and decides which messages they hold. Every read is the namespace's
@@ -32,7 +35,7 @@ from . import _timeparse as timeparse
 from ._messages import Message
 from ._store.filters import RowFilter
 
-__all__ = ["asks_when", "named_periods", "period_end", "refers_to", "window"]
+__all__ = ["asks_when", "named_periods", "period_end", "refers_to", "told", "window"]
 
 #: A question that asks for a time: "When did ...", "what day ...", "how long ago ...", "since when".
 _ASKS_WHEN = re.compile(
@@ -50,13 +53,18 @@ def asks_when(text: str) -> bool:
     """
     return bool(_ASKS_WHEN.search(text))
 
+
+#: How much of a message is read for the times it tells (a giant tool result is not where a date is told).
+TOLD_CHARS = 4000
+
 #: The periods of one question searched at most (each is one more dense and one more lexical query).
 MAX_PERIODS = 2
 
 
 def named_periods(text: str, asked_at: datetime | None = None) -> list[timeparse.Period]:
     """The periods a question names, at most :data:`MAX_PERIODS`: the dates it writes out (with their
-    year), then, read at ``asked_at`` (when the question is asked), its relative ones ("last month").
+    year), then, read at ``asked_at`` (when the question is asked), its relative ones ("last month")
+    and those it names without their year ("in May").
 
     >>> [p.label for p in named_periods("What did I finish last month?", datetime(2023, 5, 30))]
     ['2023-04']
@@ -83,13 +91,17 @@ def _overlaps(a: timeparse.Period, b: timeparse.Period) -> bool:
     return a.start < period_end(b) and b.start < period_end(a)
 
 
+def told(message: Message) -> list[timeparse.Period]:
+    """The periods a message's text refers to, read at its ``created_at`` ("yesterday", "on 5 May 2023";
+    its first :data:`TOLD_CHARS` characters)."""
+    return timeparse.mentioned(message.text[:TOLD_CHARS], message.created_at)
+
+
 def refers_to(message: Message, period: timeparse.Period) -> bool:
     """Whether the period holds the day the message was written, or a day, week, month or year its text refers to."""
-    written = message.created_at
-    if period.start <= written.date() < period_end(period):
+    if period.start <= message.created_at.date() < period_end(period):
         return True
-    text = message.text[:4000]  # a giant tool result is not where a date is told
-    return any(_overlaps(period, p) for p in timeparse.mentioned(text, written))
+    return any(_overlaps(period, p) for p in told(message))
 
 
 def _day_start(d: date) -> datetime:
