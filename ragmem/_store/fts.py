@@ -95,7 +95,7 @@ class Fts5Index(LogIndex):
         either way, without the scope term's cost. ``rows`` (``RecallSettings.lexical_rows``; 0: none)
         bounds what the SQL plan ranks.
         """
-        scope, terms = lexical.scope_token(namespace, session), list(dict.fromkeys(t for t in terms if t))
+        scope, terms = self._query(namespace, session, terms)
         match = lexical.match_query(terms, scope)
         if match is None:
             return []
@@ -104,12 +104,13 @@ class Fts5Index(LogIndex):
         for _ in range(2):
             total, df = self.lexical_df([scope, *terms])
             held = df.get(scope, 0)  # the scope's rows (0 for a scope newer than the cached counts: small)
-            if above is not None and held > above and not rows and Postings.enabled:
+            large = above is not None and held > above
+            if large and not rows and Postings.enabled:
                 with self._log._lock:  # type: ignore[attr-defined]
                     best = self._postings.search(scope, terms, inner)
                 if best is not None:
                     return self._rows_of(namespace, best, where, args)[:n]
-            if above is not None and held > above:
+            if large:
                 plan = _large_scope(scope, terms, df, held, total, self._df_rows, rows)
             else:
                 plan = ("", _RANKED, [match], "1")

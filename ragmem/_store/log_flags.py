@@ -20,6 +20,7 @@ import threading
 import time
 from typing import Any, Iterable, Sequence
 
+from .. import _lexical as lexical
 from .._messages import Message
 from .filters import RowFilter
 from .log_core import Facet, LogCore
@@ -132,6 +133,11 @@ class LogIndex(Facet):
         (``RecallSettings.lexical_scope_rows`` and ``lexical_rows``); a backend may ignore them.
         """
         raise NotImplementedError
+
+    @staticmethod
+    def _query(namespace: str, session: str | None, terms: Sequence[str]) -> tuple[str, list[str]]:
+        """For each backend's :meth:`lexical_search`: the scope's term, and the distinct terms searched."""
+        return lexical.scope_token(namespace, session), list(dict.fromkeys(t for t in terms if t))
 
     def lexical_df(self, terms: list[str]) -> tuple[int, dict[str, int]]:
         """Rows in the lexical index, and how many hold each term (document frequency).

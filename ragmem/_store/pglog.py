@@ -40,7 +40,6 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from .. import _lexical as lexical
 from .._errors import MissingDependency, SchemaVersionError, StoreError, StoreUnavailable
 from .._lexical import BM25_B, BM25_K1
 from .._messages import Message
@@ -489,7 +488,7 @@ class PostgresIndex(LogIndex):
         here: the scoring query reads only the scope's rows of each term, so a namespace costs what
         its matching rows cost, not what its size does; every matching row is ranked.
         """
-        scope, terms = lexical.scope_token(namespace, session), list(dict.fromkeys(t for t in terms if t))
+        scope, terms = self._query(namespace, session, terms)
         with self._lock:  # recall asked lexical_df for these terms a moment ago: reuse it, one round trip less
             known = all(t in self._df for t in terms)
             total, df = (self._df_total, dict(self._df)) if known else (0, {})

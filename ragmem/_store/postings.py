@@ -46,8 +46,10 @@ import numpy as np
 
 from .._lexical import BM25_B, BM25_K1
 
+__all__ = ["MAX_POSTINGS", "Postings", "fts_tokens"]
 
-class MessageLog(Protocol):
+
+class _Log(Protocol):
     """What the postings read of the SQLite log (:class:`ragmem._store.log.MessageLog`, which imports this)."""
 
     _lock: Any
@@ -56,8 +58,6 @@ class MessageLog(Protocol):
     def _read(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]: ...
 
     def _data_version(self) -> int: ...
-
-__all__ = ["MAX_POSTINGS", "Postings", "fts_tokens"]
 
 #: The most (row, term) pairs the copy holds: 8 bytes each in its arrays, about 11 with the rest (90 MB).
 MAX_POSTINGS = 8_000_000
@@ -131,7 +131,7 @@ class _Copy:
         self.tokens = 0  # tokens of all rows
         self.pairs = 0
 
-    def catch_up(self, log: MessageLog) -> bool:
+    def catch_up(self, log: _Log) -> bool:
         """Add the rows written after the highest held; False past :data:`MAX_POSTINGS`."""
         while True:
             got = log._read("SELECT rowid, scope, body, mid FROM lexical WHERE rowid > ? ORDER BY rowid LIMIT ?",
@@ -213,7 +213,7 @@ class Postings:
     #: Build the copy in a background thread (True), or at once in the search that needs it.
     background = True
 
-    def __init__(self, log: MessageLog) -> None:
+    def __init__(self, log: _Log) -> None:
         self._log = log
         self._copy: _Copy | None = None
         self._seen: tuple[int, int] | None = None  # (data_version, own writes) the copy is fresh for
