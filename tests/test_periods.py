@@ -98,7 +98,9 @@ def test_migrating_to_postgresql_copies_the_periods_with_their_vectors(hash_embe
         mem.for_session("b", "other").add_many(turns(12))
     src = open_log(tmp_path / "s", create=False)
     dst = open_log(tmp_path / "s", url=pg_url)
+    src.index.put_lexical("default", [("m0", "x y", "rewritten")])  # a lexical row replaced: lexical_drops
     try:
+        assert src.meta.get("lexical_drops") == "1"
         before = {ns: src.periods.all(ns) for ns in ("default", "other")}
         assert all(before.values())
         counts = copy_log(src, dst)  # type: ignore[arg-type]
@@ -107,6 +109,7 @@ def test_migrating_to_postgresql_copies_the_periods_with_their_vectors(hash_embe
             assert dst.periods.all(ns) == periods  # covers, text, vector and rev, namespace by namespace
         assert copy_log(src, dst)["periods"] == counts["periods"]  # again: skipped, nothing doubled
         assert dst.periods.all("default") == before["default"]
+        assert dst.meta.get("lexical_drops") is None  # the SQLite lexical index's own count stays behind
     finally:
         src.close()
         dst.close()

@@ -17,8 +17,8 @@ from .._errors import StoreError
 from .log import MessageLog
 from .pglog import PostgresLog
 
-#: meta keys that belong to one store's place, not to its content
-_LOCAL_META = {"schema_version", "store_id", "index_location"}
+#: meta keys that belong to one store's place, not to its content (lexical_drops: the SQLite lexical index's own count)
+_LOCAL_META = {"schema_version", "store_id", "index_location", "lexical_drops"}
 
 
 def copy_log(src: MessageLog, dst: PostgresLog) -> dict[str, int]:
