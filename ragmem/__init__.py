@@ -26,6 +26,7 @@ from ._errors import (
 from ._backend import Store
 from ._memory import Memory, MemorySettings, PinnedState, SessionInfo
 from ._messages import Message, ToolCall, from_anthropic, parse_message, to_anthropic
+from ._queries import LLMQueryExpander, OpenAICompatibleQueryExpander, QueryExpander
 from ._recall import Hit
 from ._settings import RecallSettings
 from ._summary import ExtractiveSummarizer, LLMSummarizer, OpenAICompatibleSummarizer, Summarizer
@@ -50,6 +51,7 @@ __all__ = [
     "Hit",
     "IndexCorrupt",
     "InvalidMessage",
+    "LLMQueryExpander",
     "LLMSummarizer",
     "Memory",
     "MemorySettings",
@@ -57,9 +59,11 @@ __all__ = [
     "MessageNotFound",
     "MissingDependency",
     "ModelIntegrityError",
+    "OpenAICompatibleQueryExpander",
     "OpenAICompatibleSummarizer",
     "OrphanToolResult",
     "PinnedState",
+    "QueryExpander",
     "RagmemError",
     "ReadOnlyStore",
     "RecallSettings",

@@ -28,7 +28,7 @@ from ._backend import SessionInfo, Store
 from ._errors import InvalidMessage, MessageNotFound, StoreError, UsageError
 from ._indexing import index_messages
 from ._messages import Message, from_anthropic, from_sdk, looks_anthropic, parse_message
-from ._recall import Hit, diversify, embed_query, search_candidates
+from ._recall import Hit, diversify, query_vectors, search_candidates
 from ._store.filters import RowFilter
 from ._rerank import RERANK_TOP, rerank
 from ._store import Log
@@ -340,15 +340,15 @@ class Memory:
         asked = validate.timestamp(asked_at, "asked_at") if asked_at is not None else datetime.now(timezone.utc)
         # the session scope is the collection searched, so the clause holds only the caller's filters
         filters = RowFilter.of(role=role, since=since, until=until, where=where)
-        store, reranker = self.store, self.settings.reranker
+        store, reranker, expander = self.store, self.settings.reranker, self.settings.query_expander
         consistency.catch_up(store)
-        vec = embed_query(store.embedder, query)
+        vec, also = query_vectors(store.embedder, query, expander(query) if expander is not None else ())
         sims: dict[str, float] = {}
         cands = consistency.read_index(store, lambda: search_candidates(
             text=query, vector=vec, log=store.log, index=store.index, namespace=self.namespace,
             session=self.session if scope == "session" else None, n=3 * k, where=filters.chroma(),
             filters=filters if filters.sql_ready else None, similarity=sims, settings=self.settings.recall,
-            asked_at=asked,
+            asked_at=asked, also=also,
         ))
         if min_score is not None:  # on the absolute cosine, not the fused score, which is relative per query
             cands = [c for c in cands if sims.get(c.message_id, -1.0) >= min_score]

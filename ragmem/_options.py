@@ -14,6 +14,7 @@ from . import _validate as validate
 from ._assemble import Placement, RecallFormat
 from ._errors import UsageError
 from ._messages import MAX_CHARS
+from ._queries import QueryExpander, as_expander
 from ._rerank import Reranker, as_reranker
 from ._settings import RecallSettings, as_recall_settings
 from ._trace import BudgetMonitor
@@ -50,6 +51,9 @@ class MemorySettings:
     ``monitor`` sets the warn and critical levels of the trace. ``reranker``
     (a :class:`~ragmem._rerank.CrossEncoderReranker` or any callable
     ``(query, texts) -> scores``) reorders the best recalled units and search hits.
+    ``query_expander`` (an :class:`~ragmem.LLMQueryExpander` or any callable
+    ``(question) -> queries``) adds searches for a question: recall runs each in
+    the same scope and keeps every message's best score (:mod:`ragmem._queries`).
     ``recall`` (a :class:`~ragmem.RecallSettings`) tunes retrieval, fusion and
     placement; the defaults are the measured best (docs/recall.md).
     """
@@ -63,6 +67,7 @@ class MemorySettings:
     recall_scope: Scope = "session"
     monitor: BudgetMonitor = field(default_factory=lambda: _DEFAULT_MONITOR)
     reranker: Reranker | None = None  # any callable (query, texts) -> scores; wrapped to check its scores
+    query_expander: QueryExpander | None = None  # any callable (question) -> queries; wrapped to check them
     recall: RecallSettings = field(default_factory=RecallSettings)
 
     def __post_init__(self) -> None:
@@ -73,6 +78,7 @@ class MemorySettings:
         validate.choice(self.recall_format, "recall_format", get_args(RecallFormat))
         check_scope(self.recall_scope)
         object.__setattr__(self, "reranker", as_reranker(self.reranker))
+        object.__setattr__(self, "query_expander", as_expander(self.query_expander))
         object.__setattr__(self, "recall", as_recall_settings(self.recall))
 
     @classmethod

@@ -25,7 +25,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterator, Mapping, Protocol, get_args
+from typing import Any, Iterator, Mapping, Protocol, Sequence, get_args
 
 from . import _consistency as consistency
 from ._backend import Store
@@ -37,7 +37,7 @@ from ._assemble import (
 from ._errors import InvalidMessage
 from ._options import MemorySettings, check_scope
 from ._messages import Message, parse_message
-from ._recall import companions, diversify, embed_query, retrieve_units
+from ._recall import companions, diversify, query_vectors, retrieve_units
 from ._rerank import rerank
 from ._trace import Context
 from ._units import Unit, group_units
@@ -166,7 +166,7 @@ def run(mem: Session, req: Request) -> Context:
         return timings.into(whole)
     with timings("summary"):
         summary = update_summary(mem, tail)
-    recalled, beside = recall(mem, req, tail, window_units, timings)
+    recalled, beside, queries = recall(mem, req, tail, window_units, timings)
     with timings("assemble"):
         ctx = assemble(
             req.user_turn, budget=req.budget, counter=mem.store.counter, system=req.system, state=state,
@@ -176,6 +176,7 @@ def run(mem: Session, req: Request) -> Context:
             monitor=mem.settings.monitor, token_cache=mem.store._tokens, current_session=mem.session,
             date_labels=mem.settings.recall.date_labels,
         )
+    ctx.trace.queries = queries
     return timings.into(ctx)
 
 
@@ -258,8 +259,9 @@ def fold_summary(mem: Session, before_seq: int | None = None) -> str | None:
 
 
 def recall(mem: Session, req: Request, tail: list[Message], window_units: list[Unit],
-           timings: Timings) -> tuple[list[tuple[Unit, float]], dict[str, Any]]:
-    """Units from outside the window, by relevance to the query, and the units that must come with them."""
+           timings: Timings) -> tuple[list[tuple[Unit, float]], dict[str, Any], list[str]]:
+    """Units from outside the window, by relevance to the query, the units that must come with them,
+    and the query expander's extra queries (none without one)."""
     store = mem.store
     log = store.log
     recalled: list[tuple[Unit, float]] = []
@@ -267,18 +269,22 @@ def recall(mem: Session, req: Request, tail: list[Message], window_units: list[U
     wide = req.scope == "namespace"
     older = bool(tail) and tail[0].seq > 0
     if not (req.k > 0 and (older or (wide and log.count(mem.namespace) > len(tail)))):
-        return recalled, beside  # nothing outside the window to recall, in this session or another
+        return recalled, beside, []  # nothing outside the window to recall, in this session or another
     consistency.catch_up(store)
     user_turn = req.user_turn
     text = req.query or (user_turn if isinstance(user_turn, str) else str(user_turn.get("content", "")))
+    extra: Sequence[str] = []
+    if mem.settings.query_expander is not None:  # an LLM's extra searches, only when the caller gave one
+        with timings("expand"):
+            extra = mem.settings.query_expander(text)
     with timings("embed"):
-        vec = embed_query(store.embedder, text)
+        vec, also = query_vectors(store.embedder, text, extra)
     with timings("search"):
         limit = req.k + len(window_units)
         recalled = consistency.read_index(store, lambda: retrieve_units(
             vec, log=log, index=store.index, namespace=mem.namespace,
             session=None if wide else mem.session, k=limit, text=text, settings=mem.settings.recall,
-            asked_at=req.asked_at,
+            asked_at=req.asked_at, also=also,
         ))
         recalled = [(u, score) for u, score in recalled if u.id not in req.skip][:limit]
         recalled = diversify(rerank(mem.settings.reranker, text, recalled, lambda u: u.text),
@@ -290,4 +296,4 @@ def recall(mem: Session, req: Request, tail: list[Message], window_units: list[U
             beside.update(companions(log, units, namespace=mem.namespace, session=sess,
                                      before_seq=tail[0].seq if tail and sess == mem.session else 2**62,
                                      settings=mem.settings.recall))
-    return recalled, beside
+    return recalled, beside, [q for q, _ in also]

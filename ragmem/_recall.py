@@ -191,12 +191,58 @@ def search_candidates(
     similarity: dict[str, float] | None = None,
     settings: RecallSettings = DEFAULT_RECALL,
     asked_at: datetime | None = None,
+    also: Sequence[tuple[str, Sequence[float]]] = (),
 ) -> list[Candidate]:
     """Fused candidates for a query, best first (dense alone when ``text`` or ``filters`` is None).
 
     ``similarity``, when given, receives each dense candidate's cosine similarity by message id.
     ``asked_at`` is when the query is asked: its relative dates ("last month") are read from it.
+    ``also`` are a query expander's extra queries with their vectors (:mod:`ragmem._queries`): each
+    runs the same retrieval in the same scope, and a message keeps its best score, an extra query's
+    scaled by ``settings.expansion_weight`` (:func:`best_of`). ``similarity`` stays the question's own.
     """
+    first = _one_query(text=text, vector=vector, log=log, index=index, namespace=namespace, session=session,
+                       n=n, where=where, filters=filters, similarity=similarity, settings=settings,
+                       asked_at=asked_at)
+    rounds = [
+        _one_query(text=q if text is not None else None, vector=v, log=log, index=index, namespace=namespace,
+                   session=session, n=n, where=where, filters=filters, similarity=None, settings=settings,
+                   asked_at=asked_at)
+        for q, v in also
+    ]
+    return best_of(first, rounds, settings.expansion_weight) if rounds else first
+
+
+def best_of(first: Sequence[Candidate], rounds: Sequence[Sequence[Candidate]], weight: float) -> list[Candidate]:
+    """Each message once, with its best score: its own in ``first``, or ``weight`` times its score in a round.
+
+    Every round's scores are already relative to its own best (fusion scales them), so the question
+    and each extra query weigh alike at ``weight`` 1.
+    """
+    best = {c.message_id: c for c in first}
+    for found in rounds:
+        for c in found:
+            score = weight * c.score
+            if c.message_id not in best or score > best[c.message_id].score:
+                best[c.message_id] = Candidate(c.message_id, c.unit_id, c.session, c.seq, score)
+    return sorted(best.values(), key=lambda c: -c.score)
+
+
+def _one_query(
+    *,
+    text: str | None,
+    vector: Sequence[float],
+    log: MessageLog,
+    index: VectorIndex,
+    namespace: str,
+    session: str | None,
+    n: int,
+    where: dict[str, Any] | None,
+    filters: RowFilter | None,
+    similarity: dict[str, float] | None,
+    settings: RecallSettings,
+    asked_at: datetime | None,
+) -> list[Candidate]:
     pool = max(settings.candidates, n)
     # each session has its own collection, and the namespace one more: the scope is the collection
     # asked, never a filter
@@ -439,15 +485,16 @@ def retrieve_units(
     text: str | None = None,
     settings: RecallSettings = DEFAULT_RECALL,
     asked_at: datetime | None = None,
+    also: Sequence[tuple[str, Sequence[float]]] = (),
 ) -> list[tuple[Unit, float]]:
     """The top ``k`` units of a session (of every session of the namespace when None), whole, best first.
 
     With ``text`` the query also runs through the lexical index and the scores
-    are fused; without it, recall is dense only.
+    are fused; without it, recall is dense only. ``also`` are extra queries (see :func:`search_candidates`).
     """
     cands = search_candidates(
         text=text if where is None else None, vector=query_vector, log=log, index=index, namespace=namespace,
-        session=session, n=3 * k, where=where, settings=settings, asked_at=asked_at,
+        session=session, n=3 * k, where=where, settings=settings, asked_at=asked_at, also=also,
     )
     scores: dict[str, float] = {}
     where_is: dict[str, str] = {}
@@ -578,7 +625,19 @@ def companions(
     return out
 
 
+def query_vectors(embedder: Embedder, text: str, extra: Sequence[str] = ()
+                  ) -> tuple[list[float], list[tuple[str, list[float]]]]:
+    """The question's vector, and a query expander's extra queries with theirs, from one call to the model."""
+    vectors = embed_queries(embedder, [text, *extra])
+    return vectors[0], list(zip(extra, vectors[1:]))
+
+
 def embed_query(embedder: Embedder, text: str) -> list[float]:
+    return embed_queries(embedder, [text])[0]
+
+
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> list[list[float]]:
+    """The query vectors of ``texts``, in one call to the model."""
     from .embed import as_vectors
 
-    return as_vectors(embedder.embed_batch([text], kind="query"), 1, type(embedder).__name__)[0]
+    return as_vectors(embedder.embed_batch(list(texts), kind="query"), len(texts), type(embedder).__name__)

@@ -49,6 +49,10 @@ class RecallSettings:
       of its score over the round's best (:func:`ragmem._recall.when_boost`). 0 turns it off.
       Measured under the recall protocol: LoCoMo temporal recall@10 0.922 -> 0.944 (tuning half),
       0.741 -> 0.756 (check half); no LongMemEval dev question asks when, so none changes.
+    * ``expansion_weight``: with a query expander (``Memory(query_expander=...)``, :mod:`ragmem._queries`),
+      each extra query runs the same retrieval as the question, and a message keeps its best score,
+      an extra query's scaled by this share (1: each query is an equal voice). Without an expander it
+      does nothing. Not tuned: no language model runs here (docs/recall.md, "A query step").
     * ``candidates``: candidates each retriever returns before fusion (at least; more when k is large).
     * ``lexical_scope_rows``: a scope of more rows than this (a namespace of a thousand sessions)
       that is most of the index is ranked by the SQLite log without its scope term, with the same
@@ -110,6 +114,7 @@ class RecallSettings:
     date_weight: float = 0.5
     date_lag_days: int = 62
     when_weight: float = 0.2
+    expansion_weight: float = 1.0
     period_turns: int = 20
     period_top: int = 3
     diversity: float = 0.3
@@ -133,7 +138,8 @@ class RecallSettings:
         for name in ("hop_seeds", "hop_terms", "period_turns", "period_top"):
             if getattr(self, name) < 1:
                 raise UsageError(f"RecallSettings.{name} must be at least 1, got {getattr(self, name)!r}")
-        for name in ("dense_weight", "common_term_share", "second_hop", "periods", "date_weight", "when_weight"):
+        for name in ("dense_weight", "common_term_share", "second_hop", "periods", "date_weight", "when_weight",
+                     "expansion_weight"):
             if getattr(self, name) > 1:
                 raise UsageError(f"RecallSettings.{name} is a share between 0 and 1, got {getattr(self, name)!r}")
 

@@ -15,11 +15,10 @@ and records which message ids each summary covers.
 
 from __future__ import annotations
 
-import json
 import re
-import urllib.request
 from typing import Callable, Protocol, Sequence, runtime_checkable
 
+from ._chat import chat_complete
 from ._messages import message_text
 from ._errors import UsageError
 from ._units import Unit
@@ -163,11 +162,4 @@ class OpenAICompatibleSummarizer(LLMSummarizer):
         super().__init__(self._complete, **kw)
 
     def _complete(self, prompt: str) -> str:
-        body = json.dumps({"model": self.model, "messages": [{"role": "user", "content": prompt}]}).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(f"{self.base_url}/chat/completions", data=body, headers=headers)
-        with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-            data = json.load(resp)
-        return data["choices"][0]["message"]["content"]
+        return chat_complete(self.base_url, self.model, prompt, api_key=self.api_key, timeout=self.timeout)

@@ -59,6 +59,8 @@ class Trace:
     level: Level = "ok"
     timings: dict[str, float] = field(default_factory=dict)
     summary_covers: list[str] = field(default_factory=list)
+    #: A query expander's extra queries, searched besides the turn (none without an expander).
+    queries: list[str] = field(default_factory=list)
 
     @property
     def utilisation(self) -> float:
@@ -81,6 +83,8 @@ class Trace:
         for d in self.dropped:
             score = f" score={d.score:.3f}" if d.score is not None else ""
             lines.append(f"  - {d.section:<6} {d.unit_id} ({d.tokens} tok){score}: {d.reason}")
+        if self.queries:
+            lines.append("queries: " + " | ".join(self.queries))
         if self.timings:
             lines.append("timings ms: " + ", ".join(f"{k}={v * 1000:.1f}" for k, v in self.timings.items()))
         return "\n".join(lines)

@@ -1,0 +1,24 @@
+"""One call to an OpenAI-compatible chat-completions endpoint, over the standard library.
+
+The LLM plug-ins (:class:`~ragmem.OpenAICompatibleSummarizer`,
+:class:`~ragmem.OpenAICompatibleQueryExpander`) send one user message and read
+the first choice's text back. Using ``urllib`` keeps them free of a dependency.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+
+def chat_complete(base_url: str, model: str, prompt: str, *, api_key: str | None = None,
+                  timeout: float = 60) -> str:
+    """The reply text of ``model`` at ``base_url`` (the API root, e.g. ``http://127.0.0.1:8080/v1``) to ``prompt``."""
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": prompt}]}).encode()
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    req = urllib.request.Request(f"{base_url.rstrip('/')}/chat/completions", data=body, headers=headers)
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        data = json.load(resp)
+    return data["choices"][0]["message"]["content"]
