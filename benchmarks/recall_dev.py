@@ -126,7 +126,11 @@ def rebuild_lexical(mem) -> None:
     mem.store.repair()
 
 
-def run(configs: list[str], cache: Path, relex: bool, limit: int | None, only: list[str] | None = None) -> dict:
+def run(configs: list[str], cache: Path, relex: bool, limit: int | None, only: list[str] | None = None,
+        expanders: dict | None = None) -> dict:
+    """Every question with evidence under each config; ``expanders`` maps a config name to the query expander
+    it runs with (:mod:`benchmarks.query_step`; such a name needs no entry in :data:`CONFIGS`)."""
+    expanders = expanders or {}
     convs = load_conversations(limit=limit)
     if only:
         convs = [c for c in convs if c.sample in only]
@@ -141,9 +145,10 @@ def run(configs: list[str], cache: Path, relex: bool, limit: int | None, only: l
         qs = [q for q in conv.questions if q.evidence]
         try:
             for name in configs:
-                mem.settings = replace(mem.settings, recall=settings_of(CONFIGS[name]))
-                ensure_periods(mem, mem.settings.recall, CONFIGS[name])
-                args = {k[len("prompt."):]: v for k, v in CONFIGS[name].items() if k.startswith("prompt.")}
+                config = CONFIGS[name] if name in CONFIGS or name not in expanders else {}
+                mem.settings = replace(mem.settings, recall=settings_of(config), query_expander=expanders.get(name))
+                ensure_periods(mem, mem.settings.recall, config)
+                args = {k[len("prompt."):]: v for k, v in config.items() if k.startswith("prompt.")}
                 for q in qs:
                     ev = set(q.evidence_ids)
                     ids = list(dict.fromkeys(h.message.id for h in mem.search(q.question, k=max(KS))))

@@ -190,6 +190,23 @@ def halves_section() -> str | None:
     ) + "\n\n".join(f.read_text().strip() for f in found)
 
 
+def query_step_section() -> str | None:
+    """The query step's ceiling and cost, from the last ``benchmarks.query_step`` run (``results/query_step.md``)."""
+    from .common import RESULTS_DIR
+
+    found = RESULTS_DIR / "query_step.md"
+    if not found.exists():
+        return None
+    return (
+        "## A query step: its ceiling and its cost\n\n"
+        "`python -m benchmarks.query_step` runs the real query expander (`OpenAICompatibleQueryExpander`) against "
+        "a local OpenAI-compatible server whose answers are scripted, since no language model runs here. "
+        "`qx-keywords` is the question's content words as a query; `qx-oracle` is the gold answer as a query, "
+        "and `qx-oracle-parts` the answer cut into up to three. The oracle rows leak the answer: they are the "
+        "ceiling of a query step, not a result (docs/recall.md, \"A query step\").\n\n"
+    ) + found.read_text().strip()
+
+
 def _last_run_section(name: str, title: str, what: str, tables) -> str | None:
     """A section from the last run of one benchmark (``benchmarks/results/NAME.json``): its command, ``what``
     it measures, then its ``tables``; None when it has not run."""
@@ -241,6 +258,9 @@ def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float 
     halves = halves_section()
     if halves:
         parts.append(halves)
+    query_step = query_step_section()
+    if query_step:
+        parts.append(query_step)
     if "longmemeval" in results:
         parts.append(longmemeval_section(results["longmemeval"]))
     if "speed" in results:

@@ -40,3 +40,19 @@ def test_the_data_folders_default_to_shared_beside_the_checkout(monkeypatch):
     beside = ROOT.parent / "shared" / "data"
     assert lme_dir().resolve() == (beside / "longmemeval").resolve()
     assert data_dir() == (beside / "locomo").resolve()
+
+
+def test_the_query_step_benchmarks_server_answers_through_the_real_plug_in():
+    from benchmarks.query_step import keywords, parts, serve
+    from ragmem import OpenAICompatibleQueryExpander
+
+    assert keywords("What did Caroline paint after the trip?") == "Caroline paint trip"
+    assert parts("pottery, camping and painting; swimming", n=3) == ["pottery", "camping", "painting"]
+    server, url = serve({"Where did Jon go?": "Rome and Paris"})
+    try:
+        ask = lambda model: OpenAICompatibleQueryExpander(url, model, max_queries=3)("Where did Jon go?")  # noqa: E731
+        assert ask("keywords") == ["Jon go"]
+        assert ask("oracle") == ["Rome and Paris"]
+        assert ask("oracle-parts") == ["Rome", "Paris"]
+    finally:
+        server.shutdown()
