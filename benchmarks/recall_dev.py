@@ -64,6 +64,8 @@ CONFIGS: dict[str, dict] = {
     # a question asking when lifts the turns that say when: weight
     **{f"when-{w}": {"when_weight": w} for w in (0.1, 0.2, 0.3, 0.5)},
     **{f"sdiv-{w}": {"search_diversity": w} for w in (0.1, 0.3, 0.5, 0.7)},
+    # the turn after a matching question lifted by a share of its score
+    **{f"ans-{w}": {"answer_weight": w} for w in (0.1, 0.2, 0.3, 0.5)},
     **{f"date-{w}": {"date_weight": w} for w in (0.1, 0.2, 0.3, 0.5, 0.7, 1.0)},
     **{f"date-{w}-lag{d}": {"date_weight": w, "date_lag_days": d} for w in (0.3, 0.5) for d in (7, 62)},
     # a diagnostic, not an option: each period's entry point is its whole transcript (head), not a summary

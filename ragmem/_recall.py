@@ -257,6 +257,8 @@ def _one_query(
         log, text, namespace=namespace, session=session, n=pool, filters=filters, settings=settings
     )
     fused = fuse(dense, lex, settings)
+    if settings.answer_weight > 0:  # the turn after a question that matches is its likely answer
+        fused = answer_boost(fused, log, namespace, settings)
     if settings.second_hop > 0 and settings.hop_lexical:
         fused = second_hop(fused, log, text, namespace=namespace, session=session, n=pool, filters=filters,
                            settings=settings)
@@ -354,6 +356,34 @@ def when_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, text
         m = held.get(c.message_id)
         if m is not None and c.score > 0 and when.told(m):
             gains[c.message_id] = (c, settings.when_weight * c.score / top)
+    return with_gains(first, gains) if gains else list(first)
+
+
+#: How many of the best candidates the answer boost reads to find the questions among them.
+ANSWER_POOL = 20
+
+
+def answer_boost(first: Sequence[Candidate], log: MessageLog, namespace: str,
+                 settings: RecallSettings = DEFAULT_RECALL) -> list[Candidate]:
+    """The candidates, with the turn after each matching question lifted by a share of the question's score.
+
+    Of the best :data:`ANSWER_POOL`, each whose text asks (ends a sentence with "?") lifts the next
+    message of its session by ``settings.answer_weight`` times its own score, if that message is a
+    candidate too: only what a retriever found (under the caller's filters) can rise.
+    """
+    pool = [c for c in first[:ANSWER_POOL] if c.score > 0]
+    if not pool:
+        return list(first)
+    held = log.get_many(namespace, [c.message_id for c in pool])
+    at = {(c.session, c.seq): c for c in first}
+    gains: dict[str, tuple[Candidate, float]] = {}
+    for c in pool:
+        m = held.get(c.message_id)
+        nxt = at.get((c.session, c.seq + 1))
+        if m is not None and nxt is not None and "?" in m.text:
+            gain = settings.answer_weight * c.score
+            if gain > gains.get(nxt.message_id, (nxt, 0.0))[1]:
+                gains[nxt.message_id] = (nxt, gain)
     return with_gains(first, gains) if gains else list(first)
 
 
