@@ -26,7 +26,7 @@ from ._errors import (
 from ._backend import Store
 from ._memory import Memory, MemorySettings, PinnedState, SessionInfo
 from ._messages import Message, ToolCall, from_anthropic, parse_message, to_anthropic
-from ._queries import LLMQueryExpander, OpenAICompatibleQueryExpander, QueryExpander
+from ._queries import LLMQueryExpander, OpenAICompatibleQueryExpander, QueryExpander, QueryExpansionFailed
 from ._recall import Hit
 from ._settings import RecallSettings
 from ._summary import ExtractiveSummarizer, LLMSummarizer, OpenAICompatibleSummarizer, Summarizer
@@ -64,6 +64,7 @@ __all__ = [
     "OrphanToolResult",
     "PinnedState",
     "QueryExpander",
+    "QueryExpansionFailed",
     "RagmemError",
     "ReadOnlyStore",
     "RecallSettings",

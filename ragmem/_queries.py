@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import re
 import threading
+import warnings
 from collections import OrderedDict
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
 
 from ._chat import chat_complete
 from ._errors import UsageError
@@ -45,6 +46,11 @@ write one query for each part.
 
 Question: {question}
 """
+
+
+class QueryExpansionFailed(UserWarning):
+    """An :class:`LLMQueryExpander` with ``on_error="skip"`` could not reach its model; the question was
+    searched alone."""
 
 
 @runtime_checkable
@@ -119,7 +125,10 @@ class LLMQueryExpander:
 
     It asks for up to ``max_queries`` queries, one a line, and keeps the answer
     of the last ``cache_size`` questions, so that a question searched and then
-    prompted for costs one call.
+    prompted for costs one call. When the callable raises (a model server
+    down), ``on_error="raise"`` (the default) lets the error through;
+    ``"skip"`` warns with :class:`QueryExpansionFailed` and searches the
+    question alone, so recall goes on without the model.
 
     >>> e = LLMQueryExpander(lambda prompt: "- Melanie swimming\\n- Melanie camping")
     >>> e("What does Melanie do with her family?")
@@ -127,7 +136,9 @@ class LLMQueryExpander:
     """
 
     def __init__(self, complete: Callable[[str], str], *, max_queries: int = 3, instruction: str = INSTRUCTION,
-                 cache_size: int = 256):
+                 cache_size: int = 256, on_error: Literal["raise", "skip"] = "raise"):
+        if on_error not in ("raise", "skip"):
+            raise UsageError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
         if not callable(complete):
             raise UsageError(f"LLMQueryExpander takes a callable complete(prompt) -> str, not {type(complete).__name__}")
         if not 1 <= max_queries <= MAX_QUERIES:
@@ -136,6 +147,7 @@ class LLMQueryExpander:
         self.max_queries = max_queries
         self.instruction = instruction
         self.cache_size = cache_size
+        self.on_error = on_error
         self._cache: OrderedDict[str, list[str]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -148,7 +160,15 @@ class LLMQueryExpander:
             if question in self._cache:
                 self._cache.move_to_end(question)
                 return list(self._cache[question])
-        reply = self.complete(self.build_prompt(question))
+        try:
+            reply = self.complete(self.build_prompt(question))
+        except Exception as e:
+            if self.on_error == "raise":
+                raise
+            # the question is searched alone, and asked again next time (nothing is cached)
+            warnings.warn(f"the query expander failed ({type(e).__name__}: {e}); searching the question alone",
+                          QueryExpansionFailed, stacklevel=2)
+            return []
         if not isinstance(reply, str):
             raise UsageError(
                 f"the query expander's callable must return str, got {type(reply).__name__}; "

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragmem import (
-    LLMQueryExpander, Memory, OpenAICompatibleQueryExpander, RecallSettings, UsageError, group_units,
+    LLMQueryExpander, Memory, OpenAICompatibleQueryExpander, QueryExpansionFailed, RecallSettings, UsageError,
+    group_units,
 )
 from ragmem._queries import MAX_QUERIES, MAX_QUERY_CHARS, as_expander, clean, parse_lines
 from ragmem._recall import Candidate, best_of
@@ -202,6 +203,27 @@ def test_a_failing_expander_raises_and_loses_nothing(tmp_path, embedder):
             wrong.prompt(QUESTION, budget=400)
         assert [m.id for m in plain.messages()] == before
         assert plain.search(QUESTION, k=3)  # the store still answers
+
+
+def test_an_llm_expander_may_skip_a_model_that_is_down(tmp_path, embedder):
+    calls = []
+
+    def down(prompt):
+        calls.append(prompt)
+        raise ConnectionRefusedError("connection refused")
+
+    with pytest.raises(UsageError, match="on_error"):
+        LLMQueryExpander(down, on_error="ignore")  # type: ignore[arg-type]
+    with Memory(tmp_path / "s", embedder=embedder, query_expander=LLMQueryExpander(down, on_error="skip")) as mem:
+        mem.add_many(knee_history())
+        with pytest.warns(QueryExpansionFailed, match="ConnectionRefusedError: connection refused"):
+            ctx = mem.prompt(QUESTION, budget=300)
+        assert ctx.trace.queries == [] and ctx.trace.total_tokens <= 300
+        with pytest.warns(QueryExpansionFailed):
+            hits = mem.search(QUESTION, k=3)
+        assert hits and len(calls) == 2  # a failure is not cached: the model is asked again
+    with pytest.raises(ConnectionRefusedError):  # the default lets the error through
+        LLMQueryExpander(down)("q")
 
 
 class _StubOpenAI(BaseHTTPRequestHandler):
