@@ -91,7 +91,7 @@ def ensure_periods(mem, settings, config: dict | None = None) -> None:
     log_ = mem.store.log
     text = (config or {}).get("bench.period_text", "summary")
     summarizer = _Transcript() if text == "transcript" else mem.store.summarizer
-    if log_.meta("bench_period_turns") != f"{settings.period_turns}/{text}":
+    if log_.meta.get("bench_period_turns") != f"{settings.period_turns}/{text}":
         db = log_._db
         with log_._lock:
             db.execute("DELETE FROM periods")
