@@ -28,7 +28,12 @@ when lifts the candidates that say when (:func:`when_boost`). An optional rerank
 second round seeded by the first round's best messages (:func:`dense_hop`,
 :func:`second_hop`). Optional period summaries (``RecallSettings.periods``,
 off: measured without a gain that held) lift the turns of the periods that
-match the query best (:func:`period_boost`, :mod:`ragmem._periods`).
+match the query best (:func:`period_boost`, :mod:`ragmem._periods`). An optional
+answer boost (``RecallSettings.answer_weight``, off: it lifts LoCoMo and lowers
+LongMemEval) lifts the turn after a matching question (:func:`answer_boost`).
+An optional query expander (``Memory(query_expander=...)``, :mod:`ragmem._queries`)
+adds queries that run the same retrieval; each message keeps its best score
+(:func:`best_of`).
 
 The tunables (:class:`~ragmem._settings.RecallSettings`, passed down by
 ``Memory(recall=...)``) were tuned on the five shared LoCoMo conversations with
@@ -367,7 +372,7 @@ def answer_boost(first: Sequence[Candidate], log: MessageLog, namespace: str,
                  settings: RecallSettings = DEFAULT_RECALL) -> list[Candidate]:
     """The candidates, with the turn after each matching question lifted by a share of the question's score.
 
-    Of the best :data:`ANSWER_POOL`, each whose text asks (ends a sentence with "?") lifts the next
+    Of the best :data:`ANSWER_POOL`, each whose text asks (holds a "?") lifts the next
     message of its session by ``settings.answer_weight`` times its own score, if that message is a
     candidate too: only what a retriever found (under the caller's filters) can rise.
     """
