@@ -89,6 +89,9 @@ class Store:
         self.recall = as_recall_settings(recall)
         # the store's ragmem.toml and RAGMEM_* variables: every tool opens the store the same way
         config = load_config(self.path)
+        #: What the store's ragmem.toml and the RAGMEM_* variables said (Memory reads its query_expander).
+        self.config = config
+        self._expander: list[Any] = []  # the configured query expander, built once (its cache is per store)
         self.chroma_url = chroma_url or config.chroma_url
         self.log_url = log_url or config.log_url
         self.log: Log = open_log(self.path, url=self.log_url, create=create)
@@ -118,6 +121,12 @@ class Store:
         if self._counter is None:
             self._counter = default_counter()
         return self._counter
+
+    def configured_query_expander(self) -> Any:
+        """The query expander the store's configuration names (``query_expander``), built once; None if none."""
+        if not self._expander:
+            self._expander.append(self.config.make_query_expander())
+        return self._expander[0]
 
     @property
     def embedder(self) -> Embedder:

@@ -9,12 +9,13 @@ way by every tool (CLI, MCP server, adapters, your code). The store's
     # embedder = "default"                     # or a named model (see NAMED_EMBEDDERS)
     namespace = "team-a"                       # defaults for the CLI and the MCP server
     session = "main"
+    query_expander = "mypackage.llm:expander"  # an optional query step (import path, called with no arguments)
 
 Environment variables win over the file: ``RAGMEM_CHROMA_URL``,
-``RAGMEM_EMBEDDER``, ``RAGMEM_NAMESPACE``, ``RAGMEM_SESSION``. Arguments given
-in code or on the command line win over both. :class:`ragmem.Memory` applies
-``chroma_url`` and ``embedder`` itself, so everything that opens a store
-follows the file.
+``RAGMEM_EMBEDDER``, ``RAGMEM_NAMESPACE``, ``RAGMEM_SESSION``,
+``RAGMEM_QUERY_EXPANDER``. Arguments given in code or on the command line win
+over both. :class:`ragmem.Memory` applies ``chroma_url``, ``embedder`` and
+``query_expander`` itself, so everything that opens a store follows the file.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ DEFAULT_STORE = "./.ragmem"
 #: Embedders known by name (``embedder = "default"``): the bundled offline model.
 NAMED_EMBEDDERS = {"default": "ragmem.embed:default_embedder", "all-minilm-l6-v2": "ragmem.embed:default_embedder"}
 
-_ENV = {"chroma_url": "RAGMEM_CHROMA_URL", "log_url": "RAGMEM_LOG_URL", "embedder": "RAGMEM_EMBEDDER", "namespace": "RAGMEM_NAMESPACE", "session": "RAGMEM_SESSION"}
+_ENV = {"chroma_url": "RAGMEM_CHROMA_URL", "log_url": "RAGMEM_LOG_URL", "embedder": "RAGMEM_EMBEDDER",
+        "namespace": "RAGMEM_NAMESPACE", "session": "RAGMEM_SESSION", "query_expander": "RAGMEM_QUERY_EXPANDER"}
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class StoreConfig:
     embedder: str | None = None
     namespace: str | None = None
     session: str | None = None
+    query_expander: str | None = None
 
     def scope(self, namespace: str, session: str) -> tuple[str, str]:
         """``(namespace, session)`` with this configuration's where the caller left them at ``"default"``."""
@@ -60,6 +63,12 @@ class StoreConfig:
         if not self.embedder:
             return None
         return load_embedder(self.embedder)
+
+    def make_query_expander(self) -> Any:
+        """The configured query expander, built; ``None`` when none is configured."""
+        if not self.query_expander:
+            return None
+        return load_query_expander(self.query_expander)
 
 
 def load_config(path: str | os.PathLike[str] | None) -> StoreConfig:
@@ -111,3 +120,30 @@ def load_embedder(spec: str) -> Any:
     if not hasattr(emb, "embed_batch"):
         raise UsageError(f"embedder {spec!r} gave a {type(emb).__name__}, which has no embed_batch(texts, kind) method")
     return emb
+
+
+def load_query_expander(spec: str) -> Any:
+    """A query expander from an import path ``module:attribute`` (see :mod:`ragmem._queries`).
+
+    The attribute is a class or factory called with no arguments (it returns the
+    expander: an :class:`~ragmem.LLMQueryExpander`, say), or an expander instance.
+    A plain function ``(question) -> queries`` is used as it is.
+    """
+    import inspect
+
+    from ._queries import LLMQueryExpander, as_expander
+
+    module_name, _, attr = spec.partition(":")
+    if not attr:
+        raise UsageError(f"query_expander {spec!r} is not an import path like 'mypackage.llm:expander'")
+    try:
+        obj = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(
+            f"query_expander {spec!r} cannot be imported ({exc}); check the import path and your PYTHONPATH"
+        ) from None
+    if isinstance(obj, type) or (inspect.isfunction(obj) and not inspect.signature(obj).parameters):
+        obj = obj()  # a class or a factory with no arguments makes the expander
+    if not callable(obj) or isinstance(obj, type):
+        raise UsageError(f"query_expander {spec!r} gave a {type(obj).__name__}, not a callable (question) -> queries")
+    return obj if isinstance(obj, LLMQueryExpander) else as_expander(obj)

@@ -143,6 +143,11 @@ class Memory:
             path, chroma_url=chroma_url, log_url=log_url, embedder=embedder, counter=counter,
             summarizer=summarizer, create=create, index=index, recall=self.settings.recall,
         )
+        if settings is None and "query_expander" not in options:
+            # the store's ragmem.toml (or RAGMEM_QUERY_EXPANDER) may name one, for every tool that opens it
+            configured = self.store.configured_query_expander()
+            if configured is not None:
+                self.settings = replace(self.settings, query_expander=configured)
 
     @property
     def state(self) -> PinnedState:

@@ -219,15 +219,20 @@ def search_candidates(
 
 
 def best_of(first: Sequence[Candidate], rounds: Sequence[Sequence[Candidate]], weight: float) -> list[Candidate]:
-    """Each message once, with its best score: its own in ``first``, or ``weight`` times its score in a round.
+    """Each message once, with its best score over the question's round (``first``) and the extra rounds.
 
-    Every round's scores are already relative to its own best (fusion scales them), so the question
-    and each extra query weigh alike at ``weight`` 1.
+    Every round is first divided by its own best score, the question's too, so the best of each
+    query counts alike: fused scores are not bounded by 1 (a message gains a share of its
+    neighbour's), and a question that matches thirty near-copies would otherwise outrank every
+    extra query's best. An extra round's scores are then multiplied by ``weight``.
     """
-    best = {c.message_id: c for c in first}
-    for found in rounds:
-        for c in found:
-            score = weight * c.score
+    def scaled(found: Sequence[Candidate], by: float) -> list[tuple[Candidate, float]]:
+        top = max((c.score for c in found), default=0.0)
+        return [(c, by * c.score / top if top > 0 else 0.0) for c in found]
+
+    best: dict[str, Candidate] = {}
+    for found, by in [(first, 1.0)] + [(r, weight) for r in rounds]:
+        for c, score in scaled(found, by):
             if c.message_id not in best or score > best[c.message_id].score:
                 best[c.message_id] = Candidate(c.message_id, c.unit_id, c.session, c.seq, score)
     return sorted(best.values(), key=lambda c: -c.score)

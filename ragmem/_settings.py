@@ -50,9 +50,9 @@ class RecallSettings:
       Measured under the recall protocol: LoCoMo temporal recall@10 0.922 -> 0.944 (tuning half),
       0.741 -> 0.756 (check half); no LongMemEval dev question asks when, so none changes.
     * ``expansion_weight``: with a query expander (``Memory(query_expander=...)``, :mod:`ragmem._queries`),
-      each extra query runs the same retrieval as the question, and a message keeps its best score,
-      an extra query's scaled by this share (1: each query is an equal voice). Without an expander it
-      does nothing. Not tuned: no language model runs here (docs/recall.md, "A query step").
+      each extra query runs the same retrieval as the question, every round is divided by its own
+      best, and a message keeps its best score, an extra query's times this share (1: each query is
+      an equal voice). Without an expander it does nothing. Not tuned: no language model runs here (docs/recall.md, "A query step").
     * ``answer_weight``: the turn after a question that matches lifts: of the best ``ANSWER_POOL``
       candidates, each whose text asks ("?") gives the next message of its session, if a candidate
       too, this share of its score (:func:`ragmem._recall.answer_boost`). 0 (the default) turns it

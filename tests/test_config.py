@@ -157,3 +157,83 @@ def test_forget_where_expires_by_time_role_and_metadata_keeping_units_whole(tmp_
     assert len(mem.forget(until=datetime(2024, 1, 1, tzinfo=timezone.utc), scope="namespace")) == 1
     assert mem.forget(where={"topic": "billing"}) and mem.messages() == []
     mem.close()
+
+
+EXPANDER_MODULE = textwrap.dedent('''
+    import json, os
+    from ragmem import LLMQueryExpander
+
+    def _complete(prompt):
+        # a scripted "model": the question it was asked goes to a file the test reads
+        path = os.environ.get("RAGMEM_TEST_EXPANDER_LOG")
+        if path:
+            with open(path, "a") as f:
+                f.write(json.dumps(prompt.rsplit("Question:", 1)[-1].strip()) + "\\n")
+        return "- physio ligament rest"
+
+    def expander():
+        return LLMQueryExpander(_complete, max_queries=2)
+
+    def plain(question):
+        return ["physio ligament rest"]
+
+    class Made:
+        def __call__(self, question):
+            return ["physio"]
+
+    not_callable = 42
+''')
+
+KNEE = [{"role": "user" if i % 2 == 0 else "assistant",
+         "content": f"The doctor appointment for my knee moved again, note {i}. The weather is rainy."}
+        for i in range(30)]
+KNEE.insert(11, {"role": "user", "content": "The physio said the ligament needs six weeks of rest.", "id": "physio"})
+
+
+@pytest.fixture
+def expander_module(tmp_path, monkeypatch):
+    (tmp_path / "my_expanders.py").write_text(EXPANDER_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("RAGMEM_TEST_EXPANDER_LOG", str(tmp_path / "asked.jsonl"))
+    return tmp_path / "asked.jsonl"
+
+
+def test_a_query_expander_loads_from_an_import_path(expander_module):
+    from ragmem import LLMQueryExpander
+    from ragmem._config import load_query_expander
+
+    assert isinstance(load_query_expander("my_expanders:expander"), LLMQueryExpander)  # a factory, called
+    assert load_query_expander("my_expanders:plain")("q?") == ["physio ligament rest"]  # a function, used
+    assert load_query_expander("my_expanders:Made")("q?") == ["physio"]  # a class, made
+    with pytest.raises(UsageError, match="not a callable"):
+        load_query_expander("my_expanders:not_callable")
+    with pytest.raises(UsageError, match="import path"):
+        load_query_expander("my_expanders.expander")
+    with pytest.raises(UsageError, match="cannot be imported"):
+        load_query_expander("no_such_module_xyz:expander")
+
+
+def test_the_store_config_gives_every_tool_its_query_expander(tmp_path, embedder, expander_module, monkeypatch):
+    store = tmp_path / "qx"
+    with Memory(store, embedder=embedder) as mem:
+        mem.add_many(KNEE)
+        assert mem.settings.query_expander is None
+    (store / "ragmem.toml").write_text('query_expander = "my_expanders:expander"\n')
+    with Memory(store, embedder=embedder) as mem:
+        ctx = mem.prompt("What did the doctor say about my knee?", budget=400)
+        assert ctx.trace.queries == ["physio ligament rest"]
+        assert mem.for_session("other").settings.query_expander is mem.settings.query_expander  # one, per store
+        assert Memory(store=mem.store).settings.query_expander is mem.settings.query_expander
+        assert Memory(store=mem.store, query_expander=None).settings.query_expander is None  # code wins
+    result = CliRunner().invoke(cli, ["--store", str(store), "--json", "prompt", "What did the doctor say about my knee?",
+                                      "--budget", "400"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["trace"]["queries"] == ["physio ligament rest"]
+    result = CliRunner().invoke(cli, ["--store", str(store), "--json", "search", "What did the doctor say about my knee?",
+                                      "-k", "5"])
+    assert result.exit_code == 0 and "physio" in [h["message"]["id"] for h in json.loads(result.output)]
+    asked = [json.loads(line) for line in expander_module.read_text().splitlines()]
+    assert asked == ["What did the doctor say about my knee?"] * 3  # one call per opened store and question
+    monkeypatch.setenv("RAGMEM_QUERY_EXPANDER", "no_such_module_xyz:expander")  # the environment wins, and is checked
+    with pytest.raises(UsageError, match="cannot be imported"):
+        Memory(store, embedder=embedder)

@@ -103,13 +103,17 @@ def test_each_message_keeps_its_best_score_over_the_rounds(first, rounds, weight
     ids = [c.message_id for c in out]
     assert len(ids) == len(set(ids)) == len({c.message_id for r in [first, *rounds] for c in r})
     assert [c.score for c in out] == sorted((c.score for c in out), reverse=True)
-    own = {c.message_id: c.score for c in first}
+
+    def scaled(found, by):  # each round over its own best
+        top = max((c.score for c in found), default=0.0)
+        return {c.message_id: by * c.score / top if top > 0 else 0.0 for c in found}
+
+    tables = [scaled(first, 1.0)] + [scaled(r, weight) for r in rounds]
     for c in out:
-        expect = max([own.get(c.message_id, float("-inf"))] +
-                     [weight * d.score for r in rounds for d in r if d.message_id == c.message_id])
-        assert c.score == expect
-    assert best_of(first, [], weight) == first
-    assert [(c.message_id, c.score) for c in best_of(first, [first], 1.0)] == [(c.message_id, c.score) for c in first]
+        assert c.score == max(t[c.message_id] for t in tables if c.message_id in t)
+    alone = best_of(first, [], weight)  # the question alone: its order, its scores over its best
+    assert [c.message_id for c in alone] == [c.message_id for c in first]
+    assert [(c.message_id, c.score) for c in best_of(first, [first], 1.0)] == [(c.message_id, c.score) for c in alone]
 
 
 # -- in a real store ---------------------------------------------------------------------------------------
@@ -150,17 +154,20 @@ def test_an_extra_query_finds_the_turn_the_question_misses(tmp_path, embedder, l
 
         mem = Memory(store=plain.store, query_expander=expand)
         hits = mem.search(QUESTION, k=3)
-        assert hits[0].message.id == "physio" and hits[0].similarity is not None  # the question's own cosine
+        # each query's best scores 1: the extra query's best ties with the question's, just below it
+        top = [h.message.id for h in hits[:2]]
+        assert "physio" in top and hits[0].score == hits[1].score == 1.0
+        assert all(h.similarity is not None for h in hits)  # the question's own cosine
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
         ctx = mem.prompt(QUESTION, budget=300)
         recall = [u for u in ctx.trace.included if u.section == "recall"]
-        assert recall[-1].message_ids == ["physio"]  # the best, nearest the turn
+        assert ["physio"] in [u.message_ids for u in recall[-2:]]  # among the best, nearest the turn
         assert ctx.trace.queries == ["physio ligament rest"] and "queries: physio ligament rest" in str(ctx.trace)
         assert "expand" in ctx.trace.timings and ctx.trace.total_tokens <= 300
         assert asked == [QUESTION, QUESTION]
         # at weight 0 an extra query can only add what the question found anyway
         weightless = Memory(store=plain.store, query_expander=expand, recall=RecallSettings(expansion_weight=0.0))
-        assert weightless.search(QUESTION, k=3)[0].message.id != "physio"
+        assert "physio" not in [h.message.id for h in weightless.search(QUESTION, k=3)]
 
 
 def test_extra_queries_stay_in_the_callers_scope(tmp_path, embedder, log_url):
@@ -260,8 +267,8 @@ def test_an_openai_compatible_expander_in_a_memory(stub_server, tmp_path, embedd
         mem.add_many(knee_history())
         ctx = mem.prompt(QUESTION, budget=300)
         assert ctx.trace.queries == ["physio ligament rest", "knee x-ray"]
-        assert [u for u in ctx.trace.included if u.section == "recall"][-1].message_ids == ["physio"]
-        assert mem.search(QUESTION, k=1)[0].message.id == "physio"
+        assert ["physio"] in [u.message_ids for u in ctx.trace.included if u.section == "recall"][-3:]
+        assert "physio" in [h.message.id for h in mem.search(QUESTION, k=3)]  # three queries, three bests
     assert len(_StubOpenAI.calls) == 1  # the search reused the prompt's answer
     call = _StubOpenAI.calls[0]
     assert call["path"] == "/v1/chat/completions" and call["auth"] == "Bearer k"
