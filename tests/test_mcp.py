@@ -207,3 +207,26 @@ def test_mcp_results_are_compact_and_get_context_fits_its_budget(tmp_path):
             print(f"get_context result tokens: {figures}; search k=5: {total} tokens for {content} of content")
 
     anyio.run(scenario)
+
+
+def test_the_mcp_server_runs_the_query_expander_its_store_names(tmp_path, monkeypatch):
+    (tmp_path / "mcp_expanders.py").write_text(
+        "def expander(question):\n    return ['physio ligament rest']\n")
+    monkeypatch.syspath_prepend(str(tmp_path))  # the server's PYTHONPATH is this process's sys.path
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "ragmem.toml").write_text('query_expander = "mcp_expanders:expander"\n')
+    history = [{"role": "user" if i % 2 == 0 else "assistant",
+                "content": f"The doctor appointment for my knee moved again, note {i}."} for i in range(30)]
+    history.insert(9, {"role": "user", "content": "The physio said the ligament needs six weeks of rest."})
+
+    async def scenario():
+        async with connect(store, sys.executable, "-m", "ragmem.mcp_server") as s:
+            await call(s, "add_messages", messages=history)
+            ctx = await call(s, "get_context", user_turn="What did the doctor say about my knee?", budget=400, trace=True)
+            assert ctx["trace"]["queries"] == ["physio ligament rest"]
+            assert "six weeks of rest" in json.dumps(ctx["messages"])
+            hits = (await call(s, "search_memory", query="What did the doctor say about my knee?", k=3))["hits"]
+            assert any("six weeks" in h["content"] for h in hits)
+
+    anyio.run(scenario)
