@@ -27,17 +27,15 @@ from the environment variable ``RAGMEM_QX_API_KEY``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import statistics
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 from ragmem import OpenAICompatibleQueryExpander
+from ragmem.testing import ChatServer
 
 from .common import RESULTS_DIR, log
 from .locomo import load_conversations
@@ -63,33 +61,18 @@ def parts(answer: str, n: int = 3) -> list[str]:
     return out[:n] or [answer]
 
 
-def serve(answers: dict[str, str]) -> tuple[HTTPServer, str]:
-    """A local OpenAI-compatible chat server whose "model" names how it answers; returns it and its base URL."""
+def serve(answers: dict[str, str]) -> ChatServer:
+    """A local OpenAI-compatible chat server whose "model" names how it answers (started)."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 (the http.server API)
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            prompt = body["messages"][0]["content"]
-            question = prompt.rsplit("Question:", 1)[-1].strip()
-            if body["model"] == "keywords":
-                lines = [keywords(question)]
-            elif body["model"] == "oracle":
-                lines = [answers.get(question, "")]
-            else:
-                lines = parts(answers.get(question, ""))
-            data = json.dumps({"choices": [{"message": {"role": "assistant", "content": "\n".join(lines)}}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def reply(body: dict) -> str:
+        question = body["messages"][0]["content"].rsplit("Question:", 1)[-1].strip()
+        if body["model"] == "keywords":
+            return keywords(question)
+        if body["model"] == "oracle":
+            return answers.get(question, "")
+        return "\n".join(parts(answers.get(question, "")))
 
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
+    return ChatServer(reply).start()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -109,7 +92,8 @@ def main(argv: list[str] | None = None) -> None:
             answers.setdefault(q.question.strip(), q.answer)
     if args.url and not args.model:
         p.error("--url needs --model")
-    server, url = serve(answers)
+    server = serve(answers)
+    url = server.url
     names = ["qx-llm"] if args.url else args.configs.split(",")
     if args.weight is not None:
         names = [f"{n}@{args.weight}" for n in names]
@@ -125,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
         with tempfile.TemporaryDirectory(prefix="ragmem-qx-") as tmp:
             result = run(["full", *names], args.cache or Path(tmp), False, None, only, expanders=expanders)
     finally:
-        server.shutdown()
+        server.stop()
     lat = result["latency"]
     ratios = ", ".join(f"{n} {statistics.median(lat[n]) / statistics.median(lat['full']):.2f}x" for n in names)
     text = (halves(result) + f"\n\n`prompt()` p50 against `full` (both halves): {ratios}. "

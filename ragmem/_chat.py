@@ -1,14 +1,17 @@
 """One call to an OpenAI-compatible chat-completions endpoint, over the standard library.
 
 The LLM plug-ins (:class:`~ragmem.OpenAICompatibleSummarizer`,
-:class:`~ragmem.OpenAICompatibleQueryExpander`) send one user message and read
-the first choice's text back. Using ``urllib`` keeps them free of a dependency.
+:class:`~ragmem.OpenAICompatibleQueryExpander`) hold a :class:`ChatEndpoint`:
+it sends one user message and reads the first choice's text back. Using
+``urllib`` keeps them free of a dependency. :class:`ragmem.testing.ChatServer`
+is such an endpoint on 127.0.0.1, with scripted replies, for tests.
 """
 
 from __future__ import annotations
 
 import json
 import urllib.request
+from dataclasses import dataclass
 
 
 def chat_complete(base_url: str, model: str, prompt: str, *, api_key: str | None = None,
@@ -22,3 +25,19 @@ def chat_complete(base_url: str, model: str, prompt: str, *, api_key: str | None
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         data = json.load(resp)
     return data["choices"][0]["message"]["content"]
+
+
+@dataclass(frozen=True)
+class ChatEndpoint:
+    """An OpenAI-compatible chat-completions endpoint as a ``complete(prompt) -> str`` callable.
+
+    ``base_url`` is the API root, e.g. ``http://127.0.0.1:8080/v1``.
+    """
+
+    base_url: str
+    model: str
+    api_key: str | None = None
+    timeout: float = 60
+
+    def __call__(self, prompt: str) -> str:
+        return chat_complete(self.base_url, self.model, prompt, api_key=self.api_key, timeout=self.timeout)

@@ -30,7 +30,7 @@ import warnings
 from collections import OrderedDict
 from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
 
-from ._chat import chat_complete
+from ._chat import ChatEndpoint
 from ._errors import UsageError
 
 #: The most extra queries one question runs (each is a whole retrieval round).
@@ -190,11 +190,6 @@ class OpenAICompatibleQueryExpander(LLMQueryExpander):
     """
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = 30, **kw: Any):
-        self.base_url = base_url.rstrip("/")
-        self.model = model
-        self.api_key = api_key
-        self.timeout = timeout
-        super().__init__(self._complete, **kw)
-
-    def _complete(self, prompt: str) -> str:
-        return chat_complete(self.base_url, self.model, prompt, api_key=self.api_key, timeout=self.timeout)
+        #: Where the queries are asked for.
+        self.endpoint = ChatEndpoint(base_url, model, api_key, timeout)
+        super().__init__(self.endpoint, **kw)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Protocol, Sequence, runtime_checkable
 
-from ._chat import chat_complete
+from ._chat import ChatEndpoint
 from ._messages import message_text
 from ._errors import UsageError
 from ._units import Unit
@@ -155,11 +155,6 @@ class OpenAICompatibleSummarizer(LLMSummarizer):
     """
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = 60, **kw):
-        self.base_url = base_url.rstrip("/")
-        self.model = model
-        self.api_key = api_key
-        self.timeout = timeout
-        super().__init__(self._complete, **kw)
-
-    def _complete(self, prompt: str) -> str:
-        return chat_complete(self.base_url, self.model, prompt, api_key=self.api_key, timeout=self.timeout)
+        #: Where the summaries are asked for.
+        self.endpoint = ChatEndpoint(base_url, model, api_key, timeout)
+        super().__init__(self.endpoint, **kw)

@@ -48,11 +48,11 @@ def test_the_query_step_benchmarks_server_answers_through_the_real_plug_in():
 
     assert keywords("What did Caroline paint after the trip?") == "Caroline paint trip"
     assert parts("pottery, camping and painting; swimming", n=3) == ["pottery", "camping", "painting"]
-    server, url = serve({"Where did Jon go?": "Rome and Paris"})
+    server = serve({"Where did Jon go?": "Rome and Paris"})
     try:
-        ask = lambda model: OpenAICompatibleQueryExpander(url, model, max_queries=3)("Where did Jon go?")  # noqa: E731
+        ask = lambda model: OpenAICompatibleQueryExpander(server.url, model, max_queries=3)("Where did Jon go?")  # noqa: E731
         assert ask("keywords") == ["Jon go"]
         assert ask("oracle") == ["Rome and Paris"]
         assert ask("oracle-parts") == ["Rome", "Paris"]
     finally:
-        server.shutdown()
+        server.stop()

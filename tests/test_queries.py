@@ -8,11 +8,8 @@ embedding model, Chroma and the token counts are the real ones.
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import ClassVar
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,7 +21,7 @@ from ragmem import (
 )
 from ragmem._queries import MAX_QUERIES, MAX_QUERY_CHARS, as_expander, clean, parse_lines
 from ragmem._recall import Candidate, best_of
-from ragmem.testing import HashEmbedder
+from ragmem.testing import ChatServer, HashEmbedder
 
 from test_invariants import check_openai, histories
 
@@ -233,46 +230,24 @@ def test_an_llm_expander_may_skip_a_model_that_is_down(tmp_path, embedder):
         LLMQueryExpander(down)("q")
 
 
-class _StubOpenAI(BaseHTTPRequestHandler):
-    calls: ClassVar[list[dict]] = []
-
-    def do_POST(self):  # noqa: N802 (the http.server API)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).calls.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-        reply = {"choices": [{"message": {"role": "assistant", "content": "1. physio ligament rest\n2. knee x-ray"}}]}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def stub_server():
-    server = HTTPServer(("127.0.0.1", 0), _StubOpenAI)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
+    with ChatServer(lambda body: "1. physio ligament rest\n2. knee x-ray") as server:
+        yield server
 
 
 def test_an_openai_compatible_expander_in_a_memory(stub_server, tmp_path, embedder):
-    _StubOpenAI.calls.clear()
-    expander = OpenAICompatibleQueryExpander(stub_server, "local-model", api_key="k", max_queries=2)
+    expander = OpenAICompatibleQueryExpander(stub_server.url, "local-model", api_key="k", max_queries=2)
     with Memory(tmp_path / "s", embedder=embedder, query_expander=expander) as mem:
         mem.add_many(knee_history())
         ctx = mem.prompt(QUESTION, budget=300)
         assert ctx.trace.queries == ["physio ligament rest", "knee x-ray"]
         assert ["physio"] in [u.message_ids for u in ctx.trace.included if u.section == "recall"][-3:]
         assert "physio" in [h.message.id for h in mem.search(QUESTION, k=3)]  # three queries, three bests
-    assert len(_StubOpenAI.calls) == 1  # the search reused the prompt's answer
-    call = _StubOpenAI.calls[0]
-    assert call["path"] == "/v1/chat/completions" and call["auth"] == "Bearer k"
-    assert call["body"]["model"] == "local-model" and QUESTION in call["body"]["messages"][0]["content"]
+    assert len(stub_server.calls) == 1  # the search reused the prompt's answer
+    path, auth, body = stub_server.calls[0]
+    assert path == "/v1/chat/completions" and auth == "Bearer k"
+    assert body["model"] == "local-model" and QUESTION in body["messages"][0]["content"]
 
 
 # -- the invariants, with an expander ----------------------------------------------------------------------

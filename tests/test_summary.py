@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
-from typing import ClassVar
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
 from ragmem import (
     ExtractiveSummarizer, LLMSummarizer, Memory, OpenAICompatibleSummarizer, UsageError, group_units, parse_message,
 )
+from ragmem.testing import ChatServer
 
 
 def units_of(*texts_roles):
@@ -63,51 +61,27 @@ def test_llm_summarizer_rejects_non_string_replies():
         LLMSummarizer(lambda p: None).summarize(None, units_of(("user", "x y z")))
 
 
-class _StubOpenAI(BaseHTTPRequestHandler):
-    """A local OpenAI-compatible chat-completions endpoint that echoes what it was asked."""
-
-    calls: ClassVar[list] = []
-
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        _StubOpenAI.calls.append((self.path, self.headers.get("Authorization"), body))
-        reply = {"choices": [{"message": {"role": "assistant", "content": "- summary from stub"}}]}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *a):
-        pass
-
-
 @pytest.fixture
 def stub_server():
-    server = HTTPServer(("127.0.0.1", 0), _StubOpenAI)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
+    with ChatServer(lambda body: "- summary from stub") as server:
+        yield server
 
 
 def test_openai_compatible_summarizer_in_a_memory(stub_server, tmp_path, embedder):
-    _StubOpenAI.calls.clear()
-    summ = OpenAICompatibleSummarizer(stub_server, "local-model", api_key="k")
+    summ = OpenAICompatibleSummarizer(stub_server.url, "local-model", api_key="k")
     mem = Memory(tmp_path / "s", embedder=embedder, summarizer=summ, window=4)
     mem.add_many([{"role": "user", "content": f"message {i} about the migration plan " + "and more " * 30}
                   for i in range(10)])
     ctx = mem.prompt("status?", budget=500)  # the ten messages (~700 tokens) do not fit whole
     assert mem.summary() == "- summary from stub"
     assert "summary from stub" in json.dumps(ctx.messages)
-    path, auth, body = _StubOpenAI.calls[0]
+    path, auth, body = stub_server.calls[0]
     assert path == "/v1/chat/completions" and auth == "Bearer k" and body["model"] == "local-model"
     assert "message 0 about the migration plan" in body["messages"][0]["content"]
     # the summary covers exactly what left the window, and is not recomputed when nothing new left it
     assert ctx.trace.summary_covers == [m.id for m in mem.messages()[:6]]
     mem.prompt("again?", budget=500)
-    assert len(_StubOpenAI.calls) == 1
+    assert len(stub_server.calls) == 1
 
 
 def test_summary_can_be_turned_off(tmp_path, embedder):
