@@ -24,6 +24,7 @@ passes one:
 
 from __future__ import annotations
 
+import inspect
 import re
 import threading
 import warnings
@@ -63,6 +64,13 @@ class QueryExpander(Protocol):
 def clean(question: str, queries: Any, limit: int = MAX_QUERIES) -> list[str]:
     """``queries`` as distinct, non-blank strings other than ``question``, at most ``limit``, each cut to
     :data:`MAX_QUERY_CHARS`; a reply that is not a list of strings raises :class:`UsageError`."""
+    if inspect.isawaitable(queries):
+        if inspect.iscoroutine(queries):
+            queries.close()  # never awaited: close it, so Python does not warn about it later
+        raise UsageError(
+            "the query expander is async, but ragmem calls it from the thread that searches; "
+            "pass a plain function (question) -> list of queries (with an async client, run it with asyncio.run)"
+        )
     if isinstance(queries, str) or not isinstance(queries, Sequence):
         raise UsageError(
             f"the query expander must return a list of query strings, got {type(queries).__name__}; "

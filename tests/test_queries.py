@@ -43,6 +43,14 @@ def test_a_reply_that_is_not_a_list_of_strings_is_refused(reply, what):
         as_expander(lambda q: reply)("q")
 
 
+def test_an_async_expander_is_refused_with_the_fix():
+    async def expand(question):
+        return ["x"]
+
+    with pytest.raises(UsageError, match=r"is async.*plain function"):
+        as_expander(expand)("q")
+
+
 def test_only_callables_are_expanders():
     assert as_expander(None) is None
     with pytest.raises(UsageError, match="callable"):
