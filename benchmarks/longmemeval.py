@@ -208,17 +208,23 @@ def asked(question: str, when: datetime | None) -> dict:
     return {"role": "user", "content": question, **({"created_at": when} if when else {})}
 
 
+#: Query expanders by config name, for ``--configs`` names that are not in ``recall_dev.CONFIGS``
+#: (:mod:`benchmarks.query_step` fills it).
+EXPANDERS: dict[str, object] = {}
+
+
 def config_metrics(mem, question: str, scope: str, evidence: list[str], chat_of: dict, answers: set,
                    budgets, configs: list[str], asked_at: datetime | None = None) -> dict:
     """The figures of each named recall config (``benchmarks.recall_dev.CONFIGS``) on one ingested store,
     with each ``prompt()``'s latency; the settings are switched in-process and restored."""
     from .recall_dev import CONFIGS, ensure_periods, settings_of
 
-    default, out = mem.settings.recall, {}
+    default, out = mem.settings, {}
     try:
         for name in configs:
-            mem.settings = replace(mem.settings, recall=settings_of(CONFIGS[name]))
-            ensure_periods(mem, mem.settings.recall, CONFIGS[name])
+            config = CONFIGS[name] if name in CONFIGS or name not in EXPANDERS else {}
+            mem.settings = replace(mem.settings, recall=settings_of(config), query_expander=EXPANDERS.get(name))
+            ensure_periods(mem, mem.settings.recall, config)
             ids = [h.message.id for h in mem.search(question, k=SEARCH_K, scope=scope, asked_at=asked_at)]
             r: dict = {"session": session_metrics(chats_by_best_turn(ids, chat_of), answers),
                        "turn@10": sum(e in ids[:10] for e in evidence) / len(evidence), "prompt": {}, "ms": []}
@@ -230,7 +236,7 @@ def config_metrics(mem, question: str, scope: str, evidence: list[str], chat_of:
                 r["prompt"][str(b)] = sum(e in got for e in evidence) / len(evidence)
             out[name] = r
     finally:
-        mem.settings = replace(mem.settings, recall=default)
+        mem.settings = default
     return out
 
 

@@ -18,7 +18,9 @@ in a 2,000-token prompt, and ``prompt()`` latency (the HTTP round trip
 included, a model's own time not).
 
 Run: ``python -m benchmarks.query_step --cache DIR [--conversations 26,30,41]``;
-writes ``results/query_step.md``. With a model to measure, point it at that
+writes ``results/query_step.md``. ``--longmemeval`` runs the same configs on
+the LongMemEval dev questions (both layouts of :mod:`benchmarks.longmemeval`)
+and prints its table. With a model to measure, point it at that
 model's server instead: ``--url http://127.0.0.1:8080/v1 --model NAME`` runs
 ``qx-llm`` (that server's queries) beside ``full``; the key, if any, is read
 from the environment variable ``RAGMEM_QX_API_KEY``.
@@ -82,14 +84,22 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--configs", default=",".join(CONFIGS))
     p.add_argument("--url", default=None, help="a real OpenAI-compatible server to measure, e.g. http://127.0.0.1:8080/v1")
     p.add_argument("--model", default=None, help="the model name to send to --url")
+    p.add_argument("--longmemeval", action="store_true",
+                   help="run the configs on the LongMemEval dev questions instead (benchmarks.longmemeval's stores)")
     p.add_argument("--weight", type=float, default=None,
                    help="RecallSettings.expansion_weight for the expander configs (default: the setting's default)")
     args = p.parse_args(argv)
     only = [f"conv-{c.strip().removeprefix('conv-')}" for c in args.conversations.split(",")] if args.conversations else None
     answers: dict[str, str] = {}
-    for conv in load_conversations():
-        for q in conv.questions:
-            answers.setdefault(q.question.strip(), q.answer)
+    if args.longmemeval:
+        from .longmemeval import load_questions
+
+        for item in load_questions(None):
+            answers.setdefault(item["question"].strip(), str(item["answer"]))
+    else:
+        for conv in load_conversations():
+            for q in conv.questions:
+                answers.setdefault(q.question.strip(), q.answer)
     if args.url and not args.model:
         p.error("--url needs --model")
     server = serve(answers)
@@ -105,6 +115,16 @@ def main(argv: list[str] | None = None) -> None:
         expanders = {n: OpenAICompatibleQueryExpander(url, n.removeprefix("qx-").split("@")[0], max_queries=3)
                      for n in names}
     start = time.perf_counter()
+    if args.longmemeval:
+        from . import longmemeval
+
+        longmemeval.EXPANDERS.update(expanders)
+        try:
+            with tempfile.TemporaryDirectory(prefix="ragmem-qx-") as tmp:
+                longmemeval.run(out_dir=Path(tmp), configs=["full", *names])
+        finally:
+            server.stop()
+        return
     try:
         with tempfile.TemporaryDirectory(prefix="ragmem-qx-") as tmp:
             result = run(["full", *names], args.cache or Path(tmp), False, None, only, expanders=expanders)
