@@ -38,6 +38,8 @@ from ._errors import UsageError
 MAX_QUERIES = 8
 #: Extra queries longer than this are cut (a model that rambles still gives a usable query).
 MAX_QUERY_CHARS = 500
+#: How much of the question an LLMQueryExpander sends to its model.
+MAX_QUESTION_CHARS = 4000
 
 INSTRUCTION = """You help search the history of a conversation for what answers a question.
 Write up to {n} short search queries, one per line and nothing else, that would find the
@@ -160,8 +162,9 @@ class LLMQueryExpander:
         self._lock = threading.Lock()
 
     def build_prompt(self, question: str) -> str:
-        """The prompt sent to the model for ``question``."""
-        return self.instruction.format(n=self.max_queries, question=question)
+        """The prompt sent to the model for ``question`` (its first :data:`MAX_QUESTION_CHARS` characters:
+        a user turn may be a pasted log, and its head says what is asked)."""
+        return self.instruction.format(n=self.max_queries, question=question[:MAX_QUESTION_CHARS])
 
     def __call__(self, question: str) -> list[str]:
         with self._lock:

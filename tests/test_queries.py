@@ -19,7 +19,7 @@ from ragmem import (
     LLMQueryExpander, Memory, OpenAICompatibleQueryExpander, QueryExpansionFailed, RecallSettings, UsageError,
     group_units,
 )
-from ragmem._queries import MAX_QUERIES, MAX_QUERY_CHARS, as_expander, clean, parse_lines
+from ragmem._queries import MAX_QUERIES, MAX_QUERY_CHARS, MAX_QUESTION_CHARS, as_expander, clean, parse_lines
 from ragmem._recall import Candidate, best_of
 from ragmem.testing import ChatServer, HashEmbedder
 
@@ -78,6 +78,14 @@ def test_an_llm_expander_asks_once_per_question_and_keeps_its_limit():
     e("second?"), e("third?")  # the cache holds two questions: the first is asked again
     e("Where did Bob go?")
     assert len(prompts) == 4
+
+
+def test_an_llm_expander_sends_the_head_of_a_giant_question():
+    prompts = []
+    e = LLMQueryExpander(lambda p: prompts.append(p) or "- q")
+    giant = "why does it fail? " + "log line " * 100_000
+    assert e(giant) == ["q"]
+    assert giant[:MAX_QUESTION_CHARS] in prompts[0] and len(prompts[0]) < MAX_QUESTION_CHARS + 1000
 
 
 def test_an_llm_expander_checks_its_callable_and_its_limit():
