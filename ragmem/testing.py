@@ -26,6 +26,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Sequence
 
+from ._errors import UsageError
 from .embed import Embedder, Kind
 
 __all__ = ["ChatServer", "HashEmbedder"]
@@ -80,7 +81,7 @@ class ChatServer:
     def url(self) -> str:
         """The API root to give a plug-in, ``http://127.0.0.1:PORT/v1``."""
         if self._server is None:
-            raise RuntimeError("the ChatServer is not started; use it in a with block or call start()")
+            raise UsageError("the ChatServer is not started; use it in a with block or call start()")
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
     def start(self) -> "ChatServer":
