@@ -14,19 +14,6 @@ import urllib.request
 from dataclasses import dataclass
 
 
-def chat_complete(base_url: str, model: str, prompt: str, *, api_key: str | None = None,
-                  timeout: float = 60) -> str:
-    """The reply text of ``model`` at ``base_url`` (the API root, e.g. ``http://127.0.0.1:8080/v1``) to ``prompt``."""
-    body = json.dumps({"model": model, "messages": [{"role": "user", "content": prompt}]}).encode()
-    headers = {"Content-Type": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    req = urllib.request.Request(f"{base_url.rstrip('/')}/chat/completions", data=body, headers=headers)
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        data = json.load(resp)
-    return data["choices"][0]["message"]["content"]
-
-
 @dataclass(frozen=True)
 class ChatEndpoint:
     """An OpenAI-compatible chat-completions endpoint as a ``complete(prompt) -> str`` callable.
@@ -40,4 +27,12 @@ class ChatEndpoint:
     timeout: float = 60
 
     def __call__(self, prompt: str) -> str:
-        return chat_complete(self.base_url, self.model, prompt, api_key=self.api_key, timeout=self.timeout)
+        """The model's reply text to ``prompt``, sent as one user message."""
+        body = json.dumps({"model": self.model, "messages": [{"role": "user", "content": prompt}]}).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        req = urllib.request.Request(f"{self.base_url.rstrip('/')}/chat/completions", data=body, headers=headers)
+        with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            data = json.load(resp)
+        return data["choices"][0]["message"]["content"]

@@ -31,6 +31,7 @@ import warnings
 from collections import OrderedDict
 from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
 
+from . import _validate as validate
 from ._chat import ChatEndpoint
 from ._errors import UsageError
 
@@ -103,14 +104,8 @@ class _CallableExpander:
 def as_expander(obj: Any) -> QueryExpander | None:
     """``obj`` as a query expander: None stays None, an :class:`LLMQueryExpander` is used as it is, and any
     other callable ``(question) -> queries`` is wrapped so that its reply is checked and cleaned."""
-    if obj is None:
-        return None
-    if not callable(obj):
-        raise UsageError(
-            f"query_expander must be a callable (question) -> list of queries or an LLMQueryExpander, not "
-            f"{type(obj).__name__}"
-        )
-    return obj if isinstance(obj, (LLMQueryExpander, _CallableExpander)) else _CallableExpander(obj)
+    return validate.plugin(obj, "query_expander", "a callable (question) -> list of queries or an LLMQueryExpander",
+                           (LLMQueryExpander, _CallableExpander), _CallableExpander)
 
 
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]+|\d+[.)]|query\s*\d*\s*:)\s*", re.I)

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 from datetime import datetime
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -206,53 +207,12 @@ def search_candidates(
     runs the same retrieval in the same scope, and a message keeps its best score, an extra query's
     scaled by ``settings.expansion_weight`` (:func:`best_of`). ``similarity`` stays the question's own.
     """
-    first = _one_query(text=text, vector=vector, log=log, index=index, namespace=namespace, session=session,
-                       n=n, where=where, filters=filters, similarity=similarity, settings=settings,
-                       asked_at=asked_at)
-    rounds = [
-        _one_query(text=q if text is not None else None, vector=v, log=log, index=index, namespace=namespace,
-                   session=session, n=n, where=where, filters=filters, similarity=None, settings=settings,
-                   asked_at=asked_at)
-        for q, v in also
-    ]
-    return best_of(first, rounds, settings.expansion_weight) if rounds else first
-
-
-def best_of(first: Sequence[Candidate], rounds: Sequence[Sequence[Candidate]], weight: float) -> list[Candidate]:
-    """Each message once, with its best score over the question's round (``first``) and the extra rounds.
-
-    Every round is first divided by its own best score, the question's too, so the best of each
-    query counts alike: fused scores are not bounded by 1 (a message gains a share of its
-    neighbour's), and a question that matches thirty near-copies would otherwise outrank every
-    extra query's best. An extra round's scores are then multiplied by ``weight``.
-    """
-    def scaled(found: Sequence[Candidate], by: float) -> list[tuple[Candidate, float]]:
-        top = max((c.score for c in found), default=0.0)
-        return [(c, by * c.score / top if top > 0 else 0.0) for c in found]
-
-    best: dict[str, Candidate] = {}
-    for found, by in [(first, 1.0)] + [(r, weight) for r in rounds]:
-        for c, score in scaled(found, by):
-            if c.message_id not in best or score > best[c.message_id].score:
-                best[c.message_id] = Candidate(c.message_id, c.unit_id, c.session, c.seq, score)
-    return sorted(best.values(), key=lambda c: -c.score)
-
-
-def _one_query(
-    *,
-    text: str | None,
-    vector: Sequence[float],
-    log: MessageLog,
-    index: VectorIndex,
-    namespace: str,
-    session: str | None,
-    n: int,
-    where: dict[str, Any] | None,
-    filters: RowFilter | None,
-    similarity: dict[str, float] | None,
-    settings: RecallSettings,
-    asked_at: datetime | None,
-) -> list[Candidate]:
+    if also:  # the question's round, then each extra query's, the same call without ``also``
+        one = partial(search_candidates, log=log, index=index, namespace=namespace, session=session, n=n,
+                      where=where, filters=filters, settings=settings, asked_at=asked_at)
+        first = one(text=text, vector=vector, similarity=similarity)
+        rounds = [one(text=q if text is not None else None, vector=v) for q, v in also]
+        return best_of(first, rounds, settings.expansion_weight)
     pool = max(settings.candidates, n)
     # each session has its own collection, and the namespace one more: the scope is the collection
     # asked, never a filter
@@ -283,6 +243,26 @@ def _one_query(
     if settings.periods > 0:  # two-stage: the best periods lift the turns they cover (ragmem._periods)
         fused = period_boost(fused, log, namespace, session, vector, text, settings)
     return fused
+
+
+def best_of(first: Sequence[Candidate], rounds: Sequence[Sequence[Candidate]], weight: float) -> list[Candidate]:
+    """Each message once, with its best score over the question's round (``first``) and the extra rounds.
+
+    Every round is first divided by its own best score, the question's too, so the best of each
+    query counts alike: fused scores are not bounded by 1 (a message gains a share of its
+    neighbour's), and a question that matches thirty near-copies would otherwise outrank every
+    extra query's best. An extra round's scores are then multiplied by ``weight``.
+    """
+    def scaled(found: Sequence[Candidate], by: float) -> list[tuple[Candidate, float]]:
+        top = max((c.score for c in found), default=0.0)
+        return [(c, by * c.score / top if top > 0 else 0.0) for c in found]
+
+    best: dict[str, Candidate] = {}
+    for found, by in [(first, 1.0)] + [(r, weight) for r in rounds]:
+        for c, score in scaled(found, by):
+            if c.message_id not in best or score > best[c.message_id].score:
+                best[c.message_id] = Candidate(c.message_id, c.unit_id, c.session, c.seq, score)
+    return sorted(best.values(), key=lambda c: -c.score)
 
 
 def period_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, session: str | None,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol, Sequence, TypeVar, runtime_checkable
 
+from . import _validate as validate
 from ._errors import MissingDependency, UsageError
 
 #: How many of the best recalled units a reranker reorders.
@@ -54,14 +55,8 @@ class _CallableReranker:
 def as_reranker(obj: Any) -> Reranker | None:
     """``obj`` as a reranker: None stays None, a :class:`CrossEncoderReranker` or any callable
     ``(query, texts) -> scores`` is checked to return one score per text."""
-    if obj is None:
-        return None
-    if not callable(obj):
-        raise UsageError(
-            f"reranker must be a callable (query, texts) -> scores or a CrossEncoderReranker, not "
-            f"{type(obj).__name__}"
-        )
-    return obj if isinstance(obj, (CrossEncoderReranker, _CallableReranker)) else _CallableReranker(obj)
+    return validate.plugin(obj, "reranker", "a callable (query, texts) -> scores or a CrossEncoderReranker",
+                           (CrossEncoderReranker, _CallableReranker), _CallableReranker)
 
 
 class CrossEncoderReranker:

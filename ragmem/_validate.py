@@ -240,3 +240,14 @@ def depth(value: Any, what: str, *, error: type[RagmemError] = UsageError, limit
         if d >= limit:
             raise error(f"{what} is nested more than {limit} levels deep; flatten it (store deep data as a JSON string)")
         stack.extend((c, d + 1) for c in children)
+
+
+def plugin(obj: Any, option: str, expects: str, trusted: tuple[type, ...], wrap: Any) -> Any:
+    """``obj`` as a plug-in (a reranker, a query expander): None stays None, an instance of ``trusted``
+    is used as it is, and any other callable is passed to ``wrap``, which checks what it returns;
+    anything else raises :class:`UsageError` saying ``option`` must be ``expects``."""
+    if obj is None:
+        return None
+    if not callable(obj):
+        raise UsageError(f"{option} must be {expects}, not {type(obj).__name__}")
+    return obj if isinstance(obj, trusted) else wrap(obj)
