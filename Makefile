@@ -7,7 +7,7 @@ TORCH_WHEEL := $(wildcard /opt/wheels/torch-2.13.0+cpu-*.whl)
 # otherwise it generates a conversation of its own, so a fresh clone needs nothing beside it.
 LOCOMO ?= $(or $(RAGMEM_LOCOMO),$(wildcard ../shared/data/locomo))
 
-.PHONY: install demo test bench bench-quick clean
+.PHONY: install demo check test bench bench-quick clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -26,7 +26,15 @@ install: $(VENV)/.installed
 demo: install
 	RAGMEM_LOCOMO=$(LOCOMO) HF_HUB_OFFLINE=1 $(BIN)/python examples/demo.py
 
-# lint, then types, then the tests: CI runs exactly this (.ci/run)
+# the fast lane: lint, types, and the tests that need neither the real model nor a server (tests/conftest.py marks
+# them by the fixtures they take); under a minute on a quiet 2-core machine
+FAST := not model and not postgres and not server and not slow
+check: install
+	$(BIN)/ruff check ragmem benchmarks tests
+	$(BIN)/mypy
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -m "$(FAST)"
+
+# lint, then types, then every test: CI runs exactly this (.ci/run)
 test: install
 	$(BIN)/ruff check ragmem benchmarks tests
 	$(BIN)/mypy

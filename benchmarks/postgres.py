@@ -419,8 +419,7 @@ def phase_throughput(pg, chroma, convs, work: Path, batches: int, batch: int) ->
 
 def run(quick: bool = False, size: int = 100_000, phases: list[str] | None = None) -> dict:
     sys.path.insert(0, str(REPO_ROOT / "tests"))
-    from benchmarks.pgserver import PostgresServer
-    from conftest import ChromaServer  # the tests' `chroma run` helper
+    from servers import ChromaServer, PostgresServer  # tests/servers.py: the real servers the tests run against
     from benchmarks.locomo import load_conversations
 
     phases = phases or ["concurrency", "kills", "restart", "lexical", "locomo", "prompt", "throughput"]

@@ -15,10 +15,14 @@ sequence numbers in that order.
 ...     await mem.close()
 >>> asyncio.run(main())                                          # doctest: +SKIP
 
-The coroutine methods are made from :class:`~ragmem.Memory`'s own methods
-(and those of its store and pinned state), with their signatures and
-docstrings: a method added to ``Memory`` is a coroutine of ``AsyncMemory`` at
-once, so the two cannot drift apart.
+Each coroutine method is written out with the signature of the blocking
+method it runs (so type checkers see ``add``, ``search`` and ``prompt``, with
+their parameters and results) and takes its docstring (:func:`_mirrors`).
+``tests/test_aio.py`` checks that every public method of ``Memory``,
+``PinnedState`` and the store's maintenance has its coroutine here, with the
+same signature: a method added to ``Memory`` fails that test until it is added
+here too. ``tests/test_typing.py`` runs mypy on a typed sample of both APIs
+(``tests/typed_sample.py``).
 
 Cancelling an awaiting task does not undo its call: the call was handed to
 the store's worker and finishes there (an add is then stored, as with a
@@ -29,16 +33,22 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, TypeVar
+from datetime import datetime
+from typing import Any, Callable, Iterable, Literal, Mapping, ParamSpec, Sequence, TypeVar
 
-from ._backend import Store
+from ._assemble import Budget, Format, Placement, RecallFormat
+from ._backend import SessionInfo, Store
 from ._errors import UsageError
 from ._memory import Memory, MemorySettings, PinnedState
+from ._messages import Message
+from ._options import Scope
+from ._recall import Hit
+from ._trace import Context
 
 T = TypeVar("T")
+P = ParamSpec("P")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class _Worker:
@@ -48,56 +58,47 @@ class _Worker:
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragmem-aio")
         self.closed = False
 
-    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run ``fn(*args, **kwargs)`` on the worker thread, after every call handed over before it."""
         if self.closed:
             raise UsageError("this AsyncMemory is closed; open a new AsyncMemory (await AsyncMemory.open(...)) to go on")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, functools.partial(fn, *args, **kwargs))
 
 
-def _materialised(value: Any) -> Any:
-    # an iterator (a generator of messages, say) must not be consumed on another thread, later
-    return list(value) if isinstance(value, Iterator) else value
+def _mirrors(blocking: Callable[..., Any]) -> Callable[[F], F]:
+    """Give a coroutine method the docstring of the blocking method it runs (the signature is written out)."""
 
-
-def _coroutine(name: str, blocking: Callable[..., Any]) -> Callable[..., Any]:
-    """A coroutine method that runs the blocking ``name`` of ``self._target()`` on the store's worker."""
-
-    @functools.wraps(blocking)  # name, docstring, and (through __wrapped__) the whole signature
-    async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        fn = getattr(self._target(), name)
-        args = tuple(_materialised(a) for a in args)
-        kwargs = {k: _materialised(v) for k, v in kwargs.items()}
-        return await self._worker.run(fn, *args, **kwargs)
-
-    return method
-
-
-def _coroutines(blocking: type, skip: set[str] = frozenset()) -> Callable[[type], type]:  # type: ignore[assignment]
-    """A class decorator: every public method of ``blocking`` (but ``skip``), as a coroutine method."""
-
-    def decorate(cls: type) -> type:
-        for name, member in vars(blocking).items():
-            if name.startswith("_") or name in skip or name in vars(cls) or not inspect.isfunction(member):
-                continue
-            setattr(cls, name, _coroutine(name, member))
-        return cls
+    def decorate(method: F) -> F:
+        method.__doc__ = blocking.__doc__
+        return method
 
     return decorate
 
 
-@_coroutines(PinnedState)
 class AsyncPinnedState:
     """The pinned state of one session, as coroutines (see :class:`ragmem.PinnedState`)."""
 
     def __init__(self, mem: Memory, worker: _Worker) -> None:
         self._mem, self._worker = mem, worker
 
-    def _target(self) -> PinnedState:
-        return self._mem.state
+    @_mirrors(PinnedState.get)
+    async def get(self) -> dict[str, Any]:
+        return await self._worker.run(self._mem.state.get)
+
+    @_mirrors(PinnedState.update)
+    async def update(self, values: Mapping[str, Any] | None = None, /, **kw: Any) -> dict[str, Any]:
+        return await self._worker.run(self._mem.state.update, values, **kw)
+
+    @_mirrors(PinnedState.set)
+    async def set(self, value: Mapping[str, Any]) -> None:
+        return await self._worker.run(self._mem.state.set, value)
+
+    @_mirrors(PinnedState.clear)
+    async def clear(self) -> None:
+        return await self._worker.run(self._mem.state.clear)
 
 
-@_coroutines(Store, skip={"close"})
 class AsyncStore:
     """The store's maintenance as coroutines (see :class:`ragmem._backend.Store`), on the Memory's worker.
 
@@ -109,16 +110,36 @@ class AsyncStore:
     def __init__(self, store: Store, worker: _Worker) -> None:
         self._store, self._worker = store, worker
 
-    def _target(self) -> Store:
-        return self._store
-
     @property
     def blocking(self) -> Store:
         """The underlying blocking :class:`~ragmem._backend.Store`."""
         return self._store
 
+    @_mirrors(Store.sessions)
+    async def sessions(self, namespace: str) -> list[SessionInfo]:
+        return await self._worker.run(self._store.sessions, namespace)
 
-@_coroutines(Memory, skip={"for_session", "close"})
+    @_mirrors(Store.stats)
+    async def stats(self, namespace: str, session: str) -> dict[str, Any]:
+        return await self._worker.run(self._store.stats, namespace, session)
+
+    @_mirrors(Store.repair)
+    async def repair(self, full: bool = False, *, purge: bool = True) -> dict[str, int]:
+        return await self._worker.run(self._store.repair, full, purge=purge)
+
+    @_mirrors(Store.finish_forgets)
+    async def finish_forgets(self) -> int:
+        return await self._worker.run(self._store.finish_forgets)
+
+    @_mirrors(Store.reindex)
+    async def reindex(self, namespace: str) -> int:
+        return await self._worker.run(self._store.reindex, namespace)
+
+    @_mirrors(Store.flush)
+    async def flush(self) -> None:
+        return await self._worker.run(self._store.flush)
+
+
 class AsyncMemory:
     """:class:`~ragmem.Memory` for asyncio: the same methods, as coroutines, in call order.
 
@@ -133,9 +154,6 @@ class AsyncMemory:
     def __init__(self, *args: Any, memory: Memory | None = None, _worker: _Worker | None = None, **kwargs: Any):
         self._worker = _worker or _Worker()
         self._mem = memory if memory is not None else Memory(*args, **kwargs)
-
-    def _target(self) -> Memory:
-        return self._mem
 
     @classmethod
     async def open(cls, *args: Any, **kwargs: Any) -> "AsyncMemory":
@@ -178,6 +196,113 @@ class AsyncMemory:
     def for_session(self, session: str, namespace: str | None = None) -> "AsyncMemory":
         """Another session of the same store, sharing its worker (so order holds across sessions too)."""
         return AsyncMemory(memory=self._mem.for_session(session, namespace), _worker=self._worker)
+
+    # -- writing -------------------------------------------------------------------
+    @_mirrors(Memory.add)
+    async def add(
+        self,
+        message: Mapping[str, Any] | Message,
+        *,
+        id: str | None = None,
+        created_at: datetime | float | str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Message:
+        return await self._worker.run(self._mem.add, message, id=id, created_at=created_at, metadata=metadata)
+
+    @_mirrors(Memory.add_many)
+    async def add_many(
+        self, messages: Iterable[Mapping[str, Any] | Message], *, format: Literal["auto", "openai", "anthropic"] = "auto",
+        system: str | None = None,
+    ) -> list[Message]:
+        # an iterator (a generator of messages, say) must not be consumed on another thread, later
+        return await self._worker.run(self._mem.add_many, list(messages), format=format, system=system)
+
+    @_mirrors(Memory.import_records)
+    async def import_records(self, records: Iterable[Mapping[str, Any]]) -> int:
+        return await self._worker.run(self._mem.import_records, list(records))
+
+    # -- reading -------------------------------------------------------------------
+    @_mirrors(Memory.get)
+    async def get(self, message_id: str) -> Message:
+        return await self._worker.run(self._mem.get, message_id)
+
+    @_mirrors(Memory.messages)
+    async def messages(self, session: str | None = None, *, last: int | None = None) -> list[Message]:
+        return await self._worker.run(self._mem.messages, session, last=last)
+
+    @_mirrors(Memory.export)
+    async def export(self, session: str | None = None) -> list[dict[str, Any]]:
+        return await self._worker.run(self._mem.export, session)
+
+    @_mirrors(Memory.sessions)
+    async def sessions(self) -> list[SessionInfo]:
+        return await self._worker.run(self._mem.sessions)
+
+    @_mirrors(Memory.summary)
+    async def summary(self) -> str | None:
+        return await self._worker.run(self._mem.summary)
+
+    # -- search and prompts ----------------------------------------------------------
+    @_mirrors(Memory.search)
+    async def search(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        role: str | Sequence[str] | None = None,
+        since: datetime | float | None = None,
+        until: datetime | float | None = None,
+        where: Mapping[str, Any] | None = None,
+        scope: Literal["session", "namespace"] = "session",
+        min_score: float | None = None,
+        asked_at: datetime | float | str | None = None,
+    ) -> list[Hit]:
+        return await self._worker.run(self._mem.search, query, k, role=role, since=since, until=until, where=where,
+                                      scope=scope, min_score=min_score, asked_at=asked_at)
+
+    @_mirrors(Memory.prompt)
+    async def prompt(
+        self,
+        user_turn: str | Mapping[str, Any] | None = None,
+        *,
+        system: str | None = None,
+        budget: int | Budget = 4000,
+        shares: Mapping[str, float] | None = None,
+        strategy: str = "ragmem",
+        format: Format = "openai",
+        k: int | None = None,
+        query: str | None = None,
+        placement: Placement | None = None,
+        recall_format: RecallFormat | None = None,
+        recall_scope: Scope | None = None,
+        turn_stored: bool = False,
+        asked_at: datetime | float | str | None = None,
+    ) -> Context:
+        return await self._worker.run(
+            self._mem.prompt, user_turn, system=system, budget=budget, shares=shares, strategy=strategy,
+            format=format, k=k, query=query, placement=placement, recall_format=recall_format,
+            recall_scope=recall_scope, turn_stored=turn_stored, asked_at=asked_at,
+        )
+
+    # -- forgetting --------------------------------------------------------------------
+    @_mirrors(Memory.forget)
+    async def forget(
+        self,
+        message_id: str | None = None,
+        *,
+        role: str | Sequence[str] | None = None,
+        since: datetime | float | None = None,
+        until: datetime | float | None = None,
+        where: Mapping[str, Any] | None = None,
+        scope: Literal["session", "namespace"] = "session",
+        wait: bool = True,
+    ) -> list[str]:
+        return await self._worker.run(self._mem.forget, message_id, role=role, since=since, until=until,
+                                      where=where, scope=scope, wait=wait)
+
+    @_mirrors(Memory.forget_session)
+    async def forget_session(self, session: str | None = None, *, wait: bool = True) -> int:
+        return await self._worker.run(self._mem.forget_session, session, wait=wait)
 
     # -- lifecycle -----------------------------------------------------------------
     async def close(self) -> None:

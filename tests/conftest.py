@@ -1,4 +1,12 @@
-"""Shared fixtures. Every test gets its own store folder; the real model is loaded once per run."""
+"""Shared fixtures and markers. Every test gets its own store folder; the real model is loaded once per run.
+
+Markers (pyproject.toml lists them): ``model`` (the real embedding model), ``postgres`` (a PostgreSQL server),
+``server`` (a ``chroma run`` server or another real server process), ``slow``. The fixtures that bring one of
+these mark the tests that take them (:func:`pytest_collection_modifyitems`), so a test is marked by what it
+uses; a test that reaches the model another way (a subprocess, a ``Memory`` without ``embedder=``) says so with
+``pytest.mark.model``. ``make check`` runs the fast lane, ``-m "not model and not postgres and not server and
+not slow"``, where :func:`_fast_lane_guard` fails any unmarked test that loads the model.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +15,50 @@ import os
 
 import pytest
 
+from servers import ChromaServer
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+#: The fixtures that bring each marker's dependency: a test that takes one carries the marker.
+MARKED_FIXTURES = {
+    "model": {"embedder", "mem"},
+    "postgres": {"pg_server", "pg_url", "pg_instance"},
+    "server": {"chroma_server", "fresh_chroma_server"},
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the markers must be on the items by then
+def pytest_collection_modifyitems(config, items):
+    """Mark each test by the fixtures it takes (:data:`MARKED_FIXTURES`)."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        for marker, fixtures in MARKED_FIXTURES.items():
+            if names & fixtures:
+                item.add_marker(marker)
+
+
+@pytest.fixture(autouse=True)
+def _fast_lane_guard(request, monkeypatch):
+    """In a run that deselects ``model`` (the fast lane), a test that loads the real model fails, naming the fix.
+
+    Without it, an unmarked test would load the model quietly and the fast lane would slow down unnoticed.
+    A subprocess that loads the model is not caught here: such tests are marked by hand.
+    """
+    if "not model" not in (request.config.getoption("markexpr") or "") or request.node.get_closest_marker("model"):
+        return
+
+    def refuse(*args, **kwargs):
+        pytest.fail(f"{request.node.nodeid} loads the real embedding model: mark it @pytest.mark.model "
+                    "(or give it a HashEmbedder), so the fast lane (`make check`) stays model-free")
+
+    from ragmem.embed import _auto, _onnx, _sentence_transformers
+
+    for cls, name in ((_auto.AutoEmbedder, "embed_batch"), (_onnx.OnnxEmbedder, "_load"),
+                      (_sentence_transformers.SentenceTransformerEmbedder, "_load")):
+        if hasattr(cls, name):
+            monkeypatch.setattr(cls, name, refuse)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -48,7 +98,7 @@ def hash_embedder():
     return HashEmbedder()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def log_url(request):
     """Each log backend in turn: None (the embedded SQLite log) or a fresh store on the test PostgreSQL server."""
     if request.param == "sqlite":
@@ -75,7 +125,7 @@ def pg_server(tmp_path_factory):
 
     It never skips: a run that cannot start PostgreSQL fails, loudly, with the server's log.
     """
-    from benchmarks.pgserver import PostgresServer
+    from servers import PostgresServer
 
     url = os.environ.get("RAGMEM_TEST_PG_URL")
     if url:
@@ -101,7 +151,7 @@ def pg_url(pg_server, request):
 @pytest.fixture
 def pg_instance(tmp_path):
     """A PostgreSQL server of this test alone (free to stop, restart and kill)."""
-    from benchmarks.pgserver import PostgresServer
+    from servers import PostgresServer
 
     server = PostgresServer(tmp_path / "pg")
     server.start()
@@ -109,71 +159,7 @@ def pg_instance(tmp_path):
     server.destroy()
 
 
-# ----------------------------------------------------------------- Chroma server
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class ChromaServer:
-    """A real `chroma run` on 127.0.0.1 and a free port, over a data folder that outlives restarts."""
-
-    def __init__(self, path, port: int | None = None) -> None:
-        self.path = path
-        self.port = port or _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = None
-        self._log = None
-
-    def start(self, timeout: float = 60.0) -> None:
-        import shutil
-        import subprocess
-        import sys
-        import time
-        import urllib.request
-        from pathlib import Path
-
-        exe = Path(sys.executable).with_name("chroma")
-        exe = str(exe) if exe.exists() else shutil.which("chroma")
-        assert exe, "the `chroma` CLI (from the chromadb package) is not installed"
-        self._log = open(Path(self.path).parent / f"chroma-{self.port}.log", "ab")
-        self.proc = subprocess.Popen(
-            [exe, "run", "--path", str(self.path), "--host", "127.0.0.1", "--port", str(self.port)],
-            stdout=self._log, stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"`chroma run` exited with {self.proc.returncode}; see {self._log.name}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/api/v2/heartbeat", timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"`chroma run` did not come up on {self.url} within {timeout}s")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except Exception:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
+# ----------------------------------------------------------------- Chroma server (tests/servers.py)
 
 
 @pytest.fixture(scope="module")

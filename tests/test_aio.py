@@ -25,7 +25,8 @@ def _blocking_methods(cls):
 @pytest.mark.parametrize("blocking, coroutines, own", [
     # for_session stays a plain method (it opens nothing); close waits for the calls queued before it
     (Memory, AsyncMemory, {"for_session", "close"}),
-    (Store, AsyncStore, {"close"}),  # the store is closed by AsyncMemory.close
+    # the store is closed by AsyncMemory.close; AsyncStore gives the maintenance, not what a Memory calls on its store
+    (Store, AsyncStore, {"close", "configured_query_expander"}),
     (PinnedState, AsyncPinnedState, set()),
 ])
 def test_every_method_is_a_coroutine_with_the_whole_signature_and_docstring(blocking, coroutines, own):
@@ -182,10 +183,10 @@ def test_many_async_sessions_concurrently(tmp_path):
 
 
 def test_store_error_reaches_the_caller(tmp_path):
-    from conftest import _free_port
+    from servers import free_port
 
     async def main():
-        mem = AsyncMemory(tmp_path / "s", embedder=HashEmbedder(), chroma_url=f"http://127.0.0.1:{_free_port()}")
+        mem = AsyncMemory(tmp_path / "s", embedder=HashEmbedder(), chroma_url=f"http://127.0.0.1:{free_port()}")
         with pytest.raises(StoreError):
             await mem.add({"role": "user", "content": "x"})
         assert threading.active_count() >= 1

@@ -72,9 +72,9 @@ def test_two_stores_on_one_server_do_not_mix(tmp_path, chroma_server, hash_embed
 
 
 def test_unreachable_server_is_a_clear_store_error(tmp_path, hash_embedder):
-    from conftest import _free_port
+    from servers import free_port
 
-    mem = Memory(tmp_path / "s", embedder=hash_embedder, chroma_url=f"http://127.0.0.1:{_free_port()}")
+    mem = Memory(tmp_path / "s", embedder=hash_embedder, chroma_url=f"http://127.0.0.1:{free_port()}")
     with pytest.raises(StoreError, match="cannot reach the Chroma server"):
         mem.add({"role": "user", "content": "hello"})
     assert mem.messages() == []  # refused before anything was written

@@ -1,15 +1,20 @@
-"""A throw-away PostgreSQL server for the tests, the benchmarks and ``.ci/run``.
+"""The real servers the tests run against, also used by the benchmarks and ``.ci/run``.
 
-It runs the distribution's binaries (``initdb``, ``pg_ctl``) over a temp
+:class:`PostgresServer` is a throw-away PostgreSQL server. It runs the distribution's binaries (``initdb``, ``pg_ctl``) over a temp
 cluster on 127.0.0.1 and a free port, with password authentication over TCP so
 the wrong-credentials fault can be tested. PostgreSQL refuses to run as root:
 as root, the cluster belongs to a system user (``pgrun``, created once).
 
-    python -m benchmarks.pgserver start DIR   # prints the URL; the server runs on
-    python -m benchmarks.pgserver stop DIR
+    python tests/servers.py start DIR   # prints the URL; the server runs on
+    python tests/servers.py stop DIR
 
 Any failure raises :class:`RuntimeError` with the server's log: a test run
 without its database must fail loudly, never skip.
+
+:class:`ChromaServer` is a real ``chroma run`` on 127.0.0.1 and a free port.
+
+They live under ``tests/`` so the tests import nothing from ``benchmarks/``; the
+benchmarks put this folder on ``sys.path`` and import them from here.
 """
 
 from __future__ import annotations
@@ -155,6 +160,57 @@ class PostgresServer:
             self.stop("immediate")
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class ChromaServer:
+    """A real `chroma run` on 127.0.0.1 and a free port, over a data folder that outlives restarts."""
+
+    def __init__(self, path, port: int | None = None) -> None:
+        self.path = path
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = None
+        self._log = None
+
+    def start(self, timeout: float = 60.0) -> None:
+        import urllib.request
+
+        exe = Path(sys.executable).with_name("chroma")
+        exe = str(exe) if exe.exists() else shutil.which("chroma")
+        assert exe, "the `chroma` CLI (from the chromadb package) is not installed"
+        self._log = open(Path(self.path).parent / f"chroma-{self.port}.log", "ab")
+        self.proc = subprocess.Popen(
+            [exe, "run", "--path", str(self.path), "--host", "127.0.0.1", "--port", str(self.port)],
+            stdout=self._log, stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"`chroma run` exited with {self.proc.returncode}; see {self._log.name}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/api/v2/heartbeat", timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"`chroma run` did not come up on {self.url} within {timeout}s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
 
 
 def main(argv: list[str]) -> int:
