@@ -451,6 +451,28 @@ def assemble(
 MIN_MESSAGE_TOKENS = 5
 
 
+def exceeds(units: Iterable[Unit], limit: int, counter: TokenCounter, token_cache: dict[str, int] | None = None
+            ) -> bool:
+    """Whether the complete units among ``units`` alone cost more than ``limit`` tokens.
+
+    Then no history that holds them fits ``limit``, so :func:`assemble_whole` need not
+    read or count the rest to know it. Counts in the order given (newest first, say)
+    and stops as soon as the sum is over.
+
+    >>> from ragmem._tokens import default_counter
+    >>> exceeds([], 10, default_counter())
+    False
+    """
+    costs = _Costs(counter, token_cache)
+    used = 0
+    for u in units:
+        if u.complete:
+            used += costs.unit(u)
+            if used > limit:
+                return True
+    return False
+
+
 def assemble_whole(
     user_turn: str | Mapping[str, Any],
     *,

@@ -32,7 +32,7 @@ from ._backend import Store
 from . import _validate as validate
 from ._assemble import (
     MIN_MESSAGE_TOKENS, STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline,
-    assemble_whole,
+    assemble_whole, exceeds,
 )
 from ._errors import InvalidMessage
 from ._options import MemorySettings, check_scope
@@ -200,6 +200,10 @@ def window(mem: Session, req: Request) -> tuple[list[Message], list[Unit]]:
     return tail, group_units(tail)
 
 
+#: The latest messages :func:`whole_history` counts before it reads a session whole.
+WHOLE_PROBE = 64
+
+
 def whole_history(mem: Session, req: Request, tail: list[Message], state: dict[str, Any]) -> Context | None:
     """The whole session, in order, when it fits the budget; ``None`` when recall has to choose.
 
@@ -211,8 +215,18 @@ def whole_history(mem: Session, req: Request, tail: list[Message], state: dict[s
             and (tail[-1].seq + 1) * MIN_MESSAGE_TOKENS <= req.budget.limit):
         return None
     store = mem.store
+    # the latest messages alone may be over the budget (long messages): then the whole cannot fit,
+    # and the session is neither read nor counted whole to know it
+    limit, ns, session = req.budget.limit, mem.namespace, mem.session
+    if exceeds(reversed(group_units(tail)), limit, store.counter, store._tokens):
+        return None
+    if tail[0].seq > 0:
+        recent = [m for m in reversed(store.log.messages(ns, session, limit=WHOLE_PROBE, newest_first=True))
+                  if m.id not in req.skip]
+        if exceeds(reversed(group_units(recent)), limit, store.counter, store._tokens):
+            return None
     consistency.catch_up(store)  # as recall would: pending forgets are purged by the next prompt either way
-    history = [m for m in store.log.messages(mem.namespace, mem.session) if m.id not in req.skip]
+    history = [m for m in store.log.messages(ns, session) if m.id not in req.skip]
     return assemble_whole(
         req.user_turn, history=group_units(history), budget=req.budget, counter=store.counter, system=req.system,
         state=state, format=req.format, monitor=mem.settings.monitor, token_cache=store._tokens,
@@ -220,29 +234,32 @@ def whole_history(mem: Session, req: Request, tail: list[Message], state: dict[s
 
 
 def update_summary(mem: Session, tail: list[Message]) -> tuple[str, int, list[str]] | None:
-    """Fold what lies before the window into the stored summary (a write), then read it back.
+    """Fold what lies before the window into the stored summary (a write), and return it.
 
     This is the one step of :meth:`~ragmem.Memory.prompt` that writes: see
-    the module's docstring for why it belongs here.
+    the module's docstring for why it belongs here. The summary is read once:
+    what the fold starts from is what it returns when nothing new has left the window.
     """
-    if tail:
-        fold_summary(mem, before_seq=tail[0].seq)
-    return mem.store.log.state.summary(mem.namespace, mem.session)
+    return fold_summary(mem, before_seq=tail[0].seq) if tail else mem.store.log.state.summary(
+        mem.namespace, mem.session)
 
 
-def fold_summary(mem: Session, before_seq: int | None = None) -> str | None:
-    """Fold units that have left the window (or lie before ``before_seq``) into the summary; return it."""
+def fold_summary(mem: Session, before_seq: int | None = None) -> tuple[str, int, list[str]] | None:
+    """Fold units that have left the window (or lie before ``before_seq``) into the summary; return it
+    as (text, the last sequence number it covers, the ids it covers), or None when there is none."""
     store = mem.store
-    if store.summarizer is None:
-        return None
     log = store.log
+    current = log.state.summary(mem.namespace, mem.session)
+    if store.summarizer is None:
+        return current
     if before_seq is None:
         tail = log.tail(mem.namespace, mem.session, mem.settings.window)
         if not tail:
-            return None
+            return current
         before_seq = tail[0].seq
-    current = log.state.summary(mem.namespace, mem.session)
     text, upto, covers = current if current else (None, -1, [])
+    if upto + 1 >= before_seq:
+        return current  # nothing has left the window since the last fold: no read of the log
     new = [m for m in log.messages(mem.namespace, mem.session, after_seq=upto) if m.seq < before_seq]
     units = []
     for u in group_units(new):
@@ -250,12 +267,12 @@ def fold_summary(mem: Session, before_seq: int | None = None) -> str | None:
             break  # cut only at unit boundaries, and never past an unfinished tool exchange
         units.append(u)
     if not units:
-        return text
+        return current
     text = store.summarizer.summarize(text, units)
     covers = covers + [mid for u in units for mid in u.message_ids]
     if not log.read_only:  # a read-only store still gets its summary, just not cached
         log.state.set_summary(mem.namespace, mem.session, text, units[-1].last_seq, covers)
-    return text
+    return text, units[-1].last_seq, covers
 
 
 def recall(mem: Session, req: Request, tail: list[Message], window_units: list[Unit],
