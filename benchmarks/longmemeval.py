@@ -19,8 +19,7 @@ Figures (questions with evidence; the ``_abs`` abstention questions have none):
 * turn recall@10: the share of the ``has_answer`` turns among the top 10 hits;
 * evidence in the prompt: the share of ``has_answer`` turns placed in
   ``prompt(question, budget=B)`` for B = 2,000, 4,000, 8,000 tokens;
-* the same prompt at 4,000 tokens with the date labels on
-  (``RecallSettings(date_labels=True)``; off by default), to measure what the labels cost and gain;
+* what the conversation labels of recalled units cost in a prompt at 4,000 tokens, and search p50;
 * baselines in the same run: MemPalace's "raw" mode reproduced (one document per
   session made of its user turns joined by newlines, all-MiniLM-L6-v2 at its
   256-wordpiece limit, cosine; as in MemPalace's ``benchmarks/longmemeval_bench.py``),
@@ -217,14 +216,13 @@ def config_metrics(mem, question: str, scope: str, evidence: list[str], chat_of:
                    budgets, configs: list[str], asked_at: datetime | None = None) -> dict:
     """The figures of each named recall config (``benchmarks.recall_dev.CONFIGS``) on one ingested store,
     with each ``prompt()``'s latency; the settings are switched in-process and restored."""
-    from .recall_dev import CONFIGS, ensure_periods, settings_of
+    from .recall_dev import CONFIGS, settings_of
 
     default, out = mem.settings, {}
     try:
         for name in configs:
             config = CONFIGS[name] if name in CONFIGS or name not in EXPANDERS else {}
             mem.settings = replace(mem.settings, recall=settings_of(config), query_expander=EXPANDERS.get(name))
-            ensure_periods(mem, mem.settings.recall, config)
             ids = [h.message.id for h in mem.search(question, k=SEARCH_K, scope=scope, asked_at=asked_at)]
             r: dict = {"session": session_metrics(chats_by_best_turn(ids, chat_of), answers),
                        "turn@10": sum(e in ids[:10] for e in evidence) / len(evidence), "prompt": {}, "ms": []}
@@ -241,7 +239,6 @@ def config_metrics(mem, question: str, scope: str, evidence: list[str], chat_of:
 
 
 def run_question(q: dict, quick: bool, embedder, raw_encode, budgets, configs: list[str] | None = None) -> dict:
-    from dataclasses import replace
 
     from ragmem import Memory
 
@@ -289,16 +286,6 @@ def run_question(q: dict, quick: bool, embedder, raw_encode, budgets, configs: l
                 if evidence:
                     res["prompt"][str(b)] = sum(e in got for e in evidence) / len(evidence)
                 res["label_tokens"][str(b)] = label_tokens(ctx, mem.store.counter)
-            default = mem.settings.recall
-            mem.settings = replace(mem.settings, recall=replace(default, date_labels=True))  # the ablation: every recalled unit dated once recall spans days
-            try:
-                ctx = mem.prompt(asked(question, when), budget=4000, recall_scope=scope)
-            finally:
-                mem.settings = replace(mem.settings, recall=default)
-            if evidence:
-                got = set(ctx.message_ids())
-                res["prompt_dates@4000"] = sum(e in got for e in evidence) / len(evidence)
-            res["label_tokens_dates@4000"] = label_tokens(ctx, mem.store.counter)
             if configs and evidence:
                 res["configs"] = config_metrics(mem, question, scope, evidence, chat_of, answers, budgets,
                                                 configs if sum(map(ord, q["question_id"])) % 2 else configs[::-1],
@@ -349,7 +336,6 @@ def aggregate(per: list[dict], budgets) -> dict:
                 **{m: mean(r[layout]["session"][m] for r in rs) for m in ("any@5", "any@10", "all@5", "all@10")},
                 "turn@10": mean(r[layout]["turn@10"] for r in rs),
                 "prompt": {str(b): mean(r[layout]["prompt"][str(b)] for r in rs) for b in budgets},
-                "prompt_dates@4000": mean(r[layout]["prompt_dates@4000"] for r in rs),
             }
         g["sliding_window"] = {str(b): mean(r["one_session"]["sliding_window"][str(b)] for r in rs) for b in budgets}
         g["mempalace_raw"] = {m: mean(r["mempalace_raw"]["session"][m] for r in rs if "mempalace_raw" in r)
@@ -359,7 +345,6 @@ def aggregate(per: list[dict], budgets) -> dict:
     for layout in LAYOUTS:
         cost[layout] = {
             "label_tokens@4000": mean(r[layout]["label_tokens"]["4000"] for r in per if "4000" in r[layout]["label_tokens"]),
-            "label_tokens_dates@4000": mean(r[layout]["label_tokens_dates@4000"] for r in per),
             "search_ms_p50": round(statistics.median(r[layout]["search_ms"] for r in per), 1),
         }
     out["cost"] = cost
@@ -414,13 +399,10 @@ def tables(result: dict) -> str:
     crows = []
     for layout in LAYOUTS:
         c = agg["cost"][layout]
-        crows.append([layout, a[layout]["prompt_dates@4000"], a[layout]["prompt"]["4000"],
-                      c["label_tokens_dates@4000"], c["label_tokens@4000"], c["search_ms_p50"]])
-    parts.append("**Date and conversation labels at 4,000 tokens** (on: recalled units say their day once "
-                 "recall spans several days or chats, and their chat when it is another; off, the default: only "
-                 "other chats are named, and dates only when the question asks about time)\n\n" + markdown_table(
-                     ["layout", "evidence, labels on", "labels off", "label tokens per prompt, on", "off",
-                      "search p50 ms"], crows))
+        crows.append([layout, c["label_tokens@4000"], c["search_ms_p50"]])
+    parts.append("**Conversation labels at 4,000 tokens, and search latency** (a recalled unit of another chat "
+                 "says which chat and day it comes from)\n\n" + markdown_table(
+                     ["layout", "label tokens per prompt", "search p50 ms"], crows))
     return "\n\n".join(parts)
 
 

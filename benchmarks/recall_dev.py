@@ -46,66 +46,20 @@ CONFIGS: dict[str, dict] = {
     "mmr-0.6": {"diversity": 0.6},
     "dated": {"prompt.recall_format": "text"},
     "auto-dated": {"prompt.recall_format": "auto"},
-    "no-query-dates": {"query_dates": False},
-    # the second hop (issue 15, item 3): lexical rounds (hop-), dense rounds (dhop-); weight, seeds, terms
-    **{f"hop-{w}": {"second_hop": w, "hop_lexical": True, "hop_dense": False, "hop_seeds": 3} for w in (0.1, 0.2, 0.3)},
-    **{f"hop-0.2-s{n}": {"second_hop": 0.2, "hop_lexical": True, "hop_dense": False, "hop_seeds": n} for n in (1, 5)},
-    **{f"hop-0.2-t{n}": {"second_hop": 0.2, "hop_lexical": True, "hop_dense": False, "hop_seeds": 3, "hop_terms": n}
-       for n in (4, 16)},
-    **{f"dhop-{w}": {"second_hop": w, "hop_seeds": 3} for w in (0.1, 0.2, 0.3)},
-    **{f"dhop-{w}-s{n}": {"second_hop": w, "hop_seeds": n} for w, n in ((0.1, 1), (0.2, 1), (0.2, 5))},
-    "both-0.2": {"second_hop": 0.2, "hop_lexical": True, "hop_seeds": 3},
-    # period summaries (issue 15, item 2): weight of the two-stage boost, periods of N turns, top T periods
-    **{f"per-{w}": {"periods": w} for w in (0.05, 0.1, 0.2, 0.3)},
-    **{f"per-{w}-n{n}": {"periods": w, "period_turns": n} for w in (0.05, 0.1) for n in (10, 40)},
-    **{f"per-{w}-p{t}": {"periods": w, "period_top": t} for w in (0.05, 0.1) for t in (1, 5)},
     # a period the question names, searched again (issue 15, item 1): weight, and the days after the period
     "date-off": {"date_weight": 0.0},
-    # a question asking when lifts the turns that say when: weight
-    **{f"when-{w}": {"when_weight": w} for w in (0.1, 0.2, 0.3, 0.5)},
-    **{f"sdiv-{w}": {"search_diversity": w} for w in (0.1, 0.3, 0.5, 0.7)},
-    # the turn after a matching question lifted by a share of its score
-    **{f"ans-{w}": {"answer_weight": w} for w in (0.1, 0.2, 0.3, 0.5)},
     **{f"date-{w}": {"date_weight": w} for w in (0.1, 0.2, 0.3, 0.5, 0.7, 1.0)},
     **{f"date-{w}-lag{d}": {"date_weight": w, "date_lag_days": d} for w in (0.3, 0.5) for d in (7, 62)},
-    # a diagnostic, not an option: each period's entry point is its whole transcript (head), not a summary
-    **{f"per-{w}-p1-transcript": {"periods": w, "period_top": 1, "bench.period_text": "transcript"} for w in (0.05, 0.1)},
+    # a question asking when lifts the turns that say when: weight
+    **{f"when-{w}": {"when_weight": w} for w in (0.1, 0.2, 0.3, 0.5)},
 }
-
-
-class _Transcript:
-    """A stand-in "summarizer" that returns the period's transcript: what an entry point could carry at most."""
-
-    def summarize(self, previous, units):
-        from ragmem._summary import transcript
-
-        return transcript(units)[:2000]
-
-
-def ensure_periods(mem, settings, config: dict | None = None) -> None:
-    """Build the periods a config needs on a cached store (ingested without them), once per cut size."""
-    from ragmem._periods import build
-
-    if settings.periods <= 0:
-        return
-    log_ = mem.store.log
-    text = (config or {}).get("bench.period_text", "summary")
-    summarizer = _Transcript() if text == "transcript" else mem.store.summarizer
-    if log_.meta.get("bench_period_turns") != f"{settings.period_turns}/{text}":
-        db = log_._db
-        with log_._lock:
-            db.execute("DELETE FROM periods")
-        for s in mem.store.sessions(mem.namespace):
-            build(log_, mem.store.embedder, mem.namespace, [s.session], summarizer=summarizer, settings=settings,
-                  index=mem.store.index)
-        log_.meta.set("bench_period_turns", f"{settings.period_turns}/{text}")
 
 
 def settings_of(config: dict):
     """The :class:`ragmem.RecallSettings` a config names (its keys but the ``prompt.`` ones)."""
     from ragmem import RecallSettings
 
-    return RecallSettings(**{k: v for k, v in config.items() if not k.startswith(("prompt.", "bench."))})
+    return RecallSettings(**{k: v for k, v in config.items() if not k.startswith("prompt.")})
 
 
 def open_store(cache: Path, conv):
@@ -149,7 +103,6 @@ def run(configs: list[str], cache: Path, relex: bool, limit: int | None, only: l
             for name in configs:
                 config = CONFIGS[name] if name in CONFIGS or name not in expanders else {}
                 mem.settings = replace(mem.settings, recall=settings_of(config), query_expander=expanders.get(name))
-                ensure_periods(mem, mem.settings.recall, config)
                 args = {k[len("prompt."):]: v for k, v in config.items() if k.startswith("prompt.")}
                 for q in qs:
                     ev = set(q.evidence_ids)

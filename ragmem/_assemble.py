@@ -118,40 +118,15 @@ def render_state(state: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def source_label(u: Unit, current_session: str | None, dated: bool) -> str | None:
-    """The note placed before a recalled unit: which conversation and day it comes from.
-
-    A unit of another session of the namespace always says so; a unit of this
-    session carries its day only when ``dated`` (the recall spans several days
-    or conversations). None when nothing needs saying. A label reads
-    ``[from conversation "monday", 2023-05-20 (Sat)]`` or ``[2023-05-20 (Sat)]``.
+def source_label(u: Unit, current_session: str | None) -> str | None:
+    """The note placed before a recalled unit of another session of the namespace: which conversation and
+    day it comes from, e.g. ``[from conversation "monday", 2023-05-20 (Sat)]``. None for a unit of this
+    session (dating every recalled unit was measured and not kept: docs/recall.md, "Tried and not kept").
     """
     m = u.messages[0]
-    day = m.created_at.strftime("%Y-%m-%d (%a)")
     if current_session is not None and m.session and m.session != current_session:
-        return f"[from conversation {json.dumps(m.session, ensure_ascii=False)}, {day}]"
-    return f"[{day}]" if dated else None
-
-
-def spans_time(units: Iterable[Unit], current_session: str | None, date_labels: bool = False) -> bool:
-    """Whether recalled units come from more than one day or conversation (so their dates matter).
-
-    Always False unless ``date_labels`` (``RecallSettings.date_labels``): dating every recalled unit once
-    recall spans days was measured, gained nothing and cost evidence (LoCoMo evidence at 2,000 tokens
-    0.882 -> 0.870 on all five conversations; LongMemEval one_session at 4,000 tokens 0.920 -> 0.912).
-    Units of another conversation are always labelled with it and its date; recall_format="auto" still
-    dates recall when the turn asks about time. benchmarks/longmemeval.py measures it on (the ablation).
-    """
-    if not date_labels:
-        return False
-    days, sessions = set(), set()
-    for u in units:
-        m = u.messages[0]
-        days.add(m.created_at.date())
-        sessions.add(m.session)
-        if len(days) > 1 or len(sessions) > 1:
-            return True
-    return False
+        return f"[from conversation {json.dumps(m.session, ensure_ascii=False)}, {m.created_at:%Y-%m-%d (%a)}]"
+    return None
 
 
 def unit_as_text(u: Unit, label: str | None = None) -> str:
@@ -237,11 +212,9 @@ def _finish(
     monitor: BudgetMonitor,
     summary_covers: Sequence[str] = (),
     current_session: str | None = None,
-    date_labels: bool = False,
 ) -> Context:
     """Place and render the chosen units; drop the least relevant recall until the rendered prompt fits."""
     recall_units = sorted(recall_units, key=lambda us: (us[1] if us[1] is not None else 0.0))  # rising relevance
-    dated = spans_time((u for u, _ in recall_units), current_session, date_labels)
     # Counting is additive per message, so each section is counted once: stored messages from the
     # per-id cache, the few rendered ones (system, summary, header, user) here.
     c = lambda ms: sum(count_message(counter, m) for m in ms)  # noqa: E731
@@ -251,7 +224,7 @@ def _finish(
         window_msgs = [m.to_openai() for u in window_units for m in u.messages]
         window_tokens = sum(costs.unit(u) for u in window_units)
         if recall_units and recall_format == "text":
-            body = "\n\n".join(unit_as_text(u, source_label(u, current_session, dated)) for u, _ in recall_units)
+            body = "\n\n".join(unit_as_text(u, source_label(u, current_session)) for u, _ in recall_units)
             recall_msgs = [{"role": "system", "content": f"{RECALL_HEADER}\n\n{body}"}]
             recall_tokens = c(recall_msgs)
         elif recall_units:
@@ -259,7 +232,7 @@ def _finish(
             labels = []
             last = None
             for u, _ in recall_units:
-                label = source_label(u, current_session, dated)
+                label = source_label(u, current_session)
                 if label is not None and label != last:  # consecutive units of one source share a note
                     note = {"role": "system", "content": label}
                     recall_msgs.append(note)
@@ -366,7 +339,6 @@ def assemble(
     monitor: BudgetMonitor = BudgetMonitor(),
     token_cache: dict[str, int] | None = None,
     current_session: str | None = None,
-    date_labels: bool = False,
 ) -> Context:
     """Assemble a prompt from its sections within ``budget``; see the module docstring for the layout.
 
@@ -380,8 +352,7 @@ def assemble(
     asks about time (:func:`ragmem._recall.asks_when`), as messages otherwise.
     ``current_session`` names the prompt's session: recalled units of other
     sessions (``recall_scope="namespace"``) are labelled with their
-    conversation and date, and with ``date_labels`` once recall spans several
-    days or conversations every recalled unit carries its date (:func:`source_label`).
+    conversation and date (:func:`source_label`).
 
     >>> from ragmem._tokens import default_counter
     >>> ctx = assemble("hi", budget=100, counter=default_counter(), system="be brief")
@@ -431,18 +402,17 @@ def assemble(
     # Recall: into what is left (at least its share); see _pack_recall.
     recall_cap = free - w_tokens - s_tokens - count_message(counter, {"role": "system", "content": RECALL_HEADER})
     # a label note costs tokens: reserve them while packing, so rendering rarely has to drop a unit
-    dated = spans_time((u for u, _ in recall), current_session, date_labels)
     label_cost = None
-    if recall_format != "text" and (dated or any(u.messages[0].session != current_session for u, _ in recall)):
+    if recall_format != "text" and any(u.messages[0].session != current_session for u, _ in recall):
         def label_cost(u: Unit) -> int:
-            label = source_label(u, current_session, dated)
+            label = source_label(u, current_session)
             return count_message(counter, {"role": "system", "content": label}) if label else 0
     chosen_recall = _pack_recall(recall, companions or {}, in_window, recall_cap, counter_costs, dropped, label_cost)
     return _finish(
         strategy="ragmem", fmt=format, budget=budget, counter=counter, costs=counter_costs, sys_msgs=sys_msgs,
         user=user, summary_msgs=summary_msgs, recall_units=list(chosen_recall), window_units=chosen_window,
         dropped=dropped, placement=placement, recall_format=recall_format, monitor=monitor,
-        summary_covers=summary_covers, current_session=current_session, date_labels=date_labels,
+        summary_covers=summary_covers, current_session=current_session,
     )
 
 

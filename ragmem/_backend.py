@@ -228,7 +228,6 @@ class Store:
         with self._lock:
             # flags first: a crash between the drop and the re-index leaves them pending, for repair
             self.log.index.mark_unindexed(namespace)
-            self.log.periods.drop_namespace(namespace)  # their vectors are the old model's; rebuilt below when periods are on
             self.index.drop_session(namespace, NAMESPACE_SCOPE)  # the namespace's collection first
             names = consistency.session_names(self.log, namespace)
             for name in names:
@@ -237,7 +236,7 @@ class Store:
             msgs = [m for name in names for m in self.log.messages(namespace, name)]
             for start in range(0, len(msgs), 2000):
                 index_messages(msgs[start : start + 2000], log=self.log, index=self.index, embedder=self.embedder,
-                               settings=self.recall, summarizer=self.summarizer)
+                               settings=self.recall)
         return len(msgs)
 
     def flush(self) -> None:

@@ -467,8 +467,7 @@ def repair(store: Store, full: bool = False, *, purge: bool = True) -> dict[str,
         todo = log.index.pending(limit=2000)
         if not todo:
             break
-        index_messages(todo, log=log, index=store.index, embedder=store.embedder, settings=store.recall,
-                       summarizer=store.summarizer)
+        index_messages(todo, log=log, index=store.index, embedder=store.embedder, settings=store.recall)
         done["indexed"] += len(todo)
     while True:  # the lexical index is rebuilt from the log alone (no model, no vector index)
         todo = log.index.lexical_missing(limit=2000)

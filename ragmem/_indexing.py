@@ -19,14 +19,13 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
-from . import _lexical as lexical, _timeparse as timeparse
+from . import _lexical as lexical
 from .embed import Embedder, chunk_text
 from ._messages import Message, ToolCall, message_text
 from ._settings import DEFAULT_RECALL, RecallSettings
 from ._store import Log as MessageLog, VectorIndex
 from ._store.filters import META_PREFIX
 from ._store.index import chunk_id
-from ._summary import Summarizer
 
 
 def document_text(m: Message, call: ToolCall | None = None) -> str:
@@ -42,16 +41,13 @@ def lexical_text(
     m: Message, call: ToolCall | None = None, previous: Message | None = None,
     settings: RecallSettings = DEFAULT_RECALL,
 ) -> str:
-    """The text the lexical index holds for a message: itself, its date, the dates it refers to
-    (:func:`ragmem._timeparse.index_terms`, with ``settings.time_terms``), and the head of the turn
+    """The text the lexical index holds for a message: itself, its date, and the head of the turn
     before it (``settings.previous_chars``; a giant tool result would drown the message)."""
     # BM25's length normalisation makes the words of a giant text rank near zero anyway, and tokenising
     # megabytes in Python costs seconds: the lexical index keeps a long message's head, the vector index
     # (chunked) keeps all of it searchable.
     body = document_text(m, call)[:LEXICAL_MAX_CHARS]
     text = f"{body} {m.created_at.day} {m.created_at:%B %Y}"
-    if settings.time_terms:  # its day, and the days it means by "yesterday", "last Saturday", ... as date terms
-        text += " " + " ".join(timeparse.index_terms(m.text[:LEXICAL_MAX_CHARS], m.created_at))
     if previous is not None:
         text += " " + document_text(previous)[:settings.previous_chars]
     return text
@@ -127,24 +123,21 @@ def chunk_metadata(m: Message, unit_id: str, chunk: int) -> dict[str, Any]:
 
 def index_messages(
     messages: Sequence[Message], *, log: MessageLog, index: VectorIndex, embedder: Embedder,
-    settings: RecallSettings = DEFAULT_RECALL, summarizer: Summarizer | None = None,
+    settings: RecallSettings = DEFAULT_RECALL,
 ) -> int:
     """Embed and index stored messages (any mix of sessions of one store), then mark them indexed.
 
     Idempotent: chunks are upserted under stable ids, so running it twice on
     the same messages (after a crash, say) leaves one copy. Returns the number
     of chunks written. Messages of several namespaces are indexed one
-    namespace at a time (ids are unique per namespace only). With
-    ``settings.periods`` on, the periods these messages close are then
-    summarized (by ``summarizer`` when it is an LLM one, else extractively) and
-    embedded (:func:`ragmem._periods.build`).
+    namespace at a time (ids are unique per namespace only).
     """
     if not messages:
         return 0
     groups = by_namespace(messages)
     if len(groups) > 1:
-        return sum(index_messages(g, log=log, index=index, embedder=embedder, settings=settings,
-                                  summarizer=summarizer) for g in groups.values())
+        return sum(index_messages(g, log=log, index=index, embedder=embedder, settings=settings)
+                   for g in groups.values())
     namespace = messages[0].namespace
     units = log.units.ids_of(namespace, [m.id for m in messages])
     # the calls tool results answer, so their text can carry the call's name and arguments
@@ -175,11 +168,6 @@ def index_messages(
             for f in pending:
                 f.result()  # an upsert that failed raises here, before anything is marked indexed
     log.index.mark_indexed(namespace, n_chunks, lex)
-    if settings.periods > 0:
-        from ._periods import build
-
-        build(log, embedder, namespace, (m.session for m in messages), summarizer=summarizer, settings=settings,
-              index=index)
     return len(texts)
 
 

@@ -37,7 +37,7 @@ import json
 import re
 import unicodedata
 from functools import lru_cache
-from typing import Iterable, Sequence
+from typing import Iterable
 
 from ._errors import MissingDependency
 
@@ -170,27 +170,3 @@ def match_query(terms: Iterable[str], scope: str) -> str | None:
 def body_query(terms: Iterable[str]) -> str:
     """An FTS5 expression: any of these terms in the body column."""
     return "body : (" + " OR ".join('"' + t.replace('"', '""') + '"' for t in terms) + ")"
-
-
-def rarest_first(terms: Sequence[str], rows: dict[str, float], budget: int) -> tuple[list[str], list[str]]:
-    """Split a query's terms into those that select the rows BM25 ranks, and those that only add to their scores.
-
-    The rarest terms select, as many as hold at most ``budget`` rows between them (``rows``: each
-    term's rows in the scope searched), and always the rarest one that holds any; the other,
-    commoner terms still add their share to the score of every row selected. No budget (0), or
-    terms that fit it, select all. A row that holds none of the selecting terms is not ranked.
-
-    >>> rarest_first(["pool", "size", "db"], {"pool": 300, "size": 900, "db": 40}, 500)
-    (['pool', 'db'], ['size'])
-    >>> rarest_first(["pool", "size", "typo"], {"pool": 300, "size": 900}, 100)  # a term of no rows adds none
-    (['pool', 'typo'], ['size'])
-    """
-    if not budget or sum(rows.get(t, 0) for t in terms) <= budget:
-        return list(terms), []
-    picked, held = set(), 0.0
-    for t in sorted(terms, key=lambda t: rows.get(t, 0)):
-        if held and held + rows.get(t, 0) > budget:
-            break
-        picked.add(t)
-        held += rows.get(t, 0)
-    return [t for t in terms if t in picked], [t for t in terms if t not in picked]

@@ -28,7 +28,7 @@ from ._backend import SessionInfo, Store
 from ._errors import InvalidMessage, MessageNotFound, StoreError, UsageError
 from ._indexing import index_messages
 from ._messages import Message, from_anthropic, from_sdk, looks_anthropic, parse_message
-from ._recall import Hit, diversify, query_vectors, search_candidates
+from ._recall import Hit, query_vectors, search_candidates
 from ._store.filters import RowFilter
 from ._rerank import RERANK_TOP, rerank
 from ._store import Log
@@ -245,7 +245,7 @@ class Memory:
                     consistency.catch_up(store)  # indexes these too
                 elif stored:
                     index_messages(stored, log=store.log, index=store.index, embedder=store.embedder,
-                                   settings=self.settings.recall, summarizer=store.summarizer)
+                                   settings=self.settings.recall)
             except Exception as exc:
                 # the log has them (durable, acknowledged by the store); only the derived index lags
                 store._debt.behind = True
@@ -357,14 +357,9 @@ class Memory:
         ))
         if min_score is not None:  # on the absolute cosine, not the fused score, which is relative per query
             cands = [c for c in cands if sims.get(c.message_id, -1.0) >= min_score]
-        spread = self.settings.recall.search_diversity
         keep = max(k, RERANK_TOP) if reranker is not None else k
-        cands = cands[: max(3 * k, keep) if spread else keep]
+        cands = cands[:keep]
         found = store.log.get_many(self.namespace, [c.message_id for c in cands])
-        if spread:  # near-copies of one turn sink below the other turns of an answer (RecallSettings)
-            cands = [replace(c, score=s) for c, s in diversify(
-                [(c, c.score) for c in cands if c.message_id in found], spread,
-                lambda c: found[c.message_id].text)][:keep]
         if reranker is not None:
             cands = [replace(c, score=s) for c, s in rerank(
                 reranker, query, [(c, c.score) for c in cands if c.message_id in found],
@@ -505,10 +500,6 @@ class Memory:
         store = self.store
         with store._lock:
             result = mark()
-            if self.settings.recall.periods > 0:  # the periods the forget blanked, summarized again
-                from ._periods import regenerate
-
-                regenerate(store.log, store.embedder, self.namespace, summarizer=store.summarizer, index=store.index)
             if wait:
                 consistency.finish_forgets(store)
             else:

@@ -174,7 +174,6 @@ def run(mem: Session, req: Request) -> Context:
             window=window_units, recall=recalled, companions=beside, max_window_messages=mem.settings.window,
             format=req.format, placement=req.placement, recall_format=req.recall_format,
             monitor=mem.settings.monitor, token_cache=mem.store._tokens, current_session=mem.session,
-            date_labels=mem.settings.recall.date_labels,
         )
     ctx.trace.queries = queries
     return timings.into(ctx)

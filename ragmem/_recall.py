@@ -18,20 +18,10 @@ result brings the unit after it, which carries its answer (:func:`companions`).
 Dropping what the window holds and packing are left to assembly, which knows
 the window and the budget.
 
-The lexical rows and queries also carry date terms (:mod:`ragmem._timeparse`):
-"yesterday" in a turn written on 8 May 2023 is indexed as that day, and a
-question naming "7 May 2023" matches it. A question that names a period
+A question that names a period
 searches it again (:func:`date_boost`, :mod:`ragmem._when`), and one that asks
 when lifts the candidates that say when (:func:`when_boost`). An optional reranker
-(:mod:`ragmem._rerank`) may reorder the best units. An optional second hop
-(``RecallSettings.second_hop``, off: measured without a gain that held) runs a
-second round seeded by the first round's best messages (:func:`dense_hop`,
-:func:`second_hop`). Optional period summaries (``RecallSettings.periods``,
-off: measured without a gain that held) lift the turns of the periods that
-match the query best (:func:`period_boost`, :mod:`ragmem._periods`). An optional
-answer boost (``RecallSettings.answer_weight``, off: it lifts LoCoMo and lowers
-LongMemEval) lifts the turn after a matching question (:func:`answer_boost`).
-An optional query expander (``Memory(query_expander=...)``, :mod:`ragmem._queries`)
+(:mod:`ragmem._rerank`) may reorder the best units. An optional query expander (``Memory(query_expander=...)``, :mod:`ragmem._queries`)
 adds queries that run the same retrieval; each message keeps its best score
 (:func:`best_of`).
 
@@ -50,7 +40,7 @@ from functools import partial
 from datetime import datetime
 from typing import Any, Callable, Sequence, TypeVar
 
-from . import _lexical as lexical, _timeparse as timeparse, _when as when
+from . import _lexical as lexical, _when as when
 from .embed import Embedder
 from ._messages import Message
 from ._settings import DEFAULT_RECALL, RecallSettings
@@ -126,14 +116,10 @@ def dense_candidates(
 
 def lexical_candidates(
     log: MessageLog, text: str, *, namespace: str, session: str | None, n: int,
-    filters: RowFilter | None = None, settings: RecallSettings = DEFAULT_RECALL, extra: Sequence[str] = (),
+    filters: RowFilter | None = None, settings: RecallSettings = DEFAULT_RECALL,
 ) -> list[Candidate]:
-    """The ``n`` best BM25 matches of a query text in a session (or a whole namespace), best first.
-
-    ``extra`` are index terms (already tokenized) searched along with the text's (the second hop's seeds).
-    """
-    dates = timeparse.query_terms(text) if settings.query_dates else []
-    terms = list(dict.fromkeys(lexical.tokenize(text) + dates + list(extra)))
+    """The ``n`` best BM25 matches of a query text in a session (or a whole namespace), best first."""
+    terms = list(dict.fromkeys(lexical.tokenize(text)))
     total, df = log.index.lexical_df(terms)
     if total > settings.common_term_min_rows:
         rare = [t for t in terms if df.get(t, 0) <= settings.common_term_share * total]
@@ -141,7 +127,7 @@ def lexical_candidates(
     terms = [t for t in terms if df.get(t, 0) > 0]
     if not terms:
         return []
-    rows = log.index.lexical_search(namespace, session, terms, n, filters=filters, rows=settings.lexical_rows,
+    rows = log.index.lexical_search(namespace, session, terms, n, filters=filters,
                                     above=settings.lexical_scope_rows)
     return [Candidate(mid, uid, sess, seq, score) for mid, uid, sess, seq, score in rows]
 
@@ -227,21 +213,11 @@ def search_candidates(
         log, text, namespace=namespace, session=session, n=pool, filters=filters, settings=settings
     )
     fused = fuse(dense, lex, settings)
-    if settings.answer_weight > 0:  # the turn after a question that matches is its likely answer
-        fused = answer_boost(fused, log, namespace, settings)
-    if settings.second_hop > 0 and settings.hop_lexical:
-        fused = second_hop(fused, log, text, namespace=namespace, session=session, n=pool, filters=filters,
-                           settings=settings)
-    if settings.second_hop > 0 and settings.hop_dense:
-        fused = dense_hop(fused, hits, vector, log, index, namespace=namespace, session=session, n=pool,
-                          where=where, settings=settings)
     if settings.date_weight > 0:  # a period the question names is searched again (ragmem._when)
         fused = date_boost(fused, log=log, index=index, text=text, vector=vector, namespace=namespace,
                            session=session, n=pool, filters=filters, settings=settings, asked_at=asked_at)
     if settings.when_weight > 0:  # a question asking when lifts the turns that say when
         fused = when_boost(fused, log, namespace, text, settings)
-    if settings.periods > 0:  # two-stage: the best periods lift the turns they cover (ragmem._periods)
-        fused = period_boost(fused, log, namespace, session, vector, text, settings)
     return fused
 
 
@@ -263,31 +239,6 @@ def best_of(first: Sequence[Candidate], rounds: Sequence[Sequence[Candidate]], w
             if c.message_id not in best or score > best[c.message_id].score:
                 best[c.message_id] = Candidate(c.message_id, c.unit_id, c.session, c.seq, score)
     return sorted(best.values(), key=lambda c: -c.score)
-
-
-def period_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, session: str | None,
-                 vector: Sequence[float], text: str | None, settings: RecallSettings = DEFAULT_RECALL
-                 ) -> list[Candidate]:
-    """Two-stage recall: the candidates inside the best ``settings.period_top`` periods
-    (:func:`ragmem._periods.period_scores`) gain ``settings.periods`` times their period's score over the
-    best period's.
-
-    Candidates are messages and stay messages: a period only lifts the turns it covers.
-    """
-    from ._periods import period_scores
-
-    ranked = period_scores(log, namespace, session, vector, text, settings)[: settings.period_top]
-    if not ranked or ranked[0][1] <= 0:
-        return list(first)
-    best = ranked[0][1]
-    spans: dict[str, list[tuple[int, int, float]]] = {}
-    for p, score in ranked:
-        spans.setdefault(p.session, []).append((p.first_seq, p.last_seq, settings.periods * score / best))
-    out = []
-    for c in first:
-        gain = max((g for lo, hi, g in spans.get(c.session, ()) if lo <= c.seq <= hi), default=0.0)
-        out.append(Candidate(c.message_id, c.unit_id, c.session, c.seq, c.score + gain) if gain else c)
-    return sorted(out, key=lambda c: -c.score)
 
 
 def date_boost(
@@ -349,34 +300,6 @@ def when_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, text
     return with_gains(first, gains) if gains else list(first)
 
 
-#: How many of the best candidates the answer boost reads to find the questions among them.
-ANSWER_POOL = 20
-
-
-def answer_boost(first: Sequence[Candidate], log: MessageLog, namespace: str,
-                 settings: RecallSettings = DEFAULT_RECALL) -> list[Candidate]:
-    """The candidates, with the turn after each matching question lifted by a share of the question's score.
-
-    Of the best :data:`ANSWER_POOL`, each whose text asks (holds a "?") lifts the next
-    message of its session by ``settings.answer_weight`` times its own score, if that message is a
-    candidate too: only what a retriever found (under the caller's filters) can rise.
-    """
-    pool = [c for c in first[:ANSWER_POOL] if c.score > 0]
-    if not pool:
-        return list(first)
-    held = log.get_many(namespace, [c.message_id for c in pool])
-    at = {(c.session, c.seq): c for c in first}
-    gains: dict[str, tuple[Candidate, float]] = {}
-    for c in pool:
-        m = held.get(c.message_id)
-        nxt = at.get((c.session, c.seq + 1))
-        if m is not None and nxt is not None and "?" in m.text:
-            gain = settings.answer_weight * c.score
-            if gain > gains.get(nxt.message_id, (nxt, 0.0))[1]:
-                gains[nxt.message_id] = (nxt, gain)
-    return with_gains(first, gains) if gains else list(first)
-
-
 def with_gains(first: Sequence[Candidate], gains: dict[str, tuple[Candidate, float]]) -> list[Candidate]:
     """The first round's candidates with a later round's gains added, best first: message id ->
     (its candidate in that round, its gain). A message the first round missed enters with its gain alone."""
@@ -387,110 +310,6 @@ def with_gains(first: Sequence[Candidate], gains: dict[str, tuple[Candidate, flo
         scores[mid] = scores.get(mid, 0.0) + gain
     out = [Candidate(m, c.unit_id, c.session, c.seq, scores[m]) for m, c in place.items()]
     return sorted(out, key=lambda c: -c.score)
-
-
-#: How much of a seed message the second hop reads for its terms (a giant tool result would cost seconds).
-HOP_MAX_CHARS = 20_000
-
-
-def hop_terms(
-    log: MessageLog, seeds: Sequence[Message], query: str, settings: RecallSettings = DEFAULT_RECALL
-) -> list[str]:
-    """The terms the first round's best messages add beyond the query, most distinctive first.
-
-    The terms of the seeds (names, numbers, rare words; their date terms when the index keeps them) that
-    the query lacks, held by at least two rows of the index (one row is the seed itself: the term can
-    lead nowhere else) and not too common (as for a query: at most ``common_term_share`` of the rows
-    once there are more than ``common_term_min_rows``), ranked by document frequency, the rarest
-    first; at most ``settings.hop_terms`` of them.
-    """
-    asked = set(lexical.tokenize(query))
-    words: list[str] = []
-    for m in seeds:
-        words += lexical.tokenize(m.text[:HOP_MAX_CHARS])
-        if settings.time_terms:
-            words += timeparse.index_terms(m.text[:HOP_MAX_CHARS], m.created_at)
-    terms = [t for t in dict.fromkeys(words) if t not in asked]
-    if not terms:
-        return []
-    total, df = log.index.lexical_df(terms)
-    most = settings.common_term_share * total if total > settings.common_term_min_rows else total
-    terms = [t for t in terms if 2 <= df.get(t, 0) <= most]
-    terms.sort(key=lambda t: df[t])  # stable: among equals, the order of the best seed first
-    return terms[: settings.hop_terms]
-
-
-def second_hop(
-    first: Sequence[Candidate], log: MessageLog, text: str, *, namespace: str, session: str | None, n: int,
-    filters: RowFilter | None = None, settings: RecallSettings = DEFAULT_RECALL,
-) -> list[Candidate]:
-    """A second lexical round seeded by what the first found, fused in at a discount.
-
-    The first round's best ``settings.hop_seeds`` messages give their distinctive terms
-    (:func:`hop_terms`), and BM25 runs again on those alone (with the query's terms as well, it
-    measured worse on LoCoMo: it re-finds what the first round found). Each message it finds,
-    other than the seeds and the turns beside them (whose lexical rows carry a seed's text, and
-    which the neighbour share already lifts), gains ``settings.second_hop`` times its BM25 score
-    over the round's best. A message the first round found gains that on top of its score, so what
-    is both relevant to the question and linked to its best answers rises; one only the second
-    round found enters with that alone. Multi-hop
-    questions name one part of an answer: the turn that holds another part often shares a name, a
-    number or a rare word with the first part rather than with the question.
-    """
-    seed_ids = [c.message_id for c in first[: settings.hop_seeds]]
-    if not seed_ids:
-        return list(first)
-    found = log.get_many(namespace, seed_ids)
-    extra = hop_terms(log, [found[m] for m in seed_ids if m in found], text, settings)
-    if not extra:
-        return list(first)
-    hop = lexical_candidates(log, "", namespace=namespace, session=session, n=n, filters=filters,
-                             settings=settings, extra=extra)
-    near = {(c.session, c.seq + d) for c in first[: settings.hop_seeds] for d in (-1, 0, 1)}
-    hop = [c for c in hop if c.message_id not in found and (c.session, c.seq) not in near and c.score > 0]
-    if not hop:
-        return list(first)
-    top = hop[0].score
-    return with_gains(first, {c.message_id: (c, settings.second_hop * c.score / top) for c in hop})
-
-
-def dense_hop(
-    first: Sequence[Candidate], hits: Sequence[IndexHit], vector: Sequence[float], log: MessageLog,
-    index: VectorIndex, *, namespace: str, session: str | None, n: int, where: dict[str, Any] | None,
-    settings: RecallSettings = DEFAULT_RECALL,
-) -> list[Candidate]:
-    """A second dense round (pseudo-relevance feedback): the query vector plus the mean of the stored
-    vectors of the first round's best ``hop_seeds`` messages (their best chunk each, among the dense
-    hits), each unit length. Its finds, but the seeds and the turns beside them, gain
-    ``settings.second_hop`` times their min-max scaled similarity, as in :func:`second_hop`.
-    """
-    from ._store.index import message_of_chunk
-
-    seeds = {c.message_id for c in first[: settings.hop_seeds]}
-    chunks: dict[str, str] = {}
-    for h in hits:  # best first: the first chunk of a seed is its best
-        mid = message_of_chunk(h.message_id)
-        if mid in seeds and mid not in chunks:
-            chunks[mid] = h.message_id
-    vecs = index.vectors(namespace, list(chunks.values()), session=session) if chunks else []
-    if not vecs:
-        return list(first)
-    import numpy as np
-
-    q = np.asarray(vector, dtype=np.float32)
-    centre = np.mean(np.asarray(vecs, dtype=np.float32), axis=0)
-    q2 = q / (np.linalg.norm(q) or 1.0) + centre / (np.linalg.norm(centre) or 1.0)
-    sessions = [session] if session is not None else None
-    more = dense_candidates(index.query(namespace, q2.tolist(), n=n, where=where, sessions=sessions, metadata=False),
-                            log, namespace)
-    near = {(c.session, c.seq + d) for c in first[: settings.hop_seeds] for d in (-1, 0, 1)}
-    more = [c for c in more if c.message_id not in seeds and (c.session, c.seq) not in near]
-    if len(more) < 2:
-        return list(first)
-    hi, lo = more[0].score, min(c.score for c in more)
-    span = hi - lo
-    return with_gains(first, {c.message_id: (c, settings.second_hop * ((c.score - lo) / span if span > 0 else 1.0))
-                              for c in more})
 
 
 def retrieve_units(
@@ -574,8 +393,7 @@ def diversify(
     (Jaccard) with the most similar unit ranked above it, so near-duplicates sink.
 
     Returns the units in their new order with their adjusted scores. The
-    weight is a setting (``RecallSettings.diversity``; ``search_diversity`` for
-    ``search()``'s hits, whose ``text`` is their message's); 0 returns ``ranked`` unchanged.
+    weight is a setting (``RecallSettings.diversity``); 0 returns ``ranked`` unchanged.
     """
     if not weight or len(ranked) < 2:
         return list(ranked)

@@ -1,9 +1,9 @@
-"""Time as data: relative time expressions resolved to dates, and dates written as index terms.
+"""Time as data: relative time expressions resolved to dates.
 
 A turn says "I went to the support group yesterday"; the question asks "When
 did she go to the support group?" or "What did she do on 7 May 2023?". The
-turn's own time is known (``created_at``), so "yesterday" is a date, and the
-date can be indexed. :func:`resolve` finds the relative expressions of a
+turn's own time is known (``created_at``), so "yesterday" is a date.
+:func:`resolve` finds the relative expressions of a
 text and turns them into :class:`Period` s against an anchor time:
 
 * days: today, tonight, this morning/afternoon/evening, yesterday, last night,
@@ -15,14 +15,8 @@ text and turns them into :class:`Period` s against an anchor time:
 
 N is a number or a word (a, one ... twelve, a couple of, a few, several).
 :func:`explicit` finds written dates ("7 May 2023", "May 7, 2023",
-"May 2023", "in 2022") for the query side. :func:`period_terms` writes a
-period as tokens that the lexical tokenizer keeps whole and no word can
-collide with ("May" is an English stop word, "d20230507" is not):
-``d20230507`` for a day, ``w2023w19`` for its ISO week, ``m202305`` for its
-month, ``y2023`` for its year. With ``RecallSettings(time_terms=True)``, the
-index gets the terms of a message's own day and of every period it mentions;
-a question gets the terms of the dates it names, so BM25 matches them like
-any rare word.
+"May 2023", "in 2022") for the query side. Recall reads both
+(:mod:`ragmem._when`): a question that names a period searches it again.
 
 A small resolver of our own, not a general date parser: measured against
 ``dateparser`` (see docs/recall.md) it resolves these expressions better and
@@ -31,8 +25,8 @@ costs about 0.1 ms per message instead of about 10 ms.
 >>> from datetime import datetime
 >>> [p.label for p in resolve("We met yesterday and again last Saturday.", datetime(2023, 5, 8, 13, 56))]
 ['2023-05-07', '2023-05-06']
->>> period_terms(resolve("two weeks ago", datetime(2023, 5, 8))[0])
-['w2023w17', 'm202304', 'y2023']
+>>> [p.label for p in resolve("two weeks ago", datetime(2023, 5, 8))]
+['2023-W17']
 """
 
 from __future__ import annotations
@@ -73,21 +67,6 @@ class Period:
         if self.grain == "month":
             return f"{self.start:%Y-%m}"
         return f"{self.start:%Y}"
-
-
-def period_terms(p: Period) -> list[str]:
-    """Index terms of a period and of every coarser period that holds it (a day is in its week, month, year)."""
-    d = p.start
-    out = []
-    if p.grain == "day":
-        out.append(f"d{d:%Y%m%d}")
-    if p.grain in ("day", "week"):
-        y, w, _ = d.isocalendar()
-        out.append(f"w{y}w{w:02d}")
-    if p.grain in ("day", "week", "month"):
-        out.append(f"m{d:%Y%m}")
-    out.append(f"y{d:%Y}")
-    return out
 
 
 def _shift_months(d: date, n: int) -> date:
@@ -315,16 +294,3 @@ def asked(text: str, now: datetime | None = None) -> list[Period]:
     """The periods a question names: the dates it writes out and, read at ``now``, its relative ones
     and those it names without their year ("in May": the latest May by ``now``)."""
     return explicit(text) + (resolve(text, now) + yearless(text, now) if now is not None else [])
-
-
-def index_terms(text: str, written: datetime) -> list[str]:
-    """The date terms the lexical index keeps for a message: its own day's, and those of the periods it mentions."""
-    terms = period_terms(Period(written.date(), "day"))
-    for p in mentioned(text, written):
-        terms += period_terms(p)
-    return list(dict.fromkeys(terms))
-
-
-def query_terms(text: str, now: datetime | None = None) -> list[str]:
-    """The date terms of a question: those of the periods it names (:func:`asked`)."""
-    return list(dict.fromkeys(t for p in asked(text, now) for t in period_terms(p)))

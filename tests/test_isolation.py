@@ -66,8 +66,8 @@ def scope_of(model):
     return {mid: key for key, ids in model.items() for mid in ids}
 
 
-#: The lexical plans of a large scope forced on every scope (without its scope term, and bounded), beside the default.
-LEXICAL_PLANS = [None, RecallSettings(lexical_scope_rows=0), RecallSettings(lexical_scope_rows=0, lexical_rows=2)]
+#: The lexical plan of a large scope forced on every scope (without its scope term), beside the default.
+LEXICAL_PLANS = [None, RecallSettings(lexical_scope_rows=0)]
 
 
 #: Each lexical plan, and the default with dated messages and queries that name their month (the period's
@@ -78,7 +78,7 @@ SCOPE_CASES = [(plan, False, True) for plan in LEXICAL_PLANS] + [(None, True, Tr
 
 
 @pytest.mark.parametrize("recall, dated, in_memory", SCOPE_CASES,
-                         ids=["default", "large-scope", "bounded", "period", "large-scope-sql"])
+                         ids=["default", "large-scope", "period", "large-scope-sql"])
 @PROPS
 @given(history=histories, query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join))
 def test_search_and_prompt_stay_in_scope(recall, dated, in_memory, history, query):
@@ -252,7 +252,7 @@ def _snapshot(mem: Memory, ns: str) -> dict:
     return out
 
 
-@pytest.mark.parametrize("recall", LEXICAL_PLANS, ids=["default", "large-scope", "bounded"])
+@pytest.mark.parametrize("recall", LEXICAL_PLANS, ids=["default", "large-scope"])
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 @given(history=two_tenant_history, pair=st.sampled_from(TENANT_PAIRS), swap=st.booleans(),
        query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join))

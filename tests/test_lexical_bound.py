@@ -1,14 +1,11 @@
-"""The lexical search of a large scope (RecallSettings.lexical_scope_rows, lexical_rows; SQLite's FTS5).
+"""The lexical search of a large scope (RecallSettings.lexical_scope_rows; SQLite's FTS5).
 
 A scope of more than ``lexical_scope_rows`` rows that is most of the index is ranked without its
 scope term (among its rows picked by an unranked expression, or, when it is the whole index, checked
-among the winners), and gives the same scores and order as with it. With ``lexical_rows`` set, BM25
-ranks only the rows that hold the query's rarest terms (the latest ``lexical_rows`` of them when
-there are more) and those that also hold a commoner term, each with its score over every term.
-Pinned here: the same results as the scope term's in all three plans; a bounded search returns
-the selected rows with their exact scores and nothing else; the cap keeps the latest rows, and
-older rows holding a commoner term too still come back; every plan stays inside its namespace and
-session, also when the counts it was planned on are stale.
+among the winners), and gives the same scores and order as with it. Pinned here: the same results as
+the scope term's in every plan, on the SQL plan and on the in-memory postings; ``Memory.search`` the
+same under either; every plan stays inside its namespace and session, also when the counts it was
+planned on are stale.
 """
 
 from __future__ import annotations
@@ -19,13 +16,19 @@ from conftest import HashEmbedder, put_indexed
 from ragmem import Memory, RecallSettings
 from ragmem import _lexical as lexical
 from ragmem._store import open_log
+from ragmem._store.postings import Postings
 
 
 put = put_indexed
 
 
-def search(log, namespace, session, query, n=50, **bound):
-    return log.index.lexical_search(namespace, session, lexical.tokenize(query), n, **bound)
+def search(log, namespace, session, query, n=50, memory=False, **plan):
+    """lexical_search as recall calls it; ``memory`` chooses the postings or (by default) the SQL plan."""
+    before, Postings.enabled = Postings.enabled, memory
+    try:
+        return log.index.lexical_search(namespace, session, lexical.tokenize(query), n, **plan)
+    finally:
+        Postings.enabled = before
 
 
 @pytest.fixture
@@ -54,59 +57,27 @@ def test_a_large_scope_is_ranked_exactly_as_with_its_scope_term(log, other_rows)
     for session in (None, "a", "b"):
         for query in ("zebra pool", "pool", "dawn party grazing"):
             exact = search(log, "ns", session, query)
-            assert search(log, "ns", session, query, above=0) == exact  # the plan of a large scope, no bound
-            assert search(log, "ns", session, query, rows=1000, above=20_000) == exact  # a small scope: as before
-
-
-@pytest.mark.parametrize("other_rows", [0, 10, 200])  # the scope is the whole index, most of it, or a part
-def test_a_bounded_search_ranks_the_rows_of_the_rarest_terms_with_their_exact_scores(log, other_rows):
-    ids = fill(log, other_rows=other_rows)
-    ranked = search(log, "ns", None, "zebra pool", n=1000)
-    exact = {r[0]: r for r in ranked}
-    got = search(log, "ns", None, "zebra pool", rows=8, above=0)
-    # "zebra" (4 rows here, fewer than 8) selects; "pool" only adds to their scores
-    assert sorted(r[0] for r in got) == sorted(ids["zebra"])
-    for r in got:
-        assert r[4] == pytest.approx(exact[r[0]][4], rel=1e-9)
-        assert r[:4] == exact[r[0]][:4]
-    assert [r[0] for r in got] == [r[0] for r in ranked if r[0] in ids["zebra"]]  # in the exact search's order
-
-
-@pytest.mark.parametrize("other_rows", [0, 200])
-def test_the_cap_keeps_the_latest_rows_of_the_scope(log, other_rows):
-    ids = fill(log, other_rows=other_rows)
-    got = search(log, "ns", None, "pool", n=100, rows=6, above=0)
-    pool = ids["zebra"][:1] + ids["zebra"][2:3] + ids["pool"]  # every row of "ns" that holds "pool", in order
-    assert sorted(r[0] for r in got) == sorted(pool[-6:])
-    exact = {r[0]: r[4] for r in search(log, "ns", None, "pool", n=1000)}
-    assert all(r[4] == pytest.approx(exact[r[0]], rel=1e-9) for r in got)
+            assert search(log, "ns", session, query, above=0) == exact  # the SQL plan of a large scope
+            assert search(log, "ns", session, query, above=0, memory=True) == exact  # the postings
+            assert search(log, "ns", session, query, above=20_000) == exact  # a small scope: as before
 
 
 @pytest.mark.parametrize("other_rows", [0, 10, 200])
-def test_older_rows_holding_a_commoner_term_too_come_back_past_the_cap(log, other_rows):
-    ids = fill(log, other_rows=other_rows)
-    put(log, "ns", "b", [f"zebra sighting {i}" for i in range(10)], start=100)  # newer rows holding the rare term
-    got = {r[0] for r in search(log, "ns", None, "zebra pool", n=100, rows=4, above=0)}
-    assert {"a-0", "a-2"} <= got  # old, but holding "pool" too
-    assert not got & {"a-1", "a-3"}  # old and holding "zebra" alone: past the latest 4 of its rows
-    assert got <= set(ids["zebra"]) | {f"b-{100 + i}" for i in range(10)}
-
-
-@pytest.mark.parametrize("other_rows", [0, 10, 200])
-def test_a_bounded_search_stays_in_its_namespace_and_session(log, other_rows):
+def test_a_large_scope_stays_in_its_namespace_and_session(log, other_rows):
     ids = fill(log, other_rows=other_rows)
     mine = {i for group in ids.values() for i in group}
     for query in ("zebra pool", "pool", "zebra", "dawn party"):
-        for rows in (1, 3, 8, 100):
-            wide = search(log, "ns", None, query, n=100, rows=rows, above=0)
-            assert {r[0] for r in wide} <= mine and len({r[0] for r in wide}) == len(wide)
-            for session in ("a", "b"):
-                own = search(log, "ns", session, query, n=100, rows=rows, above=0)
-                assert {r[2] for r in own} <= {session} and {r[0] for r in own} <= mine
-            assert {r[0] for r in search(log, "other", None, query, n=100, rows=rows, above=0)}.isdisjoint(mine)
+        wide = search(log, "ns", None, query, n=100, above=0)
+        assert {r[0] for r in wide} <= mine and len({r[0] for r in wide}) == len(wide)
+        for session in ("a", "b"):
+            own = search(log, "ns", session, query, n=100, above=0)
+            assert {r[2] for r in own} <= {session} and {r[0] for r in own} <= mine
+        assert {r[0] for r in search(log, "other", None, query, n=100, above=0)}.isdisjoint(mine)
 
 
-def test_memory_search_is_the_same_under_either_plan_and_finds_the_rare_word_when_bounded(tmp_path):
+
+
+def test_memory_search_is_the_same_under_either_plan(tmp_path):
     texts = [f"we talked about the pool and the weather, day {i}" for i in range(30)]
     texts[3] = "the zebra escaped from the pool enclosure"
     path = tmp_path / "store"
@@ -121,10 +92,7 @@ def test_memory_search_is_the_same_under_either_plan_and_finds_the_rare_word_whe
             want = [(h.message.id, round(h.score, 9)) for h in scoped.search(query, k=10, scope=scope)]
             for mem in others:
                 assert [(h.message.id, round(h.score, 9)) for h in mem.search(query, k=10, scope=scope)] == want
-    forced = Memory(path, session="s0", embedder=HashEmbedder(), summarizer=False,
-                    recall=RecallSettings(lexical_rows=2, lexical_scope_rows=0))
-    assert "zebra" in forced.search("where did the zebra go", k=5, scope="namespace")[0].message.content
-    for mem in (scoped, forced, *others):
+    for mem in (scoped, *others):
         mem.close()
 
 
@@ -132,8 +100,8 @@ def test_a_count_gone_stale_never_lets_another_session_in(log):
     """A session that was the whole index is ranked without its scope term; rows another session added since
     the rows were counted are caught among the winners, and the search is planned again on fresh counts."""
     put(log, "ns", "a", [f"pool {i}" for i in range(30)])
-    assert len(search(log, "ns", "a", "pool", rows=5, above=0)) == 5  # counted: session a is the whole index
+    assert len(search(log, "ns", "a", "pool", n=5, above=0)) == 5  # counted: session a is the whole index
     put(log, "ns", "b", [f"pool again {i}" for i in range(20)], start=100)  # newer rows, fewer than a tenth more
-    got = search(log, "ns", "a", "pool", n=100, rows=5, above=0)
-    assert {r[2] for r in got} == {"a"} and len(got) == 5
-    assert {r[2] for r in search(log, "ns", None, "pool", n=100, rows=5, above=0)} == {"b"}  # the latest 5
+    got = search(log, "ns", "a", "pool", n=100, above=0)
+    assert {r[2] for r in got} == {"a"} and len(got) == 30
+    assert {r[2] for r in search(log, "ns", None, "pool", n=100, above=0)} == {"a", "b"}

@@ -223,7 +223,7 @@ def test_migration_2_upgrades_a_version_1_store_in_place(pg_url, tmp_path, monke
         assert old._migrations() == [1]
         old.close()
     lg = PostgresLog(pg_url)
-    assert lg._migrations() == [1, 2, 3] and lg.meta.get("schema_version") == "3"
+    assert lg._migrations() == [1, 2, 3, 4] and lg.meta.get("schema_version") == "4"
     kept, counted, indexes = _lexical_counts(pg_url)
     assert kept == (counted[0], counted[1]) and counted[1] == [(4, sum(len(r[2].split()) + 2 for r in
                                                                        _lexical_rows(msgs)))]
@@ -372,7 +372,7 @@ def test_both_logs_are_one_small_core_and_the_same_facets():
     def public(cls):
         return {n for k in cls.__mro__ if k.__module__.startswith("ragmem") for n in vars(k) if not n.startswith("_")}
 
-    facets = {"index", "units", "state", "forgetting", "meta", "periods"}
+    facets = {"index", "units", "state", "forgetting", "meta"}
     assert public(MessageLog) == public(PostgresLog)
     assert public(MessageLog) >= {"append", "get", "get_many", "messages", "tail", "count", "sessions", "close"}
     sqlite_hints, pg_hints = typing.get_type_hints(MessageLog), typing.get_type_hints(PostgresLog)
@@ -381,23 +381,22 @@ def test_both_logs_are_one_small_core_and_the_same_facets():
         assert public(sqlite_hints[name]) == public(pg_hints[name]), name
 
 
-def test_migration_3_adds_the_periods_table_to_a_version_2_store(pg_url, monkeypatch):
-    """A store made before period summaries opens with an empty periods table, which then works as SQLite's."""
+def test_migration_4_drops_the_periods_table_of_a_version_3_store(pg_url, monkeypatch):
+    """A store written while period summaries existed (schema 3, rows in its periods table) opens; its
+    messages stay, and the table, which no code reads any more, is dropped."""
     from ragmem._store import pglog
-    from ragmem._store.log_periods import Period
 
-    with monkeypatch.context() as m:  # the ragmem of schema version 2
-        m.setattr(pglog, "MIGRATIONS", pglog.MIGRATIONS[:2])
-        m.setattr(pglog, "SCHEMA_VERSION", 2)
+    with monkeypatch.context() as m:  # the ragmem of schema version 3
+        m.setattr(pglog, "MIGRATIONS", pglog.MIGRATIONS[:3])
+        m.setattr(pglog, "SCHEMA_VERSION", 3)
         old = PostgresLog(pg_url)
         old.append("ns", "s", [msg(i) for i in range(4)])
-        assert old._migrations() == [1, 2]
+        old._write(lambda cur: cur.execute("INSERT INTO periods VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                                           ("ns", "s", 0, 3, '["m0", "m1", "m2", "m3"]', "- user: four", b"\0", 0)))
+        assert old._migrations() == [1, 2, 3]
         old.close()
     lg = PostgresLog(pg_url)
-    assert lg._migrations() == [1, 2, 3] and lg.meta.get("schema_version") == "3"
-    assert lg.periods.all("ns") == [] and lg.periods.last_seq("ns", "s") == -1
-    lg.periods.put("ns", [Period("s", 0, 3, ["m0", "m1", "m2", "m3"], "- user: four turns", b"\0\0\x80?", 0)])
-    lg.forgetting.mark_deleted("ns", ["m1"])  # the tombstone blanks the period covering it, in its transaction
-    (p,) = lg.periods.all("ns")
-    assert p.covers == ["m0", "m2", "m3"] and p.text == "" and p.vector == b""
+    assert lg._migrations() == [1, 2, 3, 4] and lg.meta.get("schema_version") == "4"
+    assert [m.id for m in lg.messages("ns", "s")] == ["m0", "m1", "m2", "m3"]
+    assert lg._read("SELECT to_regclass('periods') IS NULL") == [(True,)]
     lg.close()

@@ -76,8 +76,8 @@ def test_a_new_store_records_every_migration(tmp_path):
 def test_an_old_store_is_migrated_in_place_and_everything_still_works(old_store, embedder):
     work = Memory(old_store, namespace="alice", session="work", window=4, embedder=embedder)
     s = _schema(old_store)
-    assert s["applied"] == [1, 2, 3] and s["version"] == str(SCHEMA_VERSION) and s["messages_pk"] == ["namespace", "id"]
-    assert "periods" in s["tables"]
+    assert s["applied"] == [1, 2, 3, 4] and s["version"] == str(SCHEMA_VERSION) and s["messages_pk"] == ["namespace", "id"]
+    assert "periods" not in s["tables"]  # made by migration 3, dropped by 4
     # the index layout changed too: the store was re-indexed on open, and the old collections dropped
     assert work.store.repaired["indexed"] == 17 and work.store.repaired["stale_collections"] == 4
     cols = make_client(path=str(old_store / "chroma")).list_collections()
@@ -182,40 +182,46 @@ def test_a_migration_killed_midway_leaves_nothing_half_written(old_store, at):
     log = MessageLog(old_store)
     assert log.get("alice", "w-1").content.startswith("Our Postgres pool size")
     log.close()
-    assert _schema(old_store)["applied"] == [1, 2, 3]
+    assert _schema(old_store)["applied"] == [1, 2, 3, 4]
 
 
 @pytest.mark.parametrize("at", [1, 99])  # one statement: 99 = it ran, no commit
-def test_the_periods_migration_killed_midway_leaves_nothing_half_written(old_store, at):
-    """Migration 3 (the periods table) killed before its statement or before its commit: migration 2
-    stays applied, no periods table is left, and the next open runs migration 3 whole."""
+def test_the_periods_drop_killed_midway_leaves_the_store_of_schema_3(old_store, at):
+    """Migration 4 (dropping the periods table) killed before its statement or before its commit:
+    migration 3 stays applied with its table, and the next open runs migration 4 whole."""
     proc = subprocess.run(
-        [sys.executable, "-c", _KILLER, str(old_store), str(at), "2"],
+        [sys.executable, "-c", _KILLER, str(old_store), str(at), "3"],
         env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     after = _schema(old_store)
-    assert after["applied"] == [1, 2] and after["version"] == "2" and "periods" not in after["tables"]
-    assert after["messages_pk"] == ["namespace", "id"]
+    assert after["applied"] == [1, 2, 3] and after["version"] == "3" and "periods" in after["tables"]
     log = MessageLog(old_store)
     assert log.get("alice", "w-1").content.startswith("Our Postgres pool size")
-    assert log.periods.all("alice") == [] and log.periods.last_seq("alice", "work") == -1
     log.close()
-    assert _schema(old_store)["applied"] == [1, 2, 3] and "periods" in _schema(old_store)["tables"]
+    assert _schema(old_store)["applied"] == [1, 2, 3, 4] and "periods" not in _schema(old_store)["tables"]
 
 
-def test_an_old_store_builds_its_periods_from_the_log_once_they_are_on(old_store, embedder):
-    """Periods are derived data: a migrated store has none, and the first add with periods on builds
-    them for the whole session, covering exactly its messages."""
-    from ragmem import RecallSettings
-
-    mem = Memory(old_store, namespace="alice", session="work", embedder=embedder,
-                 recall=RecallSettings(periods=0.2, period_turns=2))
-    before = [m.id for m in mem.messages()]
-    mem.add({"role": "user", "content": "one more turn, on the same day as nothing else"})
-    covered = [mid for p in mem.store.log.periods.all("alice", "work") for mid in p.covers]
-    assert covered and covered == before[: len(covered)]
-    mem.close()
+def test_a_store_of_schema_3_with_period_summaries_opens_and_searches(tmp_path, embedder, monkeypatch):
+    """A store written by the release before this one (schema 3, its periods table holding rows) opens:
+    the table, which no code reads, is dropped, and every message is still read, searched and prompted."""
+    path = tmp_path / "s3"
+    with monkeypatch.context() as m:  # the ragmem of schema version 3
+        m.setattr(migrations, "MIGRATIONS", MIGRATIONS[:3])
+        m.setattr(migrations, "SCHEMA_VERSION", 3)
+        mem = Memory(path, embedder=embedder)
+        mem.add_many([{"role": "user", "content": f"the pool size is {i}", "id": f"m{i}"} for i in range(4)])
+        mem.store.log._change(lambda cur: cur.execute(
+            "INSERT INTO periods VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            ("default", "default", 0, 3, '["m0", "m1", "m2", "m3"]', "- user: the pool", b"\0\0\x80?", 0)))
+        mem.close()
+    assert _schema(path)["applied"] == [1, 2, 3] and "periods" in _schema(path)["tables"]
+    with Memory(path, embedder=embedder) as mem:
+        assert _schema(path)["applied"] == [1, 2, 3, 4] and "periods" not in _schema(path)["tables"]
+        assert [m.id for m in mem.messages()] == ["m0", "m1", "m2", "m3"]
+        assert mem.search("pool size 2", k=1)[0].message.id == "m2"
+        mem.forget("m1")
+        assert [m.id for m in mem.messages()] == ["m0", "m2", "m3"]
 
 
 def test_a_migration_that_fails_is_rolled_back_and_says_so(old_store):

@@ -225,16 +225,9 @@ CAMPING = [  # three near-copies of one trip, and the other trip the same questi
 ] + [(f"f{i}", f"Filler about work meetings and spreadsheets, number {i}.") for i in range(12)]
 
 
-def test_search_diversity_brings_the_other_part_of_an_answer_above_near_copies(mem):
+def test_search_with_a_reranker_still_gives_k_hits_below_its_head(mem):
     mem.add_many([{"role": "user", "content": text, "id": mid} for mid, text in CAMPING])
     q = "Where did we go camping with the kids?"
-    plain = mem.search(q, k=3)  # the default: no diversity in search
-    mem.settings = replace(mem.settings, recall=RecallSettings(search_diversity=0.3))
-    spread = mem.search(q, k=3)
-    assert "woods" not in [h.message.id for h in plain]  # three copies of the beach fill the top 3
-    assert "woods" in [h.message.id for h in spread]
-    assert spread[0].message.id == plain[0].message.id and spread[0].score == pytest.approx(plain[0].score)
-    assert [h.score for h in spread] == sorted((h.score for h in spread), reverse=True)
     from ragmem._rerank import as_reranker
 
     mem.settings = replace(mem.settings, reranker=as_reranker(lambda q, texts: [float(len(t)) for t in texts]))

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragmem import Memory, _lexical as lexical
-from ragmem._timeparse import Period, explicit, index_terms, period_terms, query_terms, resolve
+from ragmem import Memory
+from ragmem._timeparse import explicit, resolve
 
 MON = datetime(2023, 5, 8, 13, 56)  # a Monday
 SUN = datetime(2023, 5, 14, 10, 0)
@@ -55,14 +55,6 @@ def test_written_dates():
     assert explicit("no year here, May 7") == []
 
 
-def test_date_terms_survive_the_lexical_tokenizer():
-    terms = period_terms(Period(date(2023, 5, 7), "day"))
-    assert terms == ["d20230507", "w2023w18", "m202305", "y2023"]
-    assert lexical.tokenize(" ".join(terms)) == terms  # no stemming, no stop word ("may" is one)
-    assert "d20230507" in index_terms("I went yesterday", MON) and "d20230508" in index_terms("hi", MON)
-    assert query_terms("What did she do on 7 May 2023?")[0] == "d20230507"
-
-
 @given(st.text(max_size=300), st.datetimes(min_value=datetime(1990, 1, 1), max_value=datetime(2090, 1, 1)))
 def test_resolve_never_fails_and_stays_near_the_anchor(text, at):
     for p in resolve(text, at) + resolve(text.lower() + " 12 days ago last week", at):
@@ -71,9 +63,7 @@ def test_resolve_never_fails_and_stays_near_the_anchor(text, at):
 
 
 def test_a_question_about_a_date_finds_the_turn_that_said_yesterday(tmp_path, embedder):
-    """Every turn says "yesterday"; only the turn written on 8 May means 7 May (date terms switched on)."""
-    from ragmem import RecallSettings
-
+    """Every turn says "yesterday"; only the turn written on 8 May means 7 May (the period's search, ragmem._when)."""
     t0 = datetime(2023, 4, 1, 12, tzinfo=timezone.utc)
     places = ["the gym", "the market", "a concert", "the museum", "a pottery class", "the beach", "the library",
               "a support group", "the zoo", "a lecture"]
@@ -83,7 +73,7 @@ def test_a_question_about_a_date_finds_the_turn_that_said_yesterday(tmp_path, em
         msgs.append({"role": "user", "content": f"I went to {place} yesterday, it was lovely.", "created_at": when,
                      "id": place})
     msgs.sort(key=lambda m: m["created_at"])
-    with Memory(tmp_path / "s", embedder=embedder, recall=RecallSettings(time_terms=True)) as mem:
+    with Memory(tmp_path / "s", embedder=embedder) as mem:
         mem.add_many(msgs)
         assert mem.search("Where did I go on 7 May 2023?", k=1)[0].message.id == "a support group"
         assert mem.search("What did I do on May 7, 2023?", k=1)[0].message.id == "a support group"

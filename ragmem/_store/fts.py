@@ -79,7 +79,7 @@ class Fts5Index(LogIndex):
 
     def lexical_search(
         self, namespace: str, session: str | None, terms: Sequence[str], n: int, *,
-        filters: RowFilter | None = None, rows: int = 0, above: int | None = None,
+        filters: RowFilter | None = None, above: int | None = None,
     ) -> list[tuple[str, str, str, int, float]]:
         """The ``n`` best BM25 matches of any of ``terms`` in a session (None: the whole namespace), as
         (id, unit_id, session, seq, score).
@@ -92,8 +92,7 @@ class Fts5Index(LogIndex):
         A scope of more than ``above`` rows (recall passes ``RecallSettings.lexical_scope_rows``;
         None: none) is scored on the in-memory postings (:mod:`.postings`), or, until they are built
         or where they cannot serve, ranked as :func:`_large_scope` plans: the same scores and order
-        either way, without the scope term's cost. ``rows`` (``RecallSettings.lexical_rows``; 0: none)
-        bounds what the SQL plan ranks.
+        either way, without the scope term's cost.
         """
         scope, terms = self._query(namespace, session, terms)
         match = lexical.match_query(terms, scope)
@@ -105,13 +104,13 @@ class Fts5Index(LogIndex):
             total, df = self.lexical_df([scope, *terms])
             held = df.get(scope, 0)  # the scope's rows (0 for a scope newer than the cached counts: small)
             large = above is not None and held > above
-            if large and not rows and Postings.enabled:
+            if large and Postings.enabled:
                 with self._log._lock:  # type: ignore[attr-defined]
                     best = self._postings.search(scope, terms, inner)
                 if best is not None:
                     return self._rows_of(namespace, best, where, args)[:n]
             if large:
-                plan = _large_scope(scope, terms, df, held, total, self._df_rows, rows)
+                plan = _large_scope(scope, terms, held, total, self._df_rows)
             else:
                 plan = ("", _RANKED, [match], "1")
             head, ranked, params, mine = plan
@@ -160,8 +159,7 @@ _RANKED = "SELECT rowid AS r, -bm25(lexical, 0.0, 1.0, 0.0) AS s FROM lexical WH
 MOST_OF_THE_INDEX = 0.5
 
 
-def _large_scope(scope: str, terms: list[str], df: dict[str, int], held: int, total: int, counted: int,
-                 rows: int) -> tuple[str, str, list, str]:
+def _large_scope(scope: str, terms: list[str], held: int, total: int, counted: int) -> tuple[str, str, list, str]:
     """How a large scope is ranked: (the WITH clause, the ranked rows, their parameters, the scope check).
 
     bm25() counts every row of each term of the expression it ranks, and a namespace's term is in
@@ -171,18 +169,9 @@ def _large_scope(scope: str, terms: list[str], df: dict[str, int], held: int, to
     another scope means the count is stale: the caller counts again and plans again). The scores
     and the order are those of the expression with the scope term. A scope that is a small part of
     the index keeps the term: counting its rows costs less than walking the other scopes' rows.
-
-    ``rows`` (0: none) bounds the work in a scope of more rows than that: only the rows that hold
-    the query's rarest terms are ranked (:func:`ragmem._lexical.rarest_first`), the latest ``rows``
-    of them when there are more, and every row that also holds one of the other terms, each with its
-    score over every term. A row holding only the commoner terms is not ranked (docs/storage.md
-    measures what that costs).
     """
     share = held / max(total, held)
-    bounded = bool(rows) and held > rows
-    select, also = lexical.rarest_first(terms, {t: df.get(t, 0) * share for t in terms}, rows) if bounded \
-        else (terms, [])
-    body = lexical.body_query(select)
+    body = lexical.body_query(terms)
     scoped = f'scope : "{scope}" AND {body}'
     ranked, head, picking, check = _RANKED, "", [], []
     if held >= counted:  # the whole index
@@ -193,19 +182,11 @@ def _large_scope(scope: str, terms: list[str], df: dict[str, int], held: int, to
         ranked += " AND +rowid IN (SELECT r FROM picked)"
     else:
         pick = expr = scoped
-    if bounded or expr != pick:  # the scope's rows that hold a selecting term (the latest `rows`)
+    if expr != pick:  # the scope's rows that hold a query term
         head = ("WITH picked(r) AS MATERIALIZED (SELECT rowid FROM lexical WHERE lexical MATCH ? "
                 "ORDER BY rowid DESC LIMIT ?), oldest(r) AS (SELECT MIN(r) FROM picked) ")
         ranked += " AND rowid >= (SELECT r FROM oldest)"
-        picking = [pick, rows if bounded else -1]
+        picking = [pick, -1]
     params = [expr]
-    if also:  # and every row that holds an added term too, however old, scored with every term
-        added = f" AND {lexical.body_query(also)}"
-        every = _RANKED
-        params.append(expr + added)
-        if expr != pick:
-            every += " AND +rowid IN (SELECT rowid FROM lexical WHERE lexical MATCH ?)"
-            params.append(scoped + added)
-        ranked = f"SELECT r, MAX(s) AS s FROM ({ranked} UNION ALL {every}) GROUP BY r"
     # placeholders in the order of the SQL: the WITH clause, the scope check, then the ranked rows
     return head, ranked, [*picking, *check, *params], "instr(x.scope, ?) > 0" if check else "1"

@@ -205,7 +205,7 @@ class VectorIndex:
         One collection per session keeps a session's query as cheap as an
         unfiltered one however many other sessions share the store: a
         ``where`` on the session over one shared collection measured 13.8x
-        slower at 100,000 vectors in 100 sessions (benchmarks/layout.py).
+        slower at 100,000 vectors in 100 sessions (benchmarks/layout.py at the tag experiments-2026-12).
         """
         key = (namespace, session)
         col = self._collections.get(key)

@@ -20,8 +20,6 @@ Tables::
     tool_calls(namespace, session, call_id, unit_id, answered)
     state(namespace, session, value)      pinned state, JSON
     summaries(namespace, session, text, upto_seq, covers)
-    periods(namespace, session, first_seq, last_seq, covers, text, vector, rev)
-                                          period summaries (see ragmem._store.log_periods)
     lexical(scope, body, mid)             FTS5 over pre-tokenised text (see ragmem._lexical)
     lexical_map(namespace, mid, rid)      message -> lexical rowid, for removal
 

@@ -9,8 +9,7 @@ and the reads of :class:`~ragmem._store.log_reads.MessageReads` (``get``,
 * ``log.units``: units whole, where chunks belong, the turn after (:mod:`ragmem._store.log_reads`);
 * ``log.state``: pinned state and running summaries (:mod:`ragmem._store.log_state`);
 * ``log.forgetting``: tombstones, purges and forgotten sessions (:mod:`ragmem._store.log_forget`);
-* ``log.meta``: the store's metadata (:mod:`ragmem._store.log_core`);
-* ``log.periods``: period summaries, the entry points of two-stage recall (:mod:`ragmem._store.log_periods`).
+* ``log.meta``: the store's metadata (:mod:`ragmem._store.log_core`).
 
 Each facet holds its log and runs its SQL through the log's hooks
 (:class:`~ragmem._store.log_core.LogCore`), so every statement is written once
@@ -24,7 +23,6 @@ from .log_append import Appending
 from .log_core import LogMeta
 from .log_flags import LogIndex
 from .log_forget import LogForgetting
-from .log_periods import LogPeriods
 from .log_reads import LogUnits, MessageReads
 from .log_state import LogState
 
@@ -44,8 +42,6 @@ class LogBase(Appending, MessageReads):
     forgetting: LogForgetting
     #: The store's ``meta`` table and its ``store_id``.
     meta: LogMeta
-    #: Period summaries: the entry points of two-stage recall (off unless ``RecallSettings.periods``).
-    periods: LogPeriods
 
     def _attach(self, index: LogIndex) -> None:
         """Make the facets; ``index`` is the backend's own (its lexical index differs)."""
@@ -54,4 +50,3 @@ class LogBase(Appending, MessageReads):
         self.state = LogState(self)
         self.forgetting = LogForgetting(self)
         self.meta = LogMeta(self)
-        self.periods = LogPeriods(self)

@@ -13,7 +13,6 @@ written once for both databases:
 * :mod:`ragmem._store.log_forget`: ``log.forgetting``, tombstones, purges and forgotten sessions;
 * :mod:`ragmem._store.log_state`: ``log.state``, pinned state and running summaries;
 * this module: ``log.meta``, the store's metadata;
-* :mod:`ragmem._store.log_periods`: ``log.periods``, period summaries (the entry points of two-stage recall);
 * the lexical index itself, which differs most between the two: FTS5 in
   :mod:`ragmem._store.fts`, term tables in :mod:`ragmem._store.pglog`.
 

@@ -124,13 +124,13 @@ class LogIndex(Facet):
 
     def lexical_search(
         self, namespace: str, session: str | None, terms: Sequence[str], n: int, *,
-        filters: RowFilter | None = None, rows: int = 0, above: int | None = None,
+        filters: RowFilter | None = None, above: int | None = None,
     ) -> list[tuple[str, str, str, int, float]]:
         """The ``n`` best BM25 matches of any of ``terms`` (index terms, :func:`ragmem._lexical.tokenize`)
         in a session (None: the whole namespace), as (id, unit_id, session, seq, score).
 
-        ``above`` and ``rows`` are the plan for a large scope and its bound
-        (``RecallSettings.lexical_scope_rows`` and ``lexical_rows``); a backend may ignore them.
+        ``above`` is where a large scope's plan begins (``RecallSettings.lexical_scope_rows``); a backend
+        may ignore it.
         """
         raise NotImplementedError
 

@@ -14,7 +14,6 @@ import json
 from typing import Any
 
 from .log_core import Facet
-from .log_periods import blank_covering
 
 __all__ = ["LogForgetting"]
 
@@ -28,7 +27,6 @@ class LogForgetting(Facet):
 
         def run(cur: Any) -> None:
             log._change_in(cur, "UPDATE messages SET deleted=1 WHERE namespace=? AND id {in}", ids, [namespace])
-            blank_covering(cur, namespace, ids)  # no period summary keeps forgotten text
         log._change(run)
 
     def purge(self, namespace: str, ids: list[str]) -> None:
@@ -72,7 +70,7 @@ class LogForgetting(Facet):
             n = cur.execute(
                 "UPDATE messages SET deleted=1 WHERE namespace=? AND session=? AND deleted=0", (namespace, session)
             ).rowcount
-            for table in ("state", "summaries", "tool_calls", "periods"):
+            for table in ("state", "summaries", "tool_calls"):
                 cur.execute(f"DELETE FROM {table} WHERE namespace=? AND session=?", (namespace, session))
             if cur.execute("SELECT 1 FROM sessions WHERE namespace=? AND session=?", (namespace, session)).fetchone():
                 cur.execute(log._insert("forgotten_sessions", "?, ?"), (namespace, session))
@@ -96,7 +94,7 @@ class LogForgetting(Facet):
                 "DELETE FROM forgotten_sessions WHERE namespace=? AND session=?", (namespace, session)
             ).rowcount:
                 return False
-            for table in ("sessions", "state", "summaries", "tool_calls", "periods"):
+            for table in ("sessions", "state", "summaries", "tool_calls"):
                 cur.execute(f"DELETE FROM {table} WHERE namespace=? AND session=?", (namespace, session))
             return True
         return self._log._change(run)

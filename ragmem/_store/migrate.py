@@ -1,7 +1,7 @@
 """Moving an embedded store's log (SQLite) to PostgreSQL: ``ragmem migrate --to postgresql://...``.
 
 Rows are copied as they are (ids, sequence numbers, units, tool-call
-records, pinned state, summaries, period summaries, meta) in one PostgreSQL transaction, so a
+records, pinned state, summaries, meta) in one PostgreSQL transaction, so a
 copy cut short leaves the target as it was. Messages arrive flagged
 unindexed: the first :class:`~ragmem._memory.Memory` opened on the new log
 indexes them into whichever index it uses (a Chroma server, or the embedded
@@ -41,9 +41,6 @@ def copy_log(src: MessageLog, dst: PostgresLog) -> dict[str, int]:
     tool_calls = src._rows("SELECT namespace, session, call_id, unit_id, answered FROM tool_calls")
     state = src._rows("SELECT namespace, session, value FROM state")
     summaries = src._rows("SELECT namespace, session, text, upto_seq, covers FROM summaries")
-    # period summaries with their vectors: derived, but rebuilding them costs a summary and an embedding each
-    periods = [(*r[:6], bytes(r[6]), r[7]) for r in src._rows(
-        "SELECT namespace, session, first_seq, last_seq, covers, text, vector, rev FROM periods")]
     meta = [(k, v) for k, v in src._rows("SELECT key, value FROM meta") if k not in _LOCAL_META]
 
     def run(cur: Any) -> None:
@@ -56,11 +53,9 @@ def copy_log(src: MessageLog, dst: PostgresLog) -> dict[str, int]:
         cur.executemany("INSERT INTO tool_calls VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", tool_calls)
         cur.executemany("INSERT INTO state VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", state)
         cur.executemany("INSERT INTO summaries VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", summaries)
-        cur.executemany("INSERT INTO periods VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                        periods)
         cur.executemany("INSERT INTO meta VALUES (%s, %s) ON CONFLICT DO NOTHING", meta)
         cur.execute("INSERT INTO meta VALUES ('migrated_from', %s) ON CONFLICT DO NOTHING", (origin,))
 
     dst._write(run)
     return {"sessions": len(sessions), "messages": len(messages), "tool_calls": len(tool_calls),
-            "states": len(state), "summaries": len(summaries), "periods": len(periods)}
+            "states": len(state), "summaries": len(summaries)}

@@ -126,6 +126,13 @@ CREATE TABLE periods (
 """)
 
 
+@migration
+def m004_drop_periods(db: sqlite3.Connection) -> None:
+    """Period summaries left recall (issue 25): their table goes; no code reads it. Every row it held was
+    derived (a summary and a vector of messages the log keeps)."""
+    db.execute("DROP TABLE IF EXISTS periods")
+
+
 #: The schema version this ragmem writes: the number of its migrations.
 SCHEMA_VERSION = len(MIGRATIONS)
 

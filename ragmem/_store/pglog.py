@@ -118,6 +118,10 @@ CREATE TABLE periods (
     covers TEXT NOT NULL, text TEXT NOT NULL, vector BYTEA NOT NULL, rev BIGINT NOT NULL,
     PRIMARY KEY (namespace, session, first_seq));
 """),
+    # 4: period summaries left recall (issue 25): no code reads the table
+    (4, """
+DROP TABLE IF EXISTS periods;
+"""),
 ]
 
 _T = TypeVar("_T")
@@ -476,7 +480,7 @@ class PostgresIndex(LogIndex):
 
     def lexical_search(
         self, namespace: str, session: str | None, terms: Sequence[str], n: int, *,
-        filters: RowFilter | None = None, rows: int = 0, above: int | None = None,
+        filters: RowFilter | None = None, above: int | None = None,
     ) -> list[tuple[str, str, str, int, float]]:
         """The ``n`` best BM25 matches of any of ``terms`` in a session (None: the whole namespace), as
         (id, unit_id, session, seq, score).
@@ -484,7 +488,7 @@ class PostgresIndex(LogIndex):
         ``filters`` narrows the joined ``messages m`` row, as in the SQLite log. Scores are FTS5's
         BM25: positive, higher is better.
 
-        ``rows`` and ``above`` (the SQLite log's plan and bound for a large scope) change nothing
+        ``above`` (where the SQLite log's plan for a large scope begins) changes nothing
         here: the scoring query reads only the scope's rows of each term, so a namespace costs what
         its matching rows cost, not what its size does; every matching row is ranked.
         """
