@@ -164,7 +164,7 @@ def test_migrations_are_recorded_and_a_newer_store_is_refused(pg_url):
     from ragmem._store.pglog import split_url
 
     lg = PostgresLog(pg_url)
-    assert lg._migrations() == [1, 2, 3]
+    assert lg._migrations() == [1, 2, 3, 4]
     lg.close()
     conninfo, schema = split_url(pg_url)
     with psycopg.connect(conninfo, autocommit=True) as conn:

@@ -48,7 +48,7 @@ from .filters import RowFilter
 from .log_base import LogBase
 from .log_flags import LogIndex
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: Numbered migrations: (version, SQL). A store applies those above its recorded version, in order,
 #: in one transaction under an advisory lock, so concurrent openers never race.
