@@ -14,7 +14,8 @@ from typing import Literal, Sequence
 
 from .._errors import EmbedderError, MissingDependency, UsageError
 from ._base import Embedder, Kind
-from ._bundled import DEFAULT_MODEL, BundledFacts, cache_dir, notice
+from ._bundled import cache_dir, notice
+from ._models import BundledFacts, bundled_model
 from ._onnx import ExportFailed, OnnxEmbedder
 from ._sentence_transformers import SentenceTransformerEmbedder, bf16_supported
 
@@ -62,7 +63,10 @@ def _setting(value: str | None, env: str, allowed: tuple[str, ...], what: str) -
 
 
 class AutoEmbedder(BundledFacts, Embedder):
-    """The default embedder: the bundled model on the fastest path this machine runs safely.
+    """The default embedder: an offline model (by default the bundled one) on the fastest path this machine runs safely.
+
+    ``model`` names the offline model (``"all-MiniLM-L6-v2"``, the default, or
+    ``"multilingual-e5-small"``; see :mod:`ragmem.embed._models`).
 
     * small batches (queries, live adds) run on ONNX Runtime fp32 (:class:`~ragmem.embed.OnnxEmbedder`):
       no torch import, a few milliseconds per query, vectors within 1e-4 of fp32;
@@ -81,22 +85,24 @@ class AutoEmbedder(BundledFacts, Embedder):
     traces and stats). A value outside these raises :class:`~ragmem.UsageError`.
     """
 
-    name = DEFAULT_MODEL
     #: Batches at least this large take the bulk path.
     BULK = 16
 
     def __init__(self, backend: Literal["auto", "onnx", "torch"] | None = None,
-                 precision: Literal["auto", "fp32", "bf16", "int8"] | None = None) -> None:
+                 precision: Literal["auto", "fp32", "bf16", "int8"] | None = None, *, model: str | None = None) -> None:
+        self.bundled = bundled_model(model)
+        self.name = self.bundled.name
         self.backend = _setting(backend, "RAGMEM_EMBED_BACKEND", _BACKENDS, "backend")
         self.precision = _setting(precision, "RAGMEM_EMBED_PRECISION", _PRECISIONS, "precision")
         if (self.backend, self.precision) in (("onnx", "bf16"), ("torch", "int8")):
             raise UsageError(f"the {self.backend} backend has no {self.precision} path; "
                              f"choose precision {'fp32 or int8' if self.backend == 'onnx' else 'fp32 or bf16'}, or backend auto")
         self.torch = SentenceTransformerEmbedder(
-            precision=self.precision if self.precision in ("fp32", "bf16") else "auto"  # type: ignore[arg-type]
+            self.bundled.name,
+            precision=self.precision if self.precision in ("fp32", "bf16") else "auto",  # type: ignore[arg-type]
         )
-        self.onnx = OnnxEmbedder()
-        self.int8 = OnnxEmbedder(precision="int8")
+        self.onnx = OnnxEmbedder(model=self.bundled.name)
+        self.int8 = OnnxEmbedder(precision="int8", model=self.bundled.name)
         self.last_path: str | None = None
         self.bulk_rates: dict[str, float] = {}  # texts/s of each bulk candidate, when they were timed
         self._bulk: str | None = None
@@ -140,7 +146,7 @@ class AutoEmbedder(BundledFacts, Embedder):
         import time
 
         path = cache_dir() / "bulk_path.json"
-        key = _machine_key()
+        key = _machine_key() + ("" if self.bundled.name == bundled_model().name else f"|{self.bundled.name}")
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -215,14 +221,17 @@ class AutoEmbedder(BundledFacts, Embedder):
             return self.torch.chunk(text, overlap)
 
 
-_DEFAULT: AutoEmbedder | None = None
+_SHARED: dict[str, AutoEmbedder] = {}
 _DEFAULT_LOCK = threading.Lock()
 
 
-def default_embedder() -> AutoEmbedder:
-    """The process-wide default embedder, so several Memory objects share one loaded model."""
-    global _DEFAULT
+def default_embedder(model: str | None = None) -> AutoEmbedder:
+    """The process-wide embedder of an offline model (by default the bundled one), shared by every Memory.
+
+    An unknown name raises :class:`~ragmem.UsageError` listing the names that work offline.
+    """
+    name = bundled_model(model).name
     with _DEFAULT_LOCK:
-        if _DEFAULT is None:
-            _DEFAULT = AutoEmbedder()
-        return _DEFAULT
+        if name not in _SHARED:
+            _SHARED[name] = AutoEmbedder(model=name)
+        return _SHARED[name]

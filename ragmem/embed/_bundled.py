@@ -119,21 +119,3 @@ def dimension() -> int:
     """The bundled model's embedding size, from its ``config.json`` (mean pooling keeps the hidden size)."""
     config = json.loads((bundled_model_path(verify=False) / "config.json").read_text())
     return int(config["hidden_size"])
-
-
-class BundledFacts:
-    """What an engine of the bundled model knows without loading it: its vector length and its window.
-
-    A mixin for the engines that only ever run the bundled model (:class:`~ragmem.OnnxEmbedder`,
-    :class:`~ragmem.AutoEmbedder`), so the two facts are written once.
-    """
-
-    @property
-    def dimension(self) -> int:  # the bundled model's config knows; no load or probe needed
-        """Length of the vectors: the bundled model's hidden size, whichever path runs."""
-        return dimension()
-
-    @property
-    def max_tokens(self) -> int:
-        """The bundled model's window in word pieces."""
-        return MAX_TOKENS

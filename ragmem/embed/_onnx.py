@@ -27,18 +27,8 @@ from typing import Any, Literal, Sequence
 
 from .._errors import EmbedderError, MissingDependency, ModelIntegrityError, UsageError
 from ._base import Embedder, Kind, split_by_offsets
-from ._bundled import (
-    DEFAULT_MODEL,
-    DEFAULT_MODEL_SHA256,
-    INT8_PROBE,
-    MAX_TOKENS,
-    PROBE,
-    bundled_model_path,
-    cache_dir,
-    BundledFacts,
-    file_sha256,
-    notice,
-)
+from ._bundled import INT8_PROBE, PROBE, cache_dir, file_sha256, notice
+from ._models import MINILM, BundledFacts, BundledModel, bundled_model
 
 MIN_PROBE_COSINE = 0.9999
 #: int8 weights move a vector by a cosine of ~0.01 on average (LoCoMo: mean 0.991, worst 0.97): a probe
@@ -55,8 +45,8 @@ class ExportFailed(EmbedderError):
     """The ONNX graph (or its int8 variant) could not be built on this machine: the torch engine can stand in."""
 
 
-def export_onnx(target: Path) -> dict[str, Any]:
-    """Export the bundled model to ONNX at ``target`` and check it against fp32; return the record.
+def export_onnx(target: Path, model: BundledModel = MINILM) -> dict[str, Any]:
+    """Export an offline model (by default the bundled one) to ONNX at ``target``, check it against fp32; return the record.
 
     Needs torch, transformers and onnx (all installed with ragmem). Raises
     :class:`ExportFailed` when the export fails, and
@@ -69,7 +59,8 @@ def export_onnx(target: Path) -> dict[str, Any]:
     except ImportError as exc:
         raise MissingDependency(f"exporting the ONNX model needs torch and transformers ({exc}): "
                                 "pip install torch transformers") from exc
-    model_dir = bundled_model_path()
+    spec = model
+    model_dir = spec.path()
     model = AutoModel.from_pretrained(str(model_dir)).eval()
 
     class _Hidden(torch.nn.Module):  # a plain forward, so the tracer sees three tensors in, one out
@@ -101,20 +92,20 @@ def export_onnx(target: Path) -> dict[str, Any]:
     # check the exported graph against the fp32 sentence-transformers vectors before trusting it
     from ._sentence_transformers import SentenceTransformerEmbedder
 
-    ref = np.asarray(SentenceTransformerEmbedder(precision="fp32").embed_batch(PROBE))
-    got = np.asarray(OnnxEmbedder(onnx_path=tmp, verify=False).embed_batch(PROBE))
+    ref = np.asarray(SentenceTransformerEmbedder(spec.name, precision="fp32").embed_batch(PROBE))
+    got = np.asarray(OnnxEmbedder(onnx_path=tmp, verify=False, model=spec.name).embed_batch(PROBE))
     cos = float(np.min(np.sum(ref * got, axis=1)))
     if cos < MIN_PROBE_COSINE:
         tmp.unlink(missing_ok=True)
         raise EmbedderError(f"the exported ONNX model disagrees with fp32 (probe cosine {cos:.6f}), so it is not used; "
                             f"embed with torch only: {TORCH_ONLY}")
     os.replace(tmp, target)
-    record = {"onnx_sha256": file_sha256(target), "weights_sha256": DEFAULT_MODEL_SHA256, "probe_cosine": cos}
+    record = {"onnx_sha256": file_sha256(target), "weights_sha256": spec.sha256, "probe_cosine": cos}
     target.with_suffix(".json").write_text(json.dumps(record))
     return record
 
 
-def quantize_int8(source: Path, target: Path) -> dict[str, Any]:
+def quantize_int8(source: Path, target: Path, model: BundledModel = MINILM) -> dict[str, Any]:
     """Quantize the checked fp32 export ``source`` to int8 at ``target``, check it on a probe set; return the record."""
     import logging
 
@@ -138,8 +129,8 @@ def quantize_int8(source: Path, target: Path) -> dict[str, Any]:
                            f"or keep bulk ingest on fp32: {NO_INT8}") from exc
     finally:
         logging.getLogger().setLevel(quiet)
-    ref = np.asarray(OnnxEmbedder(onnx_path=source).embed_batch(INT8_PROBE))
-    got = np.asarray(OnnxEmbedder(onnx_path=tmp, verify=False).embed_batch(INT8_PROBE))
+    ref = np.asarray(OnnxEmbedder(onnx_path=source, model=model.name).embed_batch(INT8_PROBE))
+    got = np.asarray(OnnxEmbedder(onnx_path=tmp, verify=False, model=model.name).embed_batch(INT8_PROBE))
     cos = np.sum(ref * got, axis=1)
     if float(cos.min()) < MIN_INT8_COSINE or float(cos.mean()) < MIN_INT8_MEAN_COSINE:
         tmp.unlink(missing_ok=True)
@@ -148,7 +139,7 @@ def quantize_int8(source: Path, target: Path) -> dict[str, Any]:
             f"so it is not used; keep bulk ingest on fp32: {NO_INT8}"
         )
     os.replace(tmp, target)
-    record = {"onnx_sha256": file_sha256(target), "weights_sha256": DEFAULT_MODEL_SHA256,
+    record = {"onnx_sha256": file_sha256(target), "weights_sha256": model.sha256,
               "probe_cosine": float(cos.min()), "probe_mean_cosine": float(cos.mean()), "precision": "int8"}
     target.with_suffix(".json").write_text(json.dumps(record))
     return record
@@ -164,34 +155,36 @@ def _quiet_weight_loading() -> None:
         pass
 
 
-def default_onnx_path(precision: str = "fp32") -> Path:
-    """Where the export of the bundled model is cached (``model.onnx``, or ``model-int8.onnx``)."""
+def default_onnx_path(precision: str = "fp32", model: str | None = None) -> Path:
+    """Where the export of an offline model (by default the bundled one) is cached (``model.onnx``, ``model-int8.onnx``)."""
     name = "model.onnx" if precision == "fp32" else f"model-{precision}.onnx"
-    return cache_dir() / "onnx" / DEFAULT_MODEL_SHA256[:16] / name
+    return cache_dir() / "onnx" / bundled_model(model).sha256[:16] / name
 
 
 class OnnxEmbedder(BundledFacts, Embedder):
-    """all-MiniLM-L6-v2 on ONNX Runtime: mean pooling and normalisation as sentence-transformers does.
+    """An offline model (by default all-MiniLM-L6-v2) on ONNX Runtime: mean pooling and normalisation as sentence-transformers does.
 
     ``OnnxEmbedder()`` uses the cached export of the bundled model, exporting
-    it on first use if needed. Its vectors match fp32 within a cosine of 1e-4,
-    so it shares a store with :class:`~ragmem.embed.SentenceTransformerEmbedder`.
+    it on first use if needed; ``model="multilingual-e5-small"`` runs that one
+    (see :mod:`ragmem.embed._models`), with its ``query: ``/``passage: ``
+    prompts. Its vectors match fp32 within a cosine of 1e-4, so it shares a
+    store with :class:`~ragmem.embed.SentenceTransformerEmbedder`.
     ``OnnxEmbedder(precision="int8")`` runs the int8 variant (quantized from
     that export on first use), for bulk ingest. With ``verify`` (the default)
     the graph's sha256 is checked against the one recorded at export on every
     load (:class:`~ragmem.ModelIntegrityError` if it changed).
     """
 
-    name = DEFAULT_MODEL
-
     def __init__(self, onnx_path: str | os.PathLike[str] | None = None, *, threads: int | None = None,
                  batch_size: int | None = None, verify: bool = True,
-                 precision: Literal["fp32", "int8"] = "fp32") -> None:
+                 precision: Literal["fp32", "int8"] = "fp32", model: str | None = None) -> None:
         if precision not in ("fp32", "int8"):
             raise UsageError(f"ONNX precision must be fp32 or int8, not {precision!r}")
+        self.bundled = bundled_model(model)
+        self.name = self.bundled.name
         self.precision = precision
         self.precision_used = f"onnx-{precision}"
-        self.onnx_path = Path(onnx_path) if onnx_path else default_onnx_path(precision)
+        self.onnx_path = Path(onnx_path) if onnx_path else default_onnx_path(precision, self.bundled.name)
         # int8 kernels gain most from short, evenly long batches (length-sorted batches of 16 measured best)
         self.batch_size = batch_size or (16 if precision == "int8" else 32)
         self.threads = threads
@@ -199,6 +192,7 @@ class OnnxEmbedder(BundledFacts, Embedder):
         self._session: Any = None
         self._tokenizer: Any = None
         self._whole_tokenizer: Any = None
+        self._prompt_tokens = 0
         self._lock = threading.Lock()
 
     def _load(self) -> None:
@@ -207,26 +201,29 @@ class OnnxEmbedder(BundledFacts, Embedder):
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise MissingDependency("the ONNX path needs onnxruntime and tokenizers: pip install onnxruntime") from exc
-        if not self.onnx_path.exists() and self.onnx_path in (default_onnx_path(), default_onnx_path("int8")):
+        spec = self.bundled
+        fp32, int8 = default_onnx_path(model=spec.name), default_onnx_path("int8", spec.name)
+        if not self.onnx_path.exists() and self.onnx_path in (fp32, int8):
             from filelock import FileLock
 
             self.onnx_path.parent.mkdir(parents=True, exist_ok=True)
             with FileLock(str(self.onnx_path.parent / "export.lock")):  # one exporter per machine at a time
-                source = default_onnx_path()
-                if not source.exists():
-                    notice(f"first use on this machine: exporting the bundled embedding model to ONNX, once "
-                           f"(about 15 s; cached in {source.parent})")
+                if not fp32.exists():
+                    spec.path()  # built (and its weights checked) before the notice: its own notice says so
+                    notice(f"first use of {spec.name} on this machine: exporting the embedding model to ONNX, once "
+                           f"(about {15 if spec is MINILM else 40} s; cached in {fp32.parent})")
                     _quiet_weight_loading()
-                    export_onnx(source)
+                    export_onnx(fp32, spec)
                 if not self.onnx_path.exists():
-                    notice("first bulk ingest on this machine: quantizing the embedding model to int8, once (a few seconds)")
-                    quantize_int8(source, self.onnx_path)
+                    notice(f"first bulk ingest with {spec.name} on this machine: quantizing the embedding model "
+                           "to int8, once (a few seconds)")
+                    quantize_int8(fp32, self.onnx_path, spec)
         if self.verify:
             self._check_graph()
-        tokenizer_file = str(bundled_model_path(verify=False) / "tokenizer.json")
+        tokenizer_file = str(spec.path(verify=self.verify) / "tokenizer.json")
         tok = Tokenizer.from_file(tokenizer_file)
-        tok.enable_truncation(MAX_TOKENS)
-        tok.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest text of each batch
+        tok.enable_truncation(spec.max_tokens)
+        tok.enable_padding(pad_id=spec.pad_id, pad_token=spec.pad_token)  # to the longest text of each batch
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = self.threads or min(4, os.cpu_count() or 1)
         opts.inter_op_num_threads = 1
@@ -234,6 +231,9 @@ class OnnxEmbedder(BundledFacts, Embedder):
         self._whole_tokenizer = Tokenizer.from_file(tokenizer_file)
         self._whole_tokenizer.no_truncation()
         self._whole_tokenizer.no_padding()
+        # the longest prompt's tokens: a chunk leaves room for them
+        self._prompt_tokens = max((len(self._whole_tokenizer.encode(p, add_special_tokens=False).ids)
+                                   for p in spec.prompts.values()), default=0)
         self._tokenizer = tok
 
     def _check_graph(self) -> None:
@@ -259,17 +259,18 @@ class OnnxEmbedder(BundledFacts, Embedder):
         return self._session, self._tokenizer
 
     def embed_batch(self, texts: Sequence[str], kind: Kind = "document") -> list[list[float]]:
-        """Unit-length vectors, one per text; batches are formed from texts of similar length."""
+        """Unit-length vectors, one per text (prefixed with the model's prompt for ``kind``); similar lengths batch together."""
         import numpy as np
 
         if not texts:
             return []
         session, tok = self._ready()
+        prompt = self.bundled.prompts.get(kind, "")
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = None
         for start in range(0, len(order), self.batch_size):
             idx = order[start : start + self.batch_size]
-            enc = tok.encode_batch([texts[i] for i in idx])
+            enc = tok.encode_batch([prompt + texts[i] for i in idx])
             ids = np.asarray([e.ids for e in enc], dtype=np.int64)
             mask = np.asarray([e.attention_mask for e in enc], dtype=np.int64)
             hidden = session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
@@ -281,10 +282,10 @@ class OnnxEmbedder(BundledFacts, Embedder):
         return out.tolist()
 
     def chunk(self, text: str, overlap: int = 32) -> list[str]:
-        """Split ``text`` into pieces that fit the model's window, as the torch engine does."""
-        if len(text) < MAX_TOKENS * 2:
+        """Split ``text`` into pieces that fit the model's window (its prompt included), as the torch engine does."""
+        if len(text) < self.bundled.max_tokens * 2:
             return [text]
         self._ready()
         # a tokenizer of its own, without the window's truncation: the embedding one is shared across threads
         offsets = self._whole_tokenizer.encode(text, add_special_tokens=False).offsets
-        return split_by_offsets(text, offsets, MAX_TOKENS - 2, overlap)
+        return split_by_offsets(text, offsets, self.bundled.max_tokens - 2 - self._prompt_tokens, overlap)

