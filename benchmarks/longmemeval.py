@@ -461,9 +461,17 @@ def pick(questions: list[dict], quick: bool, limit: int | None) -> list[dict]:
 
 def run(quick: bool = False, out_dir: Path | None = None, limit: int | None = None, data: str | None = None,
         resume: str | None = None, done_only: bool = False, configs: list[str] | None = None,
-        types: list[str] | None = None) -> dict:
-    """Run the benchmark, print its tables, write JSON and the plot."""
+        types: list[str] | None = None, model: str | None = None) -> dict:
+    """Run the benchmark, print its tables, write JSON and the plot (with ``model``: that offline model)."""
     from ragmem.embed import default_embedder
+
+    if model is not None:
+        from ragmem.embed._models import bundled_model
+
+        from .common import RESULTS_DIR
+
+        model = bundled_model(model).name
+        out_dir = out_dir or RESULTS_DIR / f"embedder-{model}"
 
     start = time.perf_counter()
     questions = load_questions(data)
@@ -472,7 +480,7 @@ def run(quick: bool = False, out_dir: Path | None = None, limit: int | None = No
     questions = pick(questions, quick, limit)
     budgets = BUDGETS
     cache = DiskCache()
-    embedder = CachedEmbedder(default_embedder(), cache)
+    embedder = CachedEmbedder(default_embedder(model), cache)
     raw = load_raw_model()
     raw_encode = lambda texts, kind: cache.cached(  # noqa: E731
         "raw:all-MiniLM-L6-v2", kind, texts,
@@ -527,10 +535,12 @@ def main(argv: list[str] | None = None) -> dict:
                     help="also compare these recall configs of benchmarks.recall_dev.CONFIGS on the same stores, "
                          "e.g. full,hop-0.2")
     ap.add_argument("--types", default=None, help="only these question types, e.g. multi-session")
+    ap.add_argument("--embedder", default=None, metavar="NAME",
+                    help="an offline model by name (results in benchmarks/results/embedder-NAME/)")
     args = ap.parse_args(argv)
     return run(quick=args.quick, out_dir=args.out, limit=args.limit, data=args.data, resume=args.resume,
                done_only=args.done_only, configs=args.configs.split(",") if args.configs else None,
-               types=args.types.split(",") if args.types else None)
+               types=args.types.split(",") if args.types else None, model=args.embedder)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,8 @@ CONFIGS: dict[str, dict] = {
     "auto-dated": {"prompt.recall_format": "auto"},
     # a period the question names, searched again (issue 15, item 1): weight, and the days after the period
     "date-off": {"date_weight": 0.0},
+    # the fusion's dense weight, for a model whose dense ranking is stronger (multilingual-e5-small, issue 26)
+    **{f"dw-{w}": {"dense_weight": w} for w in (0.2, 0.4, 0.5, 0.6, 0.7, 0.8)},
     **{f"date-{w}": {"date_weight": w} for w in (0.1, 0.2, 0.3, 0.5, 0.7, 1.0)},
     **{f"date-{w}-lag{d}": {"date_weight": w, "date_lag_days": d} for w in (0.3, 0.5) for d in (7, 62)},
     # a question asking when lifts the turns that say when: weight
@@ -62,12 +64,13 @@ def settings_of(config: dict):
     return RecallSettings(**{k: v for k, v in config.items() if not k.startswith("prompt.")})
 
 
-def open_store(cache: Path, conv):
+def open_store(cache: Path, conv, embedder: str | None = None):
+    """The conversation's cached store (with ``embedder``, an offline model by name: a store of that model)."""
     from ragmem import Memory
 
-    path = cache / conv.sample
+    path = cache / (conv.sample if embedder is None else f"{embedder}-{conv.sample}")
     fresh = not path.exists()
-    mem = Memory(path=str(path), session=conv.sample, window=WINDOW)
+    mem = Memory(path=str(path), session=conv.sample, window=WINDOW, embedder=embedder)
     if fresh or mem.store.log.count() != len(conv.turns):
         mem.add_many(turn_records(conv))
     return mem
@@ -83,7 +86,7 @@ def rebuild_lexical(mem) -> None:
 
 
 def run(configs: list[str], cache: Path, relex: bool, limit: int | None, only: list[str] | None = None,
-        expanders: dict | None = None) -> dict:
+        expanders: dict | None = None, embedder: str | None = None) -> dict:
     """Every question with evidence under each config; ``expanders`` maps a config name to the query expander
     it runs with (:mod:`benchmarks.query_step`; such a name needs no entry in :data:`CONFIGS`)."""
     expanders = expanders or {}
@@ -94,7 +97,7 @@ def run(configs: list[str], cache: Path, relex: bool, limit: int | None, only: l
     lat: dict[str, list[float]] = defaultdict(list)
     for conv in convs:
         t0 = time.perf_counter()
-        mem = open_store(cache, conv)
+        mem = open_store(cache, conv, embedder)
         if relex:
             rebuild_lexical(mem)
         log(f"[recall_dev] {conv.sample}: {len(conv.turns)} turns ready in {time.perf_counter() - t0:.1f} s")
@@ -170,14 +173,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--limit", type=int, default=None, help="first N conversations only")
     p.add_argument("--conversations", default=None,
                    help="only these conversations, e.g. 26,30,41 (the tuning half) or 42,43 (the check half)")
+    p.add_argument("--embedder", default=None, metavar="NAME", help="an offline model by name (its own cached stores)")
     args = p.parse_args(argv)
     only = [f"conv-{c.strip().removeprefix('conv-')}" for c in args.conversations.split(",")] if args.conversations else None
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ragmem-dev-") as tmp:
-        result = run(args.configs.split(","), args.cache or Path(tmp), args.relex, args.limit, only)
+        result = run(args.configs.split(","), args.cache or Path(tmp), args.relex, args.limit, only,
+                     embedder=args.embedder)
     text = halves(result)
     print(text)
-    if args.configs == "full" and args.limit is None and only is None:  # the default on every conversation: the figures of record
+    if args.configs == "full" and args.limit is None and only is None and args.embedder is None:  # the default on every conversation: the figures of record
         from .common import RESULTS_DIR
 
         (RESULTS_DIR / "recall_dev.md").write_text(text + "\n")

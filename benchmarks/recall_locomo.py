@@ -86,11 +86,11 @@ class QueryCache:
         return [self._queries[t] for t in texts]
 
 
-def open_memory(path: Path, session: str):
+def open_memory(path: Path, session: str, embedder: str | None = None):
     from ragmem import Memory
     from ragmem.embed import default_embedder
 
-    return Memory(path=str(path), session=session, window=WINDOW, embedder=QueryCache(default_embedder()))
+    return Memory(path=str(path), session=session, window=WINDOW, embedder=QueryCache(default_embedder(embedder)))
 
 
 def token_counter():
@@ -131,7 +131,8 @@ def pick_questions(conv: Conversation, limit: int | None) -> list[Question]:
 # -- one conversation ---------------------------------------------------------
 
 
-def run_conversation(conv: Conversation, questions: list[Question], budgets, raw_model, count) -> dict:
+def run_conversation(conv: Conversation, questions: list[Question], budgets, raw_model, count,
+                     embedder: str | None = None) -> dict:
     """Ingest one conversation in a temp store and score every question."""
     ids = [t.id for t in conv.turns]
     texts = [t.content for t in conv.turns]
@@ -142,7 +143,7 @@ def run_conversation(conv: Conversation, questions: list[Question], budgets, raw
     over_budget = 0
 
     with tempfile.TemporaryDirectory(prefix="ragmem-locomo-") as tmp:
-        mem = open_memory(Path(tmp), conv.sample)
+        mem = open_memory(Path(tmp), conv.sample, embedder)
         try:
             with stopwatch() as t:
                 mem.add_many(turn_records(conv))
@@ -317,8 +318,30 @@ def plot(result: dict, path: Path) -> Path:
     return path
 
 
-def run(quick: bool = False, out_dir: Path | None = None, dense: bool = True) -> dict:
-    """Run the benchmark, print its tables, write JSON and the plot."""
+#: The protocol's halves: tune on the first, check on the second (and on LongMemEval).
+HALVES = {"tuning": ("conv-26", "conv-30", "conv-41"), "check": ("conv-42", "conv-43")}
+
+
+def halves(per_question: list[dict], budgets) -> dict:
+    """recall@k and evidence in the prompt per half of the protocol (tuning 26/30/41, check 42/43)."""
+    out = {}
+    for half, samples in HALVES.items():
+        recs = [r for r in per_question if r["sample"] in samples]
+        if recs:
+            out[half] = aggregate(recs, budgets)["all"]
+    return out
+
+
+def run(quick: bool = False, out_dir: Path | None = None, dense: bool = True, embedder: str | None = None) -> dict:
+    """Run the benchmark, print its tables, write JSON and the plot (with ``embedder``: that offline model)."""
+    if embedder is not None:
+        from ragmem.embed._models import bundled_model
+
+        from .common import RESULTS_DIR
+
+        embedder = bundled_model(embedder).name
+        out_dir = out_dir or RESULTS_DIR / f"embedder-{embedder}"
+        dense = False  # the raw dense baseline is all-MiniLM-L6-v2's; benchmarks.e5_agreement has e5's
     start = time.perf_counter()
     convs = load_conversations(limit=QUICK_CONVERSATIONS if quick else None)
     budgets = QUICK_BUDGETS if quick else BUDGETS
@@ -330,7 +353,7 @@ def run(quick: bool = False, out_dir: Path | None = None, dense: bool = True) ->
     for conv in convs:
         questions = pick_questions(conv, QUICK_QUESTIONS if quick else None)
         log(f"[{NAME}] {conv.sample}: {len(conv.turns)} turns, {len(questions)} questions")
-        runs.append(run_conversation(conv, questions, budgets, raw_model, count))
+        runs.append(run_conversation(conv, questions, budgets, raw_model, count, embedder))
 
     per_question = [r for run_ in runs for r in run_["per_question"]]
     result = {
@@ -345,6 +368,8 @@ def run(quick: bool = False, out_dir: Path | None = None, dense: bool = True) ->
         "conversations": [{k: v for k, v in r.items() if k != "per_question"} for r in runs],
         "evidence_cleaning": evidence_report(convs),
         "aggregate": aggregate(per_question, budgets),
+        "halves": halves(per_question, budgets),
+        "embedder": embedder or "default",
         "elapsed_s": round(time.perf_counter() - start, 1),
     }
     plot_path = plot(result, result_path("evidence_vs_budget", quick, ".png", out_dir))
@@ -352,6 +377,10 @@ def run(quick: bool = False, out_dir: Path | None = None, dense: bool = True) ->
     write_json(result_path(NAME, quick, out_dir=out_dir), result)
     write_json(result_path(f"{NAME}-questions", quick, out_dir=out_dir), {"per_question": per_question}, compact=True)
     print(f"\n## LoCoMo recall{' (quick slice)' if quick else ''}\n\n{tables(result)}\n")
+    for half, agg in result["halves"].items():
+        ev = agg["prompt"]["ragmem"].get("2000")
+        print(f"[{NAME}] {half} half: recall@10 {agg['search']['10']:.3f}, recall@5 {agg['search']['5']:.3f}, "
+              f"evidence@2000 {ev if ev is None else f'{ev:.3f}'} ({agg['questions']} questions)")
     print(f"[{NAME}] took {result['elapsed_s']} s")
     return result
 
@@ -360,8 +389,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="one conversation, a few questions")
     parser.add_argument("--out", type=Path, default=None, help="results folder (default benchmarks/results)")
+    parser.add_argument("--embedder", default=None, metavar="NAME",
+                        help="an offline model by name (results in benchmarks/results/embedder-NAME/)")
     args = parser.parse_args(argv)
-    run(quick=args.quick, out_dir=args.out)
+    run(quick=args.quick, out_dir=args.out, embedder=args.embedder)
 
 
 if __name__ == "__main__":

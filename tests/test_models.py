@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001 - the samples are written as natives write them (fullwidth CJK punctuation)
 """Models by name, and stores that keep the model that built them (library, ragmem.toml, CLI, MCP)."""
 
 from __future__ import annotations
