@@ -876,6 +876,90 @@ def mcp(**opts: Any) -> None:
           chroma_url=cfg.chroma_url, **extra)
 
 
+# ------------------------------------------------------------------ serve and keys
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, metavar="HOST",
+              help="Address to listen on (0.0.0.0: every interface; put TLS in front).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, metavar="N",
+              help="Port to listen on (0: any free port, printed on stderr).")
+@click.option("--max-body", type=click.IntRange(1), default=4 * 1024 * 1024, show_default=True, metavar="BYTES",
+              help="Largest request body; a larger one gets 413.")
+@click.option("--rate", type=click.FloatRange(0), default=50.0, show_default=True, metavar="N",
+              help="Requests per second each key may make, sustained (0: no limit); beyond, 429.")
+@click.option("--burst", type=click.IntRange(1), default=100, show_default=True, metavar="N",
+              help="Requests a key may make at once above --rate.")
+@_common
+def serve(host: str, port: int, max_body: int, rate: float, burst: int, **opts: Any) -> None:
+    """Serve the store over HTTP to many agents: MCP at /mcp, a JSON API, a page at /.
+
+    Every request needs `Authorization: Bearer KEY`; each key (`ragmem keys
+    add NAMESPACE`) reaches only its namespace. Replicas on one --log-url and
+    one --chroma-url share everything, keys included. See docs/serve.md.
+    """
+    cfg = _cfg(**opts)
+    from ._serve import ServeSettings, serve as run
+
+    run(cfg.store, settings=ServeSettings(host=host, port=port, max_body=max_body, rate=rate, burst=burst),
+        log_url=cfg.log_url, chroma_url=cfg.chroma_url)
+
+
+@cli.group()
+def keys() -> None:
+    """Keys of `ragmem serve`: each bound to a namespace, stored hashed in the store's log."""
+
+
+def _keys(cfg: Config) -> tuple["Memory", Any]:
+    from ._keys import Keys
+
+    mem = _open(cfg)
+    return mem, Keys(mem.store.log)
+
+
+@keys.command("add")
+@click.argument("namespaces", nargs=-1, required=True, metavar="NAMESPACE...")
+@click.option("--label", default="", metavar="TEXT", help="A note on who holds the key (shown by `keys list`).")
+@_common
+def keys_add(namespaces: tuple[str, ...], label: str, **opts: Any) -> None:
+    """Make a key bound to NAMESPACE (several: an operator key); the key is the last line, shown once."""
+    cfg = _cfg(**opts)
+    mem, store_keys = _keys(cfg)
+    with mem:
+        key, info = store_keys.add(namespaces, label=label)
+    if cfg.json:
+        click.echo(json.dumps({**info.as_dict(), "key": key}, indent=2))
+        return
+    click.echo(f"key {info.id} for namespace {', '.join(info.namespaces)}; it is shown once, keep it secret:",
+               err=True)
+    click.echo(key)
+
+
+@keys.command("list")
+@_common
+def keys_list(**opts: Any) -> None:
+    """List the keys: id, namespaces, date, label (never a key)."""
+    cfg = _cfg(**opts)
+    mem, store_keys = _keys(cfg)
+    with mem:
+        infos = store_keys.list()
+    _emit(cfg, [i.as_dict() for i in infos], lambda: [
+        f"{i.id}  {i.created_at}  {','.join(i.namespaces)}" + (f"  {i.label}" if i.label else "") for i in infos
+    ] or ["no keys"])
+
+
+@keys.command("revoke")
+@click.argument("key_id", metavar="ID")
+@_common
+def keys_revoke(key_id: str, **opts: Any) -> None:
+    """Revoke a key by its id (or the key itself); running servers refuse it within a second."""
+    cfg = _cfg(**opts)
+    mem, store_keys = _keys(cfg)
+    with mem:
+        info = store_keys.revoke(key_id)
+    _emit(cfg, {"revoked": info.as_dict()}, f"revoked key {info.id} ({', '.join(info.namespaces)})")
+
+
 # ------------------------------------------------------------------ entry point
 
 

@@ -175,7 +175,7 @@ AskedAt = Annotated[
 class _Memories:
     """The store's :class:`Memory`, opened on first use, and a view per session; calls are serialised."""
 
-    def __init__(self, store: str, namespace: str, session: str, memory_kwargs: dict[str, Any]):
+    def __init__(self, store: str | None, namespace: str, session: str, memory_kwargs: dict[str, Any]):
         self.store, self.namespace, self.default = store, namespace, session
         self.kwargs = memory_kwargs
         self._root: "Memory | None" = None
@@ -230,15 +230,21 @@ def build_server(
     *,
     namespace: str = "default",
     session: str = "default",
+    memories: _Memories | None = None,
     **memory_kwargs: Any,
 ) -> MCPServer:
-    """Create the MCP server (not yet running) for a store; ``memory_kwargs`` go to every ``Memory``."""
-    store = store or os.environ.get("RAGMEM_STORE") or DEFAULT_STORE
-    from ragmem._config import load_config
+    """Create the MCP server (not yet running) for a store; ``memory_kwargs`` go to every ``Memory``.
 
-    # the store's ragmem.toml and RAGMEM_* variables fill what was left "default", as in the CLI
-    namespace, session = load_config(store).scope(namespace, session)
-    memories = _Memories(store, namespace, session, memory_kwargs)
+    ``memories`` gives the tools an open :class:`_Memories` instead (``ragmem serve``'s, one per namespace, whose
+    namespace comes from the caller's key and nothing else); the other arguments are then unused.
+    """
+    if memories is None:
+        store = store or os.environ.get("RAGMEM_STORE") or DEFAULT_STORE
+        from ragmem._config import load_config
+
+        # the store's ragmem.toml and RAGMEM_* variables fill what was left "default", as in the CLI
+        namespace, session = load_config(store).scope(namespace, session)
+        memories = _Memories(store, namespace, session, memory_kwargs)
     from ragmem import __version__
 
     server = MCPServer("ragmem", version=__version__, instructions=INSTRUCTIONS)

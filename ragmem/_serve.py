@@ -1,0 +1,765 @@
+"""``ragmem serve``: one HTTP memory service for many agents, each key bound to its tenant's namespace.
+
+The server is a shell over :class:`ragmem.Memory`, like the CLI and ``ragmem mcp``:
+
+- ``/mcp``: MCP over streamable HTTP (the SDK's server transport, stateless), the same tools as ``ragmem mcp``
+  (:func:`ragmem._mcp.build_server` makes them, once per namespace);
+- ``/api/...``: a small JSON API for clients that do not speak MCP; each route calls one of those same tools
+  (``/api/prompt`` calls ``Memory.prompt`` and returns its trace), described at ``/openapi.json``;
+- ``/healthz`` (the process answers) and ``/readyz`` (the log and the index answer);
+- ``/``: a read-only page to look inside (sessions, messages, search, a prompt's trace drawn).
+
+Every route, the page and the probes included, takes ``Authorization: Bearer KEY`` (or HTTP Basic with the key
+as password, so that a browser can open the page). A key reaches the namespaces it is bound to
+(:mod:`ragmem._keys`) and nothing else: each namespace has its own tool set over its own ``Memory``, so a call
+made with one key has no path to another namespace's data. An operator key bound to several namespaces picks
+one with the ``X-Ragmem-Namespace`` header (else its first). A request that names a namespace its key does not
+reach (in that header or in a JSON body's ``namespace``) is refused with the same answer whether that namespace
+exists or not. No key and a wrong key get the same 401, after the same work.
+
+The server holds no state of its own beyond caches: replicas on one PostgreSQL log and one Chroma server
+(``--log-url``, ``--chroma-url``) serve the same data and the same keys. See docs/serve.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import json
+import logging
+import math
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
+
+from ._errors import (
+    BudgetTooSmall,
+    MessageNotFound,
+    MissingDependency,
+    RagmemError,
+    StoreUnavailable,
+    UsageError,
+)
+from ._jsonable import plain as _plain
+from ._keys import KeyInfo, Keys
+
+try:
+    import anyio
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, JSONResponse, Response
+    from starlette.routing import Route
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+except ImportError as exc:  # pragma: no cover - the extra brings them
+    raise MissingDependency("ragmem serve needs the MCP SDK 2.x, Starlette and uvicorn: "
+                            "pip install 'ragmem[serve]'") from exc
+
+from . import _mcp
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mcp.server.mcpserver import MCPServer
+
+    from ._backend import Store
+
+log = logging.getLogger("ragmem.serve")
+
+#: Default largest request body, in bytes (a batch of messages of a long tool exchange fits easily).
+MAX_BODY = 4 * 1024 * 1024
+#: Default requests per second each key may make (sustained), and the burst above it.
+RATE, BURST = 50.0, 100
+#: The header an operator key names its namespace with.
+NAMESPACE_HEADER = "x-ragmem-namespace"
+
+_UNAUTHORIZED = json.dumps({"error": {
+    "type": "Unauthorized",
+    "message": "a valid key is required: send `Authorization: Bearer KEY` (`ragmem keys add NAMESPACE` makes one)",
+}}).encode()
+_REFUSED = json.dumps({"error": {
+    "type": "Forbidden",
+    "message": "this key does not reach that namespace; a key acts only on the namespaces it is bound to "
+               "(`ragmem keys list`)",
+}}).encode()
+
+
+# ------------------------------------------------------------------ settings and callers
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """How the server listens and what it bounds (``ragmem serve`` options)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    #: Largest request body in bytes; a larger one gets 413.
+    max_body: int = MAX_BODY
+    #: Requests per second each key may make, sustained (0: no limit), and the burst above that; beyond, 429.
+    rate: float = RATE
+    burst: int = BURST
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: the key's id and the one namespace this request acts on."""
+
+    key_id: str
+    namespace: str
+    #: Every namespace the key reaches (an operator's key reaches several).
+    namespaces: tuple[str, ...] = ()
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    at: float
+
+
+@dataclass
+class _Limiter:
+    """A token bucket per key: ``rate`` requests per second sustained, ``burst`` at once."""
+
+    rate: float
+    burst: int
+    buckets: dict[str, _Bucket] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def wait(self, key_id: str) -> float:
+        """0 if the request may go now (and count it), else the seconds until it may."""
+        if self.rate <= 0:
+            return 0.0
+        now = time.monotonic()
+        with self.lock:
+            b = self.buckets.setdefault(key_id, _Bucket(float(self.burst), now))
+            b.tokens = min(float(self.burst), b.tokens + (now - b.at) * self.rate)
+            b.at = now
+            if b.tokens >= 1:
+                b.tokens -= 1
+                return 0.0
+            return (1 - b.tokens) / self.rate
+
+
+# ------------------------------------------------------------------ the tenants
+
+
+class _Tenant:
+    """One namespace's tool set (the MCP tools of ``ragmem mcp``) over its own ``Memory`` on the shared store."""
+
+    def __init__(self, store: "Store", namespace: str, memory_kwargs: dict[str, Any]) -> None:
+        self.memories = _mcp._Memories(None, namespace, "default", {"store": store, **memory_kwargs})  # type: ignore[arg-type]
+        self.server: MCPServer = _mcp.build_server(memories=self.memories)
+        self.manager: StreamableHTTPSessionManager | None = None
+
+
+class _Tenants:
+    """The namespaces' tool sets, made on first use; each MCP session manager runs in the server's task group."""
+
+    def __init__(self, store: "Store", memory_kwargs: dict[str, Any], security: TransportSecuritySettings | None,
+                 max_body: int) -> None:
+        self.store, self.kwargs, self.security, self.max_body = store, memory_kwargs, security, max_body
+        self._tenants: dict[str, _Tenant] = {}
+        self._made = threading.Lock()
+        self._started = anyio.Lock()
+        self._group: anyio.abc.TaskGroup | None = None
+
+    def get(self, namespace: str) -> _Tenant:
+        with self._made:
+            if namespace not in self._tenants:
+                self._tenants[namespace] = _Tenant(self.store, namespace, self.kwargs)
+            return self._tenants[namespace]
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The lifespan of the server: session managers run in this task group and stop with it."""
+        async with anyio.create_task_group() as group:
+            self._group = group
+            try:
+                yield
+            finally:
+                group.cancel_scope.cancel()
+                self._group = None
+
+    async def mcp(self, namespace: str) -> StreamableHTTPSessionManager:
+        """The namespace's MCP session manager, started on first use (a manager runs once, in a task it owns)."""
+        tenant = self.get(namespace)
+        if tenant.manager is not None:
+            return tenant.manager
+        async with self._started:
+            if tenant.manager is None:
+                assert self._group is not None, "the lifespan starts the task group before any request"
+                manager = StreamableHTTPSessionManager(
+                    app=tenant.server._lowlevel_server, json_response=True, stateless=True,
+                    security_settings=self.security, max_request_body_size=self.max_body,
+                )
+                ready = anyio.Event()
+
+                async def hold() -> None:
+                    async with manager.run():
+                        ready.set()
+                        await anyio.sleep_forever()
+
+                self._group.start_soon(hold)
+                await ready.wait()
+                tenant.manager = manager
+        return tenant.manager
+
+    def close(self) -> None:
+        for tenant in self._tenants.values():
+            tenant.memories.close()
+        self._tenants.clear()
+
+
+# ------------------------------------------------------------------ answers
+
+
+def _error(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status, headers=headers)
+
+
+def _status(exc: BaseException) -> int:
+    """The HTTP status of a ragmem error: the caller's mistakes are 4xx, faults 5xx (never with a traceback)."""
+    if isinstance(exc, MessageNotFound):
+        return 404
+    if isinstance(exc, StoreUnavailable):
+        return 503
+    if isinstance(exc, (UsageError, BudgetTooSmall)) or isinstance(exc, ValueError):
+        return 400
+    return 500
+
+
+def _tool_error(exc: ToolError) -> JSONResponse:
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, RagmemError):  # the tool's own error, under the SDK's wrapper
+        cause = cause.__cause__
+    if isinstance(cause, RagmemError):
+        return _error(_status(cause), type(cause).__name__, str(cause))
+    text = str(exc)
+    if text.startswith("Unknown tool"):
+        return _error(404, "UnknownTool", f"{text}; GET /api/tools lists the tools")
+    return _error(400, "InvalidArguments", text)
+
+
+async def _send_raw(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class _TooLarge(RagmemError):
+    """A request body grew past the bound while it was read."""
+
+
+def _bearer(raw: bytes | None) -> str | None:
+    """The key of an ``Authorization`` header: ``Bearer KEY``, or HTTP Basic with the key as password."""
+    if not raw:
+        return None
+    text = raw.decode("latin-1").strip()
+    scheme, _, value = text.partition(" ")
+    if scheme.lower() == "bearer":
+        return value.strip() or None
+    if scheme.lower() == "basic":
+        try:
+            user_pass = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        return user_pass.partition(":")[2] or None
+    return None
+
+
+class _Gate:
+    """Every request: the key (401), its namespace (403), its rate (429) and its body's size (413), then the app."""
+
+    def __init__(self, app: ASGIApp, keys: Keys, settings: ServeSettings) -> None:
+        self.app, self.keys, self.settings = app, keys, settings
+        self.limiter = _Limiter(settings.rate, settings.burst)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        try:
+            info = self.keys.check(_bearer(headers.get(b"authorization")))
+        except RagmemError as exc:  # the log does not answer: say so, without a traceback
+            log.warning("key check failed: %s", exc)
+            body = json.dumps({"error": {"type": type(exc).__name__, "message": str(exc)}}).encode()
+            await _send_raw(send, 503, body)
+            return
+        if info is None:
+            await _send_raw(send, 401, _UNAUTHORIZED, [(b"www-authenticate", b'Bearer realm="ragmem", Basic realm="ragmem"')])
+            return
+        named = headers.get(NAMESPACE_HEADER.encode())
+        namespace = _choose(info, named.decode("utf-8", "replace") if named is not None else None)
+        if namespace is None:
+            await _send_raw(send, 403, _REFUSED)
+            return
+        wait = self.limiter.wait(info.id)
+        if wait:
+            body = json.dumps({"error": {"type": "TooManyRequests", "message": (
+                f"this key made more than {self.settings.rate:g} requests a second (burst {self.settings.burst}); "
+                f"retry in {wait:.2f} s")}}).encode()
+            await _send_raw(send, 429, body, [(b"retry-after", str(max(1, math.ceil(wait))).encode())])
+            return
+        limit = self.settings.max_body
+        length = headers.get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            await _send_raw(send, 413, _too_large(limit))
+            return
+        scope.setdefault("state", {})["ragmem"] = Caller(info.id, namespace, info.namespaces)
+        seen = 0
+        started = False
+
+        async def bounded() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise _TooLarge
+            return message
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, bounded, tracked)
+        except _TooLarge:
+            if not started:
+                await _send_raw(send, 413, _too_large(limit))
+
+
+def _too_large(limit: int) -> bytes:
+    return json.dumps({"error": {"type": "PayloadTooLarge", "message": (
+        f"the request body is larger than {limit} bytes; send fewer messages per call (or start the server "
+        "with a larger --max-body)")}}).encode()
+
+
+def _choose(info: KeyInfo, named: str | None) -> str | None:
+    """The namespace a request acts on: the one it names if its key reaches it, else the key's first; None: refused."""
+    if named is None or named == "":
+        return info.namespaces[0] if info.namespaces else None
+    return named if named in info.namespaces else None
+
+
+# ------------------------------------------------------------------ the JSON API
+
+
+#: The JSON API's tool routes: path -> (tool, how the body becomes the tool's arguments).
+def _as_is(body: dict[str, Any]) -> dict[str, Any]:
+    return body
+
+
+def _one_message(body: dict[str, Any]) -> dict[str, Any]:
+    body = dict(body)
+    if "message" not in body:
+        raise UsageError("POST /api/add takes {\"message\": {...}} (one message; /api/add_many takes \"messages\")")
+    body["messages"] = [body.pop("message")]
+    return body
+
+
+TOOL_ROUTES: dict[str, tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
+    "/api/add": ("add_messages", _one_message),
+    "/api/add_many": ("add_messages", _as_is),
+    "/api/search": ("search_memory", _as_is),
+    "/api/forget": ("forget", _as_is),
+    "/api/state": ("update_pinned_state", _as_is),
+}
+
+
+class _Api:
+    """The JSON API's handlers: each reads the caller's namespace from the gate, never from the body."""
+
+    def __init__(self, tenants: _Tenants, store: "Store") -> None:
+        self.tenants, self.store = tenants, store
+
+    # --- helpers
+
+    @staticmethod
+    def caller(request: Request) -> Caller:
+        return request.scope["state"]["ragmem"]
+
+    async def body(self, request: Request) -> dict[str, Any]:
+        raw = await request.body()
+        if not raw.strip():
+            return {}
+        try:
+            data = json.loads(raw)
+        except RecursionError:
+            raise UsageError("the request body nests too deeply; JSON of at most 100 levels is accepted") from None
+        except ValueError as exc:
+            raise UsageError(f"the request body is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise UsageError(f"the request body must be a JSON object, got {type(data).__name__}")
+        from ._validate import depth
+
+        depth(data, "the request body")
+        named = data.pop("namespace", None)
+        if named is not None and named != self.caller(request).namespace:
+            raise _Refused
+        return data
+
+    async def tool(self, request: Request, name: str, args: dict[str, Any]) -> Response:
+        tenant = self.tenants.get(self.caller(request).namespace)
+        result = await tenant.server.call_tool(name, args)
+        data = getattr(result, "structured_content", None)
+        if getattr(result, "is_error", False):
+            text = " ".join(getattr(c, "text", "") for c in result.content)  # type: ignore[union-attr]
+            return _error(400, "ToolError", text)
+        return JSONResponse(data)
+
+    # --- routes
+
+    async def tool_route(self, request: Request) -> Response:
+        name, shape = TOOL_ROUTES[request.url.path]
+        return await self.tool(request, name, shape(await self.body(request)))
+
+    async def call(self, request: Request) -> Response:
+        return await self.tool(request, request.path_params["tool"], await self.body(request))
+
+    async def tools(self, request: Request) -> Response:
+        tenant = self.tenants.get(self.caller(request).namespace)
+        tools = await tenant.server.list_tools()
+        return JSONResponse({"tools": [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]})
+
+    async def sessions(self, request: Request) -> Response:
+        return await self.tool(request, "list_sessions", {})
+
+    async def messages(self, request: Request) -> Response:
+        last = request.query_params.get("last", "200")
+        if not last.isdigit():
+            raise UsageError(f"last must be a whole number from 1 to 200, got {last!r}")
+        return await self.tool(request, "read_recent", {"session": request.path_params["session"], "n": int(last)})
+
+    async def state(self, request: Request) -> Response:
+        session = request.query_params.get("session")
+        return await self.tool(request, "get_pinned_state", {"session": session} if session else {})
+
+    async def prompt(self, request: Request) -> Response:
+        """``Memory.prompt`` for a turn at a budget, with its trace and, per traced unit, its source chat and date."""
+        body = await self.body(request)
+        args = _PromptArgs.check(body)
+        tenant = self.tenants.get(self.caller(request).namespace)
+        return JSONResponse(await anyio.to_thread.run_sync(_prompt, tenant.memories, args))
+
+    async def openapi(self, request: Request) -> Response:
+        return JSONResponse(await self._openapi(request))
+
+    async def _openapi(self, request: Request) -> dict[str, Any]:
+        from ragmem import __version__
+
+        tenant = self.tenants.get(self.caller(request).namespace)
+        schemas = {t.name: t.input_schema for t in await tenant.server.list_tools()}
+        return openapi(__version__, schemas)
+
+    async def me(self, request: Request) -> Response:
+        caller = self.caller(request)
+        return JSONResponse({"namespace": caller.namespace, "namespaces": list(caller.namespaces),
+                             "key_id": caller.key_id})
+
+    async def healthz(self, request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    async def readyz(self, request: Request) -> Response:
+        def probe() -> None:
+            self.store.log.meta.get("store_id")
+            self.store.index.client.heartbeat()
+
+        try:
+            await anyio.to_thread.run_sync(probe)
+        except Exception as exc:  # noqa: BLE001 - any failure of either means not ready; say which kind
+            log.warning("not ready: %s: %s", type(exc).__name__, exc)
+            return _error(503, "NotReady", f"the log or the index does not answer ({type(exc).__name__}); "
+                                           "check --log-url / --chroma-url and that those servers run")
+        return JSONResponse({"ready": True})
+
+    async def page(self, request: Request) -> Response:
+        html = resources.files("ragmem").joinpath("_static/page.html").read_text(encoding="utf-8")
+        return HTMLResponse(html, headers={"cache-control": "no-store",
+                                           "content-security-policy": "default-src 'self'; script-src 'unsafe-inline' "
+                                           "'self'; style-src 'unsafe-inline' 'self'; img-src 'self' data:"})
+
+
+class _Refused(UsageError):
+    """A request named a namespace its key does not reach."""
+
+
+@dataclass(frozen=True)
+class _PromptArgs:
+    user_turn: str
+    budget: int = 4000
+    system: str | None = None
+    format: str = "openai"
+    session: str | None = None
+    asked_at: str | None = None
+
+    @classmethod
+    def check(cls, body: dict[str, Any]) -> "_PromptArgs":
+        from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+        class Model(BaseModel):
+            model_config = ConfigDict(extra="forbid", strict=True)
+            user_turn: str = Field(min_length=1)
+            budget: int = Field(default=4000, ge=1)
+            system: str | None = None
+            format: str = "openai"
+            session: str | None = None
+            asked_at: str | None = None
+
+        try:
+            m = Model.model_validate(body)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors())
+            raise UsageError(f"POST /api/prompt: {problems}") from None
+        return cls(**m.model_dump())
+
+
+def _prompt(memories: "_mcp._Memories", args: _PromptArgs) -> dict[str, Any]:
+    from ._validate import when
+
+    with memories.lock:
+        mem = memories(args.session)
+        ctx = mem.prompt(args.user_turn, system=args.system, budget=args.budget, format=args.format,  # type: ignore[arg-type]
+                         asked_at=when(args.asked_at, "asked_at"))
+        trace = _plain(ctx.trace.to_dict())
+        ids = [i for part in ("included", "dropped") for u in trace.get(part, []) for i in u.get("message_ids", [])]
+        found = mem.store.log.get_many(mem.namespace, list(dict.fromkeys(ids))) if ids else {}
+    sources = {}
+    for mid in ids:
+        m = found.get(mid) if isinstance(found, dict) else None
+        if m is not None:
+            text = m.text or "; ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
+            sources[mid] = {"session": m.session, "at": _mcp._iso(m.created_at), "role": m.role,
+                            "text": text[:300]}
+    return {"messages": ctx.messages, "system": ctx.system, "tokens": ctx.trace.total_tokens, "trace": trace,
+            "sources": sources}
+
+
+def openapi(version: str, tool_schemas: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The OpenAPI 3.1 description of the JSON API; request bodies are the tools' own input schemas."""
+    def post(summary: str, schema: dict[str, Any] | None) -> dict[str, Any]:
+        op: dict[str, Any] = {"summary": summary, "responses": _RESPONSES}
+        if schema is not None:
+            op["requestBody"] = {"required": True, "content": {"application/json": {"schema": schema}}}
+        return {"post": op}
+
+    def get(summary: str, params: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        op: dict[str, Any] = {"summary": summary, "responses": _RESPONSES}
+        if params:
+            op["parameters"] = params
+        return {"get": op}
+
+    add_many = tool_schemas.get("add_messages", {})
+    one = {"type": "object", "required": ["message"],
+           "properties": {"message": add_many.get("properties", {}).get("messages", {}).get("items", {}),
+                          "session": {"type": "string"}}}
+    if "$defs" in add_many:
+        one["$defs"] = add_many["$defs"]
+    prompt = {"type": "object", "required": ["user_turn"], "additionalProperties": False, "properties": {
+        "user_turn": {"type": "string"}, "budget": {"type": "integer", "minimum": 1, "default": 4000},
+        "system": {"type": "string"}, "format": {"enum": ["openai", "anthropic", "text"], "default": "openai"},
+        "session": {"type": "string"}, "asked_at": {"type": "string"}}}
+    session_q = [{"name": "session", "in": "query", "schema": {"type": "string"}}]
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "ragmem", "version": version,
+                 "description": "The JSON API of `ragmem serve`. Every route takes `Authorization: Bearer KEY`; "
+                                "the key decides the namespace (an operator key may name one of its own with the "
+                                "X-Ragmem-Namespace header). Errors are {\"error\": {\"type\", \"message\"}}."},
+        "components": {"securitySchemes": {"key": {"type": "http", "scheme": "bearer"}}},
+        "security": [{"key": []}],
+        "paths": {
+            "/api/add": post("Store one message", one),
+            "/api/add_many": post("Store messages in order (add_messages)", add_many),
+            "/api/search": post("Semantic search (search_memory)", tool_schemas.get("search_memory")),
+            "/api/prompt": post("The prompt for a turn at a budget, with its trace and each unit's source", prompt),
+            "/api/sessions": get("The namespace's sessions (list_sessions)"),
+            "/api/sessions/{session}/messages": get("A session's latest messages (read_recent)", [
+                {"name": "session", "in": "path", "required": True, "schema": {"type": "string"}},
+                {"name": "last", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 200}}]),
+            "/api/state": {**get("The pinned state (get_pinned_state)", session_q),
+                           **post("Change the pinned state (update_pinned_state)",
+                                  tool_schemas.get("update_pinned_state"))},
+            "/api/forget": post("Delete a message or a session (forget)", tool_schemas.get("forget")),
+            "/api/me": get("The key's id, the namespace this request acts on, and every namespace the key reaches"),
+            "/api/tools": get("The tools, with their input schemas (as MCP lists them)"),
+            "/api/tools/{tool}": post("Call any tool by name with its arguments", {"type": "object"}),
+            "/healthz": get("The process answers"),
+            "/readyz": get("The log and the index answer"),
+            "/mcp": post("MCP over streamable HTTP (JSON-RPC)", {"type": "object"}),
+        },
+    }
+
+
+_RESPONSES = {
+    "200": {"description": "The result, as JSON"},
+    "400": {"description": "A bad request: what is wrong and how to fix it"},
+    "401": {"description": "No key or a wrong one (the same answer for both)"},
+    "403": {"description": "The request named a namespace its key does not reach"},
+    "404": {"description": "No such message, tool or route"},
+    "413": {"description": "The body is larger than the server's bound"},
+    "429": {"description": "This key made too many requests; retry after Retry-After seconds"},
+}
+
+
+# ------------------------------------------------------------------ the MCP route
+
+
+class _McpRoute:
+    """``/mcp``: hands the request to the caller's namespace's MCP session manager."""
+
+    def __init__(self, tenants: _Tenants) -> None:
+        self.tenants = tenants
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller: Caller = scope["state"]["ragmem"]
+        manager = await self.tenants.mcp(caller.namespace)
+        await manager.handle_request(scope, receive, send)
+
+
+# ------------------------------------------------------------------ the app
+
+
+def _wrap(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    """ragmem's errors as 4xx/5xx JSON with their message; anything else is a bug: 500, logged, no traceback sent."""
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except _Refused:
+            return Response(_REFUSED, status_code=403, media_type="application/json")
+        except _TooLarge:
+            raise
+        except ToolError as exc:
+            return _tool_error(exc)
+        except RagmemError as exc:
+            return _error(_status(exc), type(exc).__name__, str(exc))
+        except HTTPException:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug in ragmem: logged with its traceback, answered without
+            log.exception("bug while serving %s %s", request.method, request.url.path)
+            return _error(500, "InternalError", f"ragmem hit a bug ({type(exc).__name__}); the server's log has "
+                                                "the traceback; please report it")
+    endpoint.__name__ = getattr(handler, "__name__", "endpoint")
+    return endpoint
+
+
+def build_app(
+    store: str | None = None,
+    *,
+    settings: ServeSettings | None = None,
+    warm: bool = True,
+    **memory_kwargs: Any,
+) -> Starlette:
+    """The server as an ASGI app (not yet running): the store opened, its keys, the routes.
+
+    ``memory_kwargs`` open the store and configure every namespace's ``Memory`` (``log_url``, ``chroma_url``,
+    ``embedder``, ...). Run it with :func:`serve`, or with any ASGI server.
+    """
+    import os
+
+    from ragmem import Memory
+
+    from ._config import DEFAULT_STORE
+
+    settings = settings or ServeSettings()
+    store = store or os.environ.get("RAGMEM_STORE") or DEFAULT_STORE
+    opening = {k: memory_kwargs.pop(k) for k in ("log_url", "chroma_url", "embedder", "counter", "summarizer",
+                                                  "index") if k in memory_kwargs}
+    root = Memory(store, **opening)
+    keys = Keys(root.store.log)
+    security = None
+    if settings.host in ("127.0.0.1", "localhost", "::1"):
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    tenants = _Tenants(root.store, memory_kwargs, security, settings.max_body)
+    api = _Api(tenants, root.store)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if warm:
+            threading.Thread(target=_warm_up, args=(root,), daemon=True).start()
+        async with tenants.running():
+            yield
+        tenants.close()
+        root.close()
+
+    routes = [Route(path, _wrap(api.tool_route), methods=["POST"]) for path in TOOL_ROUTES]
+    routes += [
+        Route("/", _wrap(api.page), methods=["GET"]),
+        Route("/healthz", _wrap(api.healthz), methods=["GET"]),
+        Route("/readyz", _wrap(api.readyz), methods=["GET"]),
+        Route("/openapi.json", _wrap(api.openapi), methods=["GET"]),
+        Route("/api/prompt", _wrap(api.prompt), methods=["POST"]),
+        Route("/api/me", _wrap(api.me), methods=["GET"]),
+        Route("/api/sessions", _wrap(api.sessions), methods=["GET"]),
+        Route("/api/sessions/{session}/messages", _wrap(api.messages), methods=["GET"]),
+        Route("/api/state", _wrap(api.state), methods=["GET"]),
+        Route("/api/tools", _wrap(api.tools), methods=["GET"]),
+        Route("/api/tools/{tool}", _wrap(api.call), methods=["POST"]),
+        Route("/mcp", _McpRoute(tenants), methods=["GET", "POST", "DELETE"]),
+    ]
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
+        hint = "; /openapi.json lists the routes" if exc.status_code in (404, 405) else ""
+        return _error(exc.status_code, kind, f"{exc.detail}{hint}")
+
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})
+    app.state.ragmem_memory = root  # for hosts and tests
+    # the gate sits outside the router: an unknown route without a key is a 401 like any other
+    app.add_middleware(_GateMiddleware, keys=keys, settings=settings)
+    return app
+
+
+class _GateMiddleware(_Gate):
+    """:class:`_Gate` in Starlette's middleware form (``app.add_middleware``)."""
+
+    def __init__(self, app: ASGIApp, keys: Keys, settings: ServeSettings) -> None:
+        super().__init__(app, keys, settings)
+
+
+def _warm_up(root: Any) -> None:
+    """Load the embedding model in the background, so the first search is quick."""
+    try:
+        root.store.embedder.embed_batch(["warm up"], kind="query")
+    except Exception:  # noqa: BLE001 - the first request reports the real error
+        pass
+
+
+def serve(store: str | None = None, *, settings: ServeSettings | None = None, **memory_kwargs: Any) -> None:
+    """Run ``ragmem serve`` until interrupted: uvicorn on ``settings.host:settings.port``.
+
+    It prints ``ragmem serve: listening on http://HOST:PORT`` on stderr once it accepts connections.
+    """
+    import uvicorn
+
+    settings = settings or ServeSettings()
+    app = build_app(store, settings=settings, **memory_kwargs)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
+                            lifespan="on")
+    server = uvicorn.Server(config)
+
+    original = server.startup
+
+    async def startup(sockets: Any = None) -> None:
+        await original(sockets=sockets)
+        for s in server.servers:
+            for sock in s.sockets:
+                host, port = sock.getsockname()[:2]
+                print(f"ragmem serve: listening on http://{host}:{port}", file=sys.stderr, flush=True)
+
+    server.startup = startup  # type: ignore[method-assign]
+    server.run()
