@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 pytest.importorskip("mcp")
 pytest.importorskip("uvicorn")
+#: a `ragmem serve` subprocess with the real embedding model
+pytestmark = [pytest.mark.server, pytest.mark.model]
 
 from mcp import ClientSession  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
@@ -66,7 +68,7 @@ def served(tmp_path_factory):
 def client(srv: ServeProcess, who: str | None, **headers: str) -> httpx.Client:
     if who is not None:
         headers["Authorization"] = f"Bearer {srv.keys[who] if who in srv.keys else who}"
-    return httpx.Client(base_url=srv.url, headers=headers, timeout=120)
+    return httpx.Client(base_url=srv.url, headers=headers, timeout=600)
 
 
 @asynccontextmanager
