@@ -901,8 +901,9 @@ def serve(host: str, port: int, max_body: int, rate: float, burst: int, **opts: 
     cfg = _cfg(**opts)
     from ._serve import ServeSettings, serve as run
 
+    extra: dict[str, Any] = {"embedder": cfg.embedder} if cfg.embedder else {}
     run(cfg.store, settings=ServeSettings(host=host, port=port, max_body=max_body, rate=rate, burst=burst),
-        log_url=cfg.log_url, chroma_url=cfg.chroma_url)
+        log_url=cfg.log_url, chroma_url=cfg.chroma_url, **extra)
 
 
 @cli.group()
