@@ -5,14 +5,24 @@ server) amounts to in this process: the message log, the vector index
 (opened on first use), the embedder and the token counter (loaded on first
 use), the summarizer, the lock that serialises index writes, the location
 lock, the background indexer and the bookkeeping of what the index owes the
-log (:class:`~ragmem._consistency.IndexDebt`). A ``Memory`` is a view of one
-session of one namespace over a store; ``Memory.for_session()`` makes another
-view over the same object, so nothing is copied and nothing is opened twice.
+log (:class:`IndexDebt`). A ``Memory`` is a view of one session of one
+namespace over a store; ``Memory.for_session()`` makes another view over the
+same object, so nothing is copied and nothing is opened twice.
+
+The store is where a write reaches the log and the vector index
+(:meth:`Store.add`: the log append, then :func:`ragmem._indexing.index_messages`
+under the index lock) and where a forget is tombstoned and purged
+(:meth:`Store.tombstone`, :meth:`Store.finish_forgets`). It keeps the index in
+agreement with the log: what this process owes the index is an
+:class:`IndexDebt` (an index write failed; forgets await their purge), paid by
+:meth:`Store.flush` before every read that needs the index; :meth:`Store.repair`
+(run on open) finishes what a crash interrupted, and :meth:`Store.read_index`
+rebuilds an embedded index Chroma reports damaged. What other processes wrote is
+the collaborator :class:`~ragmem._consistency.Consistency`'s to see.
 
 Maintenance lives here too (``mem.store.repair()``, ``.reindex(ns)``,
 ``.finish_forgets()``, ``.stats(ns, session)``, ``.sessions(ns)``, ``.index_behind``): it
-concerns the store, not a conversation. The consistency and repair logic
-itself is in :mod:`ragmem._consistency`.
+concerns the store, not a conversation.
 """
 
 from __future__ import annotations
@@ -20,23 +30,30 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal, Sequence, TypeVar
 
-from . import _consistency as consistency
 from . import _validate as validate
 from ._config import DEFAULT_STORE, load_config
-from ._indexing import index_messages
+from ._consistency import Consistency, LocationLock, check_location, index_location
+from ._errors import EmbeddingMismatch, StoreError
+from ._indexing import by_namespace, index_messages, lexical_rows
+from ._messages import Message
 from ._settings import RecallSettings, as_recall_settings
 from ._store import Log, VectorIndex, make_client, open_log
-from ._store.faults import is_index_corruption, set_aside
+from ._store.faults import (
+    IndexCorrupt, IndexRebuilt, embedded_index_problem, is_index_corruption, rebuild_notice, set_aside,
+)
 from ._store.index import NAMESPACE_SCOPE, read_only_chroma
 from ._store.locking import CHROMA_LOCK_FILE, opening_lock
 from ._summary import ExtractiveSummarizer, Summarizer
 from ._tokens import TokenCounter, default_counter
 from .embed import DEFAULT_MODEL_NAME, LEGACY_MODEL_NAME, OFFLINE_MODELS, Embedder, default_embedder
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -104,19 +121,21 @@ class Store:
         #: Folds what leaves the window into the running summary (None: no summary).
         self.summarizer: Summarizer | None = None if summarizer is False else (summarizer or ExtractiveSummarizer())
         self._index: VectorIndex | None = None  # built on first use
-        self._tokens: dict[str, int] = {}  # token counts by text, shared by every prompt of the store
+        #: Token counts by text, shared by every prompt of the store (the assembly reads and fills it).
+        self.token_cache: dict[str, int] = {}
         self._lock = threading.RLock()  # index writes and the forget purge, one at a time
-        self._debt = consistency.IndexDebt()
+        self._debt = IndexDebt()
         self._indexer: _Indexer | None = None
         # one store folder, one vector index at a time: refused while a live process indexes it elsewhere
-        self._location_lock: consistency.LocationLock | None = consistency.check_location(self)
+        self._location_lock: LocationLock | None = check_location(self)
         #: What the repair on open did (``{"purged": ..., "indexed": ..., ...}``), for tools that report it.
-        self.repaired: dict[str, int] = consistency.repair_on_open(self)
+        self.repaired: dict[str, int] = self._repair_on_open()
         # index="background": add() returns once the message is durable in the log; a worker embeds
         # behind it in batches, and every read that needs the index flushes first (see flush()).
         self._indexer = _Indexer(self) if index == "background" else None
-        # what other processes wrote (vectors, leftovers of dead writers), checked before each index read
-        self._consistency = consistency.Consistency(self)
+        #: What other processes wrote (vectors, leftovers of dead writers), checked before each index read
+        #: (its ``refreshes`` and ``adopted`` count what it did).
+        self.consistency = Consistency(self, self._lock)
 
     # -- the parts, opened or loaded on first use ----------------------------------
     @property
@@ -149,7 +168,7 @@ class Store:
         """
         if self._embedder is not None:
             return getattr(self._embedder, "name", None) or LEGACY_MODEL_NAME  # an unnamed duck-typed embedder, as before
-        return consistency.recorded_model(self.log, OFFLINE_MODELS, DEFAULT_MODEL_NAME, LEGACY_MODEL_NAME)
+        return _recorded_model(self.log, OFFLINE_MODELS, DEFAULT_MODEL_NAME, LEGACY_MODEL_NAME)
 
     @property
     def index(self) -> VectorIndex:
@@ -170,12 +189,17 @@ class Store:
                         except Exception as exc:  # damage the look at open could not see: rebuild too
                             if not is_index_corruption(exc):
                                 raise
-                            consistency.index_broken(self, "corrupt", set_aside(self.path / "chroma"))
+                            self._index_broken("corrupt", set_aside(self.path / "chroma"))
                             client = make_client(path=chroma_path)
                 name = self.model_name
                 store_id = self.log.meta.store_id if self.chroma_url else None  # a server may hold many stores
                 self._index = VectorIndex(client, name, store_id=store_id)
             return self._index
+
+    @property
+    def opened_index(self) -> VectorIndex | None:
+        """The vector index if it is open, else None (without opening it, unlike :attr:`index`)."""
+        return self._index
 
     @property
     def index_behind(self) -> bool:
@@ -184,6 +208,79 @@ class Store:
         Nothing is lost: the next search or prompt catches up, and :meth:`flush` does it now or raises why it cannot.
         """
         return self._debt.behind
+
+    @property
+    def debt(self) -> "IndexDebt":
+        """What the index owes the log in this process, as a copy: a failed index write, forgets not purged yet."""
+        return replace(self._debt)
+
+    # -- writing and forgetting (Memory.add_many, Memory.forget) ------------------------
+    def add(
+        self, namespace: str, session: str, messages: list[Message], *, orphans: Literal["raise", "keep"],
+        recall: RecallSettings,
+    ) -> list[Message]:
+        """Append parsed messages to the log, then write their vectors and lexical rows; return the new ones.
+
+        Before anything is written, the index is asked whether this namespace's and this session's model
+        is the store's (another model's raises :class:`~ragmem.EmbeddingMismatch`). The append is one log
+        transaction (sequence numbers, unit ids, tool results paired with their calls, or
+        ``OrphanToolResult``): once it returns, the messages are durable. Then
+        :func:`~ragmem._indexing.index_messages` embeds them and writes the session's and the namespace's
+        collections and the lexical rows, under the index lock; with ``index="background"`` the
+        indexer thread does that instead. An index write that fails leaves the messages in the log and
+        the index behind (:attr:`index_behind`): the next read, :meth:`repair` or open indexes them.
+        """
+        if messages and not self._debt.behind:
+            self.index.collection(namespace, session)  # another model's store raises before any write
+            self._check_namespace_model(namespace, session)  # and another model's namespace
+        stored = self.log.append(namespace, session, messages, orphans=orphans)
+        if self._indexer is not None:
+            if stored:
+                self._indexer.wake()
+            return stored
+        with self._lock:
+            try:
+                if self._debt.behind:
+                    self.flush()  # indexes these too
+                elif stored:
+                    index_messages(stored, log=self.log, index=self.index, embedder=self.embedder,
+                                   settings=recall)
+            except Exception as exc:
+                # the log has them (durable, acknowledged by the store); only the derived index lags
+                self._debt.behind = True
+                if isinstance(exc, StoreError):
+                    raise type(exc)(
+                        f"{exc} [The {len(stored)} message(s) of this call are stored durably in the log; "
+                        "they are indexed on the next add, search or prompt once the index is back, "
+                        "by Memory.store.repair(), or on the next open. Re-adding them by id is safe.]"
+                    ) from exc
+                raise
+        return stored
+
+    def tombstone(self, mark: Callable[[], T], *, wait: bool) -> T:
+        """Run ``mark`` (a tombstoning log transaction), then purge now or leave it to the next read.
+
+        Every forget goes through here: no indexing may run between the
+        tombstones and the purge, and ``wait=False`` hands the purge to the
+        next search or prompt (of this or any later process).
+        """
+        with self._lock:
+            result = mark()
+            if wait:
+                self.finish_forgets()
+            else:
+                self._debt.purge = True
+        return result
+
+    # -- reading the index (Memory.search, the prompt's recall) -------------------------
+    def read_index(self, read: Callable[[], T]) -> T:
+        """Run an index read; if Chroma reports its database damaged, rebuild the index from the log, read again."""
+        try:
+            return read()
+        except IndexCorrupt as exc:
+            self._set_damaged_index_aside(exc)
+            self.flush()
+            return read()
 
     # -- listing -------------------------------------------------------------------
     def sessions(self, namespace: str) -> list[SessionInfo]:
@@ -227,7 +324,46 @@ class Store:
         (opening uses it: the purge needs the index, which model-free commands never open).
         Returns what it did: ``{"purged": n, "indexed": n, "dropped": n, ...}``.
         """
-        return consistency.repair(self, full, purge=purge)
+        log = self.log
+        done = {"purged": 0, "indexed": 0, "dropped": 0}
+        with self._lock:
+            if full:
+                try:  # a damaged embedded index is found here at the latest, and rebuilt below
+                    for ns in log.namespaces():
+                        self.index.count(ns, _session_names(log, ns))
+                except IndexCorrupt as exc:
+                    self._set_damaged_index_aside(exc)
+            if purge and log.forgetting.any_pending():
+                done["purged"] = self.finish_forgets()
+            if full:
+                done["stale_collections"] = self.index.drop_older_layouts()
+                for ns in log.namespaces():
+                    flags = log.index.flags(ns)
+                    # held anywhere, and held by both the session's and the namespace's collection
+                    anywhere, held = self.index.held_everywhere(ns, _session_names(log, ns))
+                    extra = sorted(anywhere - flags.keys())
+                    for start in range(0, len(extra), 500):
+                        self.index.delete_where(
+                            ns, {"message_id": {"$in": extra[start : start + 500]}}, _session_names(log, ns)
+                        )
+                    done["dropped"] += len(extra)
+                    log.index.mark_unindexed(ns, [i for i, f in flags.items() if f and i not in held])
+            while True:
+                todo = log.index.pending(limit=2000)
+                if not todo:
+                    break
+                index_messages(todo, log=log, index=self.index, embedder=self.embedder, settings=self.recall)
+                done["indexed"] += len(todo)
+            while True:  # the lexical index is rebuilt from the log alone (no model, no vector index)
+                todo = log.index.lexical_missing(limit=2000)
+                if not todo:
+                    break
+                for ns, group in by_namespace(todo).items():
+                    log.index.put_lexical(ns, lexical_rows(group, log, settings=self.recall))
+                done["lexical"] = done.get("lexical", 0) + len(todo)
+            if full or log.meta.get("index_location") is None:
+                log.meta.set("index_location", index_location(self))
+        return done
 
     def finish_forgets(self) -> int:
         """Purge what was forgotten from the index, then from the log; return the messages purged.
@@ -236,7 +372,25 @@ class Store:
         of a process that finds forgets pending, and in :meth:`repair`;
         idempotent, so an interrupted purge is simply run again.
         """
-        return consistency.finish_forgets(self)
+        log = self.log
+        with self._lock:
+            dropped = set()
+            for ns, session in log.forgetting.forgotten_sessions():
+                self.index.drop_session(ns, session)
+                dropped.add((ns, session))
+            doomed = log.forgetting.pending()
+            by_scope: dict[tuple[str, str], list[str]] = {}
+            for mid, ns, session in doomed:
+                by_scope.setdefault((ns, session), []).append(mid)
+            for (ns, session), ids in by_scope.items():
+                if (ns, session) not in dropped:
+                    for start in range(0, len(ids), 500):
+                        self.index.delete_where(ns, {"message_id": {"$in": ids[start : start + 500]}}, [session])
+                log.forgetting.purge(ns, ids)
+            for ns, session in dropped:
+                log.forgetting.finish_session(ns, session)
+            self._debt.purge = False
+            return len(doomed)
 
     def reindex(self, namespace: str) -> int:
         """Rebuild a namespace's vector index from the log (after changing the embedder, say); return the count."""
@@ -245,10 +399,11 @@ class Store:
             # flags first: a crash between the drop and the re-index leaves them pending, for repair
             self.log.index.mark_unindexed(namespace)
             self.index.drop_session(namespace, NAMESPACE_SCOPE)  # the namespace's collection first
-            names = consistency.session_names(self.log, namespace)
+            names = _session_names(self.log, namespace)
             for name in names:
                 self.index.drop_session(namespace, name)
-            consistency.record_namespace_model(self, namespace)  # the namespace moves to this model as a whole
+            # the namespace moves to this model as a whole
+            self.log.meta.set(_model_key(namespace), self.index.embedder_name)
             msgs = [m for name in names for m in self.log.messages(namespace, name)]
             for start in range(0, len(msgs), 2000):
                 index_messages(msgs[start : start + 2000], log=self.log, index=self.index, embedder=self.embedder,
@@ -256,8 +411,23 @@ class Store:
         return len(msgs)
 
     def flush(self) -> None:
-        """Make the index hold every stored message (a no-op in the default ``index="sync"`` mode)."""
-        consistency.catch_up(self)
+        """Make the index hold every stored message; runs before every read that needs the index.
+
+        It sees what other processes wrote (:attr:`consistency`), finishes pending forgets, and indexes
+        what reached the log but not the index (after a failed index write, or behind a background add),
+        so search and recall never miss a stored turn. Cheap when there is nothing to do.
+        """
+        if self._index is None and not self.log.read_only:
+            self.index  # noqa: B018  # open it first: damage found now (IndexRebuilt) is repaired by this very catch-up
+        self.consistency.before_read()
+        debt = self._debt
+        if debt.purge:
+            self.finish_forgets()
+        if debt.behind or (self._indexer is not None and self.log.index.has_pending()):
+            with self._lock:
+                if debt.behind or self.log.index.has_pending():
+                    self.repair()
+                    debt.behind = False
 
     def close(self) -> None:
         """Stop the background indexer (indexing what it can), release the locks, then close the log."""
@@ -280,6 +450,137 @@ class Store:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+    # -- the store's own upkeep ---------------------------------------------------------
+    def _check_namespace_model(self, namespace: str, session: str) -> None:
+        """Refuse to add to a namespace with another embedding model than the one its vectors come from.
+
+        A namespace search compares every session's vectors with one query
+        vector: two models in one namespace would make ``scope="namespace"``
+        fail for both. The model is recorded in the log's ``meta`` on the first
+        add (``embedder:<namespace>``); a store from before the record is checked
+        against another session's collection once. One meta lookup per add.
+        """
+        name = self.index.embedder_name
+        recorded = self.log.meta.get(_model_key(namespace))
+        if recorded is None:
+            for other in _session_names(self.log, namespace):
+                if other == session:
+                    continue
+                try:
+                    col = self.index.collection(namespace, other, create=False)
+                except EmbeddingMismatch as exc:
+                    col, recorded = None, str(exc).split("embedder ", 1)[1].split(",", 1)[0].strip("'\"")
+                if col is not None:
+                    recorded = (col.metadata or {}).get("embedder") or name
+                if recorded is not None:
+                    break
+            if not self.log.read_only:
+                self.log.meta.set(_model_key(namespace), recorded or name)
+        if recorded is not None and recorded != name:
+            raise EmbeddingMismatch(
+                f"namespace {namespace!r} is indexed with embedding model {recorded!r}, and this Memory embeds "
+                f"with {name!r}; one namespace holds one model's vectors (a namespace search compares them). "
+                f"Open the Memory with the {recorded!r} embedder, use another namespace for {name!r}, or move the "
+                f"whole namespace to {name!r} with Memory.store.reindex(namespace). Nothing was stored"
+            )
+
+    def _repair_on_open(self) -> dict[str, int]:
+        """What opening a store does: set a deleted or damaged embedded index aside, and repair; return the repair."""
+        # a deleted or damaged embedded index is set aside and rebuilt from the log, saying so
+        broken = self._check_embedded_index()
+        # a read-only store (a read-only mount) is searched as it is: nothing can be repaired there
+        done = {} if self.log.read_only else self.repair(full=self._index_moved() or broken, purge=False)
+        if broken:
+            done["rebuilt"] = 1
+        # forgets left pending (a forget(wait=False), or a purge cut short) are finished by the first
+        # search or prompt, not here: opening must stay cheap for commands that never touch the index
+        self._debt.purge = self.log.forgetting.any_pending() and not self.log.read_only
+        return done
+
+    def _check_embedded_index(self) -> bool:
+        """Look (cheaply) for a deleted or damaged embedded index at open; set it aside to be rebuilt."""
+        if self.chroma_url or self.log.read_only or not self.log.count():
+            return False
+        chroma = self.path / "chroma"
+        if embedded_index_problem(chroma) is None:
+            return False
+        with opening_lock(self.path, name=CHROMA_LOCK_FILE):
+            problem = embedded_index_problem(chroma)  # another opener may have rebuilt it meanwhile
+            if problem is None:
+                return False
+            self._index_broken(problem, set_aside(chroma))
+        return True
+
+    def _index_moved(self) -> bool:
+        """True when the index may not be the one the log's ``indexed`` flags describe.
+
+        That is when the store is opened against another index than last time
+        (an embedded store moved to a Chroma server, a new server), or its
+        embedded Chroma folder is gone.
+        """
+        if self.log.count() == 0:
+            return False
+        if self.log.meta.get("index_location") != index_location(self):
+            return True
+        return not self.chroma_url and not (self.path / "chroma").exists()
+
+    def _index_broken(self, problem: str, moved: Path | None) -> None:
+        """Say that the index is rebuilt, and flag every message for it (the next repair or read indexes them)."""
+        warnings.warn(rebuild_notice(self.path, problem, moved), IndexRebuilt, stacklevel=4)
+        for ns in self.log.namespaces():
+            self.log.index.mark_unindexed(ns)
+        self._debt.behind = True
+
+    def _set_damaged_index_aside(self, exc: IndexCorrupt) -> None:
+        """Chroma reported damage while in use: set the index aside and flag everything for re-indexing."""
+        with self._lock:
+            if self.chroma_url or self.log.read_only:
+                raise exc  # a server's damage is the server's to fix; there is nothing to set aside here
+            self._index = None
+            with opening_lock(self.path, name=CHROMA_LOCK_FILE):
+                self._index_broken("corrupt", set_aside(self.path / "chroma"))
+
+
+@dataclass
+class IndexDebt:
+    """What the vector index owes the log in this process (one per :class:`Store`).
+
+    Both flags are cleared by the work they announce: :meth:`Store.flush`
+    before the next read that needs the index.
+    """
+
+    #: An index write failed (or the index was set aside): the log holds messages the index lacks.
+    behind: bool = False
+    #: Forgets are tombstoned in the log but their vectors and rows are not purged yet.
+    purge: bool = False
+
+
+def _model_key(namespace: str) -> str:
+    return "embedder:" + namespace
+
+
+def _recorded_model(log: Log, known: Sequence[str], default: str, legacy: str) -> str:
+    """The offline model a store was built with, by its records; ``default`` for a store with nothing indexed yet.
+
+    Every namespace records its model (``embedder:<namespace>`` in ``meta``). The
+    one offline model (a name in ``known``) they record is the store's; where
+    several are recorded, ``default`` if it is one of them, else the first by
+    name (a namespace on another model then raises :class:`~ragmem.EmbeddingMismatch`
+    naming both). A store that holds messages but records no model predates the
+    record, when ``legacy`` (all-MiniLM-L6-v2) was the only default.
+    """
+    names = {n.lower(): n for n in known}
+    models = sorted({names[v.lower()] for v in log.meta.prefixed(_model_key("")).values() if v.lower() in names})
+    if models:
+        return default if default in models else models[0]
+    return legacy if log.count() else default
+
+
+def _session_names(log: Log, namespace: str) -> list[str]:
+    """Every session of a namespace, from the log (each has its own vector collection)."""
+    return [r["session"] for r in log.sessions(namespace)]
 
 
 class _Indexer:
@@ -322,10 +623,10 @@ class _Indexer:
             time.sleep(self.DEBOUNCE)
             self._wake.clear()
             try:
-                consistency.catch_up(self._store)
+                self._store.flush()
                 delay = 0.1
             except Exception:  # surfaced to the caller by the next flush; retry later
-                self._store._debt.behind = True
+                self._store._debt.behind = True  # the indexer is the store's own (this module)
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 self._wake.set()

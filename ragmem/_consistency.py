@@ -1,13 +1,11 @@
-"""Keeping the vector index in agreement with the log: repair, forgets' purge, and other processes' writes.
+"""Seeing other processes' writes: what a long-lived store checks before each read that needs the index.
 
-The index is derived from the log. What this process owes it is an
-:class:`IndexDebt` on the :class:`~ragmem._backend.Store` (an index write
-failed; forgets await their purge), paid by :func:`catch_up` before every
-read that needs the index. :func:`repair` (run on open, see
-:func:`repair_on_open`) finishes what a crash interrupted, and
-:func:`read_index` rebuilds an embedded index Chroma reports damaged.
-
-Seeing other processes' writes: what a long-lived store checks before each read that needs the index.
+A collaborator of :class:`~ragmem._backend.Store`, which holds one
+:class:`Consistency` (``store.consistency``) and calls
+:meth:`Consistency.before_read` from :meth:`~ragmem._backend.Store.flush`.
+What it uses of the store is :class:`SharedStore`: public members only. The
+store's own bookkeeping (what the index owes the log, repair, the forgets'
+purge) is the store's, in ``_backend.py``.
 
 Several processes may share one store (the workers of a service, an MCP
 server beside a CLI). The log is SQLite, so every process sees every
@@ -57,58 +55,32 @@ import hashlib
 import os
 import threading
 import time
-import warnings
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, ContextManager, Protocol
 
 from ._errors import StoreError
-from ._indexing import by_namespace, index_messages, lexical_rows
-from ._store.faults import IndexCorrupt, IndexRebuilt, embedded_index_problem, rebuild_notice, set_aside
 from ._store.index import INDEX_SCHEMA, VectorIndex
 from ._store.locking import CHROMA_LOCK_FILE, opening_lock
 
-from ._settings import RecallSettings
-from .embed import Embedder
-
 if TYPE_CHECKING:  # pragma: no cover
     from ._store import Log
-    from ._summary import Summarizer
 
 
-class Store(Protocol):
-    """What consistency and repair use of a :class:`ragmem.Store` (``ragmem/_backend.py``).
+class SharedStore(Protocol):
+    """What :class:`Consistency` uses of a :class:`ragmem.Store` (``ragmem/_backend.py``): public members only.
 
-    A protocol rather than the class: the store calls into this module, so this module
-    must not import it back.
+    A protocol rather than the class: the store holds a :class:`Consistency`, so this module
+    must not import the store back.
     """
 
     path: Path
     chroma_url: str | None
     log: "Log"
-    recall: RecallSettings
-    summarizer: "Summarizer | None"
-    _index: VectorIndex | None
 
     @property
-    def index(self) -> VectorIndex: ...
+    def opened_index(self) -> VectorIndex | None: ...
 
-    @property
-    def embedder(self) -> Embedder: ...
-
-    @property
-    def _lock(self) -> ContextManager[Any]: ...
-
-    @property
-    def _debt(self) -> "IndexDebt": ...
-
-    @property
-    def _indexer(self) -> object | None: ...
-
-    @property
-    def _consistency(self) -> "Consistency": ...
-
-T = TypeVar("T")
+    def repair(self, full: bool = False, *, purge: bool = True) -> dict[str, int]: ...
 
 #: Seconds a row must stay the oldest unindexed one before another process indexes it.
 ORPHAN_GRACE = 3.0
@@ -201,7 +173,7 @@ class LocationLock:
         self.release()
 
 
-def check_location(store: Store) -> LocationLock:
+def check_location(store: SharedStore) -> LocationLock:
     """Refuse to open a store another live process indexes elsewhere; hold this location's lock."""
     here = index_location(store)
     recorded = store.log.meta.get("index_location")
@@ -225,10 +197,15 @@ def _two_places(path: Path, recorded: str, here: str) -> str:
 
 
 class Consistency:
-    """Per-store bookkeeping of what other processes wrote, checked before each read that needs the index."""
+    """Per-store bookkeeping of what other processes wrote, checked before each read that needs the index.
 
-    def __init__(self, store: Store) -> None:
+    ``lock`` is the store's lock on index writes (a refresh replaces the client under it).
+    :attr:`refreshes` and :attr:`adopted` count what it did, for tests and stats.
+    """
+
+    def __init__(self, store: SharedStore, lock: ContextManager[Any]) -> None:
         self._store = store
+        self._lock = lock
         self._mutex = threading.Lock()
         self._version = store.log.index.data_version()
         self._refresh_due = False
@@ -252,7 +229,7 @@ class Consistency:
                     self._refresh_due = True
             if others_wrote or self._seen:
                 self._adopt_orphans()
-            if (self._refresh_due and store._index is not None
+            if (self._refresh_due and store.opened_index is not None
                     and time.monotonic() - self._refreshed_at >= REFRESH_INTERVAL):
                 self._refresh()
 
@@ -275,8 +252,7 @@ class Consistency:
                 return  # a read-only store cannot be indexed from here
             raise
         try:
-            with store._lock:
-                done = repair(store, purge=False)
+            done = store.repair(purge=False)  # under the store's lock
             self.adopted += done["indexed"]
             self._seen = {}
         finally:
@@ -285,256 +261,16 @@ class Consistency:
     def _refresh(self) -> None:
         """Replace the embedded Chroma client by one that reloads the vectors from disk."""
         store = self._store
-        index = store._index
+        index = store.opened_index
         assert index is not None  # before_read refreshes only an opened index
-        with store._lock, opening_lock(store.path, name=CHROMA_LOCK_FILE):
+        with self._lock, opening_lock(store.path, name=CHROMA_LOCK_FILE):
             index.reset_client(fresh_embedded_client(index.client, store.path / "chroma"))
         self._refresh_due = False
         self._refreshed_at = time.monotonic()
         self.refreshes += 1
 
 
-def _model_key(namespace: str) -> str:
-    return "embedder:" + namespace
-
-
-def check_namespace_model(store: Store, namespace: str, session: str) -> None:
-    """Refuse to add to a namespace with another embedding model than the one its vectors come from.
-
-    A namespace search compares every session's vectors with one query
-    vector: two models in one namespace would make ``scope="namespace"``
-    fail for both. The model is recorded in the log's ``meta`` on the first
-    add (``embedder:<namespace>``); a store from before the record is checked
-    against another session's collection once. One meta lookup per add.
-    """
-    from ._errors import EmbeddingMismatch
-
-    name = store.index.embedder_name
-    recorded = store.log.meta.get(_model_key(namespace))
-    if recorded is None:
-        for other in session_names(store.log, namespace):
-            if other == session:
-                continue
-            try:
-                col = store.index.collection(namespace, other, create=False)
-            except EmbeddingMismatch as exc:
-                col, recorded = None, str(exc).split("embedder ", 1)[1].split(",", 1)[0].strip("'\"")
-            if col is not None:
-                recorded = (col.metadata or {}).get("embedder") or name
-            if recorded is not None:
-                break
-        if not store.log.read_only:
-            store.log.meta.set(_model_key(namespace), recorded or name)
-    if recorded is not None and recorded != name:
-        raise EmbeddingMismatch(
-            f"namespace {namespace!r} is indexed with embedding model {recorded!r}, and this Memory embeds "
-            f"with {name!r}; one namespace holds one model's vectors (a namespace search compares them). "
-            f"Open the Memory with the {recorded!r} embedder, use another namespace for {name!r}, or move the "
-            f"whole namespace to {name!r} with Memory.store.reindex(namespace). Nothing was stored"
-        )
-
-
-def recorded_model(log: "Log", known: Sequence[str], default: str, legacy: str) -> str:
-    """The offline model a store was built with, by its records; ``default`` for a store with nothing indexed yet.
-
-    Every namespace records its model (``embedder:<namespace>`` in ``meta``). The
-    one offline model (a name in ``known``) they record is the store's; where
-    several are recorded, ``default`` if it is one of them, else the first by
-    name (a namespace on another model then raises :class:`~ragmem.EmbeddingMismatch`
-    naming both). A store that holds messages but records no model predates the
-    record, when ``legacy`` (all-MiniLM-L6-v2) was the only default.
-    """
-    names = {n.lower(): n for n in known}
-    models = sorted({names[v.lower()] for v in log.meta.prefixed(_model_key("")).values() if v.lower() in names})
-    if models:
-        return default if default in models else models[0]
-    return legacy if log.count() else default
-
-
-def record_namespace_model(store: Store, namespace: str) -> None:
-    """After a reindex: the namespace's vectors now all come from the store's model."""
-    store.log.meta.set(_model_key(namespace), store.index.embedder_name)
-
-
-# -- what the index owes the log, and repairing it ------------------------------------
-
-
-@dataclass
-class IndexDebt:
-    """What the vector index owes the log in this process (one per :class:`~ragmem._backend.Store`).
-
-    Both flags are cleared by the work they announce: :func:`catch_up` before
-    the next read that needs the index.
-    """
-
-    #: An index write failed (or the index was set aside): the log holds messages the index lacks.
-    behind: bool = False
-    #: Forgets are tombstoned in the log but their vectors and rows are not purged yet.
-    purge: bool = False
-
-
-def session_names(log: "Log", namespace: str) -> list[str]:
-    """Every session of a namespace, from the log (each has its own vector collection)."""
-    return [r["session"] for r in log.sessions(namespace)]
-
-
-def index_location(store: Store) -> str:
+def index_location(store: SharedStore) -> str:
     """Where the store's vectors live, as recorded in the log's meta (``index_location``)."""
     # the layout version is part of the location: a store indexed with another layout is re-indexed on open
     return f"{'server:' + store.chroma_url if store.chroma_url else 'embedded'};layout={INDEX_SCHEMA}"
-
-
-def repair_on_open(store: Store) -> dict[str, int]:
-    """What opening a store does: set a deleted or damaged embedded index aside, and repair; return the repair."""
-    # a deleted or damaged embedded index is set aside and rebuilt from the log, saying so
-    broken = check_embedded_index(store)
-    # a read-only store (a read-only mount) is searched as it is: nothing can be repaired there
-    done = {} if store.log.read_only else repair(store, full=index_moved(store) or broken, purge=False)
-    if broken:
-        done["rebuilt"] = 1
-    # forgets left pending (a forget(wait=False), or a purge cut short) are finished by the first
-    # search or prompt, not here: opening must stay cheap for commands that never touch the index
-    store._debt.purge = store.log.forgetting.any_pending() and not store.log.read_only
-    return done
-
-
-def check_embedded_index(store: Store) -> bool:
-    """Look (cheaply) for a deleted or damaged embedded index at open; set it aside to be rebuilt."""
-    if store.chroma_url or store.log.read_only or not store.log.count():
-        return False
-    chroma = store.path / "chroma"
-    if embedded_index_problem(chroma) is None:
-        return False
-    with opening_lock(store.path, name=CHROMA_LOCK_FILE):
-        problem = embedded_index_problem(chroma)  # another opener may have rebuilt it meanwhile
-        if problem is None:
-            return False
-        index_broken(store, problem, set_aside(chroma))
-    return True
-
-
-def index_broken(store: Store, problem: str, moved: Path | None) -> None:
-    """Say that the index is rebuilt, and flag every message for it (the next repair or read indexes them)."""
-    warnings.warn(rebuild_notice(store.path, problem, moved), IndexRebuilt, stacklevel=4)
-    for ns in store.log.namespaces():
-        store.log.index.mark_unindexed(ns)
-    store._debt.behind = True
-
-
-def set_damaged_index_aside(store: Store, exc: IndexCorrupt) -> None:
-    """Chroma reported damage while in use: set the index aside and flag everything for re-indexing."""
-    with store._lock:
-        if store.chroma_url or store.log.read_only:
-            raise exc  # a server's damage is the server's to fix; there is nothing to set aside here
-        store._index = None
-        with opening_lock(store.path, name=CHROMA_LOCK_FILE):
-            index_broken(store, "corrupt", set_aside(store.path / "chroma"))
-
-
-def read_index(store: Store, read: Callable[[], T]) -> T:
-    """Run an index read; if Chroma reports its database damaged, rebuild the index from the log, read again."""
-    try:
-        return read()
-    except IndexCorrupt as exc:
-        set_damaged_index_aside(store, exc)
-        catch_up(store)
-        return read()
-
-
-def index_moved(store: Store) -> bool:
-    """True when the index may not be the one the log's ``indexed`` flags describe.
-
-    That is when the store is opened against another index than last time
-    (an embedded store moved to a Chroma server, a new server), or its
-    embedded Chroma folder is gone.
-    """
-    if store.log.count() == 0:
-        return False
-    if store.log.meta.get("index_location") != index_location(store):
-        return True
-    return not store.chroma_url and not (store.path / "chroma").exists()
-
-
-def repair(store: Store, full: bool = False, *, purge: bool = True) -> dict[str, int]:
-    """Bring the index back into agreement with the log; see :meth:`ragmem._backend.Store.repair`."""
-    log = store.log
-    done = {"purged": 0, "indexed": 0, "dropped": 0}
-    if full:
-        try:  # a damaged embedded index is found here at the latest, and rebuilt below
-            for ns in log.namespaces():
-                store.index.count(ns, session_names(log, ns))
-        except IndexCorrupt as exc:
-            set_damaged_index_aside(store, exc)
-    if purge and log.forgetting.any_pending():
-        done["purged"] = finish_forgets(store)
-    if full:
-        done["stale_collections"] = store.index.drop_older_layouts()
-        for ns in log.namespaces():
-            flags = log.index.flags(ns)
-            # held anywhere, and held by both the session's and the namespace's collection
-            anywhere, held = store.index.held_everywhere(ns, session_names(log, ns))
-            extra = sorted(anywhere - flags.keys())
-            for start in range(0, len(extra), 500):
-                store.index.delete_where(
-                    ns, {"message_id": {"$in": extra[start : start + 500]}}, session_names(log, ns)
-                )
-            done["dropped"] += len(extra)
-            log.index.mark_unindexed(ns, [i for i, f in flags.items() if f and i not in held])
-    while True:
-        todo = log.index.pending(limit=2000)
-        if not todo:
-            break
-        index_messages(todo, log=log, index=store.index, embedder=store.embedder, settings=store.recall)
-        done["indexed"] += len(todo)
-    while True:  # the lexical index is rebuilt from the log alone (no model, no vector index)
-        todo = log.index.lexical_missing(limit=2000)
-        if not todo:
-            break
-        for ns, group in by_namespace(todo).items():
-            log.index.put_lexical(ns, lexical_rows(group, log, settings=store.recall))
-        done["lexical"] = done.get("lexical", 0) + len(todo)
-    if full or log.meta.get("index_location") is None:
-        log.meta.set("index_location", index_location(store))
-    return done
-
-
-def catch_up(store: Store) -> None:
-    """Index what reached the log but not the index (after a failure, or behind a background add).
-
-    Runs before every read that needs the index, so search and recall never
-    miss a stored turn.
-    """
-    if store._index is None and not store.log.read_only:
-        store.index  # noqa: B018  # open it first: damage found now (IndexRebuilt) is repaired by this very catch-up
-    store._consistency.before_read()
-    debt = store._debt
-    if debt.purge:
-        finish_forgets(store)
-    if debt.behind or (store._indexer is not None and store.log.index.has_pending()):
-        with store._lock:
-            if debt.behind or store.log.index.has_pending():
-                repair(store)
-                debt.behind = False
-
-
-def finish_forgets(store: Store) -> int:
-    """Purge what was forgotten from the index, then from the log; see :meth:`ragmem._backend.Store.finish_forgets`."""
-    log = store.log
-    with store._lock:
-        dropped = set()
-        for ns, session in log.forgetting.forgotten_sessions():
-            store.index.drop_session(ns, session)
-            dropped.add((ns, session))
-        doomed = log.forgetting.pending()
-        by_scope: dict[tuple[str, str], list[str]] = {}
-        for mid, ns, session in doomed:
-            by_scope.setdefault((ns, session), []).append(mid)
-        for (ns, session), ids in by_scope.items():
-            if (ns, session) not in dropped:
-                for start in range(0, len(ids), 500):
-                    store.index.delete_where(ns, {"message_id": {"$in": ids[start : start + 500]}}, [session])
-            log.forgetting.purge(ns, ids)
-        for ns, session in dropped:
-            log.forgetting.finish_session(ns, session)
-        store._debt.purge = False
-        return len(doomed)

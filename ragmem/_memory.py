@@ -7,8 +7,9 @@
                          -> assemble -> Context(messages, trace)
 
 The store (log, index, models, locks) is ``mem.store``; its maintenance
-(repair, reindex, stats, sessions) is there too. Consistency and repair are in
-:mod:`ragmem._consistency`, the prompt's steps in :mod:`ragmem._pipeline`.
+(repair, reindex, stats, sessions) is there too, and so are the writes to the
+log and the index (``Store.add``, ``Store.tombstone``). The prompt's steps are
+in :mod:`ragmem._pipeline`.
 """
 
 from __future__ import annotations
@@ -17,16 +18,14 @@ import json
 import os
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+from typing import Any, Iterable, Literal, Mapping, Sequence
 
-from . import _consistency as consistency
 from . import _pipeline as pipeline
 from ._options import SCOPES, MemorySettings, Scope, check_scope
 from . import _validate as validate
 from ._assemble import Budget, Format, Placement, RecallFormat
 from ._backend import SessionInfo, Store
-from ._errors import InvalidMessage, MessageNotFound, StoreError, UsageError
-from ._indexing import index_messages
+from ._errors import InvalidMessage, MessageNotFound, UsageError
 from ._messages import Message, from_anthropic, from_sdk, looks_anthropic, parse_message
 from ._recall import Hit, query_vectors, search_candidates
 from ._store.filters import RowFilter
@@ -231,32 +230,7 @@ class Memory:
             parse_message(m, max_chars=settings.max_chars, clip_tool_results=settings.clip_tool_results, index=i)
             for i, m in enumerate(items)
         ]
-        if parsed and not store._debt.behind:
-            store.index.collection(self.namespace, self.session)  # another model's store raises before any write
-            consistency.check_namespace_model(store, self.namespace, self.session)  # and another model's namespace
-        stored = store.log.append(self.namespace, self.session, parsed, orphans=settings.orphans)
-        if store._indexer is not None:
-            if stored:
-                store._indexer.wake()
-            return stored
-        with store._lock:
-            try:
-                if store._debt.behind:
-                    consistency.catch_up(store)  # indexes these too
-                elif stored:
-                    index_messages(stored, log=store.log, index=store.index, embedder=store.embedder,
-                                   settings=self.settings.recall)
-            except Exception as exc:
-                # the log has them (durable, acknowledged by the store); only the derived index lags
-                store._debt.behind = True
-                if isinstance(exc, StoreError):
-                    raise type(exc)(
-                        f"{exc} [The {len(stored)} message(s) of this call are stored durably in the log; "
-                        "they are indexed on the next add, search or prompt once the index is back, "
-                        "by Memory.store.repair(), or on the next open. Re-adding them by id is safe.]"
-                    ) from exc
-                raise
-        return stored
+        return store.add(self.namespace, self.session, parsed, orphans=settings.orphans, recall=settings.recall)
 
     def import_records(self, records: Iterable[Mapping[str, Any]]) -> int:
         """Add exported records (see :meth:`export`) to this session, keeping ids, times and metadata."""
@@ -346,10 +320,10 @@ class Memory:
         # the session scope is the collection searched, so the clause holds only the caller's filters
         filters = RowFilter.of(role=role, since=since, until=until, where=where)
         store, reranker, expander = self.store, self.settings.reranker, self.settings.query_expander
-        consistency.catch_up(store)
+        store.flush()
         vec, also = query_vectors(store.embedder, query, expander(query) if expander is not None else ())
         sims: dict[str, float] = {}
-        cands = consistency.read_index(store, lambda: search_candidates(
+        cands = store.read_index(lambda: search_candidates(
             text=query, vector=vec, log=store.log, index=store.index, namespace=self.namespace,
             session=self.session if scope == "session" else None, n=3 * k, where=filters.chroma(),
             filters=filters if filters.sql_ready else None, similarity=sims, settings=self.settings.recall,
@@ -450,7 +424,7 @@ class Memory:
             m = self.get(message_id)  # this namespace only: another's id is MessageNotFound, and nothing changes
             unit_id = log.units.ids_of(self.namespace, [m.id])[m.id]
             ids = [x.id for x in log.units.messages(self.namespace, m.session, [unit_id])]
-            self._tombstone(lambda: log.forgetting.mark_deleted(self.namespace, ids), wait)
+            self.store.tombstone(lambda: log.forgetting.mark_deleted(self.namespace, ids), wait=wait)
             return ids
         validate.choice(scope, "scope", ("session", "namespace"))
         role = validate.roles(role)
@@ -477,7 +451,7 @@ class Memory:
                 doomed += [m.id for m in log.units.messages(self.namespace, name, units)]
         if not doomed:
             return []
-        self._tombstone(lambda: log.forgetting.mark_deleted(self.namespace, doomed), wait)
+        self.store.tombstone(lambda: log.forgetting.mark_deleted(self.namespace, doomed), wait=wait)
         return doomed
 
     def forget_session(self, session: str | None = None, *, wait: bool = True) -> int:
@@ -488,20 +462,4 @@ class Memory:
         ``wait=False``, by the next search or prompt (see :meth:`forget`).
         """
         session = self.session if session is None else validate.name(session, "session")
-        return self._tombstone(lambda: self.store.log.forgetting.forget_session(self.namespace, session), wait)
-
-    def _tombstone(self, mark: Callable[[], Any], wait: bool) -> Any:
-        """Run ``mark`` (a tombstoning log transaction), then purge now or leave it to the next read.
-
-        Every forget goes through here: no indexing may run between the
-        tombstones and the purge, and ``wait=False`` hands the purge to the
-        next search or prompt (of this or any later process).
-        """
-        store = self.store
-        with store._lock:
-            result = mark()
-            if wait:
-                consistency.finish_forgets(store)
-            else:
-                store._debt.purge = True
-        return result
+        return self.store.tombstone(lambda: self.store.log.forgetting.forget_session(self.namespace, session), wait=wait)

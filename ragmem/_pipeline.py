@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterator, Mapping, Protocol, Sequence, get_args
 
-from . import _consistency as consistency
 from ._backend import Store
 from . import _validate as validate
 from ._assemble import (
@@ -173,7 +172,7 @@ def run(mem: Session, req: Request) -> Context:
             summary=summary[0] if summary else None, summary_covers=summary[2] if summary else (),
             window=window_units, recall=recalled, companions=beside, max_window_messages=mem.settings.window,
             format=req.format, placement=req.placement, recall_format=req.recall_format,
-            monitor=mem.settings.monitor, token_cache=mem.store._tokens, current_session=mem.session,
+            monitor=mem.settings.monitor, token_cache=mem.store.token_cache, current_session=mem.session,
         )
     ctx.trace.queries = queries
     return timings.into(ctx)
@@ -188,7 +187,7 @@ def baseline(mem: Session, req: Request, timings: Timings) -> Context:
         return assemble_baseline(
             req.strategy, req.user_turn, units=units, budget=req.budget,  # type: ignore[arg-type]
             counter=store.counter, system=req.system, state=mem.state.get(), format=req.format,
-            monitor=mem.settings.monitor, token_cache=store._tokens,
+            monitor=mem.settings.monitor, token_cache=store.token_cache,
         )
 
 
@@ -217,18 +216,18 @@ def whole_history(mem: Session, req: Request, tail: list[Message], state: dict[s
     # the latest messages alone may be over the budget (long messages): then the whole cannot fit,
     # and the session is neither read nor counted whole to know it
     limit, ns, session = req.budget.limit, mem.namespace, mem.session
-    if exceeds(reversed(group_units(tail)), limit, store.counter, store._tokens):
+    if exceeds(reversed(group_units(tail)), limit, store.counter, store.token_cache):
         return None
     if tail[0].seq > 0:
         recent = [m for m in reversed(store.log.messages(ns, session, limit=WHOLE_PROBE, newest_first=True))
                   if m.id not in req.skip]
-        if exceeds(reversed(group_units(recent)), limit, store.counter, store._tokens):
+        if exceeds(reversed(group_units(recent)), limit, store.counter, store.token_cache):
             return None
-    consistency.catch_up(store)  # as recall would: pending forgets are purged by the next prompt either way
+    store.flush()  # as recall would: pending forgets are purged by the next prompt either way
     history = [m for m in store.log.messages(ns, session) if m.id not in req.skip]
     return assemble_whole(
         req.user_turn, history=group_units(history), budget=req.budget, counter=store.counter, system=req.system,
-        state=state, format=req.format, monitor=mem.settings.monitor, token_cache=store._tokens,
+        state=state, format=req.format, monitor=mem.settings.monitor, token_cache=store.token_cache,
     )
 
 
@@ -286,7 +285,7 @@ def recall(mem: Session, req: Request, tail: list[Message], window_units: list[U
     older = bool(tail) and tail[0].seq > 0
     if not (req.k > 0 and (older or (wide and log.count(mem.namespace) > len(tail)))):
         return recalled, beside, []  # nothing outside the window to recall, in this session or another
-    consistency.catch_up(store)
+    store.flush()
     user_turn = req.user_turn
     text = req.query or (user_turn if isinstance(user_turn, str) else str(user_turn.get("content", "")))
     extra: Sequence[str] = []
@@ -297,7 +296,7 @@ def recall(mem: Session, req: Request, tail: list[Message], window_units: list[U
         vec, also = query_vectors(store.embedder, text, extra)
     with timings("search"):
         limit = req.k + len(window_units)
-        recalled = consistency.read_index(store, lambda: retrieve_units(
+        recalled = store.read_index(lambda: retrieve_units(
             vec, log=log, index=store.index, namespace=mem.namespace,
             session=None if wide else mem.session, k=limit, text=text, settings=mem.settings.recall,
             asked_at=req.asked_at, also=also,

@@ -26,7 +26,7 @@ def _blocking_methods(cls):
     # for_session stays a plain method (it opens nothing); close waits for the calls queued before it
     (Memory, AsyncMemory, {"for_session", "close"}),
     # the store is closed by AsyncMemory.close; AsyncStore gives the maintenance, not what a Memory calls on its store
-    (Store, AsyncStore, {"close", "configured_query_expander"}),
+    (Store, AsyncStore, {"close", "configured_query_expander", "add", "tombstone", "read_index"}),
     (PinnedState, AsyncPinnedState, set()),
 ])
 def test_every_method_is_a_coroutine_with_the_whole_signature_and_docstring(blocking, coroutines, own):

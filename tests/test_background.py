@@ -64,7 +64,10 @@ def test_forget_waits_for_the_indexer(tmp_path, hash_embedder):
 
     t = threading.Thread(target=writer)
     t.start()
-    time.sleep(0.3)
+    deadline = time.monotonic() + 60  # the first add opens Chroma: seconds on a busy machine
+    while mem.store.log.get("default", "w0") is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)  # the indexer is busy behind the writer when the forget comes
     mem.forget("w0")
     stop.set()
     t.join()

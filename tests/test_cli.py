@@ -19,6 +19,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from ragmem._cli import cli, main  # noqa: E402
 
+# the commands open stores with the bundled model, in process and in subprocesses: not in the fast lane
+pytestmark = pytest.mark.model
+
 ROOT = Path(__file__).resolve().parents[1]
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "conv-26.json"
 

@@ -57,7 +57,7 @@ def test_embedded_reader_sees_vectors_another_process_added(tmp_path, embedder):
     time.sleep(REFRESH_INTERVAL)
     found = [i for i in range(10) if f"w-{i}" in vector_ids(reader, reader.get(f"w-{i}").content)]
     assert len(found) == 10, found
-    assert reader.store._consistency.refreshes >= 1
+    assert reader.store.consistency.refreshes >= 1
     reader.close()
 
 
@@ -85,7 +85,7 @@ def test_dead_writers_leftovers_are_indexed_by_a_live_process(tmp_path, embedder
         assert time.monotonic() - t0 < ORPHAN_GRACE + 5, "never indexed"
         time.sleep(0.2)
     assert time.monotonic() - t0 >= ORPHAN_GRACE - 0.01
-    assert reader.store._consistency.adopted == 1
+    assert reader.store.consistency.adopted == 1
     assert reader.store.log.index.unindexed_rowids() == []
     # the search the user runs finds it as a vector hit too
     assert reader.search("harbour crane", k=1)[0].message.id == "orphan"
@@ -182,7 +182,7 @@ def test_soak_long_lived_reader_beside_killed_writers(tmp_path, embedder):
     ids = [m.id for m in reader.messages()]
     assert len(ids) == len(set(ids)) and set(acked) <= set(ids)
     print(f"soak: {len(acked)} acked, worst delay {max(worst.values()):.2f} s, "
-          f"refreshes {reader.store._consistency.refreshes}, adopted {reader.store._consistency.adopted}, "
+          f"refreshes {reader.store.consistency.refreshes}, adopted {reader.store.consistency.adopted}, "
           f"{time.monotonic() - started:.1f} s")
     reader.close()
 

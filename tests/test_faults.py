@@ -89,7 +89,7 @@ def test_embedded_refreshes_leak_no_file_handles(tmp_path, hash_embedder):
     def rounds(n: int) -> None:
         for i in range(n):
             other.add({"role": "user", "content": f"turn {i} of the other writer"})
-            reader.store._consistency._refreshed_at = -1e9  # skip the rate limit: a refresh every round
+            reader.store.consistency._refreshed_at = -1e9  # skip the rate limit: a refresh every round
             reader.search(f"turn {i}")
 
     rounds(5)  # the retired System of the last refresh is freed by the next one: the level is reached here
@@ -97,7 +97,7 @@ def test_embedded_refreshes_leak_no_file_handles(tmp_path, hash_embedder):
     before = open_fds()
     rounds(30)
     after = settled_fds(before + 2)
-    assert reader.store._consistency.refreshes >= 35 and consistency.REFRESH_INTERVAL > 0
+    assert reader.store.consistency.refreshes >= 35 and consistency.REFRESH_INTERVAL > 0
     assert after - before <= 2, f"{after - before} descriptors leaked over 30 refreshes"
     other.close()
     reader.close()

@@ -9,7 +9,7 @@ import pytest
 
 from ragmem import Memory, MemorySettings, Store, UsageError
 from ragmem import _pipeline as pipeline
-from ragmem._consistency import IndexDebt
+from ragmem._backend import IndexDebt
 
 #: The whole public surface of a Memory; maintenance and the store's parts are on ``mem.store``.
 FRONT_DOOR = {
@@ -157,10 +157,10 @@ def test_the_summary_fold_is_the_prompts_one_write(tmp_path, embedder):
 
 def test_index_debt_is_a_typed_object(tmp_path, hash_embedder):
     mem = Memory(tmp_path / "s", embedder=hash_embedder)
-    assert mem.store._debt == IndexDebt(behind=False, purge=False)
+    assert mem.store.debt == IndexDebt(behind=False, purge=False)
     mem.add({"role": "user", "content": "x"}, id="x")
     mem.forget("x", wait=False)
-    assert mem.store._debt.purge  # the purge is owed to the next search or prompt
+    assert mem.store.debt.purge  # the purge is owed to the next search or prompt
     mem.search("x")
-    assert not mem.store._debt.purge
+    assert not mem.store.debt.purge
     mem.close()
