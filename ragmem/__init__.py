@@ -23,7 +23,7 @@ from ._errors import (
     StoreUnavailable,
     UsageError,
 )
-from ._backend import Store
+from ._store.store import Store
 from ._memory import Memory, MemorySettings, PinnedState, SessionInfo
 from ._messages import Message, ToolCall, from_anthropic, parse_message, to_anthropic
 from ._queries import LLMQueryExpander, OpenAICompatibleQueryExpander, QueryExpander, QueryExpansionFailed

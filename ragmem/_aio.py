@@ -38,7 +38,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Literal, Mapping, ParamSpec, Sequence, TypeVar
 
 from ._assemble import Budget, Format, Placement, RecallFormat
-from ._backend import SessionInfo, Store
+from ._store.store import SessionInfo, Store
 from ._errors import UsageError
 from ._memory import Memory, MemorySettings, PinnedState
 from ._messages import Message
@@ -100,10 +100,10 @@ class AsyncPinnedState:
 
 
 class AsyncStore:
-    """The store's maintenance as coroutines (see :class:`ragmem._backend.Store`), on the Memory's worker.
+    """The store's maintenance as coroutines (see :class:`ragmem._store.store.Store`), on the Memory's worker.
 
     Its parts (``log``, ``index``, ``path``...) are on :attr:`blocking`, the
-    :class:`~ragmem._backend.Store` itself: call those from the worker only, or
+    :class:`~ragmem._store.store.Store` itself: call those from the worker only, or
     not at all. The store is closed by :meth:`AsyncMemory.close`.
     """
 
@@ -112,7 +112,7 @@ class AsyncStore:
 
     @property
     def blocking(self) -> Store:
-        """The underlying blocking :class:`~ragmem._backend.Store`."""
+        """The underlying blocking :class:`~ragmem._store.store.Store`."""
         return self._store
 
     @_mirrors(Store.sessions)

@@ -1,11 +1,11 @@
 """Seeing other processes' writes: what a long-lived store checks before each read that needs the index.
 
-A collaborator of :class:`~ragmem._backend.Store`, which holds one
+A collaborator of :class:`~ragmem._store.store.Store`, which holds one
 :class:`Consistency` (``store.consistency``) and calls
-:meth:`Consistency.before_read` from :meth:`~ragmem._backend.Store.flush`.
+:meth:`Consistency.before_read` from :meth:`~ragmem._store.store.Store.flush`.
 What it uses of the store is :class:`SharedStore`: public members only. The
 store's own bookkeeping (what the index owes the log, repair, the forgets'
-purge) is the store's, in ``_backend.py``.
+purge) is the store's, in ``_store/store.py``.
 
 Several processes may share one store (the workers of a service, an MCP
 server beside a CLI). The log is SQLite, so every process sees every
@@ -67,7 +67,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class SharedStore(Protocol):
-    """What :class:`Consistency` uses of a :class:`ragmem.Store` (``ragmem/_backend.py``): public members only.
+    """What :class:`Consistency` uses of a :class:`ragmem.Store` (``ragmem/_store/store.py``): public members only.
 
     A protocol rather than the class: the store holds a :class:`Consistency`, so this module
     must not import the store back.

@@ -1,4 +1,4 @@
-"""The :class:`Memory` facade: ragmem's front door, a view of one session over a :class:`~ragmem._backend.Store`.
+"""The :class:`Memory` facade: ragmem's front door, a view of one session over a :class:`~ragmem._store.store.Store`.
 
     add(msg) -> validate -> id, seq -> unit grouping -> message log (durable)
              -> embed (batched; long texts chunked) -> vector index (Chroma)
@@ -24,7 +24,7 @@ from . import _pipeline as pipeline
 from ._options import SCOPES, MemorySettings, Scope, check_scope
 from . import _validate as validate
 from ._assemble import Budget, Format, Placement, RecallFormat
-from ._backend import SessionInfo, Store
+from ._store.store import SessionInfo, Store
 from ._errors import InvalidMessage, MessageNotFound, UsageError
 from ._messages import Message, from_anthropic, from_sdk, looks_anthropic, parse_message
 from ._recall import Hit, query_vectors, search_candidates
@@ -85,11 +85,11 @@ class Memory:
     >>> ctx = mem.prompt("What did we set the pool to?", system="You are ...", budget=4000)  # doctest: +SKIP
     >>> ctx.messages, ctx.trace                                       # doctest: +SKIP
 
-    A Memory is one session of one namespace over a :class:`~ragmem._backend.Store`
+    A Memory is one session of one namespace over a :class:`~ragmem._store.store.Store`
     (``mem.store``): the message log, the vector index, the models and the
     locks. ``path``, ``chroma_url``, ``log_url``, ``embedder``, ``counter``,
     ``summarizer``, ``create`` and ``index`` open that store (see
-    :class:`~ragmem._backend.Store`: ``log_url`` puts the log on PostgreSQL,
+    :class:`~ragmem._store.store.Store`: ``log_url`` puts the log on PostgreSQL,
     ``chroma_url`` the index on a Chroma server, ``summarizer=False`` turns the
     running summary off, ``index="background"`` embeds behind the adds);
     ``store=`` opens a Memory on a store already open instead. Every other
@@ -413,7 +413,7 @@ class Memory:
         in one log transaction); then their vectors and log rows are purged.
         ``wait=False`` returns before the purge, which the next search or prompt
         completes (in this or any later process; see
-        :meth:`~ragmem._backend.Store.finish_forgets`): the CLI uses it to return
+        :meth:`~ragmem._store.store.Store.finish_forgets`): the CLI uses it to return
         without importing Chroma. A crash midway is finished the same way.
         """
         log = self.store.log

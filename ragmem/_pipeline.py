@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterator, Mapping, Protocol, Sequence, get_args
 
-from ._backend import Store
+from ._store.store import Store
 from . import _validate as validate
 from ._assemble import (
     MIN_MESSAGE_TOKENS, STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline,

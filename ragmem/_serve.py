@@ -67,7 +67,7 @@ from . import _mcp
 if TYPE_CHECKING:  # pragma: no cover
     from mcp.server.mcpserver import MCPServer
 
-    from ._backend import Store
+    from ._store.store import Store
 
 log = logging.getLogger("ragmem.serve")
 

@@ -88,7 +88,7 @@ def test_the_count_sees_methods_and_properties_of_ragmem_bases_only():
 
 def test_the_walk_finds_the_classes_that_matter():
     names = set(ragmem_classes())
-    assert {"ragmem._memory.Memory", "ragmem._backend.Store", "ragmem._store.log.MessageLog",
+    assert {"ragmem._memory.Memory", "ragmem._store.store.Store", "ragmem._store.log.MessageLog",
             "ragmem._store.pglog.PostgresLog", "ragmem._store.index.VectorIndex",
             "ragmem._store.log_flags.LogIndex"} <= names
 

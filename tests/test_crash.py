@@ -82,7 +82,7 @@ def agree(mem: Memory) -> None:
 def test_crash_inside_reindex_is_repaired_on_open(tmp_path, hash_embedder, monkeypatch):
     """reindex() drops the collection, then rebuilds it: a crash in between must not leave
     messages flagged as indexed that the index no longer holds."""
-    import ragmem._backend
+    import ragmem._store.store
 
     mem = Memory(tmp_path / "s", embedder=hash_embedder)
     mem.add_many([{"role": "user", "content": f"turn {i} about pools"} for i in range(20)])
@@ -90,7 +90,7 @@ def test_crash_inside_reindex_is_repaired_on_open(tmp_path, hash_embedder, monke
     def die(*a, **k):
         raise KeyboardInterrupt("simulated kill -9 inside reindex")
 
-    monkeypatch.setattr(ragmem._backend, "index_messages", die)
+    monkeypatch.setattr(ragmem._store.store, "index_messages", die)
     with pytest.raises(KeyboardInterrupt):
         mem.store.reindex(mem.namespace)
     monkeypatch.undo()

@@ -62,7 +62,7 @@ ALLOWED = {
     ("_mcp.py", "_when", "ToolError"): "turns a UsageError into the protocol's tool error",
     ("_mcp.py", "forget", "ToolError"): "an argument check of the tool itself, in the protocol's error",
     # a StoreError re-raised with its own class and a longer message (the isinstance check is just above)
-    ("_backend.py", "add", "type(exc)"): "re-raises a StoreError subclass, guarded by isinstance",
+    ("_store/store.py", "add", "type(exc)"): "re-raises a StoreError subclass, guarded by isinstance",
     # a variable holding the StoreError of resource_fault(), which the scan cannot type
     ("_store/log.py", "__init__", "fault"): "fault: the StoreError of resource_fault()",
     ("_store/log.py", "_tx", "fault"): "fault: the StoreError of resource_fault()",

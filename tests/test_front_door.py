@@ -9,7 +9,7 @@ import pytest
 
 from ragmem import Memory, MemorySettings, Store, UsageError
 from ragmem import _pipeline as pipeline
-from ragmem._backend import IndexDebt
+from ragmem._store.store import IndexDebt
 
 #: The whole public surface of a Memory; maintenance and the store's parts are on ``mem.store``.
 FRONT_DOOR = {

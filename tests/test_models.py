@@ -39,7 +39,7 @@ def _cli(*args: str) -> tuple[int, str, str]:
 
 def test_a_store_opens_with_the_model_that_built_it(tmp_path, monkeypatch):
     """Built with e5, reopened with no embedder named: e5, whatever the default says; and the same for MiniLM."""
-    import ragmem._backend as backend
+    import ragmem._store.store as backend
 
     with Memory(tmp_path / "e5", embedder=E5) as mem:
         mem.add_many(FACTS)
@@ -58,7 +58,7 @@ def test_a_store_opens_with_the_model_that_built_it(tmp_path, monkeypatch):
 
 def test_a_store_that_predates_the_record_opens_with_minilm(tmp_path, monkeypatch):
     """A store holding messages but no record of its model was built by the only default older releases had."""
-    import ragmem._backend as backend
+    import ragmem._store.store as backend
 
     with Memory(tmp_path / "old") as mem:
         mem.add_many(FACTS)

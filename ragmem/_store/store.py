@@ -36,22 +36,22 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Literal, Sequence, TypeVar
 
-from . import _validate as validate
-from ._config import DEFAULT_STORE, load_config
-from ._consistency import Consistency, LocationLock, check_location, index_location
-from ._errors import EmbeddingMismatch, StoreError
-from ._indexing import by_namespace, index_messages, lexical_rows
-from ._messages import Message
-from ._settings import RecallSettings, as_recall_settings
-from ._store import Log, VectorIndex, make_client, open_log
-from ._store.faults import (
+from .. import _validate as validate
+from .._config import DEFAULT_STORE, load_config
+from .._consistency import Consistency, LocationLock, check_location, index_location
+from .._errors import EmbeddingMismatch, StoreError
+from .._indexing import by_namespace, index_messages, lexical_rows
+from .._messages import Message
+from .._settings import RecallSettings, as_recall_settings
+from . import Log, VectorIndex, make_client, open_log
+from .faults import (
     IndexCorrupt, IndexRebuilt, embedded_index_problem, is_index_corruption, rebuild_notice, set_aside,
 )
-from ._store.index import NAMESPACE_SCOPE, read_only_chroma
-from ._store.locking import CHROMA_LOCK_FILE, opening_lock
-from ._summary import ExtractiveSummarizer, Summarizer
-from ._tokens import TokenCounter, default_counter
-from .embed import DEFAULT_MODEL_NAME, LEGACY_MODEL_NAME, OFFLINE_MODELS, Embedder, default_embedder
+from .index import NAMESPACE_SCOPE, read_only_chroma
+from .locking import CHROMA_LOCK_FILE, opening_lock
+from .._summary import ExtractiveSummarizer, Summarizer
+from .._tokens import TokenCounter, default_counter
+from ..embed import DEFAULT_MODEL_NAME, LEGACY_MODEL_NAME, OFFLINE_MODELS, Embedder, default_embedder
 
 T = TypeVar("T")
 
