@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             lost += len(set(ids) - set(got))
             duplicated += len(got) - len(set(got))
             misordered += int([m.seq for m in msgs] != list(range(len(msgs))) or got != ids)
-        flags = base.store.log.index.flags("default")
+        flags = base.store.log.lexical.flags("default")
         unindexed = sum(1 for f in flags.values() if f != 1)
         disagree = len(base.store.index.all_message_ids("default") ^ set(flags))
         ops = len(lat["add"]) + len(lat["prompt"])

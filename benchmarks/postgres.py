@@ -157,7 +157,7 @@ def audit(log_url: str, chroma_url: str, folder: Path, session: str, acked: list
             if m.tool_calls:  # its result must follow at once (a batch is appended atomically)
                 nxt = msgs[i + 1] if i + 1 < len(msgs) else None
                 broken += int(nxt is None or nxt.tool_call_id != m.tool_calls[0].id)
-        flags = mem.store.log.index.flags(mem.namespace)
+        flags = mem.store.log.lexical.flags(mem.namespace)
         held = mem.store.index.all_message_ids(mem.namespace)
         return {
             "stored": len(ids),
@@ -257,9 +257,9 @@ def phase_lexical(pg, convs) -> dict:
         msgs = [parse_message(t.to_message()) for t in conv.turns]
         stored = lg.append("default", conv.sample, msgs)
         rows = lexical_rows(stored, lg)
-        lg.index.mark_indexed("default", {m.id: 1 for m in stored}, rows)
+        lg.lexical.mark_indexed("default", {m.id: 1 for m in stored}, rows)
         sqlite.append("default", conv.sample, msgs)
-        sqlite.index.mark_indexed("default", {m.id: 1 for m in stored}, rows)
+        sqlite.lexical.mark_indexed("default", {m.id: 1 for m in stored}, rows)
         with conn.cursor() as cur:
             # the same pre-tokenised terms ('simple': no second stemming), so only the ranking differs
             cur.executemany("INSERT INTO fts VALUES (%s, %s, to_tsvector('simple', %s))",
@@ -269,9 +269,9 @@ def phase_lexical(pg, convs) -> dict:
         for q in pick_questions(conv, None):
             terms = list(dict.fromkeys(lexical.tokenize(q.question)))
             ev = q.evidence_ids
-            ranked = [r[0] for r in lg.index.lexical_search("default", conv.sample, terms, 10)]
+            ranked = [r[0] for r in lg.lexical.lexical_search("default", conv.sample, terms, 10)]
             scores["bm25"].append(recall_at_k(ev, unique(ranked))["10"])
-            ref = [r[0] for r in sqlite.index.lexical_search("default", conv.sample, terms, 10)]
+            ref = [r[0] for r in sqlite.lexical.lexical_search("default", conv.sample, terms, 10)]
             scores["fts5_bm25_sqlite"].append(recall_at_k(ev, unique(ref))["10"])
             tsq = " | ".join("'" + t.replace("'", "''") + "'" for t in terms) or "''"
             for name, fn in (("ts_rank", "ts_rank(tsv, q)"), ("ts_rank_cd", "ts_rank_cd(tsv, q)"),

@@ -207,7 +207,7 @@ class Consistency:
         self._store = store
         self._lock = lock
         self._mutex = threading.Lock()
-        self._version = store.log.index.data_version()
+        self._version = store.log.lexical.data_version()
         self._refresh_due = False
         self._refreshed_at = time.monotonic()
         self._seen: dict[int, float] = {}  # unindexed rowid -> when this process first saw it
@@ -218,7 +218,7 @@ class Consistency:
         """Bring this process's view of the index up to what other processes committed (cheap when nothing did)."""
         store = self._store
         with self._mutex:
-            version = store.log.index.data_version()
+            version = store.log.lexical.data_version()
             others_wrote = version != self._version
             self._version = version
             if others_wrote:
@@ -237,7 +237,7 @@ class Consistency:
         """Index what a dead writer left unindexed, once it has stayed so for :data:`ORPHAN_GRACE` seconds."""
         store = self._store
         now = time.monotonic()
-        self._seen = {row: self._seen.get(row, now) for row in store.log.index.unindexed_rowids()}
+        self._seen = {row: self._seen.get(row, now) for row in store.log.lexical.unindexed_rowids()}
         if not self._seen or now - min(self._seen.values()) < ORPHAN_GRACE:
             return
         from filelock import FileLock, Timeout

@@ -81,8 +81,8 @@ def lexical_rows(
 ) -> list[tuple[str, str, str]]:
     """Rows for the lexical index: (message id, scope terms, body terms).
 
-    The rows do not carry the namespace: write them with ``log.index.put_lexical(namespace, rows)``
-    (or ``log.index.mark_indexed``) per namespace (see :func:`by_namespace`).
+    The rows do not carry the namespace: write them with ``log.lexical.put_lexical(namespace, rows)``
+    (or ``log.lexical.mark_indexed``) per namespace (see :func:`by_namespace`).
     """
     if call_of is None:
         call_of = _calls_answered(messages, log)
@@ -167,7 +167,7 @@ def index_messages(
             lex = lexical_rows(messages, log, call_of, settings)  # meanwhile, the last upsert runs
             for f in pending:
                 f.result()  # an upsert that failed raises here, before anything is marked indexed
-    log.index.mark_indexed(namespace, n_chunks, lex)
+    log.lexical.mark_indexed(namespace, n_chunks, lex)
     return len(texts)
 
 

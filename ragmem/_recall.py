@@ -120,14 +120,14 @@ def lexical_candidates(
 ) -> list[Candidate]:
     """The ``n`` best BM25 matches of a query text in a session (or a whole namespace), best first."""
     terms = list(dict.fromkeys(lexical.tokenize(text)))
-    total, df = log.index.lexical_df(terms)
+    total, df = log.lexical.lexical_df(terms)
     if total > settings.common_term_min_rows:
         rare = [t for t in terms if df.get(t, 0) <= settings.common_term_share * total]
         terms = rare or terms
     terms = [t for t in terms if df.get(t, 0) > 0]
     if not terms:
         return []
-    rows = log.index.lexical_search(namespace, session, terms, n, filters=filters,
+    rows = log.lexical.lexical_search(namespace, session, terms, n, filters=filters,
                                     above=settings.lexical_scope_rows)
     return [Candidate(mid, uid, sess, seq, score) for mid, uid, sess, seq, score in rows]
 

@@ -164,7 +164,7 @@ def child_verify(store: str, hash_embedder: bool, index: str = "sync"):
     if mem.store.log.forgetting.any_pending():
         problems.append("forgets still pending after a search")
     for ns in namespaces:
-        flags = mem.store.log.index.flags(ns)
+        flags = mem.store.log.lexical.flags(ns)
         if any(f != 1 for f in flags.values()):
             problems.append(f"{ns}: {sum(f != 1 for f in flags.values())} messages not indexed after open")
         in_index = mem.store.index.all_message_ids(ns)
@@ -172,8 +172,8 @@ def child_verify(store: str, hash_embedder: bool, index: str = "sync"):
             problems.append(f"{ns}: index holds {len(in_index - flags.keys())} messages the log does not")
         if flags.keys() - in_index:
             problems.append(f"{ns}: log holds {len(flags.keys() - in_index)} messages the index lacks")
-        if mem.store.index.count(ns) != mem.store.log.index.chunk_count(ns):
-            problems.append(f"{ns}: index has {mem.store.index.count(ns)} chunks, log expects {mem.store.log.index.chunk_count(ns)}")
+        if mem.store.index.count(ns) != mem.store.log.lexical.chunk_count(ns):
+            problems.append(f"{ns}: index has {mem.store.index.count(ns)} chunks, log expects {mem.store.log.lexical.chunk_count(ns)}")
         for info in mem.store.sessions(ns):
             view = mem.for_session(info.session, ns)
             msgs = view.messages()

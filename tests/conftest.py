@@ -189,5 +189,5 @@ def put_indexed(log, namespace, session, texts, start=0):
     msgs = [Message(role="user", content=t, id=f"{session}-{start + i}") for i, t in enumerate(texts)]
     log.append(namespace, session, msgs)
     rows = [(m.id, lexical.scope_text(namespace, session), " ".join(lexical.tokenize(m.content))) for m in msgs]
-    log.index.mark_indexed(namespace, {m.id: 1 for m in msgs}, rows)
+    log.lexical.mark_indexed(namespace, {m.id: 1 for m in msgs}, rows)
     return [m.id for m in msgs]

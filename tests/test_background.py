@@ -18,7 +18,7 @@ def test_background_add_is_durable_and_reads_flush_first(tmp_path, embedder):
     assert [m.id for m in mem.messages()] == [f"n{i}" for i in range(30)]
     hits = mem.search("code word for day 3", k=1)  # flushes: never misses a stored turn
     assert hits[0].message.id == "n3"
-    assert not mem.store.log.index.has_pending()
+    assert not mem.store.log.lexical.has_pending()
     ctx = mem.prompt("what was the code word for day 5?", budget=600)
     assert "n5" in ctx.message_ids()
     mem.close()
@@ -28,9 +28,9 @@ def test_background_indexer_catches_up_on_its_own(tmp_path, hash_embedder):
     mem = Memory(tmp_path / "s", embedder=hash_embedder, index="background")
     mem.add_many([{"role": "user", "content": f"item {i}"} for i in range(50)])
     deadline = time.monotonic() + 30
-    while mem.store.log.index.has_pending() and time.monotonic() < deadline:
+    while mem.store.log.lexical.has_pending() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not mem.store.log.index.has_pending()
+    assert not mem.store.log.lexical.has_pending()
     assert mem.store.index.count("default") == 50
     mem.close()
 

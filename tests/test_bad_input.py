@@ -40,7 +40,7 @@ def store(tmp_path):
     yield mem
     # nothing stored before the bad input was lost or changed
     assert mem.export()[: len(snapshot)] == snapshot
-    assert set(mem.store.log.index.flags("default").values()) <= {1}
+    assert set(mem.store.log.lexical.flags("default").values()) <= {1}
     mem.close()
 
 
@@ -208,7 +208,7 @@ def test_ten_megabyte_message(tmp_path, store):
     big.add({"role": "user", "content": "small talk first"}, id="small")
     big.add({"role": "user", "content": huge}, id="huge")
     assert len(big.get("huge").content) == 10_000_000
-    assert big.store.log.index.chunk_count("default") > 1000
+    assert big.store.log.lexical.chunk_count("default") > 1000
     ctx = big.prompt("next", budget=3000)
     assert ctx.trace.total_tokens <= 3000
     assert "huge" not in [i for u in ctx.trace.included for i in u.message_ids]
@@ -316,7 +316,7 @@ def test_wrong_dimension_same_name(tmp_path):
     # the log kept it; the right model indexes it on the next open
     right = Memory(tmp_path / "s", embedder=HashEmbedder())
     assert right.get("new").content == "new"
-    assert set(right.store.log.index.flags("default").values()) == {1}
+    assert set(right.store.log.lexical.flags("default").values()) == {1}
     assert right.search("new", k=1)[0].message.id == "new"
 
 

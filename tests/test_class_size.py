@@ -3,7 +3,7 @@
 The members counted are the public methods and properties a class gets from the ragmem classes of its MRO:
 what a third-party base brings (pydantic's BaseModel, LangChain's, LlamaIndex's, ...) is not ragmem's to
 keep small. A class over the limit is split by concern, as the message log is into facets
-(``log.index``, ``log.units``, ``log.state``, ``log.forgetting``, ``log.meta``: ragmem/_store/log_base.py).
+(``log.lexical``, ``log.units``, ``log.state``, ``log.forgetting``, ``log.meta``: ragmem/_store/log_base.py).
 """
 
 from __future__ import annotations

@@ -32,10 +32,10 @@ def check_store(mem: Memory, expected: dict[tuple[str, str], list[list[str]]]) -
         for w in writers:
             assert [pos[i] for i in w] == sorted(pos[i] for i in w), "a writer's messages were reordered"
     for ns in {ns for ns, _ in expected}:
-        flags = mem.store.log.index.flags(ns)
+        flags = mem.store.log.lexical.flags(ns)
         assert set(flags.values()) <= {1}
         assert mem.store.index.all_message_ids(ns) == set(flags)
-        assert mem.store.index.count(ns) == mem.store.log.index.chunk_count(ns)
+        assert mem.store.index.count(ns) == mem.store.log.lexical.chunk_count(ns)
 
 
 def test_threads_adding_and_querying(tmp_path):

@@ -74,7 +74,7 @@ def test_verify_after_a_pending_forget_is_not_a_false_failure(tmp_path, capsys):
 
 
 def agree(mem: Memory) -> None:
-    flags = mem.store.log.index.flags(mem.namespace)
+    flags = mem.store.log.lexical.flags(mem.namespace)
     assert set(flags.values()) <= {1}
     assert mem.store.index.all_message_ids(mem.namespace) == set(flags)
 
@@ -104,14 +104,14 @@ def test_crash_inside_reindex_is_repaired_on_open(tmp_path, hash_embedder, monke
 def test_crash_between_index_write_and_flag_leaves_no_duplicate(tmp_path, hash_embedder, monkeypatch):
     """Vectors written, the 'indexed' flag not yet: the repair re-upserts under the same chunk ids."""
     mem = Memory(tmp_path / "s", embedder=hash_embedder)
-    monkeypatch.setattr(mem.store.log.index, "mark_indexed", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr(mem.store.log.lexical, "mark_indexed", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
         mem.add({"role": "user", "content": "long " * 3000}, id="long")
     monkeypatch.undo()
     mem.close()
     again = Memory(tmp_path / "s", embedder=hash_embedder)
     agree(again)
-    assert again.store.index.count("default") == again.store.log.index.chunk_count("default") > 1
+    assert again.store.index.count("default") == again.store.log.lexical.chunk_count("default") > 1
 
 
 def test_crash_inside_forget_is_finished_on_open(tmp_path, hash_embedder, monkeypatch):

@@ -78,7 +78,7 @@ def test_dead_writers_leftovers_are_indexed_by_a_live_process(tmp_path, embedder
     vector_ids(reader, "lunch")
     out = run(LEAVE_UNINDEXED, str(tmp_path / "s"))
     assert out.returncode == -signal.SIGKILL, out.stderr[-2000:]
-    assert reader.store.log.index.unindexed_rowids()
+    assert reader.store.log.lexical.unindexed_rowids()
     t0 = time.monotonic()
     assert "orphan" not in vector_ids(reader, "harbour crane")  # first seen: a live writer may be on it
     while "orphan" not in vector_ids(reader, "harbour crane"):
@@ -86,7 +86,7 @@ def test_dead_writers_leftovers_are_indexed_by_a_live_process(tmp_path, embedder
         time.sleep(0.2)
     assert time.monotonic() - t0 >= ORPHAN_GRACE - 0.01
     assert reader.store.consistency.adopted == 1
-    assert reader.store.log.index.unindexed_rowids() == []
+    assert reader.store.log.lexical.unindexed_rowids() == []
     # the search the user runs finds it as a vector hit too
     assert reader.search("harbour crane", k=1)[0].message.id == "orphan"
     reader.close()

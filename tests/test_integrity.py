@@ -28,8 +28,8 @@ def test_an_id_holding_a_hash_never_collides_with_chunk_ids(tmp_path, order):
     for mid in order:
         mem.add({"role": "user", "content": texts[mid]}, id=mid)
     # every chunk the log expects is in the index, under its own message
-    assert mem.store.index.count(mem.namespace, [mem.session]) == mem.store.log.index.chunk_count(mem.namespace)
-    assert mem.store.log.index.chunk_count(mem.namespace) > 2
+    assert mem.store.index.count(mem.namespace, [mem.session]) == mem.store.log.lexical.chunk_count(mem.namespace)
+    assert mem.store.log.lexical.chunk_count(mem.namespace) > 2
     assert mem.store.index.all_message_ids(mem.namespace) == {"doc", "doc#1"}
     hits = [h.message.id for h in mem.search(SHORT, k=5)]
     assert hits[0] == "doc#1" and sorted(hits) == ["doc", "doc#1"]  # each message once, the right one first

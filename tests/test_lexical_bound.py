@@ -26,7 +26,7 @@ def search(log, namespace, session, query, n=50, memory=False, **plan):
     """lexical_search as recall calls it; ``memory`` chooses the postings or (by default) the SQL plan."""
     before, Postings.enabled = Postings.enabled, memory
     try:
-        return log.index.lexical_search(namespace, session, lexical.tokenize(query), n, **plan)
+        return log.lexical.lexical_search(namespace, session, lexical.tokenize(query), n, **plan)
     finally:
         Postings.enabled = before
 

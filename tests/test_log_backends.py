@@ -126,33 +126,33 @@ def test_lexical_index_ranks_with_bm25(log, tmp_path):
     msgs = [msg(i, content=t) for i, t in enumerate(texts)]
     log.append("ns", "s", msgs)
     rows = [(m.id, lexical.scope_text("ns", "s"), " ".join(lexical.tokenize(m.content))) for m in msgs]
-    log.index.mark_indexed("ns", {m.id: 1 for m in msgs}, rows)
+    log.lexical.mark_indexed("ns", {m.id: 1 for m in msgs}, rows)
     ref = open_log(tmp_path / "reference")  # FTS5
     ref.append("ns", "s", msgs)
-    ref.index.mark_indexed("ns", {m.id: 1 for m in msgs}, rows)
+    ref.lexical.mark_indexed("ns", {m.id: 1 for m in msgs}, rows)
     terms = lexical.tokenize("pool size")
-    got, want = log.index.lexical_search("ns", "s", terms, 10), ref.index.lexical_search("ns", "s", terms, 10)
+    got, want = log.lexical.lexical_search("ns", "s", terms, 10), ref.lexical.lexical_search("ns", "s", terms, 10)
     assert [r[0] for r in got] == [r[0] for r in want]
     assert [r[4] for r in got] == pytest.approx([r[4] for r in want], rel=1e-6)
     # scoped: another session's scope finds nothing; filters work over the message row
-    assert log.index.lexical_search("ns", "x", ["pool"], 10) == []
-    assert log.index.lexical_search("ns", "s", terms, 10, filters=RowFilter(roles=("assistant",))) == []
+    assert log.lexical.lexical_search("ns", "x", ["pool"], 10) == []
+    assert log.lexical.lexical_search("ns", "s", terms, 10, filters=RowFilter(roles=("assistant",))) == []
     log.forgetting.mark_deleted("ns", ["m3"])
-    assert "m3" not in [r[0] for r in log.index.lexical_search("ns", "s", terms, 10)]
+    assert "m3" not in [r[0] for r in log.lexical.lexical_search("ns", "s", terms, 10)]
     if isinstance(log, PostgresLog):  # the namespace is part of the query (the SQLite log's once it takes one)
-        assert log.index.lexical_search("other", "s", terms, 10) == []
+        assert log.lexical.lexical_search("other", "s", terms, 10) == []
     log.forgetting.purge("ns", ["m3"])
-    assert log.index.lexical_missing() == []
+    assert log.lexical.lexical_missing() == []
     ref.close()
 
 
 def test_pending_index_and_flags(log):
     log.append("ns", "s", [msg(0), msg(1)])
-    assert log.index.has_pending() and [m.id for m in log.index.pending()] == ["m0", "m1"]
-    log.index.mark_indexed("ns", {"m0": 2})
-    assert log.index.flags("ns") == {"m0": 1, "m1": 0} and log.index.chunk_count("ns") == 2
-    log.index.mark_unindexed("ns", ["m0"])
-    assert log.index.flags("ns") == {"m0": 0, "m1": 0}
+    assert log.lexical.has_pending() and [m.id for m in log.lexical.pending()] == ["m0", "m1"]
+    log.lexical.mark_indexed("ns", {"m0": 2})
+    assert log.lexical.flags("ns") == {"m0": 1, "m1": 0} and log.lexical.chunk_count("ns") == 2
+    log.lexical.mark_unindexed("ns", ["m0"])
+    assert log.lexical.flags("ns") == {"m0": 0, "m1": 0}
 
 
 # ------------------------------------------------------------- PostgreSQL only
@@ -230,9 +230,9 @@ def test_migration_2_upgrades_a_version_1_store_in_place(pg_url, tmp_path, monke
     assert indexes == {"lexical_terms_sc", "lexical_terms_nc", "lexical_terms_pkey"}
     ref = open_log(tmp_path / "reference")  # FTS5
     ref.append("ns", "s", msgs)
-    ref.index.mark_indexed("ns", {m.id: 1 for m in msgs}, _lexical_rows(msgs))
+    ref.lexical.mark_indexed("ns", {m.id: 1 for m in msgs}, _lexical_rows(msgs))
     terms = lexical.tokenize("pool size")
-    got, want = lg.index.lexical_search("ns", "s", terms, 10), ref.index.lexical_search("ns", "s", terms, 10)
+    got, want = lg.lexical.lexical_search("ns", "s", terms, 10), ref.lexical.lexical_search("ns", "s", terms, 10)
     assert [r[0] for r in got] == [r[0] for r in want]
     assert [r[4] for r in got] == pytest.approx([r[4] for r in want], rel=1e-6)
     lg.close()
@@ -243,13 +243,13 @@ def test_document_frequencies_and_totals_stay_exact_through_rewrites_and_purges(
     lg = PostgresLog(pg_url)
     msgs = [msg(i, content=t) for i, t in enumerate(["pool pool size", "size of the pool", "teal", "rain"])]
     lg.append("ns", "s", msgs)
-    lg.index.mark_indexed("ns", {m.id: 1 for m in msgs}, _lexical_rows(msgs))
-    lg.index.put_lexical("ns", [("m0", lexical.scope_text("ns", "s"), "rain rain umbrella")])  # a rewrite replaces
+    lg.lexical.mark_indexed("ns", {m.id: 1 for m in msgs}, _lexical_rows(msgs))
+    lg.lexical.put_lexical("ns", [("m0", lexical.scope_text("ns", "s"), "rain rain umbrella")])  # a rewrite replaces
     lg.append("other", "s", [msg(9, content="pool")])
-    lg.index.put_lexical("other", [("m9", lexical.scope_text("other", "s"), "pool")])
+    lg.lexical.put_lexical("other", [("m9", lexical.scope_text("other", "s"), "pool")])
     kept, counted, _ = _lexical_counts(pg_url)
     assert kept == counted and counted[0]["pool"] == 2 and counted[0]["rain"] == 2
-    assert lg.index.lexical_df(["pool", "rain", "umbrella", "nowhere"]) == (5, {"pool": 2, "rain": 2, "umbrella": 1})
+    assert lg.lexical.lexical_df(["pool", "rain", "umbrella", "nowhere"]) == (5, {"pool": 2, "rain": 2, "umbrella": 1})
     lg.forgetting.mark_deleted("ns", ["m0", "m2"])
     lg.forgetting.purge("ns", ["m0", "m2"])
     kept, counted, _ = _lexical_counts(pg_url)
@@ -339,11 +339,11 @@ def test_data_version_moves_when_another_connection_adds(log, tmp_path, log_url)
     other = open_log(tmp_path / "store", url=log_url)
     try:
         log.append("ns", "s", [msg(0)])
-        before = log.index.data_version()
-        assert log.index.data_version() == before  # nothing new: the same number, cheaply
+        before = log.lexical.data_version()
+        assert log.lexical.data_version() == before  # nothing new: the same number, cheaply
         other.append("ns", "s", [msg(1)])
-        assert log.index.data_version() != before
-        assert log.index.unindexed_rowids() and len(log.index.unindexed_rowids()) == 2
+        assert log.lexical.data_version() != before
+        assert log.lexical.unindexed_rowids() and len(log.lexical.unindexed_rowids()) == 2
     finally:
         other.close()
 

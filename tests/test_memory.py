@@ -123,7 +123,7 @@ def test_long_tool_result_is_chunked_and_every_part_searchable(mem):
     for t in ["weather", "cats", "shopping list", "music"]:
         mem.add({"role": "user", "content": f"something about {t}"})
     assert mem.store.log.get_many(mem.namespace, [res.id])  # stored verbatim
-    n_chunks = mem.store.log.index.chunk_count(mem.namespace) - 5  # the five other messages take one chunk each
+    n_chunks = mem.store.log.lexical.chunk_count(mem.namespace) - 5  # the five other messages take one chunk each
     assert n_chunks >= 3
     hits = mem.search("what is the secret rotation key?", k=2)
     assert hits[0].message.id == res.id and hits[0].message.content == body

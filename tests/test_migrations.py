@@ -107,7 +107,7 @@ def test_an_old_store_is_migrated_in_place_and_everything_still_works(old_store,
     assert raw.execute("SELECT COUNT(*) FROM forgotten_sessions").fetchone()[0] == 0
     assert raw.execute("SELECT COUNT(*) FROM messages WHERE id IN ('w-pending', 's-1')").fetchone()[0] == 0
     raw.close()
-    assert set(work.store.log.index.flags("alice").values()) == {1}
+    assert set(work.store.log.lexical.flags("alice").values()) == {1}
 
     # tool pairing survives: the call and its result stay one unit, in prompts and in forgetting
     ctx = work.prompt("What was the weather in Lisbon?", budget=3000)

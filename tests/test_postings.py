@@ -33,7 +33,7 @@ def search(log, namespace, session, query, n=50, memory=True, above=0):
     """lexical_search as recall calls it; ``memory`` chooses the postings or the SQL plan."""
     before, postings.Postings.enabled = postings.Postings.enabled, memory
     try:
-        return log.index.lexical_search(namespace, session, lexical.tokenize(query), n, above=above)
+        return log.lexical.lexical_search(namespace, session, lexical.tokenize(query), n, above=above)
     finally:
         postings.Postings.enabled = before
 
@@ -85,7 +85,7 @@ def test_the_postings_rank_exactly_as_fts5_in_every_scope(history, queries, n):
 def test_the_tokens_are_fts5s_own(log):
     bodies = [" ".join(lexical.tokenize(w)) for w in WORDS] + ["a-b c.d e/f", "X Y", "mixed ﬁne Ǆ", "i\u0307x न\u094dम"]
     log.append("ns", "a", [Message(role="user", content=b, id=f"a-{i}") for i, b in enumerate(bodies)])
-    log.index.put_lexical("ns", [(f"a-{i}", lexical.scope_text("ns", "a"), b) for i, b in enumerate(bodies)])
+    log.lexical.put_lexical("ns", [(f"a-{i}", lexical.scope_text("ns", "a"), b) for i, b in enumerate(bodies)])
     assert postings.TOKENIZE in log._read("SELECT sql FROM sqlite_master WHERE name='lexical'")[0][0]
     log._read("CREATE VIRTUAL TABLE temp.instances USING fts5vocab(main, lexical, instance)")
     theirs: dict[str, list[str]] = {}
@@ -103,7 +103,7 @@ def test_the_postings_follow_this_logs_writes(log):
     put(log, "ns", "b", ["zebra at dawn"], start=10)  # a new row
     assert {r[0] for r in all_plans_agree(log, "ns", None, "zebra")} == {"a-0", "b-10"}
     # a rewritten row (replaced: its old row deleted) says only its new words
-    log.index.put_lexical("ns", [("a-0", lexical.scope_text("ns", "a"), "giraff")])
+    log.lexical.put_lexical("ns", [("a-0", lexical.scope_text("ns", "a"), "giraff")])
     assert [r[0] for r in all_plans_agree(log, "ns", None, "zebra")] == ["b-10"]
     assert [r[0] for r in all_plans_agree(log, "ns", None, "giraffe")] == ["a-0"]
     # a purged message is gone, and every other row is scored over the rows that are left
@@ -137,18 +137,18 @@ def test_a_term_fts5_reads_as_a_phrase_takes_the_sql_plan(log):
     put(log, "ns", "a", ["a b trip", "b a", "trip"])
     scope = lexical.scope_token("ns")
     with log._lock:
-        assert log.index._postings.search(scope, ["a-b", "trip"], 10) is None  # "a-b": the phrase "a" "b"
-        assert log.index._postings.search(scope, ["trip"], 10)
-    exact = log.index.lexical_search("ns", None, ["a-b", "trip"], 10)
+        assert log.lexical._postings.search(scope, ["a-b", "trip"], 10) is None  # "a-b": the phrase "a" "b"
+        assert log.lexical._postings.search(scope, ["trip"], 10)
+    exact = log.lexical.lexical_search("ns", None, ["a-b", "trip"], 10)
     assert [r[0] for r in exact] == ["a-0", "a-2"]  # the phrase matches "a b", not "b a"
-    assert log.index.lexical_search("ns", None, ["a-b", "trip"], 10, above=0) == exact
+    assert log.lexical.lexical_search("ns", None, ["a-b", "trip"], 10, above=0) == exact
 
 
 def test_a_copy_too_big_to_hold_leaves_the_sql_plan(log, monkeypatch):
     put(log, "ns", "a", [f"pool party {i}" for i in range(30)])
     monkeypatch.setattr(postings, "MAX_POSTINGS", 50)
     got = all_plans_agree(log, "ns", None, "pool 7")
-    held = log.index._postings
+    held = log.lexical._postings
     assert got and held._given_up is not None and held._copy is None  # nothing held
     put(log, "ns", "a", ["pool 7 again"], start=100)  # still too big: the SQL plan sees the new row
     assert "a-100" in {r[0] for r in all_plans_agree(log, "ns", None, "pool 7")}
@@ -164,13 +164,13 @@ def test_filters_narrow_the_postings_winners(log):
 
     put(log, "ns", "a", ["zebra pool", "zebra party"])
     log.append("ns", "b", [Message(role="assistant", content="zebra dawn", id="b-0")])
-    log.index.mark_indexed("ns", {"b-0": 1}, [("b-0", lexical.scope_text("ns", "b"), "zebra dawn")])
+    log.lexical.mark_indexed("ns", {"b-0": 1}, [("b-0", lexical.scope_text("ns", "b"), "zebra dawn")])
     only = RowFilter(roles=("assistant",))
-    got = log.index.lexical_search("ns", None, ["zebra"], 10, filters=only, above=0)
+    got = log.lexical.lexical_search("ns", None, ["zebra"], 10, filters=only, above=0)
     assert [r[0] for r in got] == ["b-0"]
     postings.Postings.enabled = False
     try:
-        assert log.index.lexical_search("ns", None, ["zebra"], 10, filters=only, above=0) == got
+        assert log.lexical.lexical_search("ns", None, ["zebra"], 10, filters=only, above=0) == got
     finally:
         postings.Postings.enabled = True
 
@@ -178,7 +178,7 @@ def test_filters_narrow_the_postings_winners(log):
 def test_the_copy_is_built_in_the_background_while_the_sql_plan_serves(log, monkeypatch):
     monkeypatch.setattr(postings.Postings, "background", True)
     put(log, "ns", "a", [f"pool party {i}" for i in range(30)])
-    held, scope = log.index._postings, lexical.scope_token("ns")
+    held, scope = log.lexical._postings, lexical.scope_token("ns")
     with log._lock:
         assert held.search(scope, ["pool"], 5) is None  # not built yet: the caller runs the SQL plan
     first = all_plans_agree(log, "ns", None, "pool party 7")
@@ -202,11 +202,11 @@ def test_a_build_cut_short_by_close_leaves_the_sql_plan(tmp_path, monkeypatch):
     lg = open_log(tmp_path / "store")
     put(lg, "ns", "a", ["pool party"])
     with lg._lock:
-        assert lg.index._postings.search(lexical.scope_token("ns"), ["pool"], 5) is None  # the build starts
-        builder = lg.index._postings._building
+        assert lg.lexical._postings.search(lexical.scope_token("ns"), ["pool"], 5) is None  # the build starts
+        builder = lg.lexical._postings._building
     lg.close()  # the builder's reads fail: it stops quietly, nothing held
     builder.join(timeout=30)
-    assert lg.index._postings._copy is None
+    assert lg.lexical._postings._copy is None
 
 
 def test_a_failed_build_is_not_retried_until_rows_go(log, monkeypatch):
@@ -215,7 +215,7 @@ def test_a_failed_build_is_not_retried_until_rows_go(log, monkeypatch):
     def broken(self, _log):
         raise RuntimeError("a disk read failed")
     monkeypatch.setattr(postings._Copy, "catch_up", broken)
-    held, scope = log.index._postings, lexical.scope_token("ns")
+    held, scope = log.lexical._postings, lexical.scope_token("ns")
     for _ in range(3):  # each search: the SQL plan, and no new build
         assert [r[0] for r in all_plans_agree(log, "ns", None, "pool")] == ["a-1", "a-0"]
     with log._lock:
@@ -260,11 +260,11 @@ def test_searches_and_writes_from_many_threads_agree_with_fts5(tmp_path, monkeyp
         t.join(timeout=120)
     try:
         assert not errors, errors
-        if lg.index._postings._building is not None:
-            lg.index._postings._building.join(timeout=30)
+        if lg.lexical._postings._building is not None:
+            lg.lexical._postings._building.join(timeout=30)
         monkeypatch.setattr(postings.Postings, "background", False)  # the checks below run on the postings
         all_plans_agree(lg, "ns", None, "pool party 7", n=300)
-        assert lg.index._postings._copy is not None
+        assert lg.lexical._postings._copy is not None
         all_plans_agree(lg, "ns", "b", "pool 3 party")
     finally:
         lg.close()

@@ -29,10 +29,10 @@ TURNS = [
 def agree(mem: Memory) -> None:
     """The log and the index hold the same messages, each once."""
     for ns in mem.store.log.namespaces():
-        log_ids = set(mem.store.log.index.flags(ns))
-        assert set(mem.store.log.index.flags(ns).values()) <= {1}, "a message is still waiting to be indexed"
+        log_ids = set(mem.store.log.lexical.flags(ns))
+        assert set(mem.store.log.lexical.flags(ns).values()) <= {1}, "a message is still waiting to be indexed"
         assert mem.store.index.all_message_ids(ns) == log_ids
-        assert mem.store.index.count(ns) == mem.store.log.index.chunk_count(ns), "a chunk is missing or duplicated"
+        assert mem.store.index.count(ns) == mem.store.log.lexical.chunk_count(ns), "a chunk is missing or duplicated"
 
 
 def test_server_mode_behaves_like_embedded(tmp_path, chroma_server, embedder):

@@ -54,7 +54,7 @@ class Fts5Rows(LogCore):
 
 
 class Fts5Index(LogIndex):
-    """The SQLite log's ``log.index``: BM25 search over the FTS5 table, and its document frequencies."""
+    """The SQLite log's ``log.lexical``: BM25 search over the FTS5 table, and its document frequencies."""
 
     #: The lexical rows, counted with the document frequencies (the plan of a large scope: :func:`_large_scope`).
     _df_rows = 0

@@ -3,7 +3,7 @@
 Every message is committed here (WAL, ``synchronous=FULL``) before ``add()``
 returns, so it survives a kill -9. The vector index is derived from the log and
 can always be rebuilt from it; ``indexed`` and ``deleted`` flags let
-:meth:`log.index.pending() <ragmem._store.log_flags.LogIndex.pending>` and the
+:meth:`log.lexical.pending() <ragmem._store.log_flags.LogIndex.pending>` and the
 repair on open bring the two back into agreement after a crash.
 
 The log is a small core and facets, one concern per module, written once for

@@ -5,7 +5,7 @@ and the reads of :class:`~ragmem._store.log_reads.MessageReads` (``get``,
 ``get_many``, ``messages``, ``tail``, ``count``, ``sessions``,
 ``namespaces``), plus one attribute per other concern:
 
-* ``log.index``: what the vector and lexical indexes hold, and the lexical search (:mod:`ragmem._store.log_flags`);
+* ``log.lexical``: what the vector and lexical indexes hold, and the lexical search (:mod:`ragmem._store.log_flags`);
 * ``log.units``: units whole, where chunks belong, the turn after (:mod:`ragmem._store.log_reads`);
 * ``log.state``: pinned state and running summaries (:mod:`ragmem._store.log_state`);
 * ``log.forgetting``: tombstones, purges and forgotten sessions (:mod:`ragmem._store.log_forget`);
@@ -33,7 +33,7 @@ class LogBase(Appending, MessageReads):
     """The core of a message log, and its facets (made by :meth:`_attach`, which each backend calls first)."""
 
     #: What the indexes hold, and the lexical index: flags, pending work, BM25 search, document frequencies.
-    index: LogIndex
+    lexical: LogIndex
     #: Units whole, the messages chunks belong to, the turn after a unit.
     units: LogUnits
     #: Each session's pinned state and running summary.
@@ -45,7 +45,7 @@ class LogBase(Appending, MessageReads):
 
     def _attach(self, index: LogIndex) -> None:
         """Make the facets; ``index`` is the backend's own (its lexical index differs)."""
-        self.index = index
+        self.lexical = index
         self.units = LogUnits(self)
         self.state = LogState(self)
         self.forgetting = LogForgetting(self)

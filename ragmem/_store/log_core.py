@@ -9,7 +9,7 @@ written once for both databases:
 * :mod:`ragmem._store.log_append`: appending messages, and pairing tool results with their calls (the core);
 * :mod:`ragmem._store.log_reads`: reading messages and sessions back (the core), and ``log.units``:
   units, chunk positions, the turn after;
-* :mod:`ragmem._store.log_flags`: ``log.index``, which messages the vector and lexical indexes hold;
+* :mod:`ragmem._store.log_flags`: ``log.lexical``, which messages the vector and lexical indexes hold;
 * :mod:`ragmem._store.log_forget`: ``log.forgetting``, tombstones, purges and forgotten sessions;
 * :mod:`ragmem._store.log_state`: ``log.state``, pinned state and running summaries;
 * this module: ``log.meta``, the store's metadata;

@@ -1,4 +1,4 @@
-"""What the indexes hold, as the log records it (``log.index``): the ``indexed`` flag and chunk count of every
+"""What the indexes hold, as the log records it (``log.lexical``): the ``indexed`` flag and chunk count of every
 message, and the lexical index.
 
 The vector index is derived from the log and can always be rebuilt from it:

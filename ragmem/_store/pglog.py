@@ -460,7 +460,7 @@ class PostgresLog(LogBase):
 
 
 class PostgresIndex(LogIndex):
-    """The PostgreSQL log's ``log.index``: BM25 over the stored term statistics, with FTS5's formula."""
+    """The PostgreSQL log's ``log.lexical``: BM25 over the stored term statistics, with FTS5's formula."""
 
     _log: PostgresLog
 

@@ -338,7 +338,7 @@ class Store:
             if full:
                 done["stale_collections"] = self.index.drop_older_layouts()
                 for ns in log.namespaces():
-                    flags = log.index.flags(ns)
+                    flags = log.lexical.flags(ns)
                     # held anywhere, and held by both the session's and the namespace's collection
                     anywhere, held = self.index.held_everywhere(ns, _session_names(log, ns))
                     extra = sorted(anywhere - flags.keys())
@@ -347,19 +347,19 @@ class Store:
                             ns, {"message_id": {"$in": extra[start : start + 500]}}, _session_names(log, ns)
                         )
                     done["dropped"] += len(extra)
-                    log.index.mark_unindexed(ns, [i for i, f in flags.items() if f and i not in held])
+                    log.lexical.mark_unindexed(ns, [i for i, f in flags.items() if f and i not in held])
             while True:
-                todo = log.index.pending(limit=2000)
+                todo = log.lexical.pending(limit=2000)
                 if not todo:
                     break
                 index_messages(todo, log=log, index=self.index, embedder=self.embedder, settings=self.recall)
                 done["indexed"] += len(todo)
             while True:  # the lexical index is rebuilt from the log alone (no model, no vector index)
-                todo = log.index.lexical_missing(limit=2000)
+                todo = log.lexical.lexical_missing(limit=2000)
                 if not todo:
                     break
                 for ns, group in by_namespace(todo).items():
-                    log.index.put_lexical(ns, lexical_rows(group, log, settings=self.recall))
+                    log.lexical.put_lexical(ns, lexical_rows(group, log, settings=self.recall))
                 done["lexical"] = done.get("lexical", 0) + len(todo)
             if full or log.meta.get("index_location") is None:
                 log.meta.set("index_location", index_location(self))
@@ -397,7 +397,7 @@ class Store:
         validate.name(namespace, "namespace")
         with self._lock:
             # flags first: a crash between the drop and the re-index leaves them pending, for repair
-            self.log.index.mark_unindexed(namespace)
+            self.log.lexical.mark_unindexed(namespace)
             self.index.drop_session(namespace, NAMESPACE_SCOPE)  # the namespace's collection first
             names = _session_names(self.log, namespace)
             for name in names:
@@ -423,9 +423,9 @@ class Store:
         debt = self._debt
         if debt.purge:
             self.finish_forgets()
-        if debt.behind or (self._indexer is not None and self.log.index.has_pending()):
+        if debt.behind or (self._indexer is not None and self.log.lexical.has_pending()):
             with self._lock:
-                if debt.behind or self.log.index.has_pending():
+                if debt.behind or self.log.lexical.has_pending():
                     self.repair()
                     debt.behind = False
 
@@ -530,7 +530,7 @@ class Store:
         """Say that the index is rebuilt, and flag every message for it (the next repair or read indexes them)."""
         warnings.warn(rebuild_notice(self.path, problem, moved), IndexRebuilt, stacklevel=4)
         for ns in self.log.namespaces():
-            self.log.index.mark_unindexed(ns)
+            self.log.lexical.mark_unindexed(ns)
         self._debt.behind = True
 
     def _set_damaged_index_aside(self, exc: IndexCorrupt) -> None:
