@@ -61,7 +61,7 @@ _BATCH = 500
 class MessageLog(Fts5Rows, LogBase):
     """The SQLite message log of one store folder. Thread-safe; several processes may share it."""
 
-    index: Fts5Index
+    lexical: Fts5Index
 
     def __init__(self, folder: str | Path, *, create: bool = True) -> None:
         self._attach(Fts5Index(self))

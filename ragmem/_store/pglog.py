@@ -204,7 +204,7 @@ class _Qmark:
 class PostgresLog(LogBase):
     """The message log in a PostgreSQL database. Thread-safe; any number of processes and hosts may share it."""
 
-    index: PostgresIndex
+    lexical: PostgresIndex
 
     _ORDER = "rid"
     _COLLATE = ' COLLATE "C"'  # sort names by code point, as SQLite does
