@@ -59,6 +59,7 @@ class ServeProcess:
         return out.stdout.strip().splitlines()[-1]
 
     def start(self, timeout: float = 180.0) -> "ServeProcess":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ragmem", "--store", str(self.store), *self.global_args, "serve",

@@ -110,7 +110,7 @@ class Keys:
 
     def list(self) -> list[KeyInfo]:
         """Every key of the store (ids, namespaces, dates; never a key), oldest first."""
-        return sorted((_info(r) for r in self._rows().values()), key=lambda i: (i.created_at, i.id))
+        return [_info(r) for r in self._rows().values()]  # the row keeps them in the order they were made
 
     # ------------------------------------------------------------------ the check (the server)
 
@@ -124,13 +124,20 @@ class Keys:
             return None
         return info
 
+    def stale(self) -> bool:
+        """Whether the keys read last are older than :data:`RELOAD_SECONDS` (the next check reads them again)."""
+        return time.monotonic() - self._read_at >= RELOAD_SECONDS
+
+    def refresh(self) -> None:
+        """Read the keys again from the log, if nobody did meanwhile."""
+        with self._lock:
+            if self.stale():
+                self._cache = {h: _info(r) for h, r in self._rows().items()}
+                self._read_at = time.monotonic()
+
     def _table(self) -> dict[str, KeyInfo]:
-        now = time.monotonic()
-        if now - self._read_at >= RELOAD_SECONDS:
-            with self._lock:
-                if now - self._read_at >= RELOAD_SECONDS:
-                    self._cache = {h: _info(r) for h, r in self._rows().items()}
-                    self._read_at = now
+        if self.stale():
+            self.refresh()
         return self._cache
 
     # ------------------------------------------------------------------ the row
@@ -147,7 +154,7 @@ class Keys:
         return rows if isinstance(rows, dict) else {}
 
     def _write(self, rows: dict[str, dict[str, Any]]) -> None:
-        self._log.meta.set(META_KEY, json.dumps(rows, sort_keys=True))
+        self._log.meta.set(META_KEY, json.dumps(rows))
         self._read_at = float("-inf")
 
 

@@ -286,6 +286,8 @@ class _Gate:
             return
         headers = dict(scope["headers"])
         try:
+            if self.keys.stale():  # read the keys again (a revoke) off the event loop: the log may be remote
+                await anyio.to_thread.run_sync(self.keys.refresh)
             info = self.keys.check(_bearer(headers.get(b"authorization")))
         except RagmemError as exc:  # the log does not answer: say so, without a traceback
             log.warning("key check failed: %s", exc)
@@ -381,6 +383,7 @@ class _Api:
 
     def __init__(self, tenants: _Tenants, store: "Store") -> None:
         self.tenants, self.store = tenants, store
+        self.fields: dict[str, set[str]] | None = None
 
     # --- helpers
 
@@ -410,6 +413,13 @@ class _Api:
 
     async def tool(self, request: Request, name: str, args: dict[str, Any]) -> Response:
         tenant = self.tenants.get(self.caller(request).namespace)
+        if self.fields is None:  # every tenant has the same tools: read their arguments once
+            self.fields = {t.name: set(t.input_schema.get("properties", {})) for t in await tenant.server.list_tools()}
+        known = self.fields.get(name)
+        unknown = sorted(set(args) - known) if known is not None else []
+        if unknown:  # the SDK would drop them silently; a misspelt option should not pass unnoticed
+            raise UsageError(f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} for "
+                             f"{name}; the fields are {', '.join(sorted(known or ()))} (see /openapi.json)")
         result = await tenant.server.call_tool(name, args)
         data = getattr(result, "structured_content", None)
         if getattr(result, "is_error", False):

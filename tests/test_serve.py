@@ -288,6 +288,7 @@ def test_bad_input_gets_a_clear_4xx_with_ragmems_message(served):
         ("POST", "/api/search", json.dumps({"query": 42}).encode(), 400, "query"),
         ("POST", "/api/search", json.dumps({"query": "x", "k": "ten"}).encode(), 400, "k"),
         ("POST", "/api/search", json.dumps({"query": "x", "k": 0}).encode(), 400, "k"),
+        ("POST", "/api/search", json.dumps({"query": "x", "top_k": 3}).encode(), 400, "unknown field 'top_k'"),
         ("POST", "/api/search", json.dumps({"query": "x", "since": "last tuesday-ish"}).encode(), 400, "since"),
         ("POST", "/api/prompt", json.dumps({"user_turn": "x", "budget": "big"}).encode(), 400, "budget"),
         ("POST", "/api/prompt", json.dumps({"user_turn": "x", "budget": 1}).encode(), 400, "budget"),
