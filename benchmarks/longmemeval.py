@@ -19,7 +19,8 @@ Figures (questions with evidence; the ``_abs`` abstention questions have none):
 * turn recall@10: the share of the ``has_answer`` turns among the top 10 hits;
 * evidence in the prompt: the share of ``has_answer`` turns placed in
   ``prompt(question, budget=B)`` for B = 2,000, 4,000, 8,000 tokens;
-* what the conversation labels of recalled units cost in a prompt at 4,000 tokens, and search p50;
+* the tokens the recall block's markers cost per prompt (its episodes' dated markers, their gap notes,
+  the note before the window: ``trace.marker_tokens``);
 * baselines in the same run: MemPalace's "raw" mode reproduced (one document per
   session made of its user turns joined by newlines, all-MiniLM-L6-v2 at its
   256-wordpiece limit, cosine; as in MemPalace's ``benchmarks/longmemeval_bench.py``),
@@ -185,23 +186,6 @@ def chats_by_best_turn(hit_ids: list[str], chat_of: dict[str, str]) -> list[str]
     return list(dict.fromkeys(chat_of[h] for h in hit_ids if h in chat_of))
 
 
-_LABEL = re.compile(r"^\[(from conversation .*, )?\d{4}-\d\d-\d\d \(\w+\)\]$")
-
-
-def label_tokens(ctx, counter) -> int:
-    """Tokens the date/conversation labels cost in a prompt (label notes, or label lines of text recall)."""
-    from ragmem._tokens import count_message
-
-    n = 0
-    for m in ctx.messages:
-        c = m.get("content") if isinstance(m.get("content"), str) else ""
-        if m["role"] == "system" and _LABEL.match(c or ""):
-            n += count_message(counter, m)
-        elif m["role"] == "system" and "\n[from conversation" in (c or ""):
-            n += sum(counter.count_text(line) + 1 for line in c.splitlines() if line.startswith("[from conversation"))
-    return n
-
-
 def asked(question: str, when: datetime | None) -> dict:
     """The question as the user turn of ``prompt()``, written at the question's date (its "last month" is read there)."""
     return {"role": "user", "content": question, **({"created_at": when} if when else {})}
@@ -285,7 +269,7 @@ def run_question(q: dict, quick: bool, embedder, raw_encode, budgets, configs: l
                 got = set(ctx.message_ids())
                 if evidence:
                     res["prompt"][str(b)] = sum(e in got for e in evidence) / len(evidence)
-                res["label_tokens"][str(b)] = label_tokens(ctx, mem.store.counter)
+                res["label_tokens"][str(b)] = ctx.trace.marker_tokens
             if configs and evidence:
                 res["configs"] = config_metrics(mem, question, scope, evidence, chat_of, answers, budgets,
                                                 configs if sum(map(ord, q["question_id"])) % 2 else configs[::-1],
@@ -399,10 +383,10 @@ def tables(result: dict) -> str:
     crows = []
     for layout in LAYOUTS:
         c = agg["cost"][layout]
-        crows.append([layout, c["label_tokens@4000"], c["search_ms_p50"]])
-    parts.append("**Conversation labels at 4,000 tokens, and search latency** (a recalled unit of another chat "
-                 "says which chat and day it comes from)\n\n" + markdown_table(
-                     ["layout", "label tokens per prompt", "search p50 ms"], crows))
+        crows.append([layout, a[layout]["prompt"]["4000"], c["label_tokens@4000"], c["search_ms_p50"]])
+    parts.append("**Episode markers at 4,000 tokens** (each recalled episode opens with its date, and its chat "
+                 "when it is another; gaps inside it and the window's start are noted)\n\n" + markdown_table(
+                     ["layout", "evidence", "marker tokens per prompt", "search p50 ms"], crows))
     return "\n\n".join(parts)
 
 

@@ -7,7 +7,9 @@ and results included), stores it in a fresh store, and asks three questions
 whose answers sit far back: a figure from the first session's load test, a
 fact that changed in the sixth session, a preference stated in the first
 minutes. For the first it prints the prompt ragmem builds within the budget
-and its trace; for each it says whether the evidence made it in, for ragmem
+(recall in episodes: neighbours in their order, each under a dated marker,
+the most relevant episode nearest the question) and its trace, episodes with
+their spans and scores; for each it says whether the evidence made it in, for ragmem
 and for ``strategy="sliding_window"`` at the same budget.
 
 With ``RAGMEM_LOCOMO`` pointing at a LoCoMo folder (Maharana et al., ACL
@@ -109,14 +111,20 @@ def show_trace(ctx, texts: dict[str, str], evidence: set[str]) -> None:
     print("\n".join("  " + h for h in head))
     recall = [u for u in ctx.trace.included if u.section == "recall"]
     window = [u for u in ctx.trace.included if u.section == "window"]
-    print(f"  recall: {len(recall)} units, most relevant last (nearest the question); the best five:")
-    for u in recall[-5:]:
-        mark = "  <- evidence" if evidence & set(u.message_ids) else ""
-        print(f"    score {u.score:.3f}  {u.message_ids[0].split('/', 1)[-1]:<8} ({len(u.message_ids)} msg, "
-              f"{u.tokens} tok) {texts[u.message_ids[0]][:50]!r}{mark}")
-    hits = [i for i, u in enumerate(reversed(recall), 1) if evidence & set(u.message_ids)]
+    episodes = ctx.trace.episodes
+    print(f"  recall: {len(recall)} units in {len(episodes)} episodes, each in its order, the most relevant "
+          f"last (nearest the question); markers {ctx.trace.marker_tokens} tokens. The best five episodes:")
+    ids = {u.unit_id: u.message_ids for u in recall}
+    for e in episodes[-5:]:
+        msgs = [m for uid in e.unit_ids for m in ids[uid]]
+        mark = "  <- evidence" if evidence & set(msgs) else ""
+        skipped = f", {e.skipped} skipped" if e.skipped else ""
+        print(f"    score {e.score:.3f}  {e.session} seq {e.first_seq}-{e.last_seq} ({len(msgs)} msg{skipped}) "
+              f"{e.marker or ''} {texts[msgs[0]][:44]!r}{mark}")
+    hits = [i for i, e in enumerate(reversed(episodes), 1)
+            if evidence & {m for uid in e.unit_ids for m in ids[uid]}]
     if hits:
-        print(f"  evidence: recall rank {hits[0]} of {len(recall)}")
+        print(f"  evidence: in recall episode {hits[0]} of {len(episodes)}, counted from the question")
     print(f"  window: the last {sum(len(u.message_ids) for u in window)} messages")
     why = Counter(f"{d.section}: {d.reason}" for d in ctx.trace.dropped)
     if why:

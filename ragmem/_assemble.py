@@ -10,12 +10,24 @@ Layout (``placement="before_window"``, the default)::
 
     system prompt + pinned state      stable first, so provider prompt caches hit
     summary of older conversation
-    recall block                      least relevant first ... most relevant last
+    recall block                      episodes: least relevant first ... most relevant last
     window                            recent units, verbatim, in order
     user turn
 
+The recall block reads as a conversation, so it holds episodes, not loose
+units: recalled units that are neighbours in one session (at most
+:data:`EPISODE_GAP` messages apart) go together in history order, a
+companion with the unit it answers, and each episode opens with a short
+marker that says when it was (and which conversation, when another one).
+Episodes sit by their best unit's score, the most relevant nearest the user
+turn (invariant 7, at the episode level); a gap inside an episode gets a note
+where it falls, and a ``[latest messages]`` note separates the recall block
+from a window that does not go on from its last episode. So no message of
+the block sits right after one it did not follow in the history without a
+marker between them, and no reply before its question.
+
 With ``placement="after_window"`` the recall block moves between the window
-and the user turn, so the most relevant recalled unit sits right before it.
+and the user turn, so the most relevant recalled episode sits right before it.
 
 :func:`assemble_baseline` builds prompts with the literature's baselines over
 the same budget and rendering, for comparison.
@@ -23,22 +35,31 @@ the same budget and rendering, for comparison.
 
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from ._errors import BudgetTooSmall, UsageError
 from ._messages import Message, content_text, message_text, to_anthropic
 from ._recall import asks_when
 from ._tokens import PER_MESSAGE, PER_TOOL_CALL, REPLY_PRIMING, TokenCounter, count_message
-from ._trace import BudgetMonitor, Context, DropTrace, Trace, UnitTrace
+from ._trace import BudgetMonitor, Context, DropTrace, EpisodeTrace, Trace, UnitTrace
 from ._units import Unit
 
 Format = Literal["openai", "anthropic"]
 Placement = Literal["before_window", "after_window"]
 RecallFormat = Literal["messages", "text", "auto"]
 
-RECALL_HEADER = "Earlier messages recalled from memory for this turn, least to most relevant:"
+RECALL_HEADER = ("Earlier messages recalled from memory for this turn, in episodes from least to most relevant, "
+                 "each dated and in its order:")
+#: The note between the recall block and the window, which is not where the last episode left off.
+WINDOW_MARKER = "[latest messages]"
+#: Recalled units of one session at most this many messages apart join one episode, the gap marked where it
+#: falls: a note costs less than another episode's marker, and the two parts keep their order
+#: (measured in benchmarks/episodes.py; 2 also keeps any reply from sitting right before its question).
+EPISODE_GAP = 2
 SUMMARY_HEADER = "Summary of the earlier conversation:"
 STATE_HEADER = "Pinned state (always current for this conversation):"
 
@@ -118,24 +139,155 @@ def render_state(state: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def source_label(u: Unit, current_session: str | None) -> str | None:
-    """The note placed before a recalled unit of another session of the namespace: which conversation and
-    day it comes from, e.g. ``[from conversation "monday", 2023-05-20 (Sat)]``. None for a unit of this
-    session (dating every recalled unit was measured and not kept: docs/recall.md, "Tried and not kept").
+def day(when: datetime) -> str:
+    """A day as markers write it: ``Sat 20 May 2023`` (the weekday, for "last Friday")."""
+    return f"{when:%a} {when.day} {when:%b %Y}"
+
+
+def episode_marker(first: Message, current_session: str | None) -> str:
+    """The note that opens an episode: when it was, and which conversation when it is another.
+
+    An episode of this conversation reads ``[Sat 20 May 2023]`` (the recall header says that what it
+    holds is earlier in this conversation unless named); one of another session of the namespace reads
+    ``[from conversation "monday", Sat 20 May 2023]``.
     """
-    m = u.messages[0]
-    if current_session is not None and m.session and m.session != current_session:
-        return f"[from conversation {json.dumps(m.session, ensure_ascii=False)}, {m.created_at:%Y-%m-%d (%a)}]"
-    return None
+    if current_session is not None and first.session and first.session != current_session:
+        return f"[from conversation {json.dumps(first.session, ensure_ascii=False)}, {day(first.created_at)}]"
+    return f"[{day(first.created_at)}]"
 
 
-def unit_as_text(u: Unit, label: str | None = None) -> str:
-    """A unit as dated transcript lines, for ``recall_format="text"``, under its source label if any
-    (the lines carry the date already, so only the conversation part of the label is kept)."""
-    lines = [label.split(", ")[0] + "]"] if label and label.startswith("[from conversation") else []
-    for m in u.messages:
-        lines.append(f"[{m.created_at:%Y-%m-%d %H:%M}] " + message_text(m, calls="called"))
-    return "\n".join(lines)
+def link(p: Unit, n: Unit, gap: int = EPISODE_GAP) -> tuple[bool, str | None]:
+    """Whether unit ``n`` continues the episode that unit ``p`` ends, and the note that goes between them.
+
+    ``n`` continues it when it is of the same session and starts after ``p`` ends, at most ``gap``
+    messages later. The note says what a reader would otherwise miss: the messages skipped
+    (``[2 messages skipped]``), a new day (``[Sun 21 May 2023]``), or both; None when ``n`` follows
+    ``p`` directly on the same day.
+
+    >>> from ragmem._messages import parse_message
+    >>> a, b, c = (parse_message({"role": "user", "content": "hi"}).with_(seq=i, session="s") for i in (3, 4, 7))
+    >>> link(Unit(a.id, (a,)), Unit(b.id, (b,))), link(Unit(a.id, (a,)), Unit(c.id, (c,)))
+    ((True, None), (False, None))
+    """
+    a, b = p.messages[-1], n.messages[0]
+    skipped = n.seq - p.last_seq - 1
+    if a.session != b.session or not 0 <= skipped <= gap:
+        return False, None
+    parts = [f"{skipped} message{'s' if skipped > 1 else ''} skipped"] if skipped else []
+    if b.created_at.date() != a.created_at.date():
+        parts.append(day(b.created_at))
+    return True, f"[{'; '.join(parts)}]" if parts else None
+
+
+@dataclass
+class Episode:
+    """Recalled units of one session that are neighbours, in history order, and the notes between them."""
+
+    units: list[tuple[Unit, float | None]]
+    #: ``notes[j]`` goes right before ``units[j]`` (skipped messages, a new day); ``notes[0]`` is None.
+    notes: list[str | None]
+
+    @property
+    def score(self) -> float:
+        """The episode's place in the recall block: its best unit's score."""
+        return max((s if s is not None else 0.0) for _, s in self.units)
+
+    @property
+    def skipped(self) -> int:
+        return sum(n.seq - p.last_seq - 1 for (p, _), (n, _) in zip(self.units, self.units[1:]))
+
+
+def episodes(recall: Sequence[tuple[Unit, float | None]], gap: int = EPISODE_GAP) -> list[Episode]:
+    """Recalled units grouped into episodes and placed: least relevant episode first, most relevant last.
+
+    Units of one session, in sequence order, join the episode of the unit before them when
+    :func:`link` says they continue it; an episode sits by its best unit's score (invariant 7 at the
+    episode level), ties in the order ``recall`` gives their units. Pure and deterministic.
+
+    >>> from ragmem._messages import parse_message
+    >>> m = [parse_message({"role": "user", "content": "hi"}).with_(seq=i, session="s") for i in (1, 2, 9)]
+    >>> u = [Unit(x.id, (x,)) for x in m]
+    >>> [[n.seq for n, _ in e.units] for e in episodes([(u[2], 0.5), (u[1], 0.9), (u[0], 0.1)])]
+    [[9], [1, 2]]
+    """
+    given = {u.id: i for i, (u, _) in enumerate(recall)}
+    by_session: dict[str, list[tuple[Unit, float | None]]] = {}
+    for us in recall:
+        by_session.setdefault(us[0].messages[0].session, []).append(us)
+    out: list[Episode] = []
+    for items in by_session.values():
+        current: Episode | None = None
+        for u, s in sorted(items, key=lambda us: (us[0].seq, us[0].last_seq)):
+            if current is not None:
+                joined, note = link(current.units[-1][0], u, gap)
+                if joined:
+                    current.units.append((u, s))
+                    current.notes.append(note)
+                    continue
+            current = Episode([(u, s)], [None])
+            out.append(current)
+    out.sort(key=lambda e: (e.score, min(given[u.id] for u, _ in e.units)))
+    return out
+
+
+class _Marks:
+    """The markers of one assembly: their token costs, and what a unit adds to them when it is packed.
+
+    The markers of one session's recalled units are its first episode's marker plus, between each unit
+    and the one before it (in sequence order), the note when it continues that episode or its own
+    episode's marker when it does not; so a unit changes them only beside its neighbours.
+    """
+
+    def __init__(self, counter: TokenCounter, current_session: str | None, gap: int = EPISODE_GAP):
+        self.counter, self.current_session, self.gap = counter, current_session, gap
+        self._tokens: dict[str, int] = {}
+        self.chains: dict[str, list[Unit]] = {}  # the packed units of each session, in sequence order
+
+    def cost(self, text: str | None) -> int:
+        """Tokens of a marker note (a system message), 0 for none."""
+        if text is None:
+            return 0
+        n = self._tokens.get(text)
+        if n is None:
+            n = self._tokens[text] = count_message(self.counter, {"role": "system", "content": text})
+        return n
+
+    def head(self, u: Unit) -> int:
+        return self.cost(episode_marker(u.messages[0], self.current_session))
+
+    def delta(self, u: Unit, bare: bool = False) -> int | None:
+        """Marker tokens that packing ``u`` adds (less when it joins two episodes into one).
+
+        ``bare``: the one episode packed so far goes without its marker (there was no room for it), so
+        ``u`` may only join that episode: None when it would start another.
+        """
+        chain = self.chains.get(u.messages[0].session, [])
+        if bare and not chain:
+            return None
+        i = bisect.bisect_right(chain, (u.seq, u.last_seq), key=lambda x: (x.seq, x.last_seq))
+        p = chain[i - 1] if i else None
+        n = chain[i] if i < len(chain) else None
+
+        def after(a: Unit | None, b: Unit) -> int | None:  # what b costs where it follows a in the chain
+            if a is None:
+                return 0 if bare else self.head(b)
+            joined, note = link(a, b, self.gap)
+            return self.cost(note) if joined else None if bare else self.head(b)
+
+        before = after(p, n) if n is not None else 0
+        here, there = after(p, u), after(u, n) if n is not None else 0
+        if here is None or there is None or before is None:
+            return None
+        return here + there - before
+
+    def add(self, u: Unit) -> None:
+        chain = self.chains.setdefault(u.messages[0].session, [])
+        bisect.insort_right(chain, u, key=lambda x: (x.seq, x.last_seq))
+
+
+def unit_as_text(u: Unit) -> str:
+    """A unit as transcript lines, one a message, for ``recall_format="text"`` (its episode's marker dates it)."""
+    return "\n".join(message_text(m, calls="called") for m in u.messages)
 
 
 def count_anthropic(counter: TokenCounter, system: str | None, turns: Sequence[Mapping[str, Any]]) -> int:
@@ -212,9 +364,15 @@ def _finish(
     monitor: BudgetMonitor,
     summary_covers: Sequence[str] = (),
     current_session: str | None = None,
+    bare: bool = False,
 ) -> Context:
-    """Place and render the chosen units; drop the least relevant recall until the rendered prompt fits."""
+    """Place and render the chosen units; drop the least relevant recall until the rendered prompt fits.
+
+    Recall goes in episodes (:func:`episodes`), each opened by its marker; ``bare``: the budget had no
+    room for the markers of the one episode packed, so it goes without (the trace says so).
+    """
     recall_units = sorted(recall_units, key=lambda us: (us[1] if us[1] is not None else 0.0))  # rising relevance
+    marks = _Marks(counter, current_session)
     # Counting is additive per message, so each section is counted once: stored messages from the
     # per-id cache, the few rendered ones (system, summary, header, user) here.
     c = lambda ms: sum(count_message(counter, m) for m in ms)  # noqa: E731
@@ -223,25 +381,38 @@ def _finish(
     while True:
         window_msgs = [m.to_openai() for u in window_units for m in u.messages]
         window_tokens = sum(costs.unit(u) for u in window_units)
-        if recall_units and recall_format == "text":
-            body = "\n\n".join(unit_as_text(u, source_label(u, current_session)) for u, _ in recall_units)
+        placed = episodes(recall_units)
+        heads = [None if bare else episode_marker(e.units[0][0].messages[0], current_session) for e in placed]
+        # the window goes on from somewhere else: say so, unless it follows the last episode directly
+        last = placed[-1].units[-1][0] if placed else None
+        seam = (last is not None and not bare and placement == "before_window" and bool(window_units)
+                and link(last, window_units[0], 0) != (True, None))
+        marker_tokens = sum(marks.cost(h) for h in heads) + sum(marks.cost(n) for e in placed for n in e.notes)
+        marker_tokens += marks.cost(WINDOW_MARKER) if seam else 0
+        if placed and recall_format == "text":
+            body = "\n\n".join(
+                "\n".join(([head] if head else []) + [line for (u, _), note in zip(e.units, e.notes)
+                                                      for line in ([note] if note else []) + [unit_as_text(u)]])
+                for e, head in zip(placed, heads)
+            )
+            body += f"\n\n{WINDOW_MARKER}" if seam else ""
             recall_msgs = [{"role": "system", "content": f"{RECALL_HEADER}\n\n{body}"}]
             recall_tokens = c(recall_msgs)
-        elif recall_units:
+            # as lines of the text, a marker costs its text and a line break (not a message's framing)
+            marker_tokens = sum(counter.count_text(t) + 1 for t in [*heads, *(n for e in placed for n in e.notes),
+                                                                    WINDOW_MARKER if seam else None] if t)
+        elif placed:
             recall_msgs = [{"role": "system", "content": RECALL_HEADER}]
-            labels = []
-            last = None
-            for u, _ in recall_units:
-                label = source_label(u, current_session)
-                if label is not None and label != last:  # consecutive units of one source share a note
-                    note = {"role": "system", "content": label}
-                    recall_msgs.append(note)
-                    labels.append(note)
-                last = label
-                recall_msgs += [m.to_openai() for m in u.messages]
-            recall_tokens = c(recall_msgs[:1]) + c(labels) + sum(costs.unit(u) for u, _ in recall_units)
+            for e, head in zip(placed, heads):
+                for text, (u, _) in zip([head, *e.notes[1:]], e.units):
+                    if text is not None:  # the episode's marker before its first unit, a gap's note before others
+                        recall_msgs.append({"role": "system", "content": text})
+                    recall_msgs += [m.to_openai() for m in u.messages]
+            if seam:
+                recall_msgs.append({"role": "system", "content": WINDOW_MARKER})
+            recall_tokens = c(recall_msgs[:1]) + marker_tokens + sum(costs.unit(u) for u, _ in recall_units)
         else:
-            recall_msgs, recall_tokens = [], 0
+            recall_msgs, recall_tokens, marker_tokens = [], 0, 0
         middle = recall_msgs + window_msgs if placement == "before_window" else window_msgs + recall_msgs
         messages = sys_msgs + summary_msgs + middle + [user]
         system = None
@@ -273,8 +444,16 @@ def _finish(
         "priming": REPLY_PRIMING,
     }
     trace.included = [
-        UnitTrace("recall", u.id, u.message_ids, costs.unit(u), s, u.seq) for u, s in recall_units
+        UnitTrace("recall", u.id, u.message_ids, costs.unit(u), s, u.seq) for e in placed for u, s in e.units
     ] + [UnitTrace("window", u.id, u.message_ids, costs.unit(u), None, u.seq) for u in window_units]
+    trace.episodes = [
+        EpisodeTrace(e.units[0][0].messages[0].session, e.units[0][0].seq, max(u.last_seq for u, _ in e.units),
+                     e.score, [u.id for u, _ in e.units], e.skipped, head,
+                     marks.cost(head) + sum(marks.cost(n) for n in e.notes),
+                     "marker left out: the budget has no room for it" if head is None else "")
+        for e, head in zip(placed, heads)
+    ]
+    trace.marker_tokens = marker_tokens
     trace.dropped = dropped
     trace.level = monitor.level(total, budget.limit)
     trace.summary_covers = list(summary_covers) if summary_msgs else []
@@ -283,10 +462,16 @@ def _finish(
 
 def _pack_recall(
     recall: Sequence[tuple[Unit, float]], companions: Mapping[str, Unit], in_window: set[str], cap: int,
-    costs: _Costs, dropped: list[DropTrace], label_cost: Any = None,
-) -> list[tuple[Unit, float]]:
-    """The recall units to place: best score first, greedily, skipping what does not fit; each unit's
-    companion goes right beside it when it fits too.
+    costs: _Costs, dropped: list[DropTrace], marks: _Marks | None = None, first: int = 0,
+) -> tuple[list[tuple[Unit, float]], bool]:
+    """The recall units to place, and whether their one episode goes without its marker.
+
+    Best score first, greedily, skipping what does not fit; each unit's companion goes in with it, with
+    its score, when it fits too (it neighbours its unit, so it joins its episode). With ``marks`` each
+    unit also pays what it changes in the markers (:meth:`_Marks.delta`: its episode's marker when it
+    starts one, a gap's note when it joins one, less when it joins two), and the first unit pays
+    ``first`` (the note before the window). When the best unit fits only without its markers, it goes
+    in bare, and only units that join its episode may follow (another episode would need both markers).
 
     (Packing by score per token, kept when it held more total score, was
     measured too: +0.002 evidence on LoCoMo at 2,000 tokens, -0.008 on the hard
@@ -295,6 +480,23 @@ def _pack_recall(
     seen: set[str] = set()
     chosen: list[tuple[Unit, float]] = []
     used = 0
+    bare = False
+
+    def fits(u: Unit) -> int | None:  # what u costs with its markers, or None when it cannot go in
+        extra = marks.delta(u, bare) if marks else 0
+        if extra is None:
+            return None
+        cost = costs.unit(u) + extra + (first if marks and not chosen else 0)
+        return cost if used + cost <= cap else None
+
+    def take(u: Unit, score: float, cost: int) -> None:
+        nonlocal used
+        seen.add(u.id)
+        chosen.append((u, score))
+        used += cost
+        if marks:
+            marks.add(u)
+
     for u, score in sorted(recall, key=lambda us: -us[1]):
         if u.id in in_window or u.id in seen:
             continue  # invariant 6: never repeat the window
@@ -302,22 +504,20 @@ def _pack_recall(
         if not u.complete:
             _split_incomplete([u], "recall", dropped, costs)
             continue
-        cost = costs.unit(u) + (label_cost(u) if label_cost else 0)
-        if used + cost > cap:
-            dropped.append(_drop("recall", u, cost, "over budget", score))
+        cost = fits(u)
+        if cost is None and marks and not chosen and costs.unit(u) <= cap:
+            bare, cost = True, costs.unit(u)  # the budget has room for the unit, not for its marker
+        if cost is None:
+            dropped.append(_drop("recall", u, costs.unit(u), "over budget", score))
             continue
-        chosen.append((u, score))
-        used += cost
+        take(u, score, cost)
         n = companions.get(u.id)
         if n is None or n.id in in_window or n.id in seen or not n.complete:
             continue
-        cost = costs.unit(n)
-        if used + cost <= cap:
-            seen.add(n.id)
-            # same score, so placement (a stable sort by score) keeps the pair together in log order
-            chosen.insert(len(chosen) - (n.seq < u.seq), (n, score))
-            used += cost
-    return chosen
+        cost = fits(n)
+        if cost is not None:
+            take(n, score, cost)
+    return chosen, bare
 
 
 def assemble(
@@ -348,11 +548,13 @@ def assemble(
     unit's id to a neighbouring unit that carries its answer (the reply to a
     question, the explanation after a tool result): it goes in right beside its
     unit, with the same score, whenever its unit is chosen and it still fits.
-    ``recall_format="auto"`` renders recall as dated text when the user turn
+    ``recall_format="auto"`` renders recall as text when the user turn
     asks about time (:func:`ragmem._recall.asks_when`), as messages otherwise.
-    ``current_session`` names the prompt's session: recalled units of other
-    sessions (``recall_scope="namespace"``) are labelled with their
-    conversation and date (:func:`source_label`).
+    Recall goes in episodes (:func:`episodes`): neighbours of one session in
+    their order, the most relevant episode nearest the user turn, each opened
+    by a marker that says when it was and, for a session other than
+    ``current_session`` (``recall_scope="namespace"``), which conversation
+    (:func:`episode_marker`); gaps inside an episode are noted where they fall.
 
     >>> from ragmem._tokens import default_counter
     >>> ctx = assemble("hi", budget=100, counter=default_counter(), system="be brief")
@@ -401,18 +603,17 @@ def assemble(
 
     # Recall: into what is left (at least its share); see _pack_recall.
     recall_cap = free - w_tokens - s_tokens - count_message(counter, {"role": "system", "content": RECALL_HEADER})
-    # a label note costs tokens: reserve them while packing, so rendering rarely has to drop a unit
-    label_cost = None
-    if recall_format != "text" and any(u.messages[0].session != current_session for u, _ in recall):
-        def label_cost(u: Unit) -> int:
-            label = source_label(u, current_session)
-            return count_message(counter, {"role": "system", "content": label}) if label else 0
-    chosen_recall = _pack_recall(recall, companions or {}, in_window, recall_cap, counter_costs, dropped, label_cost)
+    # markers cost tokens: packing reserves them, so that rendering rarely has to drop a unit (text recall
+    # writes them as lines, cheaper than the messages they replace, so it reserves none)
+    marks = _Marks(counter, current_session) if recall_format != "text" else None
+    first = marks.cost(WINDOW_MARKER) if marks and chosen_window and placement == "before_window" else 0
+    chosen_recall, bare = _pack_recall(recall, companions or {}, in_window, recall_cap, counter_costs, dropped,
+                                       marks, first)
     return _finish(
         strategy="ragmem", fmt=format, budget=budget, counter=counter, costs=counter_costs, sys_msgs=sys_msgs,
         user=user, summary_msgs=summary_msgs, recall_units=list(chosen_recall), window_units=chosen_window,
         dropped=dropped, placement=placement, recall_format=recall_format, monitor=monitor,
-        summary_covers=summary_covers, current_session=current_session,
+        summary_covers=summary_covers, current_session=current_session, bare=bare,
     )
 
 

@@ -44,6 +44,27 @@ class DropTrace:
     score: float | None = None
 
 
+@dataclass(frozen=True)
+class EpisodeTrace:
+    """An episode of the recall block: recalled units that are neighbours in one session, shown in history order.
+
+    ``first_seq`` .. ``last_seq`` is its span in the session; ``score`` its best unit's, which places it
+    (the most relevant episode nearest the user turn); ``skipped`` the messages of the span it leaves out
+    (each gap marked where it falls); ``marker`` the note that opens it, or None when the budget had no room
+    for it (``note`` then says so); ``marker_tokens`` what its marker and its gap notes cost.
+    """
+
+    session: str
+    first_seq: int
+    last_seq: int
+    score: float | None
+    unit_ids: list[str]
+    skipped: int = 0
+    marker: str | None = None
+    marker_tokens: int = 0
+    note: str = ""
+
+
 @dataclass
 class Trace:
     """What went into one prompt: tokens per section, units in and out, and timings."""
@@ -61,6 +82,10 @@ class Trace:
     summary_covers: list[str] = field(default_factory=list)
     #: A query expander's extra queries, searched besides the turn (none without an expander).
     queries: list[str] = field(default_factory=list)
+    #: The recall block's episodes in the order they are placed (least relevant first).
+    episodes: list[EpisodeTrace] = field(default_factory=list)
+    #: Tokens spent on markers: episodes' markers, the notes of gaps inside them, the one before the window.
+    marker_tokens: int = 0
 
     @property
     def utilisation(self) -> float:
@@ -77,6 +102,14 @@ class Trace:
             f"(budget {self.budget}, {self.utilisation:.0%}, {self.level})"),
             "sections: " + ", ".join(f"{k}={v}" for k, v in self.sections.items()),
         ]
+        if self.episodes:
+            lines.append(f"episodes, least to most relevant ({self.marker_tokens} marker tokens):")
+        for e in self.episodes:
+            score = f" score={e.score:.3f}" if e.score is not None else ""
+            skipped = f", {e.skipped} skipped" if e.skipped else ""
+            marker = f" {e.marker}" if e.marker else f" (no marker: {e.note})" if e.note else ""
+            lines.append(f"  ~ {e.session} seq {e.first_seq}-{e.last_seq} ({len(e.unit_ids)} units{skipped}){score}"
+                         f"{marker}")
         for u in self.included:
             score = f" score={u.score:.3f}" if u.score is not None else ""
             lines.append(f"  + {u.section:<6} {u.unit_id} ({len(u.message_ids)} msg, {u.tokens} tok){score}")

@@ -130,9 +130,8 @@ def test_one_renderer_keeps_the_wording_each_view_feeds_byte_for_byte():
     assert document_text(r1, ask.tool_calls[0]) == 'tool get({"n": 1}) returned: one'
     assert document_text(r1) == "tool returned: one" and document_text(user) == "user: and then?"
     units = group_units([ask, r1, r2, user])
-    assert unit_as_text(units[0]) == (
-        '[2024-05-01 09:30] assistant: [called get({"n": 1}); get({"n": 2})]\n'
-        "[2024-05-01 09:30] tool result: one\n[2024-05-01 09:30] tool result: two"
+    assert unit_as_text(units[0]) == (  # its episode's marker dates it
+        'assistant: [called get({"n": 1}); get({"n": 2})]\ntool result: one\ntool result: two'
     )
     assert transcript(units) == (
         'assistant: [calls get({"n": 1}), get({"n": 2})]\ntool result (c1): one\ntool result (c2): two\n'

@@ -137,8 +137,10 @@ def test_assembly_places_a_companion_beside_its_unit_only_when_it_fits():
     kw = {"counter": counter, "window": [recent], "recall": [(ask, 0.9), (other, 0.5)], "companions": {ask.id: reply}}
     ctx = assemble("Where does Jon live now?", budget=400, **kw)
     rec = [u.unit_id for u in ctx.trace.included if u.section == "recall"]
-    assert rec == [other.id, ask.id, reply.id]  # rising relevance; the reply right after its question
-    assert [u.score for u in ctx.trace.included if u.section == "recall"] == [0.5, 0.9, 0.9]
+    # the reply right after its question, with its score; all three neighbours, so one episode in history order
+    assert rec == [ask.id, reply.id, other.id]
+    assert [u.score for u in ctx.trace.included if u.section == "recall"] == [0.9, 0.9, 0.5]
+    assert [e.score for e in ctx.trace.episodes] == [0.9]
     # too tight for the reply: the question alone, and the budget holds
     bare = assemble("Where does Jon live now?", budget=400, **{**kw, "companions": {}})
     tight = bare.trace.total_tokens + 10
@@ -181,9 +183,10 @@ def test_auto_recall_format_dates_recall_when_the_turn_asks_about_time():
     kw = {"budget": 500, "counter": default_counter(), "window": [recent], "recall": [(old, 0.9)],
           "recall_format": "auto"}
     dated = assemble("When did we deploy the pool fix?", **kw)
-    assert dated.messages[0]["content"].startswith(RECALL_HEADER + "\n\n[2023-05-08 13:56] user: We deployed")
+    assert dated.messages[0]["content"].startswith(RECALL_HEADER + "\n\n[Mon 8 May 2023]\nuser: We deployed")
     plain = assemble("What did we deploy to billing-db?", **kw)
-    assert plain.messages[:2] == [{"role": "system", "content": RECALL_HEADER},
+    assert plain.messages[:3] == [{"role": "system", "content": RECALL_HEADER},
+                                  {"role": "system", "content": "[Mon 8 May 2023]"},
                                   {"role": "user", "content": "We deployed the pool fix to billing-db."}]
     assert dated.message_ids() == plain.message_ids() == [old.id, recent.id]
 

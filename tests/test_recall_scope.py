@@ -37,7 +37,7 @@ def test_a_new_session_recalls_another_conversation_with_its_name_and_date(tmp_p
     ctx = friday.prompt("Any snack ideas for me?", budget=2000, recall_format=fmt, recall_scope="namespace")
     text = "\n".join(str(m["content"]) for m in ctx.messages)
     assert "allergic to peanuts" in text
-    assert '[from conversation "monday"' in text and "2023-05-22" in text
+    assert '[from conversation "monday"' in text and "Mon 22 May 2023]" in text
     assert "bob here" not in text  # another namespace, never
     assert ctx.trace.total_tokens <= 2000
     # the session scope (the default) keeps the new conversation to itself
@@ -184,21 +184,21 @@ def test_labelled_recall_keeps_every_invariant(units, budget, fmt, recall_format
     by_id = {u.id: u for u in units}
     rec = [u for u in ctx.trace.included if u.section == "recall"]
     assert all(by_id[u.unit_id].message_ids == u.message_ids for u in ctx.trace.included)  # whole units
-    assert [u.score for u in rec] == sorted(u.score for u in rec)  # most relevant nearest the user turn
+    eps = ctx.trace.episodes
+    assert [e.score for e in eps] == sorted(e.score for e in eps)  # the most relevant episode nearest the turn
     assert not {u.unit_id for u in rec} & {u.unit_id for u in ctx.trace.included if u.section == "window"}
     text = "\n".join([ctx.system or ""] + [
         str(b.get("text", "")) if isinstance(b, dict) else str(b)
         for m in ctx.messages for b in (m["content"] if isinstance(m["content"], list) else [m["content"]])
     ])
-    for u in rec:  # every unit of another conversation says which
-        s = by_id[u.unit_id].messages[0].session
-        if s != "now":
-            assert "[from conversation " + json.dumps(s) in text
-    if fmt == "openai" and recall_format == "messages" and rec:
-        for u in rec:  # another conversation's unit always carries its date
-            first = by_id[u.unit_id].messages[0]
-            if first.session != "now":
-                assert first.created_at.strftime("%Y-%m-%d") in text
+    for e in eps:  # every episode says when it was, and which conversation when it is another
+        first = by_id[e.unit_ids[0]].messages[0]
+        if e.marker is None:
+            assert len(eps) == 1 and "no room" in e.note
+            continue
+        assert e.marker in text and first.created_at.strftime("%b %Y") in e.marker
+        assert (e.session != "now") == e.marker.startswith("[from conversation " + json.dumps(e.session))
+        assert {by_id[uid].messages[0].session for uid in e.unit_ids} == {e.session}
 
 
 def test_async_prompt_takes_the_scope_too(tmp_path, embedder):
