@@ -47,9 +47,10 @@ _LINE = re.compile(r"^(\[\d{4}-\d\d-\d\d \d\d:\d\d\] )?(user|assistant|system|de
 
 
 def load_before(ref: str):
-    """``ragmem._assemble`` as it was at ``ref``, as the module ``ragmem._assemble_before``."""
-    text = subprocess.run(["git", "-C", str(REPO_ROOT), "show", f"{ref}:ragmem/_assemble.py"],
-                          capture_output=True, text=True, check=True).stdout
+    """``ragmem._assemble`` as it was at ``ref`` (or in the file ``ref`` names), as ``ragmem._assemble_before``."""
+    text = Path(ref).read_text() if Path(ref).is_file() else subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "show", f"{ref}:ragmem/_assemble.py"], capture_output=True, text=True,
+        check=True).stdout
     path = Path(tempfile.mkdtemp(prefix="ragmem-before-")) / "_assemble_before.py"
     path.write_text(text)
     spec = importlib.util.spec_from_file_location("ragmem._assemble_before", path)
