@@ -81,12 +81,14 @@ class Twin:
     def __init__(self, before):
         from ragmem import _assemble
 
-        self.now, self.before = _assemble.assemble, before.assemble
+        self.now, self.before, self.budget = _assemble.assemble, before.assemble, before.Budget
         self.last: dict = {}
 
     def __call__(self, *args, **kwargs):
+        b = kwargs["budget"]  # the other module's Budget class
+        old_kwargs = {**kwargs, "budget": self.budget(**b.__dict__) if not isinstance(b, int) else b}
         t = time.perf_counter()
-        old = self.before(*args, **kwargs)
+        old = self.before(*args, **old_kwargs)
         t_old = time.perf_counter() - t
         t = time.perf_counter()
         new = self.now(*args, **kwargs)
