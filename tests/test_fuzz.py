@@ -133,8 +133,9 @@ def test_random_streams_keep_the_invariants(stream, budget, window, k, placement
             recall_ids = [i for u in recall for i in u.message_ids]
             assert not set(window_ids) & set(recall_ids), "recall repeats the window"
             assert len(window_ids + recall_ids) == len(set(window_ids + recall_ids)), "a message placed twice"
-            scores = [u.score for u in recall]
+            scores = [e.score for e in tr.episodes]  # episode by episode (test_episodes.py)
             assert scores == sorted(scores), "recall must rise in relevance toward the user turn"
+            assert [u.unit_id for u in recall] == [uid for e in tr.episodes for uid in e.unit_ids]
             # placed units are whole and complete
             by_id = {m.id: m for m in mem.messages()}
             for u in tr.included:

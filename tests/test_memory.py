@@ -74,9 +74,9 @@ def test_prompt_recalls_the_tool_exchange_whole_and_within_budget(mem):
     # the tool exchange holds the answer too: it is recalled, whole, its results right after the call
     assert "call" in ids
     assert ids[ids.index("call"):][:3] == ["call", "r2", "r1"]
-    recall = [u for u in ctx.trace.included if u.section == "recall"]
-    assert [u.score for u in recall] == sorted(u.score for u in recall)
-    assert recall[-1].unit_id in {"decision", "call"}  # most relevant sits nearest the window/user turn
+    episodes = ctx.trace.episodes  # neighbours in their order; the most relevant episode nearest the turn
+    assert [e.score for e in episodes] == sorted(e.score for e in episodes)
+    assert {"decision", "call"} & set(episodes[-1].unit_ids)
     assert "goal: fix login 500s" in ctx.messages[0]["content"]
     window_ids = {i for u in ctx.trace.included if u.section == "window" for i in u.message_ids}
     assert window_ids == {f"chat{i}" for i in range(68, 80)}  # default window: 12 messages

@@ -258,7 +258,7 @@ def test_an_openai_compatible_expander_in_a_memory(stub_server, tmp_path, embedd
         mem.add_many(knee_history())
         ctx = mem.prompt(QUESTION, budget=300)
         assert ctx.trace.queries == ["physio ligament rest", "knee x-ray"]
-        assert ["physio"] in [u.message_ids for u in ctx.trace.included if u.section == "recall"][-3:]
+        assert "physio" in {uid for e in ctx.trace.episodes[-3:] for uid in e.unit_ids}  # near the turn
         assert "physio" in [h.message.id for h in mem.search(QUESTION, k=3)]  # three queries, three bests
     assert len(stub_server.calls) == 1  # the search reused the prompt's answer
     path, auth, body = stub_server.calls[0]
@@ -295,7 +295,8 @@ def test_prompts_with_an_expander_keep_the_invariants(tmp_path, history, budget,
     rec = [u for u in ctx.trace.included if u.section == "recall"]
     win = {u.unit_id for u in ctx.trace.included if u.section == "window"}
     assert not win & {u.unit_id for u in rec} and len({u.unit_id for u in rec}) == len(rec)
-    assert [u.score for u in rec] == sorted(u.score for u in rec)  # most relevant nearest the turn
+    eps = ctx.trace.episodes
+    assert [e.score for e in eps] == sorted(e.score for e in eps)  # most relevant episode nearest the turn
     whole = {u.id: u.message_ids for s in mem.sessions() for u in group_units(mem.for_session(s.session).messages())}
     for u in ctx.trace.included:  # whole units only
         assert u.message_ids == whole[u.unit_id]
