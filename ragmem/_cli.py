@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Literal
@@ -40,6 +40,8 @@ PROGRESS_MIN = 200
 
 @dataclass
 class Config:
+    """A command's options, resolved: what it was given, else RAGMEM_* variables, else the store's file, else defaults."""
+
     store: str = DEFAULT_STORE
     namespace: str = "default"
     session: str = "default"
@@ -47,6 +49,21 @@ class Config:
     log_url: str | None = None  # a shared PostgreSQL log (docs/deployment.md)
     chroma_url: str | None = None
     embedder: str | None = None  # an offline model by name (a name is data; import paths only in ragmem.toml)
+    trust_config: bool | None = None  # --trust-store-config: the store's ragmem.toml may name code and servers
+
+
+@dataclass
+class _GroupOptions:
+    """The options given before the command (``ragmem --namespace X search``); None where left unset."""
+
+    store: str = DEFAULT_STORE
+    namespace: str | None = None  # None is unset; "default" given is a value, and beats the environment and the file
+    session: str | None = None
+    json: bool = False
+    log_url: str | None = None
+    chroma_url: str | None = None
+    embedder: str | None = None
+    trust_config: bool | None = None
 
 
 def _common(fn: Callable) -> Callable:
@@ -74,18 +91,17 @@ def _cfg(store_: str | None, namespace_: str | None, session_: str | None, json_
     """Merge a command's own options over the group's (``ragmem --store X search ...``)."""
     from . import _validate as validate
 
-    base: Config = click.get_current_context().find_object(Config) or Config()
-    validate.store_path(base.store if store_ is None else store_)  # `--store ''` is a mistake, not the cwd
-    # the store's ragmem.toml and RAGMEM_* variables fill what the options left at "default"
-    return _store_defaults(Config(
-        store=base.store if store_ is None else store_,
-        namespace=base.namespace if namespace_ is None else namespace_,
-        session=base.session if session_ is None else session_,
-        json=bool(json_) or base.json,
-        log_url=base.log_url,
-        chroma_url=base.chroma_url,
-        embedder=base.embedder,
-    ))
+    from ragmem._config import load_config
+
+    base: _GroupOptions = click.get_current_context().find_object(_GroupOptions) or _GroupOptions()
+    store = base.store if store_ is None else store_
+    validate.store_path(store)  # `--store ''` is a mistake, not the cwd
+    # RAGMEM_* variables and the store's ragmem.toml fill what no option gave ("default" given is kept)
+    namespace, session = load_config(store, trust=base.trust_config).scope(
+        base.namespace if namespace_ is None else namespace_, base.session if session_ is None else session_)
+    return Config(store=store, namespace=namespace, session=session, json=bool(json_) or base.json,
+                  log_url=base.log_url, chroma_url=base.chroma_url, embedder=base.embedder,
+                  trust_config=base.trust_config)
 
 
 def _open(cfg: Config, **kw: Any) -> "Memory":
@@ -94,15 +110,7 @@ def _open(cfg: Config, **kw: Any) -> "Memory":
     if cfg.embedder is not None:
         kw.setdefault("embedder", cfg.embedder)
     return Memory(cfg.store, session=cfg.session, namespace=cfg.namespace, log_url=cfg.log_url,
-                  chroma_url=cfg.chroma_url, **kw)
-
-
-def _store_defaults(cfg: Config) -> Config:
-    """``cfg`` with the store's ragmem.toml / RAGMEM_NAMESPACE / RAGMEM_SESSION where options left "default"."""
-    from ragmem._config import load_config
-
-    namespace, session = load_config(cfg.store).scope(cfg.namespace, cfg.session)
-    return replace(cfg, namespace=namespace, session=session)
+                  chroma_url=cfg.chroma_url, trust_config=cfg.trust_config, **kw)
 
 
 def _emit(cfg: Config, data: Any, human: Callable[[], Iterable[str]] | str | None = None) -> None:
@@ -176,8 +184,10 @@ def _msg_line(m: Any) -> str:
     metavar="PATH",
     help="Store folder (env RAGMEM_STORE).",
 )
-@click.option("--namespace", default="default", show_default=True, metavar="NAME", help="Namespace (user, agent or tenant).")
-@click.option("--session", default="default", show_default=True, metavar="NAME", help="Session within the namespace.")
+@click.option("--namespace", metavar="NAME",
+              help="Namespace (user, agent or tenant) [env RAGMEM_NAMESPACE, else the store's ragmem.toml; default: default].")
+@click.option("--session", metavar="NAME",
+              help="Session within the namespace [env RAGMEM_SESSION, else the store's ragmem.toml; default: default].")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 @click.option("--log-url", envvar="RAGMEM_LOG_URL", metavar="URL",
               help="postgresql:// URL of a log shared by several hosts (env RAGMEM_LOG_URL; docs/deployment.md).")
@@ -186,12 +196,15 @@ def _msg_line(m: Any) -> str:
 @click.option("--embedder", metavar="NAME", default=None,
               help="Embedding model by name: all-MiniLM-L6-v2 or multilingual-e5-small [default: the store's own; "
                    "a new store: the default model]. A store keeps the model it was built with (`ragmem reindex`).")
+@click.option("--trust-store-config", "trust", is_flag=True, default=None,
+              help="Let the store's ragmem.toml name import paths and servers (env RAGMEM_TRUST_STORE_CONFIG=1); "
+              "without it they are refused. See docs/storage.md.")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=lambda c, p, v: _version(c, v),
               help="Show the version and exit.")
 @click.pass_context
 def cli(
-    ctx: click.Context, store: str, namespace: str, session: str, as_json: bool, log_url: str | None,
-    chroma_url: str | None, embedder: str | None,
+    ctx: click.Context, store: str, namespace: str | None, session: str | None, as_json: bool, log_url: str | None,
+    chroma_url: str | None, embedder: str | None, trust: bool | None,
 ) -> None:
     """ragmem: retrieval-augmented memory over LLM conversation history.
 
@@ -203,8 +216,8 @@ def cli(
         from ragmem.embed._models import bundled_model
 
         embedder = bundled_model(embedder).name
-    ctx.obj = Config(store=store, namespace=namespace, session=session, json=as_json, log_url=log_url,
-                     chroma_url=chroma_url, embedder=embedder)
+    ctx.obj = _GroupOptions(store=store, namespace=namespace, session=session, json=as_json, log_url=log_url,
+                            chroma_url=chroma_url, embedder=embedder, trust_config=trust)
 
 
 def _version(ctx: click.Context, value: bool) -> None:
@@ -728,7 +741,9 @@ def _purge_later(cfg: Config) -> int | None:
             [sys.executable, "-m", "ragmem", "--store", cfg.store, "purge"],
             # the URLs travel in the environment, where a password does not show in `ps`
             env={**os.environ, **{k: v for k, v in (("RAGMEM_LOG_URL", cfg.log_url),
-                                                    ("RAGMEM_CHROMA_URL", cfg.chroma_url)) if v}},
+                                                    ("RAGMEM_CHROMA_URL", cfg.chroma_url),
+                                                    ("RAGMEM_TRUST_STORE_CONFIG", "1" if cfg.trust_config else None))
+                                  if v}},
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,  # outlives this command, and a Ctrl-C on the terminal does not reach it
         )
@@ -873,7 +888,7 @@ def mcp(**opts: Any) -> None:
 
     extra: dict[str, Any] = {"embedder": cfg.embedder} if cfg.embedder else {}
     serve(store=cfg.store, namespace=cfg.namespace, session=cfg.session, log_url=cfg.log_url,
-          chroma_url=cfg.chroma_url, **extra)
+          chroma_url=cfg.chroma_url, trust_config=cfg.trust_config, **extra)
 
 
 # ------------------------------------------------------------------ serve and keys

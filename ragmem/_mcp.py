@@ -228,8 +228,8 @@ def _when(value: str | None, name: str) -> datetime | None:
 def build_server(
     store: str | None = None,
     *,
-    namespace: str = "default",
-    session: str = "default",
+    namespace: str | None = None,
+    session: str | None = None,
     memories: _Memories | None = None,
     **memory_kwargs: Any,
 ) -> MCPServer:
@@ -237,13 +237,17 @@ def build_server(
 
     ``memories`` gives the tools an open :class:`_Memories` instead (``ragmem serve``'s, one per namespace, whose
     namespace comes from the caller's key and nothing else); the other arguments are then unused.
+    ``namespace`` and ``session`` left at None come from ``RAGMEM_NAMESPACE`` /
+    ``RAGMEM_SESSION``, else the store's ``ragmem.toml``, else ``"default"``; a
+    given ``"default"`` is kept. ``trust_config=True`` (a ``Memory`` option)
+    lets the store's file name import paths and servers.
     """
     if memories is None:
         store = store or os.environ.get("RAGMEM_STORE") or DEFAULT_STORE
         from ragmem._config import load_config
 
-        # the store's ragmem.toml and RAGMEM_* variables fill what was left "default", as in the CLI
-        namespace, session = load_config(store).scope(namespace, session)
+        # RAGMEM_* variables and the store's ragmem.toml fill what the caller left unset, as in the CLI
+        namespace, session = load_config(store, trust=memory_kwargs.get("trust_config")).scope(namespace, session)
         memories = _Memories(store, namespace, session, memory_kwargs)
     from ragmem import __version__
 
@@ -435,7 +439,7 @@ def _warm_up(memories: _Memories) -> None:
 
 
 def serve(
-    store: str | None = None, *, namespace: str = "default", session: str = "default", warm: bool = True,
+    store: str | None = None, *, namespace: str | None = None, session: str | None = None, warm: bool = True,
     **memory_kwargs: Any,
 ) -> None:
     """Run the server on stdio until the client disconnects.
@@ -456,18 +460,20 @@ def main(argv: list[str] | None = None) -> None:
     """``python -m ragmem.mcp_server [--store PATH] [--namespace NAME] [--session NAME] [--embedder NAME]``."""
     parser = argparse.ArgumentParser(prog="python -m ragmem.mcp_server", description="ragmem MCP server (stdio).")
     parser.add_argument("--store", default=os.environ.get("RAGMEM_STORE", DEFAULT_STORE), help="store folder (env RAGMEM_STORE)")
-    parser.add_argument("--namespace", default="default")
-    parser.add_argument("--session", default="default")
+    parser.add_argument("--namespace", help="namespace [env RAGMEM_NAMESPACE, else the store's ragmem.toml, else default]")
+    parser.add_argument("--session", help="default session [env RAGMEM_SESSION, else the store's ragmem.toml, else default]")
     parser.add_argument("--log-url", default=os.environ.get("RAGMEM_LOG_URL"),
                         help="postgresql:// URL of a shared log (env RAGMEM_LOG_URL; docs/deployment.md)")
     parser.add_argument("--chroma-url", default=os.environ.get("RAGMEM_CHROMA_URL"),
                         help="URL of a Chroma server (env RAGMEM_CHROMA_URL)")
     parser.add_argument("--embedder", default=None, metavar="NAME",
                         help="embedding model by name (all-MiniLM-L6-v2, multilingual-e5-small); default: the store's own")
+    parser.add_argument("--trust-store-config", action="store_const", const=True, default=None,
+                        help="let the store's ragmem.toml name import paths and servers (env RAGMEM_TRUST_STORE_CONFIG=1)")
     args = parser.parse_args(argv)
     extra: dict[str, Any] = {"embedder": args.embedder} if args.embedder else {}
     serve(args.store, namespace=args.namespace, session=args.session, log_url=args.log_url, chroma_url=args.chroma_url,
-          **extra)
+          trust_config=args.trust_store_config, **extra)
 
 
 if __name__ == "__main__":  # pragma: no cover

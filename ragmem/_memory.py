@@ -91,7 +91,9 @@ class Memory:
     ``summarizer``, ``create`` and ``index`` open that store (see
     :class:`~ragmem._store.store.Store`: ``log_url`` puts the log on PostgreSQL,
     ``chroma_url`` the index on a Chroma server, ``summarizer=False`` turns the
-    running summary off, ``index="background"`` embeds behind the adds);
+    running summary off, ``index="background"`` embeds behind the adds,
+    ``trust_config=True`` lets the folder's ``ragmem.toml`` name import paths and
+    servers, see :mod:`ragmem._config`);
     ``store=`` opens a Memory on a store already open instead. Every other
     keyword is a field of :class:`MemorySettings` (``window``, ``orphans``,
     ``recall_scope``, ``reranker``...), or pass ``settings=`` whole.
@@ -115,6 +117,7 @@ class Memory:
         summarizer: Summarizer | Literal[False] | None = None,
         create: bool = True,
         index: Literal["sync", "background"] = "sync",
+        trust_config: bool | None = None,
         settings: MemorySettings | None = None,
         **options: Any,
     ) -> None:
@@ -131,7 +134,7 @@ class Memory:
             )
         if store is not None:
             opening = {"path": path, "chroma_url": chroma_url, "log_url": log_url, "embedder": embedder,
-                       "counter": counter, "summarizer": summarizer}
+                       "counter": counter, "summarizer": summarizer, "trust_config": trust_config}
             given = [k for k, v in opening.items() if v is not None] + ([] if create else ["create"]) + (
                 [] if index == "sync" else ["index"])
             if given:
@@ -140,7 +143,7 @@ class Memory:
         #: The store this Memory is a view of: log, index, models, locks, and their maintenance.
         self.store: Store = store if store is not None else Store(
             path, chroma_url=chroma_url, log_url=log_url, embedder=embedder, counter=counter,
-            summarizer=summarizer, create=create, index=index, recall=self.settings.recall,
+            summarizer=summarizer, create=create, index=index, recall=self.settings.recall, trust_config=trust_config,
         )
         if settings is None and "query_expander" not in options:
             # the store's ragmem.toml (or RAGMEM_QUERY_EXPANDER) may name one, for every tool that opens it

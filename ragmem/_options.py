@@ -90,7 +90,7 @@ class MemorySettings:
             raise UsageError(
                 f"Memory() got an unknown option {', '.join(map(repr, unknown))}; the options are "
                 f"{', '.join(names)} (MemorySettings), and path, session, namespace, store, chroma_url, log_url, "
-                "embedder, counter, summarizer, create, index and settings"
+                "embedder, counter, summarizer, create, index, trust_config and settings"
             )
         base = settings if settings is not None else cls()
         return replace(base, **options) if options else base

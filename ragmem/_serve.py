@@ -683,7 +683,7 @@ def build_app(
     settings = settings or ServeSettings()
     store = store or os.environ.get("RAGMEM_STORE") or DEFAULT_STORE
     opening = {k: memory_kwargs.pop(k) for k in ("log_url", "chroma_url", "embedder", "counter", "summarizer",
-                                                  "index") if k in memory_kwargs}
+                                                  "index", "trust_config") if k in memory_kwargs}
     root = Memory(store, **opening)
     keys = Keys(root.store.log)
     security = None

@@ -9,4 +9,7 @@ from ._mcp import build_server, main, serve
 __all__ = ["build_server", "main", "serve"]
 
 if __name__ == "__main__":  # pragma: no cover
+    from ._config import drop_working_directory
+
+    drop_working_directory()  # a module planted in the working directory is never imported
     main()

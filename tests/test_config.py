@@ -59,6 +59,8 @@ def test_the_cli_opens_a_custom_embedder_store_through_its_config(tmp_path, embe
         Memory(store, session="notes").search("dance studio")
     (store / "ragmem.toml").write_text(f'embedder = "{embedder_module}"\nsession = "notes"\n')
     result = CliRunner().invoke(cli, ["--store", str(store), "--json", "search", "dance studio"])
+    assert result.exit_code == 1 and "--trust-store-config" in str(result.exception)  # an import path: opt in
+    result = CliRunner().invoke(cli, ["--store", str(store), "--trust-store-config", "--json", "search", "dance studio"])
     assert result.exit_code == 0, result.output
     assert "dance studio" in json.loads(result.output)[0]["message"]["content"]
 
@@ -68,7 +70,7 @@ def test_environment_overrides_the_file(tmp_path, monkeypatch):
     assert load_config(tmp_path).namespace == "team-a"
     monkeypatch.setenv("RAGMEM_NAMESPACE", "team-b")
     monkeypatch.setenv("RAGMEM_EMBEDDER", "default")
-    cfg = load_config(tmp_path)
+    cfg = load_config(tmp_path, trust=True)
     assert (cfg.namespace, cfg.chroma_url, cfg.embedder) == ("team-b", "http://127.0.0.1:1", "default")
     assert cfg.make_embedder() is None  # "default": the store's own model (the one its records name)
     monkeypatch.setenv("RAGMEM_EMBEDDER", "all-MiniLM-L6-v2")
@@ -98,12 +100,12 @@ def test_the_config_points_every_tool_at_a_chroma_server(tmp_path, chroma_server
     store = tmp_path / "served"
     store.mkdir()
     (store / "ragmem.toml").write_text(f'chroma_url = "{chroma_server.url}"\n')
-    mem = Memory(store)
+    mem = Memory(store, trust_config=True)  # a server named by the folder's file: the caller opts in
     assert mem.store.chroma_url == chroma_server.url
     mem.add({"role": "user", "content": "the backup job runs at 02:00"})
     mem.close()
     assert not (store / "chroma").exists()  # the index went to the server, not an embedded folder
-    result = CliRunner().invoke(cli, ["--store", str(store), "--json", "search", "backup job"])
+    result = CliRunner().invoke(cli, ["--store", str(store), "--trust-store-config", "--json", "search", "backup job"])
     assert result.exit_code == 0 and "02:00" in result.output
 
 
@@ -221,6 +223,7 @@ def test_the_store_config_gives_every_tool_its_query_expander(tmp_path, embedder
         mem.add_many(KNEE)
         assert mem.settings.query_expander is None
     (store / "ragmem.toml").write_text('query_expander = "my_expanders:expander"\n')
+    monkeypatch.setenv("RAGMEM_TRUST_STORE_CONFIG", "1")  # an import path in the folder's file: the caller opts in
     with Memory(store, embedder=embedder) as mem:
         ctx = mem.prompt("What did the doctor say about my knee?", budget=400)
         assert ctx.trace.queries == ["physio ligament rest"]

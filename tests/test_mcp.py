@@ -221,7 +221,7 @@ def test_the_mcp_server_runs_the_query_expander_its_store_names(tmp_path, monkey
     history.insert(9, {"role": "user", "content": "The physio said the ligament needs six weeks of rest."})
 
     async def scenario():
-        async with connect(store, sys.executable, "-m", "ragmem.mcp_server") as s:
+        async with connect(store, sys.executable, "-m", "ragmem.mcp_server", "--trust-store-config") as s:
             await call(s, "add_messages", messages=history)
             ctx = await call(s, "get_context", user_turn="What did the doctor say about my knee?", budget=400, trace=True)
             assert ctx["trace"]["queries"] == ["physio ligament rest"]

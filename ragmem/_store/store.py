@@ -75,7 +75,9 @@ class Store:
     ``RAGMEM_STORE`` or ``./.ragmem``). It holds the message log, and the
     embedded Chroma index unless ``chroma_url`` points at a Chroma server.
     ``log_url`` (``postgresql://...``) puts the log on PostgreSQL instead. The
-    folder's ``ragmem.toml`` and ``RAGMEM_*`` variables fill what is left unset.
+    folder's ``ragmem.toml`` and ``RAGMEM_*`` variables fill what is left unset;
+    the file's import paths and server addresses only with ``trust_config=True``
+    (or ``RAGMEM_TRUST_STORE_CONFIG=1``): a store folder is data, not code.
     ``embedder`` is an :class:`~ragmem.Embedder` or the name of an offline
     model (``"all-MiniLM-L6-v2"``, ``"multilingual-e5-small"``); left unset, the
     store opens with the model its records say built it (the default model for a
@@ -99,6 +101,7 @@ class Store:
         create: bool = True,
         index: Literal["sync", "background"] = "sync",
         recall: RecallSettings | None = None,
+        trust_config: bool | None = None,
     ) -> None:
         if isinstance(embedder, str):  # a model name is data: the offline model it names (UsageError if none)
             embedder = default_embedder(embedder)
@@ -109,12 +112,12 @@ class Store:
         #: previous-turn context of :class:`~ragmem.RecallSettings`, as the Memory that opened it set them.
         self.recall = as_recall_settings(recall)
         # the store's ragmem.toml and RAGMEM_* variables: every tool opens the store the same way
-        config = load_config(self.path)
+        config = load_config(self.path, trust=trust_config)
         #: What the store's ragmem.toml and the RAGMEM_* variables said (Memory reads its query_expander).
         self.config = config
         self._expander: list[Any] = []  # the configured query expander, built once (its cache is per store)
-        self.chroma_url = chroma_url or config.chroma_url
-        self.log_url = log_url or config.log_url
+        self.chroma_url = chroma_url or config.get("chroma_url")  # the caller's, else a trusted file's
+        self.log_url = log_url or config.get("log_url")
         self.log: Log = open_log(self.path, url=self.log_url, create=create)
         self._embedder = embedder if embedder is not None else config.make_embedder()
         self._counter = counter  # the default loads on first use: its BPE data takes ~0.4 s
