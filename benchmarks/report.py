@@ -207,6 +207,23 @@ def query_step_section() -> str | None:
     ) + found.read_text().strip()
 
 
+def episodes_section() -> str | None:
+    """The recall block before and after episodes, from the last ``benchmarks.episodes`` run (``results/episodes.md``)."""
+    from .common import RESULTS_DIR
+
+    found = RESULTS_DIR / "episodes.md"
+    if not found.exists():
+        return None
+    return (
+        "## The recall block as a reader meets it: episodes\n\n"
+        "`python -m benchmarks.episodes` runs each prompt's assembly twice on the same recall, today's (recall in "
+        "dated episodes, docs/recall.md \"Episodes\") and the one before (unit by unit), and counts the pairs of "
+        "history messages next to each other with no marker between, those that were not neighbours in the "
+        "history (false neighbours), the replies placed right before their question, the marker tokens, and the "
+        "evidence in the prompt.\n\n"
+    ) + found.read_text().strip()
+
+
 def _last_run_section(name: str, title: str, what: str, tables) -> str | None:
     """A section from the last run of one benchmark (``benchmarks/results/NAME.json``): its command, ``what``
     it measures, then its ``tables``; None when it has not run."""
@@ -261,6 +278,9 @@ def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float 
     query_step = query_step_section()
     if query_step:
         parts.append(query_step)
+    episodes = episodes_section()
+    if episodes:
+        parts.append(episodes)
     if "longmemeval" in results:
         parts.append(longmemeval_section(results["longmemeval"]))
     if "speed" in results:

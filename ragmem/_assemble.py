@@ -58,7 +58,8 @@ RECALL_HEADER = ("Earlier messages recalled from memory for this turn, in episod
 WINDOW_MARKER = "[latest messages]"
 #: Recalled units of one session at most this many messages apart join one episode, the gap marked where it
 #: falls: a note costs less than another episode's marker, and the two parts keep their order
-#: (measured in benchmarks/episodes.py; 2 also keeps any reply from sitting right before its question).
+#: (benchmarks/episodes.py measures 0, 1 and 4 beside it; 2 also keeps any reply from sitting right before
+#: its question, even across a marker).
 EPISODE_GAP = 2
 SUMMARY_HEADER = "Summary of the earlier conversation:"
 STATE_HEADER = "Pinned state (always current for this conversation):"
