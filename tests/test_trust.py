@@ -344,3 +344,78 @@ def test_an_api_key_never_shows_in_a_repr_a_warning_or_a_trace(tmp_path):
     with pytest.raises(Exception) as info:
         OpenAICompatibleSummarizer(url, "m", api_key=key, timeout=2).summarize(None, [])
     assert key not in str(info.value) and key not in repr(info.value)
+
+
+# -- 4. the log file and the lock files ------------------------------------------------------------
+
+
+def _foreign_db(path: Path) -> None:
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE messages (id INTEGER PRIMARY KEY, body TEXT)")  # another app's chat table
+    db.execute("INSERT INTO messages (body) VALUES ('hello')")
+    db.commit()
+    db.close()
+
+
+def _tables(path: Path) -> tuple[set[str], str]:
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        names = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+        return names, db.execute("PRAGMA journal_mode").fetchone()[0]
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("linked", [False, True])
+def test_a_log_file_that_is_not_a_ragmem_log_is_refused_untouched(tmp_path, linked):
+    from ragmem._errors import StoreError
+
+    other = tmp_path / "app.db"
+    _foreign_db(other)
+    before = _tables(other)
+    store = tmp_path / "store"
+    store.mkdir()
+    if linked:
+        (store / "log.sqlite3").symlink_to(other)
+    else:
+        import shutil
+
+        shutil.copy(other, store / "log.sqlite3")
+    with pytest.raises(StoreError, match="symbolic link" if linked else "not a ragmem log") as info:
+        Memory(store, embedder=HashEmbedder())
+    assert "log.sqlite3" in str(info.value)
+    assert _tables(other) == before  # no ragmem table was created in it, and it was not switched to WAL
+    assert _tables(store / "log.sqlite3") == before
+    result = CliRunner().invoke(cli, ["--store", str(store), "sessions"])
+    assert result.exit_code == 1 and isinstance(result.exception, StoreError)
+
+
+def test_a_symlinked_log_of_a_real_store_is_refused(tmp_path):
+    from ragmem._errors import StoreError
+
+    real = _store(tmp_path, "", name="real")
+    store = tmp_path / "linked"
+    store.mkdir()
+    (store / "log.sqlite3").symlink_to(real / "log.sqlite3")
+    with pytest.raises(StoreError, match="symbolic link"):
+        Memory(store, embedder=HashEmbedder())
+    with Memory(real, embedder=HashEmbedder(), session="s") as mem:  # the real one opens as ever
+        assert mem.get("m1").text == "the boiler was serviced in March"
+
+
+@pytest.mark.parametrize("name", ["open.lock", "log.sqlite3-wal"])
+def test_a_symlinked_lock_or_journal_is_a_ragmem_error(tmp_path, name):
+    from ragmem._errors import StoreError
+
+    store = _store(tmp_path, "")
+    target = tmp_path / "elsewhere"
+    target.write_text("")
+    (store / name).unlink(missing_ok=True)
+    (store / name).symlink_to(target)
+    with pytest.raises(StoreError, match=rf"{name}.*symbolic link"):
+        Memory(store, embedder=HashEmbedder())
+    assert target.read_text() == ""

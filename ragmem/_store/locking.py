@@ -10,13 +10,32 @@ while opening; reads and writes afterwards are serialised by SQLite itself.
 from __future__ import annotations
 
 import errno
+import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 LOCK_FILE = "open.lock"
 #: The lock openers of the embedded Chroma take turns under.
 CHROMA_LOCK_FILE = "chroma-open.lock"
+
+
+def refuse_links(folder: Path, names: Iterable[str]) -> None:
+    """Raise :class:`~ragmem._errors.StoreError` if any of the store's files ``names`` is a symbolic link.
+
+    ragmem writes these files in place: a link would make it write (tables, a
+    journal, a lock) into whatever file the link names, another database say.
+    """
+    for name in names:
+        path = folder / name
+        if path.is_symlink():
+            from .._errors import StoreError
+
+            raise StoreError(
+                f"{path} is a symbolic link (to {os.readlink(path)}); ragmem does not follow links for its own "
+                "files. Replace it with the real file (or delete it, for a lock or -shm file), or open the "
+                "folder the file lives in"
+            )
 
 
 @contextmanager
@@ -32,13 +51,17 @@ def opening_lock(folder: Path, timeout: float = 120.0, name: str = LOCK_FILE) ->
     """
     from filelock import FileLock, Timeout
 
+    refuse_links(folder, [name])
     try:
         lock = FileLock(str(folder / name), timeout=timeout)
         lock.acquire()
     except OSError as exc:
         # PermissionError, or EROFS on a read-only mount (root is refused there too)
         if not isinstance(exc, PermissionError) and exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
-            raise
+            from .._errors import StoreError
+
+            raise StoreError(f"cannot take the lock {folder / name} ({exc.strerror or exc}); check that file "
+                             "and the folder's permissions, or delete the lock file if no process uses it") from exc
         yield
         return
     except Timeout as exc:

@@ -44,13 +44,16 @@ from .._errors import SchemaVersionError, StoreError
 from .._messages import Message
 from .faults import Closed, is_corrupt, open_read_only, resource_fault
 from .fts import Fts5Index, Fts5Rows
-from .locking import opening_lock
+from .locking import LOCK_FILE, opening_lock, refuse_links
 from .log_base import LogBase
 from .migrations import SCHEMA_VERSION, migrate
 
 __all__ = ["LOG_FILE", "SCHEMA_VERSION", "MessageLog"]
 
 LOG_FILE = "log.sqlite3"
+
+#: Tables every ragmem log has (migration 1): a database without them is not a ragmem log.
+RAGMEM_TABLES = frozenset({"meta", "sessions", "messages"})
 
 _T = TypeVar("_T")
 
@@ -82,6 +85,7 @@ class MessageLog(Fts5Rows, LogBase):
         self._path = self.folder / LOG_FILE
         if not create and not self._path.exists():
             raise StoreError(f"{self.folder} holds no ragmem log ({LOG_FILE}); is this the right folder?")
+        refuse_links(self.folder, (LOG_FILE, f"{LOG_FILE}-wal", f"{LOG_FILE}-shm", LOCK_FILE))
         self._lock = threading.RLock()
         #: True when the folder cannot be written (a read-only mount): reads work, writes raise ReadOnlyStore
         self.read_only = self._path.exists() and not os.access(self.folder, os.W_OK)
@@ -94,6 +98,7 @@ class MessageLog(Fts5Rows, LogBase):
                 # wait for: openers of one store (threads or processes) take turns here.
                 with opening_lock(self.folder):
                     self._db = sqlite3.connect(self._path, timeout=60, check_same_thread=False, isolation_level=None)
+                    self._refuse_foreign()  # before WAL or any table: another app's database stays as it was
                     self._db.execute("PRAGMA journal_mode=WAL")
                     self._db.execute("PRAGMA synchronous=FULL")  # add() returns only once the turn is on disk
                     migrate(self._db, where=f"the message log {self._path}")
@@ -112,6 +117,21 @@ class MessageLog(Fts5Rows, LogBase):
                 f"the message log {self._path} is unreadable ({exc}); restore it from a backup "
                 "or move the folder aside and start a new store"
             ) from exc
+
+    def _refuse_foreign(self) -> None:
+        """Refuse an SQLite database that is not a ragmem log (another application's), before changing anything.
+
+        A ragmem log is a new (empty) file, or one holding ragmem's core tables; a
+        file holding only ``migrations`` is a store whose first migration was cut short.
+        """
+        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not tables or tables == {"migrations"} or RAGMEM_TABLES <= tables:
+            return
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise StoreError(
+            f"{self._path} is an SQLite database but not a ragmem log (its tables: {shown}); ragmem leaves it "
+            "as it is. Pass the folder of a ragmem store, or move that file out of the store folder"
+        )
 
     def _close_quietly(self) -> None:
         db = getattr(self, "_db", None)
