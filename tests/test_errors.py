@@ -125,7 +125,7 @@ def _param_types(name: str, func: ast.AST | None) -> set[str] | None:
 
 def _is_hook(node: ast.Raise, func: ast.AST | None) -> bool:
     """A method whose whole body is its docstring and ``raise NotImplementedError``: a hook each log backend fills
-    (ragmem/_store/log_core.py). No caller reaches it on a backend; reaching it is a bug, which is what it says."""
+    (ragmem/_store/log_base.py). No caller reaches it on a backend; reaching it is a bug, which is what it says."""
     if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or "NotImplementedError" not in ast.unparse(node.exc):
         return False
     body = [s for s in func.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]

@@ -367,7 +367,7 @@ def test_both_logs_are_one_core_and_the_same_facets():
     import typing
 
     from ragmem._store import MessageLog
-    from ragmem._store.log_core import Facet
+    from ragmem._store.log_base import Facet
 
     def public(cls):
         return {n for k in cls.__mro__ if k.__module__.startswith("ragmem") for n in vars(k) if not n.startswith("_")}

@@ -5,7 +5,7 @@ spaces): a ``scope`` column holding the namespace and session terms, and a
 ``body`` column. ``lexical_map`` maps (namespace, message id) to the FTS5
 rowid, so a purge removes exactly its rows. The rows are written (by the
 log's hooks, :class:`Fts5Rows`) in the transaction that marks a message
-indexed (:meth:`~ragmem._store.log_flags.LogIndex.mark_indexed`) and dropped
+indexed (:meth:`~ragmem._store.log_base.LogIndex.mark_indexed`) and dropped
 in the one that purges it; they are searched through the log's index facet,
 :class:`Fts5Index`.
 """
@@ -18,14 +18,14 @@ from typing import Iterable, Sequence
 from .. import _lexical as lexical
 from .._messages import Message
 from .filters import RowFilter
-from .log_core import LogCore
-from .log_flags import LogIndex
+from .log_base import LogBase, LogIndex
+
 from .postings import Postings
 
 __all__ = ["Fts5Index", "Fts5Rows"]
 
 
-class Fts5Rows(LogCore):
+class Fts5Rows(LogBase):
     """The SQLite log's hooks that write and drop FTS5 rows, inside the transaction of a write."""
 
     #: Transactions of this log that wrote lexical rows (the in-memory postings check it: :mod:`.postings`).
@@ -59,9 +59,9 @@ class Fts5Index(LogIndex):
     #: The lexical rows, counted with the document frequencies (the plan of a large scope: :func:`_large_scope`).
     _df_rows = 0
 
-    def __init__(self, log: LogCore) -> None:
+    def __init__(self, log: LogBase) -> None:
         super().__init__(log)
-        self._postings = Postings(log)  # type: ignore[arg-type]  # the SQLite log: LogCore plus its lock
+        self._postings = Postings(log)  # type: ignore[arg-type]  # the SQLite log: LogBase plus its lock
 
     def lexical_missing(self, limit: int = 2000) -> list[Message]:
         """Indexed messages without a lexical row (a store from before the lexical index, or just migrated)."""

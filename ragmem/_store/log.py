@@ -3,11 +3,11 @@
 Every message is committed here (WAL, ``synchronous=FULL``) before ``add()``
 returns, so it survives a kill -9. The vector index is derived from the log and
 can always be rebuilt from it; ``indexed`` and ``deleted`` flags let
-:meth:`log.lexical.pending() <ragmem._store.log_flags.LogIndex.pending>` and the
+:meth:`log.lexical.pending() <ragmem._store.log_base.LogIndex.pending>` and the
 repair on open bring the two back into agreement after a crash.
 
-The log is a small core and facets, one concern per module, written once for
-SQLite and PostgreSQL (see :mod:`ragmem._store.log_base`); this module holds
+What both backends share is :class:`~ragmem._store.log_base.LogBase` (its core
+and its facets, written once for SQLite and PostgreSQL); this module holds
 the SQLite connection, its transactions and the reads whose SQL is SQLite's own.
 
 Tables::
@@ -186,7 +186,7 @@ class MessageLog(Fts5Rows, LogBase):
             self._db.close()
             self._db = Closed(self.folder)  # type: ignore[assignment]  # later use: a UsageError, not sqlite's
 
-    # -- the hooks of LogCore ---------------------------------------------------
+    # -- the hooks of LogBase ---------------------------------------------------
     _read = _rows
 
     def _read_in(self, sql: str, values: Iterable[Any], args: Iterable[Any] = ()) -> list[tuple]:

@@ -45,8 +45,7 @@ from .._lexical import BM25_B, BM25_K1
 from .._messages import Message
 from .faults import Closed, message_says
 from .filters import RowFilter
-from .log_base import LogBase
-from .log_flags import LogIndex
+from .log_base import LogBase, LogIndex
 
 SCHEMA_VERSION = 4
 
@@ -319,7 +318,7 @@ class PostgresLog(LogBase):
         self._pool.close()
         self._pool = Closed(self.folder)  # type: ignore[assignment]  # later use: a UsageError, not 30 s of retries
 
-    # -- the hooks of LogCore ---------------------------------------------------
+    # -- the hooks of LogBase ---------------------------------------------------
     def _read(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]:
         return self._rows(sql.replace("?", "%s"), args)
 
@@ -426,7 +425,7 @@ class PostgresLog(LogBase):
         cls._count_lexical(cur, df, len(docs) - gone_docs, sum(d[4] for d in docs) - gone_len)
 
     def _drop_lexical(self, cur: Any, namespace: str, ids: list[str]) -> None:
-        """The purge's hook (log_forget.LogForgetting.purge): drop the rows and take them off the kept counts."""
+        """The purge's hook (log_base.LogForgetting.purge): drop the rows and take them off the kept counts."""
         gone, gone_docs, gone_len = self._delete_lexical_rows(cur, namespace, ids)
         self._count_lexical(cur, Counter({t: -n for t, n in gone.items()}), -gone_docs, -gone_len)
 
