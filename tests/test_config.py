@@ -50,6 +50,7 @@ def test_an_embedder_returning_numpy_arrays_works(tmp_path, embedder_module):
     mem.close()
 
 
+@pytest.mark.model  # the CLI loads the bundled model
 def test_the_cli_opens_a_custom_embedder_store_through_its_config(tmp_path, embedder_module):
     store = tmp_path / "custom"
     mem = Memory(store, embedder=load_embedder(embedder_module), session="notes")

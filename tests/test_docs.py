@@ -38,6 +38,7 @@ def test_every_page_with_python_has_samples_found():
             assert reason != "", f"{page.name}:{line}: a skipped sample must say why"
 
 
+@pytest.mark.model  # the pages' samples open Memories with the bundled model
 @pytest.mark.parametrize("page", [p for p in PAGES if any(r is None for _, _, r in samples(p))], ids=lambda p: p.name)
 def test_samples_run(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -218,6 +218,7 @@ def test_one_time_steps_say_what_they_do_on_stderr(tmp_path, monkeypatch, capfd)
     assert capfd.readouterr().err == ""
 
 
+@pytest.mark.model  # the torch engine loads the bundled model
 def test_a_failed_onnx_export_names_the_fix_and_auto_falls_back_to_torch(tmp_path, monkeypatch, fp32):
     """What torch raises when the onnx package is missing, on a fresh cache: the error says what to do."""
     import torch

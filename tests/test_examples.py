@@ -20,6 +20,8 @@ sys.path.insert(0, str(EXAMPLES))
 
 from conversation import build  # noqa: E402
 
+pytestmark = pytest.mark.model  # the examples run with the bundled model
+
 
 def run(script: str, *args: str, cwd: Path, locomo: str | None = None) -> str:
     """Run an example in ``cwd`` with nothing beside the clone; returns its stdout once it exits 0."""

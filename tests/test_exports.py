@@ -82,6 +82,7 @@ def test_import_is_one_session_per_conversation_and_idempotent(tmp_path, embedde
     mem.close()
 
 
+@pytest.mark.model  # the CLI loads the bundled model
 def test_cli_import_chats(tmp_path):
     path = tmp_path / "conversations.json"
     path.write_text(json.dumps(CLAUDE))

@@ -16,6 +16,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from ragmem import Memory  # noqa: E402
 from ragmem._errors import MissingDependency, UsageError  # noqa: E402
 
+pytestmark = pytest.mark.model  # the adapters open Memories with the bundled model
+
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
