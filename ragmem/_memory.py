@@ -233,7 +233,8 @@ class Memory:
             parse_message(m, max_chars=settings.max_chars, clip_tool_results=settings.clip_tool_results, index=i)
             for i, m in enumerate(items)
         ]
-        return store.add(self.namespace, self.session, parsed, orphans=settings.orphans, recall=settings.recall)
+        return store.add(self.namespace, self.session, parsed, orphans=settings.orphans, recall=settings.recall,
+                         window=settings.window)
 
     def import_records(self, records: Iterable[Mapping[str, Any]]) -> int:
         """Add exported records (see :meth:`export`) to this session, keeping ids, times and metadata."""
@@ -282,7 +283,7 @@ class Memory:
         return self.store.sessions(self.namespace)
 
     def summary(self) -> str | None:
-        """The running summary of what has left the window, if any (folded by :meth:`prompt`)."""
+        """The running summary of what has left the window, if any (folded by :meth:`prompt`, and by an add that leaves many messages unfolded)."""
         s = self.store.log.state.summary(self.namespace, self.session)
         return s[0] if s else None
 

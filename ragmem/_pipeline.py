@@ -13,10 +13,12 @@ names ``log``, ``summary``, ``embed``, ``search`` and ``assemble``.
 The summary step writes: it caches the folded summary in the log, so the next
 prompt folds only what has left the window since. The summary is derived
 data, like the vector index: it is rebuilt from the log by folding again, and
-a read-only store gets it unsaved. It stays in the prompt, rather than in
-``add()``, because the summarizer folds exactly the units that left the window
-before this prompt; folding at other moments would fold other batches, and an
-LLM summarizer would write another summary.
+a read-only store gets it unsaved. The prompt folds the few units that left
+the window before it; an add that leaves :data:`ragmem._summary.FOLD_AT` or
+more messages waiting folds them itself (in the background indexer with
+``index="background"``), so the first prompt after a history added in bulk
+does not fold that whole history. A history added in one batch is folded in
+one batch, the batch the prompt would have folded.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from ._options import MemorySettings, check_scope
 from ._messages import Message, parse_message
 from ._recall import companions, diversify, query_vectors, retrieve_units
 from ._rerank import rerank
+from ._summary import fold
 from ._trace import Context
 from ._units import Unit, group_units
 
@@ -172,7 +175,7 @@ def run(mem: Session, req: Request) -> Context:
             summary=summary[0] if summary else None, summary_covers=summary[2] if summary else (),
             window=window_units, recall=recalled, companions=beside, max_window_messages=mem.settings.window,
             format=req.format, placement=req.placement, recall_format=req.recall_format,
-            monitor=mem.settings.monitor, token_cache=mem.store.token_cache, current_session=mem.session,
+            monitor=mem.settings.monitor, token_cache=mem.store.token_cache.setdefault(mem.namespace, {}), current_session=mem.session,
         )
     ctx.trace.queries = queries
     return timings.into(ctx)
@@ -187,7 +190,7 @@ def baseline(mem: Session, req: Request, timings: Timings) -> Context:
         return assemble_baseline(
             req.strategy, req.user_turn, units=units, budget=req.budget,  # type: ignore[arg-type]
             counter=store.counter, system=req.system, state=mem.state.get(), format=req.format,
-            monitor=mem.settings.monitor, token_cache=store.token_cache,
+            monitor=mem.settings.monitor, token_cache=store.token_cache.setdefault(mem.namespace, {}),
         )
 
 
@@ -216,18 +219,18 @@ def whole_history(mem: Session, req: Request, tail: list[Message], state: dict[s
     # the latest messages alone may be over the budget (long messages): then the whole cannot fit,
     # and the session is neither read nor counted whole to know it
     limit, ns, session = req.budget.limit, mem.namespace, mem.session
-    if exceeds(reversed(group_units(tail)), limit, store.counter, store.token_cache):
+    if exceeds(reversed(group_units(tail)), limit, store.counter, store.token_cache.setdefault(ns, {})):
         return None
     if tail[0].seq > 0:
         recent = [m for m in reversed(store.log.messages(ns, session, limit=WHOLE_PROBE, newest_first=True))
                   if m.id not in req.skip]
-        if exceeds(reversed(group_units(recent)), limit, store.counter, store.token_cache):
+        if exceeds(reversed(group_units(recent)), limit, store.counter, store.token_cache.setdefault(ns, {})):
             return None
     store.flush()  # as recall would: pending forgets are purged by the next prompt either way
     history = [m for m in store.log.messages(ns, session) if m.id not in req.skip]
     return assemble_whole(
         req.user_turn, history=group_units(history), budget=req.budget, counter=store.counter, system=req.system,
-        state=state, format=req.format, monitor=mem.settings.monitor, token_cache=store.token_cache,
+        state=state, format=req.format, monitor=mem.settings.monitor, token_cache=store.token_cache.setdefault(mem.namespace, {}),
     )
 
 
@@ -255,22 +258,7 @@ def fold_summary(mem: Session, before_seq: int | None = None) -> tuple[str, int,
         if not tail:
             return current
         before_seq = tail[0].seq
-    text, upto, covers = current if current else (None, -1, [])
-    if upto + 1 >= before_seq:
-        return current  # nothing has left the window since the last fold: no read of the log
-    new = [m for m in log.messages(mem.namespace, mem.session, after_seq=upto) if m.seq < before_seq]
-    units = []
-    for u in group_units(new):
-        if not u.complete or u.last_seq >= before_seq:
-            break  # cut only at unit boundaries, and never past an unfinished tool exchange
-        units.append(u)
-    if not units:
-        return current
-    text = store.summarizer.summarize(text, units)
-    covers = covers + [mid for u in units for mid in u.message_ids]
-    if not log.read_only:  # a read-only store still gets its summary, just not cached
-        log.state.set_summary(mem.namespace, mem.session, text, units[-1].last_seq, covers)
-    return text, units[-1].last_seq, covers
+    return fold(log, store.summarizer, mem.namespace, mem.session, before_seq, current)
 
 
 def recall(mem: Session, req: Request, tail: list[Message], window_units: list[Unit],

@@ -16,12 +16,12 @@ and records which message ids each summary covers.
 from __future__ import annotations
 
 import re
-from typing import Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 from ._chat import ChatEndpoint
-from ._messages import message_text
+from ._messages import Message, message_text
 from ._errors import UsageError
-from ._units import Unit
+from ._units import Unit, group_units
 
 
 @runtime_checkable
@@ -31,6 +31,64 @@ class Summarizer(Protocol):
     def summarize(self, previous: str | None, units: Sequence[Unit]) -> str:
         """Return the new summary covering ``previous`` plus ``units``."""
         ...
+
+
+class _Log(Protocol):
+    """What a fold reads and writes of the message log (either backend; a Protocol, so that the store,
+    which folds after an add, can import this module)."""
+
+    read_only: bool
+    state: Any  # log.state: summary(namespace, session), set_summary(...)
+
+    def messages(self, namespace: str, session: str, *, after_seq: int = -1) -> list[Message]: ...
+
+    def tail(self, namespace: str, session: str, n: int) -> list[Message]: ...
+
+
+#: Messages that may wait behind the window, unfolded, before an add folds them (the prompt folds fewer).
+FOLD_AT = 32
+
+
+def fold(log: _Log, summarizer: Summarizer, namespace: str, session: str, before_seq: int,
+         current: tuple[str, int, list[str]] | None) -> tuple[str, int, list[str]] | None:
+    """Fold the whole units of a session that lie before ``before_seq`` and after what ``current`` (the stored
+    summary) covers; store the new summary (unless the log is read-only) and return it as
+    (text, the last sequence number it covers, the ids it covers). Without anything new: ``current``.
+
+    The prompt folds what has left its window since the last fold; an add folds once
+    :data:`FOLD_AT` messages wait (see :func:`fold_behind`), so a first prompt never folds a whole history.
+    """
+    text, upto, covers = current if current else (None, -1, [])
+    if upto + 1 >= before_seq:
+        return current  # nothing has left the window since the last fold: no read of the log
+    new = [m for m in log.messages(namespace, session, after_seq=upto) if m.seq < before_seq]
+    units = []
+    for u in group_units(new):
+        if not u.complete or u.last_seq >= before_seq:
+            break  # cut only at unit boundaries, and never past an unfinished tool exchange
+        units.append(u)
+    if not units:
+        return current
+    text = summarizer.summarize(text, units)
+    covers = covers + [mid for u in units for mid in u.message_ids]
+    if not log.read_only:  # a read-only store still gets its summary, just not cached
+        log.state.set_summary(namespace, session, text, units[-1].last_seq, covers)
+    return text, units[-1].last_seq, covers
+
+
+def fold_behind(log: _Log, summarizer: Summarizer | None, namespace: str, session: str, window: int,
+                last_seq: int) -> None:
+    """After an add whose last message has ``last_seq``: fold what has left a window of ``window``
+    messages, once :data:`FOLD_AT` or more wait unfolded (a few are left to the next prompt, which
+    folds them as it always has: a history added in bulk is folded at its add, in one batch)."""
+    if summarizer is None or log.read_only:
+        return
+    current = log.state.summary(namespace, session)
+    if last_seq - window - (current[1] if current else -1) < FOLD_AT:
+        return
+    tail = log.tail(namespace, session, window)
+    if tail:
+        fold(log, summarizer, namespace, session, tail[0].seq, current)
 
 
 def transcript(units: Sequence[Unit]) -> str:

@@ -1,6 +1,6 @@
 """The work on the prompt's path: what it reads and counts, and that the shortcuts change no result.
 
-Each shortcut (the whole-history bound, the summary read once, diversity on bit sets) is checked
+Each shortcut (the whole-history bound, the summary read once, the fold at add) is checked
 against the long way round it replaces, on the real model, Chroma and tiktoken.
 """
 
@@ -10,9 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragmem import Memory, group_units
-from ragmem import _lexical as lexical
 from ragmem._assemble import _Costs, exceeds
-from ragmem._recall import diversify
 from ragmem._tokens import default_counter
 
 from test_invariants import histories
@@ -81,36 +79,97 @@ def test_a_prompt_reads_the_summary_once(tmp_path, embedder):
     mem.close()
 
 
-def reference_diversify(ranked, weight, text):
-    """diversify() as it was written on sets: the bit sets must give exactly this."""
-    if not weight or len(ranked) < 2:
-        return list(ranked)
-    terms = [frozenset(lexical.tokenize(text(u))) for u, _ in ranked]
-    adjusted = [s for _, s in ranked]
-    left, out = list(range(len(ranked))), []
-    while left:
-        at, best = 0, left[0]
-        for j in range(1, len(left)):
-            if adjusted[left[j]] > adjusted[best]:
-                at, best = j, left[j]
-        left.pop(at)
-        out.append((ranked[best][0], adjusted[best]))
-        for i in left:
-            common = len(terms[i] & terms[best])
-            if common:
-                adjusted[i] = min(adjusted[i], ranked[i][1] - weight * common / len(terms[i] | terms[best]))
-    return out
+class CountingSummarizer:
+    """The extractive default, counting its calls (and failing on demand, as a model that is down)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        from ragmem import ExtractiveSummarizer
+
+        self.base, self.calls, self.fail = ExtractiveSummarizer(), 0, fail
+
+    def summarize(self, previous, units):
+        self.calls += 1
+        if self.fail:
+            raise RuntimeError("the summarizer is down")
+        return self.base.summarize(previous, units)
 
 
-WORDS = st.sampled_from("pool deploy rollback latency teal lisbon budget kafka redis index crash the a of".split())
+def test_a_bulk_add_folds_the_summary_so_the_first_prompt_does_not(tmp_path, embedder):
+    """The summary an add_many folds is the one the prompt would have folded: the units before the window."""
+    from ragmem import ExtractiveSummarizer
+
+    summ = CountingSummarizer()
+    mem = Memory(tmp_path / "s", embedder=embedder, window=6, summarizer=summ)
+    stored = mem.add_many(long_turns(50))
+    assert summ.calls == 1
+    tail = mem.store.log.tail(mem.namespace, mem.session, 6)
+    before = [u for u in group_units(stored) if u.last_seq < tail[0].seq]
+    assert mem.summary() == ExtractiveSummarizer().summarize(None, before)
+    mem.close()
+    summ.calls = 0
+    mem = Memory(tmp_path / "s", embedder=embedder, window=6, summarizer=summ)  # a first prompt after opening
+    ctx = mem.prompt("What did we compare?", budget=3000)
+    assert summ.calls == 0 and ctx.trace.sections["summary"] > 0
+    mem.close()
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.lists(WORDS, max_size=12).map(" ".join), st.floats(0, 1)), max_size=25),
-       st.sampled_from([0.0, 0.3, 1.0]))
-def test_diversify_on_bit_sets_is_diversify_on_sets(items, weight):
-    ranked = sorted(((f"u{i}:{t}", s) for i, (t, s) in enumerate(items)), key=lambda us: -us[1])
-    got = diversify(ranked, weight, lambda u: u.split(":", 1)[1])
-    want = reference_diversify(ranked, weight, lambda u: u.split(":", 1)[1])
-    assert [u for u, _ in got] == [u for u, _ in want]
-    assert all(abs(a - b) < 1e-12 for (_, a), (_, b) in zip(got, want))
+def test_a_few_adds_leave_the_fold_to_the_prompt(tmp_path, embedder):
+    from ragmem._summary import FOLD_AT
+
+    summ = CountingSummarizer()
+    mem = Memory(tmp_path / "s", embedder=embedder, window=4, summarizer=summ)
+    mem.add_many(long_turns(FOLD_AT + 3))  # FOLD_AT - 1 wait behind the window
+    assert summ.calls == 0 and mem.summary() is None
+    mem.add(long_turns(1)[0])  # one more: FOLD_AT wait, and the add folds them
+    assert summ.calls == 1 and mem.summary()
+    mem.close()
+
+
+def test_the_background_indexer_folds_what_left_the_window(tmp_path, embedder):
+    import time
+
+    mem = Memory(tmp_path / "s", embedder=embedder, window=6, index="background")
+    mem.add_many(long_turns(50))
+    deadline = time.monotonic() + 120
+    while mem.summary() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert mem.summary()
+    mem.close()
+
+
+def test_a_failing_summarizer_fails_no_add_and_the_prompt_reports_it(tmp_path, embedder):
+    import pytest
+
+    mem = Memory(tmp_path / "s", embedder=embedder, window=6, summarizer=CountingSummarizer(fail=True))
+    stored = mem.add_many(long_turns(50))  # stored, and indexed: the fold is derived data
+    assert len(stored) == 50 and mem.store.log.count() == 50 and mem.summary() is None
+    with pytest.raises(RuntimeError, match="down"):
+        mem.prompt("What did we compare?", budget=3000)
+    mem.close()
+
+
+def test_token_counts_are_kept_per_namespace(tmp_path, hash_embedder):
+    """Ids are unique per namespace only: one id's count in one namespace is not another's (invariant 2)."""
+    from ragmem._tokens import count_messages
+
+    a = Memory(tmp_path / "s", namespace="a", embedder=hash_embedder)
+    b = a.for_session("default", namespace="b")
+    a.add({"role": "user", "content": "short"}, id="m1")
+    b.add({"role": "user", "content": "a long message about the pool " * 150}, id="m1")
+    a.prompt("hi", budget=2000)  # counts a's m1
+    ctx = b.prompt("hi", budget=500)
+    assert ctx.trace.total_tokens == count_messages(COUNTER, ctx.messages) <= 500
+    a.close()
+
+
+def test_a_forgotten_id_stored_again_is_counted_again(tmp_path, hash_embedder):
+    from ragmem._tokens import count_messages
+
+    mem = Memory(tmp_path / "s", embedder=hash_embedder)
+    mem.add({"role": "user", "content": "short"}, id="m1")
+    mem.prompt("hi", budget=2000)  # counts m1
+    mem.forget("m1")
+    mem.add({"role": "user", "content": "a long message about the pool " * 150}, id="m1")
+    ctx = mem.prompt("hi", budget=500)
+    assert ctx.trace.total_tokens == count_messages(COUNTER, ctx.messages) <= 500
+    mem.close()

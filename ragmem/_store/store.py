@@ -49,7 +49,7 @@ from .faults import (
 )
 from .index import NAMESPACE_SCOPE, read_only_chroma
 from .locking import CHROMA_LOCK_FILE, opening_lock
-from .._summary import ExtractiveSummarizer, Summarizer
+from .._summary import ExtractiveSummarizer, Summarizer, fold_behind
 from .._tokens import TokenCounter, default_counter
 from ..embed import DEFAULT_MODEL_NAME, LEGACY_MODEL_NAME, OFFLINE_MODELS, Embedder, default_embedder
 
@@ -124,8 +124,10 @@ class Store:
         #: Folds what leaves the window into the running summary (None: no summary).
         self.summarizer: Summarizer | None = None if summarizer is False else (summarizer or ExtractiveSummarizer())
         self._index: VectorIndex | None = None  # built on first use
-        #: Token counts by text, shared by every prompt of the store (the assembly reads and fills it).
-        self.token_cache: dict[str, int] = {}
+        #: Token counts of stored messages by namespace, then id (ids are unique within a namespace only),
+        #: shared by every prompt of the store (the assembly reads and fills it; a forget empties it, since
+        #: a forgotten id may be stored again with other content).
+        self.token_cache: dict[str, dict[str, int]] = {}
         self._lock = threading.RLock()  # index writes and the forget purge, one at a time
         self._debt = IndexDebt()
         self._indexer: _Indexer | None = None
@@ -220,7 +222,7 @@ class Store:
     # -- writing and forgetting (Memory.add_many, Memory.forget) ------------------------
     def add(
         self, namespace: str, session: str, messages: list[Message], *, orphans: Literal["raise", "keep"],
-        recall: RecallSettings,
+        recall: RecallSettings, window: int | None = None,
     ) -> list[Message]:
         """Append parsed messages to the log, then write their vectors and lexical rows; return the new ones.
 
@@ -232,6 +234,12 @@ class Store:
         collections and the lexical rows, under the index lock; with ``index="background"`` the
         indexer thread does that instead. An index write that fails leaves the messages in the log and
         the index behind (:attr:`index_behind`): the next read, :meth:`repair` or open indexes them.
+
+        With ``window`` (the adding Memory's), what the add pushed out of that window is folded into the
+        session's summary once :data:`~ragmem._summary.FOLD_AT` messages or more wait
+        (:func:`~ragmem._summary.fold_behind`; by the indexer thread with ``index="background"``), so the
+        first prompt after a bulk add does not fold a whole history. A summarizer that fails there fails
+        no add (the messages are stored): the next prompt folds what is left, and raises what it raises.
         """
         if messages and not self._debt.behind:
             self.index.collection(namespace, session)  # another model's store raises before any write
@@ -239,6 +247,8 @@ class Store:
         stored = self.log.append(namespace, session, messages, orphans=orphans)
         if self._indexer is not None:
             if stored:
+                if window is not None:
+                    self._indexer.fold_later(namespace, session, window, stored[-1].seq)
                 self._indexer.wake()
             return stored
         with self._lock:
@@ -258,7 +268,16 @@ class Store:
                         "by Memory.store.repair(), or on the next open. Re-adding them by id is safe.]"
                     ) from exc
                 raise
+        if stored and window is not None:
+            self._fold_behind(namespace, session, window, stored[-1].seq)
         return stored
+
+    def _fold_behind(self, namespace: str, session: str, window: int, last_seq: int) -> None:
+        """Fold what an add pushed out of a session's window, once enough waits (see :meth:`add`)."""
+        try:
+            fold_behind(self.log, self.summarizer, namespace, session, window, last_seq)
+        except Exception:  # noqa: BLE001 - derived data: the next prompt folds it and reports the failure
+            pass
 
     def tombstone(self, mark: Callable[[], T], *, wait: bool) -> T:
         """Run ``mark`` (a tombstoning log transaction), then purge now or leave it to the next read.
@@ -269,6 +288,7 @@ class Store:
         """
         with self._lock:
             result = mark()
+            self.token_cache.clear()  # a forgotten id may be stored again, with other content
             if wait:
                 self.finish_forgets()
             else:
@@ -602,8 +622,15 @@ class _Indexer:
         self._store = store
         self._wake = threading.Event()
         self._stopped = False
+        self._folds: dict[tuple[str, str], tuple[int, int]] = {}  # (namespace, session) -> (window, last seq)
+        self._folds_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="ragmem-indexer", daemon=True)
         self._thread.start()
+
+    def fold_later(self, namespace: str, session: str, window: int, last_seq: int) -> None:
+        """Fold what an add pushed out of the session's window, once the batch it is in is embedded."""
+        with self._folds_lock:
+            self._folds[(namespace, session)] = (window, last_seq)
 
     def wake(self) -> None:
         """Say that the log holds new messages to embed."""
@@ -628,6 +655,10 @@ class _Indexer:
             try:
                 self._store.flush()
                 delay = 0.1
+                with self._folds_lock:
+                    folds, self._folds = self._folds, {}
+                for (ns, session), (window, last) in folds.items():
+                    self._store._fold_behind(ns, session, window, last)  # the indexer is the store's own
             except Exception:  # surfaced to the caller by the next flush; retry later
                 self._store._debt.behind = True  # the indexer is the store's own (this module)
                 time.sleep(delay)
