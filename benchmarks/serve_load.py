@@ -2,8 +2,9 @@
 
 1. Seed a fresh store in-process: 4 tenants, each with a session of conversation.
 2. In-process: time `Memory.search` and `Memory.prompt` over fixed questions, one at a time (p50, p99).
-3. Start `ragmem serve` on that store. Through the JSON API: the same calls, one at a time; the difference of
-   the p50s is the per-request overhead (target: <= 3 ms for search and for prompt).
+3. Start `ragmem serve` on that store. Through the JSON API: the same calls, one at a time, each paired with the
+   same call in-process on a copy of the store made at the same moment (alternating which goes first); the
+   median difference is the per-request overhead (target: <= 3 ms for search and for prompt).
 4. The load: N concurrent clients (default 16) for S seconds (default 60) of mixed adds (30%), searches (40%)
    and prompts (30%) over the 4 tenants' keys: errors, throughput, p50/p99 per kind.
 5. Every acknowledged add is read back through the API: lost writes (target 0).
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import statistics
 import tempfile
 import threading
@@ -87,7 +89,15 @@ def in_process(store: Path, reps: int, budget: int) -> dict:
     return {"search": summary(search), "prompt": summary(prompt)}
 
 
-def through_api(url: str, key: str, reps: int, budget: int) -> dict:
+def through_api(url: str, key: str, twin: Path, reps: int, budget: int) -> dict:
+    """The JSON API's calls, each paired with the same call in-process on a copy of the store, alternately.
+
+    On a shared, loaded machine the load drifts within seconds; pairs made at the same moment cancel most of
+    it. ``paired_overhead_p50_ms`` is the median of (API - in-process) over the pairs.
+    """
+    from ragmem import Memory
+
+    mem = Memory(twin, session="seed", namespace="t0")
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as c:
         def search(i: int) -> None:
             r = c.post("/api/search", json={"query": QUESTIONS[i % len(QUESTIONS)], "k": 5, "session": "seed"})
@@ -98,9 +108,26 @@ def through_api(url: str, key: str, reps: int, budget: int) -> dict:
                                             "session": "seed"})
             r.raise_for_status()
 
-        search(0)
-        prompt(0)
-        return {"search": summary(timed(search, reps)), "prompt": summary(timed(prompt, reps))}
+        local = {"search": lambda i: mem.search(QUESTIONS[i % len(QUESTIONS)], k=5),
+                 "prompt": lambda i: mem.prompt(QUESTIONS[i % len(QUESTIONS)], budget=budget)}
+        out: dict = {}
+        try:
+            for kind, remote in [("search", search), ("prompt", prompt)]:
+                remote(0)
+                local[kind](0)
+                api_t, local_t = [], []
+                for i in range(reps):
+                    for fn, into in ([(remote, api_t), (local[kind], local_t)] if i % 2 == 0
+                                     else [(local[kind], local_t), (remote, api_t)]):
+                        t = time.perf_counter()
+                        fn(i)
+                        into.append(time.perf_counter() - t)
+                diffs = [(a - b) * 1000 for a, b in zip(api_t, local_t)]
+                out[kind] = {"json_api": summary(api_t), "in_process": summary(local_t),
+                             "paired_overhead_p50_ms": round(statistics.median(diffs), 2)}
+        finally:
+            mem.close()
+        return out
 
 
 def load(url: str, keys: dict[str, str], clients: int, seconds: float, budget: int) -> dict:
@@ -197,11 +224,14 @@ def main(argv: list[str] | None = None) -> dict:
                 mem.add_many(conversation(rng, args.seed_turns))
         log("in-process, one call at a time")
         before = in_process(store, args.reps, args.budget)
+        twin = Path(tmp) / "twin"
+        shutil.copytree(store, twin)  # the same data, for in-process calls while the server holds the store
         srv = ServeProcess(store, "--rate", "0")
         keys = {t: srv.make_key(t) for t in TENANTS}
         with srv:
-            log("through the JSON API, one call at a time")
-            api = through_api(srv.url, keys["t0"], args.reps, args.budget)
+            log("through the JSON API, one call at a time, each paired with the same call in-process")
+            paired = through_api(srv.url, keys["t0"], twin, args.reps, args.budget)
+            api = {k: v["json_api"] for k, v in paired.items()}
             log(f"load: {args.clients} clients for {args.seconds:g} s")
             loaded = load(srv.url, keys, args.clients, args.seconds, args.budget)
             refused = unauthorized(srv.url, args.reps * 3)
@@ -218,6 +248,8 @@ def main(argv: list[str] | None = None) -> dict:
                    "seed_messages_per_tenant": 2 * args.seed_turns, "tenants": len(TENANTS)},
         "in_process_before": before, "in_process_after": after, "json_api": api,
         "overhead_p50_ms": {"search": overhead("search"), "prompt": overhead("prompt")},
+        "paired": paired,
+        "paired_overhead_p50_ms": {k: v["paired_overhead_p50_ms"] for k, v in paired.items()},
         "target_overhead_ms": 3.0,
         "load": loaded, "unauthorized": refused,
     }
@@ -228,6 +260,9 @@ def main(argv: list[str] | None = None) -> dict:
           f"JSON API {api['search']['p50_ms']} ms: overhead {result['overhead_p50_ms']['search']} ms")
     print(f"prompt p50: in-process {before['prompt']['p50_ms']} / {after['prompt']['p50_ms']} ms, "
           f"JSON API {api['prompt']['p50_ms']} ms: overhead {result['overhead_p50_ms']['prompt']} ms")
+    for kind, v in paired.items():
+        print(f"{kind} paired (same moment): JSON API p50 {v['json_api']['p50_ms']} ms, in-process p50 "
+              f"{v['in_process']['p50_ms']} ms, median difference {v['paired_overhead_p50_ms']} ms")
     print(f"load: {loaded['clients']} clients x {loaded['seconds']} s: {loaded['requests']} requests, "
           f"{loaded['throughput_per_s']}/s, {loaded['errors']} errors, {loaded['lost_acknowledged_adds']} lost of "
           f"{loaded['acknowledged_adds']} acknowledged adds")
