@@ -43,7 +43,8 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from ._errors import BudgetTooSmall, UsageError
 from ._messages import Message, content_text, message_text, to_anthropic
-from ._recall import asks_when
+from ._summary import ExtractiveSummarizer, Summarizer
+from ._when import about_time
 from ._tokens import PER_MESSAGE, PER_TOOL_CALL, REPLY_PRIMING, TokenCounter, count_message
 from ._trace import BudgetMonitor, Context, DropTrace, EpisodeTrace, Trace, UnitTrace
 from ._units import Unit
@@ -550,7 +551,7 @@ def assemble(
     question, the explanation after a tool result): it goes in right beside its
     unit, with the same score, whenever its unit is chosen and it still fits.
     ``recall_format="auto"`` renders recall as text when the user turn
-    asks about time (:func:`ragmem._recall.asks_when`), as messages otherwise.
+    asks about time (:func:`ragmem._when.about_time`), as messages otherwise.
     Recall goes in episodes (:func:`episodes`): neighbours of one session in
     their order, the most relevant episode nearest the user turn, each opened
     by a marker that says when it was and, for a session other than
@@ -569,7 +570,7 @@ def assemble(
     used = _check_mandatory(counter, sys_msgs, user, budget.limit, budget)
     free = budget.limit - used
     if recall_format == "auto":  # dated text when the turn asks about time, the messages themselves otherwise
-        recall_format = "text" if asks_when(content_text(user.get("content"))) else "messages"
+        recall_format = "text" if about_time(content_text(user.get("content"))) else "messages"
     dropped: list[DropTrace] = []
 
     # The window: newest complete units backwards, contiguous, within its share and message cap.
@@ -776,7 +777,8 @@ def assemble_baseline(
         )
         take((u for _, u in ranked), contiguous=False)
     else:
-        raise UsageError(f"unknown strategy {strategy!r}; use ragmem, sliding_window, keep_first or importance")
+        raise UsageError(f"unknown strategy {strategy!r}; use ragmem, sliding_window, keep_first, importance "
+                         "or hierarchical")
     window_units = [u for u in complete if u.id in chosen]
     # each unit's first drop only, and none of a unit that was taken after all
     seen_drop: set[str] = set()
@@ -793,5 +795,135 @@ def assemble_baseline(
     )
 
 
+# ------------------------------------------------------------------ the hierarchical strategy
+
+#: A period of the hierarchical strategy: a day of the session, cut again after this many messages.
+PERIOD_TURNS = 20
+#: The longest overview and period summary the extractive default writes (a few salient sentences).
+PERIOD_CHARS = 600
+OVERVIEW_HEADER = "Overview of the conversation so far:"
+PERIODS_HEADER = "Earlier in the conversation, period by period:"
+
+
+def periods(units: Sequence[Unit], turns: int = PERIOD_TURNS) -> list[list[Unit]]:
+    """Whole units cut into periods, in order: a period ends where the next unit starts another day,
+    or once it holds ``turns`` messages (at a unit boundary, so a period may hold a few more).
+
+    >>> from ragmem._messages import parse_message
+    >>> from ragmem._units import group_units
+    >>> msgs = [parse_message({"role": "user", "content": str(i), "created_at": f"2023-05-0{1 + i // 3}T10:00:00Z"})
+    ...         for i in range(7)]
+    >>> [len(p) for p in periods(group_units(msgs), turns=2)]
+    [2, 1, 2, 1, 1]
+    """
+    out: list[list[Unit]] = []
+    current: list[Unit] = []
+    count = 0
+    for u in units:
+        day = u.messages[0].created_at.date()
+        if current and (day != current[0].messages[0].created_at.date() or count >= turns):
+            out.append(current)
+            current, count = [], 0
+        current.append(u)
+        count += len(u.messages)
+    if current:
+        out.append(current)
+    return out
+
+
+class _Summaries:
+    """Period summaries cached by what they cover: the same old periods come back prompt after prompt."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size, self.got = size, dict[tuple, str]()
+
+    def __call__(self, summarizer: Summarizer, units: Sequence[Unit], previous: str | None = None) -> str:
+        key = (id(summarizer), previous, tuple(mid for u in units for mid in u.message_ids))
+        text = self.got.get(key)
+        if text is None:
+            if len(self.got) >= self.size:  # bounded: start over rather than track recency
+                self.got.clear()
+            text = self.got[key] = summarizer.summarize(previous, units).strip()
+        return text
+
+
+_SUMMARIES = _Summaries()
+
+
+def assemble_hierarchical(
+    user_turn: str | Mapping[str, Any],
+    *,
+    units: Sequence[Unit],
+    budget: Budget | int,
+    counter: TokenCounter,
+    summarizer: Summarizer | None = None,
+    system: str | None = None,
+    state: Mapping[str, Any] | None = None,
+    format: Format = "openai",
+    monitor: BudgetMonitor = BudgetMonitor(),
+    token_cache: dict[str, int] | None = None,
+) -> Context:
+    """``strategy="hierarchical"``: an overview of the session, a summary of each of its periods, and the
+    recent turns verbatim, over the same budget and rendering as the other strategies.
+
+    The newest units that fit the window's share are kept verbatim. What lies before them is cut into
+    :func:`periods` (a day, cut again every :data:`PERIOD_TURNS` messages), and each period is summarized
+    by ``summarizer`` (the store's; the extractive default of :data:`PERIOD_CHARS` characters when None).
+    The overview is the summarizer's fold of those summaries. One system message carries the overview
+    and as many period summaries as fit the rest of the budget, newest first, shown in order (the kept
+    periods run up to the verbatim turns). ``units`` is the whole session in order. Its summaries carry
+    no message ids: only the verbatim turns are in ``trace.included``; the older ones are in
+    ``trace.dropped``, as summarized.
+    """
+    summarizer = summarizer if summarizer is not None else ExtractiveSummarizer(max_chars=PERIOD_CHARS)
+    budget = Budget.of(budget)
+    costs = _Costs(counter, token_cache)
+    sys_msgs, user = _mandatory(system, state or {}, user_turn)
+    free = budget.limit - _check_mandatory(counter, sys_msgs, user, budget.limit, budget)
+    dropped: list[DropTrace] = []
+    complete = _split_incomplete(units, "window", dropped, costs)
+    recent: list[Unit] = []
+    used = 0
+    for u in reversed(complete):  # the recent turns: the newest units within the window's share
+        cost = costs.unit(u)
+        if used + cost > int(free * budget.window):
+            break
+        recent.append(u)
+        used += cost
+    older = complete[: len(complete) - len(recent)]
+    summary_msgs: list[dict[str, Any]] = []
+    if older:
+        cut = periods(older)
+        texts = [_SUMMARIES(summarizer, p) for p in cut]
+        overview = _SUMMARIES(summarizer, [], "\n".join(t for t in texts if t))
+        chosen: list[str] = []
+        for p, text in reversed(list(zip(cut, texts))):  # the newest periods first, while they fit
+            first = p[0].messages[0]
+            block = f"[{first.created_at:%Y-%m-%d (%a)}, turns {first.seq}-{p[-1].last_seq}]\n{text}"
+            trial = _hierarchy_message(overview, [block, *chosen])
+            if used + count_message(counter, trial) > free:
+                break
+            chosen.insert(0, block)
+        msg = _hierarchy_message(overview, chosen)
+        if used + count_message(counter, msg) <= free:
+            summary_msgs = [msg]
+            used += count_message(counter, msg)
+        for u in older:
+            dropped.append(_drop("window", u, costs.unit(u), "summarized in its period"))
+    recent.reverse()
+    return _finish(
+        strategy="hierarchical", fmt=format, budget=budget, counter=counter, costs=costs, sys_msgs=sys_msgs,
+        user=user, summary_msgs=summary_msgs, recall_units=[], window_units=recent, dropped=dropped,
+        placement="before_window", recall_format="messages", monitor=monitor,
+    )
+
+
+def _hierarchy_message(overview: str, blocks: Sequence[str]) -> dict[str, Any]:
+    parts = [f"{OVERVIEW_HEADER}\n{overview}"] if overview else []
+    if blocks:
+        parts.append(PERIODS_HEADER + "\n" + "\n\n".join(blocks))
+    return {"role": "system", "content": "\n\n".join(parts)}
+
+
 #: The prompt strategies, ragmem's and the baselines: the one list Memory.prompt, the CLI and the benchmarks use.
-STRATEGIES = ("ragmem", "sliding_window", "keep_first", "importance")
+STRATEGIES = ("ragmem", "sliding_window", "keep_first", "importance", "hierarchical")

@@ -27,9 +27,8 @@ from ._assemble import Budget, Format, Placement, RecallFormat
 from ._store.store import SessionInfo, Store
 from ._errors import InvalidMessage, MessageNotFound, UsageError
 from ._messages import Message, from_anthropic, from_sdk, looks_anthropic, parse_message
-from ._recall import Hit, query_vectors, search_candidates
+from ._recall import Hit
 from ._store.filters import RowFilter
-from ._rerank import RERANK_TOP, rerank
 from ._store import Log
 from ._summary import Summarizer
 from ._tokens import TokenCounter
@@ -321,34 +320,12 @@ class Memory:
         if min_score is not None:
             validate.similarity(min_score, "min_score")
         asked = validate.timestamp(asked_at, "asked_at") if asked_at is not None else datetime.now(timezone.utc)
-        # the session scope is the collection searched, so the clause holds only the caller's filters
-        filters = RowFilter.of(role=role, since=since, until=until, where=where)
-        store, reranker, expander = self.store, self.settings.reranker, self.settings.query_expander
-        store.flush()
-        vec, also = query_vectors(store.embedder, query, expander(query) if expander is not None else ())
-        sims: dict[str, float] = {}
-        cands = store.read_index(lambda: search_candidates(
-            text=query, vector=vec, log=store.log, index=store.index, namespace=self.namespace,
-            session=self.session if scope == "session" else None, n=3 * k, where=filters.chroma(),
-            filters=filters if filters.sql_ready else None, similarity=sims, settings=self.settings.recall,
-            asked_at=asked, also=also,
-        ))
-        if min_score is not None:  # on the absolute cosine, not the fused score, which is relative per query
-            cands = [c for c in cands if sims.get(c.message_id, -1.0) >= min_score]
-        keep = max(k, RERANK_TOP) if reranker is not None else k
-        cands = cands[:keep]
-        found = store.log.get_many(self.namespace, [c.message_id for c in cands])
-        if reranker is not None:
-            cands = [replace(c, score=s) for c, s in rerank(
-                reranker, query, [(c, c.score) for c in cands if c.message_id in found],
-                lambda c: found[c.message_id].text)]
-        cands = cands[:k]
-        return [
-            Hit(found[c.message_id], c.score, found[c.message_id].session, found[c.message_id].namespace,
-                found[c.message_id].created_at, sims.get(c.message_id))
-            for c in cands
-            if c.message_id in found
-        ]
+        # the session scope is the collection searched, so the filters hold only the caller's
+        found, _ = pipeline.retrieve(self, query, k, grain="message", scope=scope,
+                                     filters=RowFilter.of(role=role, since=since, until=until, where=where),
+                                     asked_at=asked, min_similarity=min_score)
+        return [Hit(m, score, m.session, m.namespace, m.created_at, found.similarity.get(m.id))
+                for m, score in found.items]
 
     # -- prompts ---------------------------------------------------------------
     def prompt(

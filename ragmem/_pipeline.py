@@ -4,7 +4,8 @@
     window   -> the log's tail, in whole units, and the pinned state
     whole    -> a short history goes in whole, in order (the pipeline stops here when it fits)
     summary  -> fold what has left the window into the running summary (the one write), read it
-    recall   -> embed the query, search, rerank, diversify, and the companions of recalled units
+    recall   -> retrieve (one path with search(): expand, embed, candidates, units, rerank, diversity),
+                and the companions of recalled units
     assemble -> place and render within the budget (ragmem._assemble), trace included
 
 Each step is timed into ``trace.timings`` by :class:`Timings` under the
@@ -27,19 +28,19 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterator, Mapping, Protocol, Sequence, get_args
+from typing import Any, Collection, Iterator, Literal, Mapping, Protocol, get_args
 
 from ._store.store import Store
 from . import _validate as validate
 from ._assemble import (
     MIN_MESSAGE_TOKENS, STRATEGIES, Budget, Format, Placement, RecallFormat, assemble, assemble_baseline,
-    assemble_whole, exceeds,
+    assemble_hierarchical, assemble_whole, exceeds,
 )
 from ._errors import InvalidMessage
 from ._options import MemorySettings, check_scope
 from ._messages import Message, parse_message
-from ._recall import companions, diversify, query_vectors, retrieve_units
-from ._rerank import rerank
+from ._recall import Query, Recalled, companions, make_query, recall as recall_path
+from ._store.filters import RowFilter
 from ._summary import fold
 from ._trace import Context
 from ._units import Unit, group_units
@@ -182,11 +183,18 @@ def run(mem: Session, req: Request) -> Context:
 
 
 def baseline(mem: Session, req: Request, timings: Timings) -> Context:
-    """A baseline strategy (``sliding_window``, ``keep_first``, ``importance``) over the whole session."""
+    """A baseline strategy (``sliding_window``, ``keep_first``, ``importance``, ``hierarchical``) over the
+    whole session."""
     store = mem.store
     with timings("log"):
         units = group_units(m for m in store.log.messages(mem.namespace, mem.session) if m.id not in req.skip)
     with timings("assemble"):
+        if req.strategy == "hierarchical":
+            return assemble_hierarchical(
+                req.user_turn, units=units, budget=req.budget, counter=store.counter, summarizer=store.summarizer,
+                system=req.system, state=mem.state.get(), format=req.format, monitor=mem.settings.monitor,
+                token_cache=store._tokens,
+            )
         return assemble_baseline(
             req.strategy, req.user_turn, units=units, budget=req.budget,  # type: ignore[arg-type]
             counter=store.counter, system=req.system, state=mem.state.get(), format=req.format,
@@ -261,37 +269,44 @@ def fold_summary(mem: Session, before_seq: int | None = None) -> tuple[str, int,
     return fold(log, store.summarizer, mem.namespace, mem.session, before_seq, current)
 
 
+def retrieve(mem: Session, text: str, k: int, *, grain: Literal["message", "unit"], scope: str,
+             filters: RowFilter = RowFilter(), asked_at: datetime | None = None, skip: Collection[str] = (),
+             min_similarity: float | None = None, timings: Timings | None = None) -> tuple[Recalled, Query]:
+    """Recall's one path, for :meth:`~ragmem.Memory.search` and the prompt's recall step alike.
+
+    The index first catches up with the log (pending adds indexed, forgets purged); then the query
+    is made (:func:`ragmem._recall.make_query`: the Memory's query expander, the embedding) and
+    :func:`ragmem._recall.recall` runs it, rebuilding a damaged index from the log once if Chroma
+    reports one. Timed into ``timings`` as ``expand``, ``embed`` and ``search``.
+    """
+    store, settings = mem.store, mem.settings
+    timings = timings or Timings()
+    store.flush()
+    query = make_query(store.embedder, text, namespace=mem.namespace, session=mem.session if scope == "session" else None,
+                       filters=filters, asked_at=asked_at, expander=settings.query_expander, timed=timings)
+    with timings("search"):
+        found = store.read_index(lambda: recall_path(
+            query, k, grain=grain, log=store.log, index=store.index, settings=settings.recall,
+            reranker=settings.reranker, skip=skip, min_similarity=min_similarity))
+    return found, query
+
+
 def recall(mem: Session, req: Request, tail: list[Message], window_units: list[Unit],
            timings: Timings) -> tuple[list[tuple[Unit, float]], dict[str, Any], list[str]]:
-    """Units from outside the window, by relevance to the query, the units that must come with them,
-    and the query expander's extra queries (none without one)."""
-    store = mem.store
-    log = store.log
-    recalled: list[tuple[Unit, float]] = []
-    beside: dict[str, Any] = {}
+    """Units from outside the window, by relevance to the query (:func:`retrieve`), the units that must
+    come with them (:func:`ragmem._recall.companions`), and the query expander's extra queries."""
+    log = mem.store.log
     wide = req.scope == "namespace"
     older = bool(tail) and tail[0].seq > 0
     if not (req.k > 0 and (older or (wide and log.count(mem.namespace) > len(tail)))):
-        return recalled, beside, []  # nothing outside the window to recall, in this session or another
-    store.flush()
+        return [], {}, []  # nothing outside the window to recall, in this session or another
     user_turn = req.user_turn
     text = req.query or (user_turn if isinstance(user_turn, str) else str(user_turn.get("content", "")))
-    extra: Sequence[str] = []
-    if mem.settings.query_expander is not None:  # an LLM's extra searches, only when the caller gave one
-        with timings("expand"):
-            extra = mem.settings.query_expander(text)
-    with timings("embed"):
-        vec, also = query_vectors(store.embedder, text, extra)
+    found, query = retrieve(mem, text, req.k + len(window_units), grain="unit", scope=req.scope,
+                            asked_at=req.asked_at, skip=req.skip, timings=timings)
+    recalled: list[tuple[Unit, float]] = found.items
+    beside: dict[str, Any] = {}
     with timings("search"):
-        limit = req.k + len(window_units)
-        recalled = store.read_index(lambda: retrieve_units(
-            vec, log=log, index=store.index, namespace=mem.namespace,
-            session=None if wide else mem.session, k=limit, text=text, settings=mem.settings.recall,
-            asked_at=req.asked_at, also=also,
-        ))
-        recalled = [(u, score) for u, score in recalled if u.id not in req.skip][:limit]
-        recalled = diversify(rerank(mem.settings.reranker, text, recalled, lambda u: u.text),
-                             mem.settings.recall.diversity)
         by_session: dict[str, list[Unit]] = {}
         for u, _ in recalled:
             by_session.setdefault(u.messages[0].session, []).append(u)
@@ -299,4 +314,4 @@ def recall(mem: Session, req: Request, tail: list[Message], window_units: list[U
             beside.update(companions(log, units, namespace=mem.namespace, session=sess,
                                      before_seq=tail[0].seq if tail and sess == mem.session else 2**62,
                                      settings=mem.settings.recall))
-    return recalled, beside, [q for q, _ in also]
+    return recalled, beside, [q for q, _ in query.also]

@@ -6,7 +6,7 @@ them is close to the question. A language model can write the searches that
 find them ("Melanie swimming with the kids", "Melanie camping with family").
 An expander is that step, as a plug-in like the summarizer: recall runs the
 question and each extra query through the same retrieval, in the same scope,
-and keeps each message's best score (:func:`ragmem._recall.search_candidates`).
+and keeps each message's best score (:func:`ragmem._recall.candidates`).
 Nothing on the write path calls it, and nothing is expanded unless the caller
 passes one:
 

@@ -34,15 +34,15 @@ LongMemEval development questions (see docs/recall.md).
 
 from __future__ import annotations
 
-import re
+from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
 from datetime import datetime
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Collection, ContextManager, Iterator, Literal, Sequence, TypeVar
 
 from . import _lexical as lexical, _when as when
 from .embed import Embedder
 from ._messages import Message
+from ._rerank import RERANK_TOP, Reranker, rerank
 from ._settings import DEFAULT_RECALL, RecallSettings
 from ._store import IndexHit, Log as MessageLog, VectorIndex
 from ._store.filters import RowFilter
@@ -55,8 +55,13 @@ T = TypeVar("T")
 class Hit:
     """One search result: a stored message and its relevance (higher is closer).
 
-    With lexical retrieval on (the default) the score is the fused score in
-    [0, ~1.15]; dense-only, it is the cosine similarity.
+    ``score`` is recall's relevance score, the one :func:`recall` ranks by, whatever the
+    filters: the fused score of the dense and lexical rounds (:func:`fuse`, about 0 to 1.15:
+    a share of the best neighbour's score may come on top), plus the gains of a period the
+    query names and of a question asking when; with a query expander, each query's round
+    divided by its best (:func:`best_of`); with a reranker, the same scores handed out again
+    in the reranker's order. It is relative to its query: compare it within one result, not
+    across queries. ``similarity`` is absolute.
     """
 
     message: Message
@@ -169,56 +174,107 @@ def fuse(
     return sorted(out, key=lambda c: -c.score)
 
 
-def search_candidates(
-    *,
-    text: str | None,
-    vector: Sequence[float],
-    log: MessageLog,
-    index: VectorIndex,
-    namespace: str,
-    session: str | None,
-    n: int,
-    where: dict[str, Any] | None,
-    filters: RowFilter | None = RowFilter(),
-    similarity: dict[str, float] | None = None,
-    settings: RecallSettings = DEFAULT_RECALL,
-    asked_at: datetime | None = None,
-    also: Sequence[tuple[str, Sequence[float]]] = (),
-) -> list[Candidate]:
-    """Fused candidates for a query, best first (dense alone when ``text`` or ``filters`` is None).
+@dataclass(frozen=True)
+class Query:
+    """What recall is asked, one value for :meth:`~ragmem.Memory.search` and :meth:`~ragmem.Memory.prompt`.
 
-    ``similarity``, when given, receives each dense candidate's cosine similarity by message id.
-    ``asked_at`` is when the query is asked: its relative dates ("last month") are read from it.
-    ``also`` are a query expander's extra queries with their vectors (:mod:`ragmem._queries`): each
-    runs the same retrieval in the same scope, and a message keeps its best score, an extra query's
-    scaled by ``settings.expansion_weight`` (:func:`best_of`). ``similarity`` stays the question's own.
+    ``text`` and its ``vector``; ``also``, a query expander's extra queries with their vectors
+    (:mod:`ragmem._queries`; each runs the same rounds in the same scope); the scope, ``namespace``
+    and ``session`` (None: every session of the namespace); ``filters`` on the messages (role,
+    time, metadata); ``asked_at``, when the query is asked (its relative dates, "last month", are
+    read from it). Build one with :func:`make_query`.
     """
-    if also:  # the question's round, then each extra query's, the same call without ``also``
-        one = partial(search_candidates, log=log, index=index, namespace=namespace, session=session, n=n,
-                      where=where, filters=filters, settings=settings, asked_at=asked_at)
-        first = one(text=text, vector=vector, similarity=similarity)
-        rounds = [one(text=q if text is not None else None, vector=v) for q, v in also]
-        return best_of(first, rounds, settings.expansion_weight)
+
+    text: str
+    vector: Sequence[float]
+    namespace: str
+    session: str | None
+    filters: RowFilter = RowFilter()
+    asked_at: datetime | None = None
+    also: tuple[tuple[str, Sequence[float]], ...] = ()
+
+
+def make_query(embedder: Embedder, text: str, *, namespace: str, session: str | None,
+               filters: RowFilter = RowFilter(), asked_at: datetime | None = None,
+               expander: Callable[[str], Sequence[str]] | None = None,
+               timed: Callable[[str], ContextManager[Any]] | None = None) -> Query:
+    """The :class:`Query` of ``text``: the query expander's extra queries (``expander``, timed as
+    ``expand``), then every query's vector from one call to the model (timed as ``embed``)."""
+    timed = timed or _untimed
+    extra: Sequence[str] = ()
+    if expander is not None:  # an LLM's extra searches, only when the caller gave one
+        with timed("expand"):
+            extra = expander(text)
+    with timed("embed"):
+        vectors = embed_queries(embedder, [text, *extra])
+    return Query(text, vectors[0], namespace, session, filters, asked_at, tuple(zip(extra, vectors[1:])))
+
+
+@contextmanager
+def _untimed(step: str) -> Iterator[None]:
+    yield
+
+
+def candidates(query: Query, *, log: MessageLog, index: VectorIndex, n: int,
+               settings: RecallSettings = DEFAULT_RECALL, similarity: dict[str, float] | None = None,
+               ) -> list[Candidate]:
+    """The fused candidate messages of a query, best first: the question's round, then each extra query's.
+
+    A round (:func:`round_of`): the dense and the lexical retrievers in the query's scope and
+    filters, fused (:func:`fuse`); the messages of a period the question names gain a share
+    (:func:`date_boost`), and, for a question asking when, the messages that say when
+    (:func:`when_boost`). With extra queries, a message keeps its best score over the rounds
+    (:func:`best_of`, ``settings.expansion_weight``). ``similarity``, when given, receives each
+    of the question's dense candidates' cosine similarity, by message id.
+    """
+    first = round_of(query.text, query.vector, query, log=log, index=index, n=n, settings=settings,
+                     similarity=similarity)
+    if not query.also:
+        return first
+    rounds = [round_of(q, v, query, log=log, index=index, n=n, settings=settings) for q, v in query.also]
+    return best_of(first, rounds, settings.expansion_weight)
+
+
+def round_of(text: str, vector: Sequence[float], query: Query, *, log: MessageLog, index: VectorIndex, n: int,
+             settings: RecallSettings = DEFAULT_RECALL, similarity: dict[str, float] | None = None,
+             ) -> list[Candidate]:
+    """One query's round in ``query``'s scope and filters (see :func:`candidates`)."""
     pool = max(settings.candidates, n)
+    namespace, session = query.namespace, query.session
     # each session has its own collection, and the namespace one more: the scope is the collection
     # asked, never a filter
     sessions = [session] if session is not None else None
-    hits = index.query(namespace, vector, n=pool, where=where, sessions=sessions, metadata=False)
-    dense = dense_candidates(hits, log, namespace)
+    dense = dense_candidates(index.query(namespace, vector, n=pool, where=query.filters.chroma(), sessions=sessions,
+                                         metadata=False), log, namespace)
     if similarity is not None:
         similarity.update((c.message_id, c.score) for c in dense)
-    if text is None or filters is None or settings.dense_weight >= 1.0:
-        return dense
-    lex = lexical_candidates(
-        log, text, namespace=namespace, session=session, n=pool, filters=filters, settings=settings
-    )
+    lex = [] if settings.dense_weight >= 1.0 else filtered_lexical(
+        log, index, text, namespace=namespace, session=session, n=pool, filters=query.filters, settings=settings)
     fused = fuse(dense, lex, settings)
     if settings.date_weight > 0:  # a period the question names is searched again (ragmem._when)
         fused = date_boost(fused, log=log, index=index, text=text, vector=vector, namespace=namespace,
-                           session=session, n=pool, filters=filters, settings=settings, asked_at=asked_at)
+                           session=session, n=pool, filters=query.filters, settings=settings,
+                           asked_at=query.asked_at)
     if settings.when_weight > 0:  # a question asking when lifts the turns that say when
         fused = when_boost(fused, log, namespace, text, settings)
     return fused
+
+
+def filtered_lexical(log: MessageLog, index: VectorIndex, text: str, *, namespace: str, session: str | None, n: int,
+                     filters: RowFilter, settings: RecallSettings = DEFAULT_RECALL) -> list[Candidate]:
+    """:func:`lexical_candidates` under any filters: the log's SQL applies what it can say (roles, times,
+    metadata equalities); a metadata operator or a boolean (:attr:`RowFilter.sql_ready`) is then checked
+    by the vector index, on the few candidates, so both retrievers read a filter the same way."""
+    if filters.sql_ready:
+        return lexical_candidates(log, text, namespace=namespace, session=session, n=n, filters=filters,
+                                  settings=settings)
+    found = lexical_candidates(log, text, namespace=namespace, session=session, n=n, filters=filters.sql_only(),
+                               settings=settings)
+    if not found:
+        return found
+    ok = index.matching(namespace, [c.message_id for c in found], filters.chroma() or {},
+                        [session] if session is not None else None)
+    return [c for c in found if c.message_id in ok]
 
 
 def best_of(first: Sequence[Candidate], rounds: Sequence[Sequence[Candidate]], weight: float) -> list[Candidate]:
@@ -261,8 +317,8 @@ def date_boost(
             continue
         dense = dense_candidates(index.query(namespace, vector, n=n, where=narrow.chroma(), sessions=sessions,
                                              metadata=False), log, namespace)
-        lex = lexical_candidates(log, text, namespace=namespace, session=session, n=n, filters=narrow,
-                                 settings=settings)
+        lex = filtered_lexical(log, index, text, namespace=namespace, session=session, n=n, filters=narrow,
+                               settings=settings)
         found = fuse(dense, lex, settings)
         held = log.get_many(namespace, [c.message_id for c in found])
         found = [c for c in found if c.message_id in held and when.refers_to(held[c.message_id], period)]
@@ -312,63 +368,77 @@ def with_gains(first: Sequence[Candidate], gains: dict[str, tuple[Candidate, flo
     return sorted(out, key=lambda c: -c.score)
 
 
-def retrieve_units(
-    query_vector: Sequence[float],
-    *,
-    log: MessageLog,
-    index: VectorIndex,
-    namespace: str,
-    session: str | None,
-    k: int,
-    where: dict[str, Any] | None = None,
-    text: str | None = None,
-    settings: RecallSettings = DEFAULT_RECALL,
-    asked_at: datetime | None = None,
-    also: Sequence[tuple[str, Sequence[float]]] = (),
-) -> list[tuple[Unit, float]]:
-    """The top ``k`` units of a session (of every session of the namespace when None), whole, best first.
+@dataclass(frozen=True)
+class Recalled:
+    """What :func:`recall` gives back: the items, best first, with their scores (see :class:`Hit`), and
+    the question's cosine similarity to each dense candidate, by message id."""
 
-    With ``text`` the query also runs through the lexical index and the scores
-    are fused; without it, recall is dense only. ``also`` are extra queries (see :func:`search_candidates`).
+    items: list[tuple[Any, float]]
+    similarity: dict[str, float]
+
+
+def recall(query: Query, k: int, *, grain: Literal["message", "unit"], log: MessageLog, index: VectorIndex,
+           settings: RecallSettings = DEFAULT_RECALL, reranker: Reranker | None = None,
+           skip: Collection[str] = (), min_similarity: float | None = None) -> Recalled:
+    """Recall's one path, for ``search()`` (``grain="message"``) and ``prompt()`` (``grain="unit"``).
+
+    In this order:
+
+    1. candidates: :func:`candidates`, for ``3 * k`` at least;
+    2. ``min_similarity``: only the candidates whose cosine similarity to the question reaches it;
+    3. the grain: messages, or whole units (a unit scores its best message), less ``skip``
+       (message ids kept out: what the window holds); the best ``k``, or the reranker's head
+       (:data:`~ragmem._rerank.RERANK_TOP`) when there is a reranker;
+    4. the reranker (:func:`~ragmem._rerank.rerank`), then the cut to ``k``;
+    5. diversity (:func:`diversify`, ``settings.diversity``) over units; messages keep their order
+       (diversity over ``search()``'s hits was measured and lost: docs/recall.md).
+
+    Items are :class:`~ragmem._messages.Message` s or :class:`~ragmem._units.Unit` s, whole, of
+    the query's namespace and scope.
     """
-    cands = search_candidates(
-        text=text if where is None else None, vector=query_vector, log=log, index=index, namespace=namespace,
-        session=session, n=3 * k, where=where, settings=settings, asked_at=asked_at, also=also,
-    )
+    similarity: dict[str, float] = {}
+    cands = candidates(query, log=log, index=index, n=3 * k, settings=settings, similarity=similarity)
+    if min_similarity is not None:  # on the absolute cosine, not the fused score, which is relative per query
+        cands = [c for c in cands if similarity.get(c.message_id, -1.0) >= min_similarity]
+    head = max(k, RERANK_TOP) if reranker is not None else k
+    items: list[tuple[Any, float]]
+    if grain == "message":
+        cands = [c for c in cands if c.message_id not in skip][:head]
+        found = log.get_many(query.namespace, [c.message_id for c in cands])
+        items = [(found[c.message_id], c.score) for c in cands if c.message_id in found]
+    else:
+        items = _units(cands, log, query, head, skip)
+    if reranker is not None:
+        items = rerank(reranker, query.text, items, lambda x: x.text)[:k]
+    if grain == "unit":
+        items = diversify(items, settings.diversity)
+    return Recalled(items, similarity)
+
+
+def _units(cands: Sequence[Candidate], log: MessageLog, query: Query, k: int,
+           skip: Collection[str]) -> list[tuple[Unit, float]]:
+    """The best ``k`` units of the candidates, whole, read from the log (a unit scores its best message)."""
     scores: dict[str, float] = {}
     where_is: dict[str, str] = {}
     for c in cands:
         if c.score > scores.get(c.unit_id, float("-inf")):
             scores[c.unit_id] = c.score
             where_is[c.unit_id] = c.session
-    top = sorted(scores, key=lambda u: -scores[u])[:k]
+    ranked = sorted(scores, key=lambda u: -scores[u])
     by_session: dict[str, list[str]] = {}
-    for u in top:
-        by_session.setdefault(session if session is not None else where_is[u], []).append(u)
+    for u in ranked[: k + len(skip)]:  # a skipped unit leaves room for the next
+        by_session.setdefault(where_is[u], []).append(u)
     units = {
-        u.id: u for sess, ids in by_session.items() for u in group_units(log.units.messages(namespace, sess, ids))
+        u.id: u for sess, ids in by_session.items()
+        for u in group_units(log.units.messages(query.namespace, sess, ids))
     }
-    return [(units[u], scores[u]) for u in top if u in units]
+    out = [(units[u], scores[u]) for u in ranked if u in units and not skip_any(units[u], skip)]
+    return out[:k]
 
 
-_TIME_WORDS = re.compile(
-    r"\b(when|last time|latest|most recent(ly)?|recently|lately|how long|(what|which) (year|month|week|day|date|time)"
-    r"|in which (year|month|week)|how many (days|weeks|months|years)|(19|20)\d\d)\b",
-    re.I,
-)
-_MONTHS = re.compile(r"(?<=[a-z0-9,] )(January|February|March|April|May|June|July|August|September|October|November|December)\b")
-
-
-def asks_when(query: str) -> bool:
-    """Whether a query asks about time (when, how long, which month, a month named mid-sentence, a year).
-
-    Such a prompt needs each recalled message's time: ``recall_format="auto"``
-    renders recall as dated text then.
-
-    >>> asks_when("When did Jon move to Sweden?"), asks_when("What did Tim do in May?"), asks_when("May I ask?")
-    (True, True, False)
-    """
-    return bool(_TIME_WORDS.search(query) or _MONTHS.search(query))
+def skip_any(unit: Unit, skip: Collection[str]) -> bool:
+    """Whether the unit holds a message kept out of recall (the stored user turn, say)."""
+    return bool(skip) and any(m in skip for m in unit.message_ids)
 
 
 _TERMS: dict[str, frozenset[str]] = {}
@@ -463,14 +533,8 @@ def companions(
     return out
 
 
-def query_vectors(embedder: Embedder, text: str, extra: Sequence[str] = ()
-                  ) -> tuple[list[float], list[tuple[str, list[float]]]]:
-    """The question's vector, and a query expander's extra queries with theirs, from one call to the model."""
-    vectors = embed_queries(embedder, [text, *extra])
-    return vectors[0], list(zip(extra, vectors[1:]))
-
-
 def embed_query(embedder: Embedder, text: str) -> list[float]:
+    """The query vector of ``text``."""
     return embed_queries(embedder, [text])[0]
 
 

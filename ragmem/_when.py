@@ -18,6 +18,9 @@ best. A question that names no date costs a few regex scans.
 
 A question that asks when (:func:`asks_when`) lifts, instead, the first
 round's candidates whose text tells a time (:func:`ragmem._recall.when_boost`).
+A question about time (:func:`about_time`: it asks when, or names a time) has
+its recall shown dated by ``recall_format="auto"``. These are the one reading
+of a question's time that recall and assembly share.
 
 The search itself is :func:`ragmem._recall.date_boost`; this module reads the
 periods and decides which messages they hold. Every read is the namespace's
@@ -35,7 +38,7 @@ from . import _timeparse as timeparse
 from ._messages import Message
 from ._store.filters import RowFilter
 
-__all__ = ["asks_when", "named_periods", "period_end", "refers_to", "told", "window"]
+__all__ = ["about_time", "asks_when", "named_periods", "period_end", "refers_to", "told", "window"]
 
 #: A question that asks for a time: "When did ...", "what day ...", "how long ago ...", "since when".
 _ASKS_WHEN = re.compile(
@@ -52,6 +55,29 @@ def asks_when(text: str) -> bool:
     (True, False)
     """
     return bool(_ASKS_WHEN.search(text))
+
+
+_TIME_WORDS = re.compile(
+    r"\b(when|last time|latest|most recent(ly)?|recently|lately|how long|(what|which) (year|month|week|day|date|time)"
+    r"|in which (year|month|week)|how many (days|weeks|months|years)|(19|20)\d\d)\b",
+    re.I,
+)
+_MONTHS = re.compile(r"(?<=[a-z0-9,] )(January|February|March|April|May|June|July|August|September|October|November"
+                     r"|December)\b")
+
+
+def about_time(text: str) -> bool:
+    """Whether a question is about time: it asks when (:func:`asks_when`), or names a time or a span of
+    it (a month mid-sentence, a year, "how long", "recently", "the last time").
+
+    Such a prompt needs each recalled message's time: ``recall_format="auto"`` renders recall
+    as dated text then. Only a question that asks when lifts the messages that say when
+    (:func:`ragmem._recall.when_boost`): "What did Tim do in May?" is about time, but asks what.
+
+    >>> [(asks_when(q), about_time(q)) for q in ("When did Jon move?", "What did Tim do in May?", "May I ask?")]
+    [(True, True), (False, True), (False, False)]
+    """
+    return asks_when(text) or bool(_TIME_WORDS.search(text) or _MONTHS.search(text))
 
 
 #: How much of a message is read for the times it tells (a giant tool result is not where a date is told).

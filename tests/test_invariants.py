@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragmem import BudgetTooSmall, assemble, group_units, parse_message
-from ragmem._assemble import assemble_baseline  # Memory.prompt(strategy=...)'s baselines
+from ragmem._assemble import assemble_baseline, assemble_hierarchical  # Memory.prompt(strategy=...)'s baselines
 from ragmem._tokens import count_messages, default_counter
 from ragmem._assemble import RECALL_HEADER, count_anthropic, render_state
 
@@ -175,11 +175,14 @@ def test_assembly_invariants(history, budget, window, fmt, placement, recall_for
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(history=histories(), budget=st.integers(60, 3000),
-       strategy=st.sampled_from(["sliding_window", "keep_first", "importance"]),
+       strategy=st.sampled_from(["sliding_window", "keep_first", "importance", "hierarchical"]),
        fmt=st.sampled_from(["openai", "anthropic"]))
 def test_baselines_keep_the_invariants(history, budget, strategy, fmt):
     units = group_units(history)
-    ctx = assemble_baseline(strategy, "and now?", units=units, budget=budget, counter=COUNTER, format=fmt)
+    if strategy == "hierarchical":
+        ctx = assemble_hierarchical("and now?", units=units, budget=budget, counter=COUNTER, format=fmt)
+    else:
+        ctx = assemble_baseline(strategy, "and now?", units=units, budget=budget, counter=COUNTER, format=fmt)
     if fmt == "openai":
         check_openai(ctx.messages)
         assert count_messages(COUNTER, ctx.messages) == ctx.trace.total_tokens <= budget

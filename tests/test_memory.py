@@ -218,7 +218,7 @@ def test_anthropic_input_and_output(mem):
     assert ctx.messages[0]["role"] == "user" and ctx.messages[-1]["content"][-1]["text"] == "and tomorrow?"
 
 
-@pytest.mark.parametrize("strategy", ["sliding_window", "keep_first", "importance"])
+@pytest.mark.parametrize("strategy", ["sliding_window", "keep_first", "importance", "hierarchical"])
 def test_baseline_strategies_run_through_memory(mem, strategy):
     mem.add_many(incident_session())
     ctx = mem.prompt("pool size?", budget=300, strategy=strategy)

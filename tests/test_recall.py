@@ -172,11 +172,11 @@ def test_prompt_brings_the_reply_to_a_recalled_question(mem):
 def test_auto_recall_format_dates_recall_when_the_turn_asks_about_time():
     from ragmem import assemble
     from ragmem._assemble import RECALL_HEADER
-    from ragmem._recall import asks_when
     from ragmem._tokens import default_counter
+    from ragmem._when import about_time
 
-    assert asks_when("When did Jon move to Sweden?") and asks_when("How long has Mel been painting?")
-    assert asks_when("What did Tim do in May 2023?") and not asks_when("May I ask what Jon's job is?")
+    assert about_time("When did Jon move to Sweden?") and about_time("How long has Mel been painting?")
+    assert about_time("What did Tim do in May 2023?") and not about_time("May I ask what Jon's job is?")
     old, recent = _units({"role": "user", "content": "We deployed the pool fix to billing-db.",
                           "created_at": "2023-05-08T13:56:00+00:00"},
                          {"role": "user", "content": "Let's move on."})
@@ -297,3 +297,53 @@ def test_two_memories_of_one_process_search_with_their_own_settings(mem):
         assert all(h.score == pytest.approx(h.similarity) for h in only)  # dense only: the score is the cosine
         fused = mem.search(q, k=5)
         assert any(h.similarity is None or h.score != pytest.approx(h.similarity) for h in fused)
+
+
+def test_one_reading_of_a_question_about_time():
+    """"What did Tim do in May?" is about time (its recall is shown dated) but does not ask when (no
+    message is lifted for saying when): one module reads both, the second built on the first."""
+    from ragmem._when import about_time, asks_when
+
+    assert about_time("What did Tim do in May?") and not asks_when("What did Tim do in May?")
+    assert about_time("When did Tim go to May's party?") and asks_when("When did Tim go to May's party?")
+    for q in ("When did Jon move?", "What day was the launch?", "how long ago did we deploy it?"):
+        assert asks_when(q) and about_time(q)  # whatever asks when is about time
+
+
+TOPICS = [("db1", "The billing database pool was raised to forty connections.", "db", 1),
+          ("db2", "Postgres replication lag on the billing database again.", "db", 2),
+          ("ui1", "The billing page button is blue now.", "ui", 3),
+          ("ui2", "Dark mode for the settings page shipped.", "ui", 4)]
+
+
+def test_a_filter_sql_cannot_say_runs_the_same_fused_recall(mem):
+    """An operator filter ({"$in": ...}, {"$gte": ...}) or a boolean used to turn search dense only, so
+    Hit.score was a cosine there and a fused score elsewhere. Now the lexical round runs under every
+    filter (what SQL cannot say is checked by the vector index), and equal filters give equal hits."""
+    mem.add_many([{"role": "user", "content": t, "id": i, "metadata": {"topic": tp, "n": n, "hot": n % 2 == 0}}
+                  for i, t, tp, n in TOPICS] + [{"role": "user", "content": f, "id": f"f{j}"} for j, f in enumerate(FILLER)])
+    q = "billing database pool"
+
+    def hits(where):
+        return [(h.message.id, round(h.score, 9)) for h in mem.search(q, k=10, where=where)]
+
+    plain = hits({"topic": "db"})
+    assert [i for i, _ in plain] == ["db1", "db2"]
+    assert hits({"topic": {"$in": ["db"]}}) == plain
+    assert hits({"n": {"$lte": 2}}) == plain
+    assert [i for i, _ in hits({"hot": True})] == ["db2", "ui2"]
+    assert plain[0][1] != pytest.approx(mem.search(q, k=1, where={"topic": "db"})[0].similarity)  # not a cosine
+    assert mem.search(q, k=10, where={"topic": {"$in": ["db"]}})[0].similarity is not None
+
+
+def test_search_and_prompt_rank_by_one_path(mem):
+    """search() and prompt() make one query and run one recall: with diversity and companions off, the
+    prompt's recalled units (one message each) come in search()'s order with search()'s scores."""
+    mem.settings = replace(mem.settings, window=2, recall=RecallSettings(diversity=0.0, companions=False))
+    _conversation(mem)
+    q = "Which country did Jon move to?"
+    hits = {h.message.id: h.score for h in mem.search(q, k=20)}
+    ctx = mem.prompt(q, budget=8000, k=20)
+    recalled = {u.message_ids[0]: u.score for u in ctx.trace.included if u.section == "recall"}
+    assert recalled and set(recalled) <= set(hits)
+    assert all(recalled[i] == pytest.approx(hits[i]) for i in recalled)

@@ -58,6 +58,12 @@ class RowFilter:
         string or a number (operators and booleans are left to the vector index alone)."""
         return all(not isinstance(v, bool) and isinstance(v, (str, int, float)) for _, v in self.where)
 
+    def sql_only(self) -> "RowFilter":
+        """These filters less the metadata conditions SQL cannot apply (see :attr:`sql_ready`): what the
+        logs' lexical search applies itself, the rest being checked by the vector index."""
+        return RowFilter(self.roles, self.since, self.until,
+                         tuple((k, v) for k, v in self.where if not isinstance(v, bool) and isinstance(v, (str, int, float))))
+
     def chroma(self) -> dict[str, Any] | None:
         """The Chroma ``where`` clause of these filters (None when there are none)."""
         conds: list[dict[str, Any]] = []

@@ -345,20 +345,26 @@ class VectorIndex:
             total += int(self._call("count", col.count)) if col is not None else 0
         return total
 
-    def vectors(self, namespace: str, chunk_ids: Sequence[str], session: str | None = None) -> list[list[float]]:
-        """The stored vectors of chunks of a session's collection (of the namespace's when ``session`` is None).
-
-        Empty when that collection does not exist, or when there is no namespace collection to read
-        (an index of the older layout); chunks it does not hold are left out.
-        """
-        if session is None and not self.namespace_collections:
-            return []
-        col = self.collection(namespace, NAMESPACE_SCOPE if session is None else session, create=False)
-        if col is None:
-            return []
-        got = self._call("read vectors", lambda: col.get(ids=list(chunk_ids), include=["embeddings"]))
-        vecs = got.get("embeddings")
-        return [list(v) for v in vecs] if vecs is not None else []
+    def matching(self, namespace: str, message_ids: Sequence[str], where: dict[str, Any],
+                 sessions: Sequence[str] | None = None) -> set[str]:
+        """Which of these messages have a chunk that matches ``where`` (a Chroma clause), in the sessions'
+        collections (the namespace's by default): Chroma's own reading of its operators, for the filters
+        the logs' SQL cannot apply (:attr:`ragmem._store.filters.RowFilter.sql_ready`)."""
+        if not message_ids:
+            return set()
+        clause = {"$and": [{"message_id": {"$in": list(message_ids)}}, where]} if where else {
+            "message_id": {"$in": list(message_ids)}}
+        if sessions is None and self.namespace_collections:
+            scopes = [NAMESPACE_SCOPE]
+        else:
+            scopes = self._sessions(namespace, sessions)
+        found: set[str] = set()
+        for session in scopes:
+            col = self.collection(namespace, session, create=False)
+            if col is not None:
+                res = self._call("search", lambda: col.get(where=clause, include=["metadatas"]))
+                found |= {str(m.get("message_id", "")) for m in res["metadatas"] or []}
+        return found
 
     def _held(self, col) -> set[str]:
         res = self._call("list vectors", lambda: col.get(include=["metadatas"]))
