@@ -18,7 +18,7 @@ in a 2,000-token prompt, and ``prompt()`` latency (the HTTP round trip
 included, a model's own time not).
 
 Run: ``python -m benchmarks.query_step --cache DIR [--conversations 26,30,41]``;
-writes ``results/query_step.md``. ``--longmemeval`` runs the same configs on
+``run_all`` runs it on the five conversations (:func:`suite`, ``results/query_step.json``). ``--longmemeval`` runs the same configs on
 the LongMemEval dev questions (both layouts of :mod:`benchmarks.longmemeval`)
 and prints its table. With a model to measure, point it at that
 model's server instead: ``--url http://127.0.0.1:8080/v1 --model NAME`` runs
@@ -39,7 +39,7 @@ from pathlib import Path
 from ragmem import OpenAICompatibleQueryExpander
 from ragmem.testing import ChatServer
 
-from .common import RESULTS_DIR, log
+from .common import log, ragmem_version, result_path, write_json
 from .locomo import load_conversations
 from .recall_dev import CONFIGS as DEV_CONFIGS, halves, run
 
@@ -75,6 +75,41 @@ def serve(answers: dict[str, str]) -> ChatServer:
         return "\n".join(parts(answers.get(question, "")))
 
     return ChatServer(reply).start()
+
+
+def measure(names: list[str], cache: Path, only: list[str] | None = None, **slice_: int | None) -> str:
+    """``full`` and the expander configs ``names`` (served by :func:`serve`) on LoCoMo: the halves' tables and
+    each config's ``prompt()`` p50 against ``full``."""
+    answers: dict[str, str] = {}
+    for conv in load_conversations():
+        for q in conv.questions:
+            answers.setdefault(q.question.strip(), q.answer)
+    server = serve(answers)
+    expanders = {n: OpenAICompatibleQueryExpander(server.url, n.removeprefix("qx-").split("@")[0], max_queries=3)
+                 for n in names}
+    try:
+        result = run(["full", *names], cache, False, slice_.get("limit"), only, expanders=expanders,
+                     questions=slice_.get("questions"))
+    finally:
+        server.stop()
+    lat = result["latency"]
+    ratios = ", ".join(f"{n} {statistics.median(lat[n]) / statistics.median(lat['full']):.2f}x" for n in names)
+    return (halves(result) + f"\n\n`prompt()` p50 against `full` (both halves): {ratios}. "
+            "The oracle rows leak the gold answer: a ceiling, not a result.\n")
+
+
+def suite(quick: bool = False, out_dir: Path | None = None) -> dict:
+    """The three scripted expanders beside ``full`` on the five conversations (``run_all``; quick: a slice)."""
+    from .recall_dev import QUICK
+
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="ragmem-qx-") as tmp:
+        text = measure(list(CONFIGS), Path(tmp), **(QUICK if quick else {}))
+    out = {"benchmark": "query_step", "ragmem": ragmem_version(), "command": "python -m benchmarks.query_step",
+           "tables": text, "elapsed_s": round(time.perf_counter() - start, 1)}
+    write_json(result_path("query_step", quick, out_dir=out_dir), out)
+    print(text)
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -132,11 +167,8 @@ def main(argv: list[str] | None = None) -> None:
         server.stop()
     lat = result["latency"]
     ratios = ", ".join(f"{n} {statistics.median(lat[n]) / statistics.median(lat['full']):.2f}x" for n in names)
-    text = (halves(result) + f"\n\n`prompt()` p50 against `full` (both halves): {ratios}. "
-            "The oracle rows leak the gold answer: a ceiling, not a result.\n")
-    print(text)
-    if only is None and args.configs == ",".join(CONFIGS) and args.weight is None and not args.url:
-        (RESULTS_DIR / "query_step.md").write_text(text)
+    print(halves(result) + f"\n\n`prompt()` p50 against `full` (both halves): {ratios}. "
+          "The oracle rows leak the gold answer: a ceiling, not a result.\n")
     log(f"[query_step] took {time.perf_counter() - start:.0f} s")
 
 

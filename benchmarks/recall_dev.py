@@ -9,9 +9,10 @@ table: recall@5/@10/@50 overall and per category, evidence in the prompt at
 shows each message's time ("dated", for the temporal category and overall),
 and the ``prompt()`` latency (mean, median, mean against dense-only).
 
-Run: ``python -m benchmarks.recall_dev [--configs dense,fused,full] [--cache DIR]``.
-The benchmark of record is :mod:`benchmarks.recall_locomo`; this script only
-serves to measure each recall step.
+Run: ``python -m benchmarks.recall_dev [--configs dense,fused,full] [--cache DIR]``:
+the ablation harness, whose configurations (:data:`CONFIGS`) are the live recall
+settings switched one at a time. ``run_all`` runs ``full`` (the defaults) on
+every conversation (:func:`suite`), the tuning and check halves of BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from ragmem._assemble import RECALL_HEADER
 
-from .common import log, markdown_table
+from .common import log, markdown_table, ragmem_version, result_path, write_json
 from .locomo import CATEGORIES, load_conversations
 from .recall_locomo import WINDOW, turn_records
 
@@ -86,7 +87,7 @@ def rebuild_lexical(mem) -> None:
 
 
 def run(configs: list[str], cache: Path, relex: bool, limit: int | None, only: list[str] | None = None,
-        expanders: dict | None = None, embedder: str | None = None) -> dict:
+        expanders: dict | None = None, embedder: str | None = None, questions: int | None = None) -> dict:
     """Every question with evidence under each config; ``expanders`` maps a config name to the query expander
     it runs with (:mod:`benchmarks.query_step`; such a name needs no entry in :data:`CONFIGS`)."""
     expanders = expanders or {}
@@ -101,7 +102,7 @@ def run(configs: list[str], cache: Path, relex: bool, limit: int | None, only: l
         if relex:
             rebuild_lexical(mem)
         log(f"[recall_dev] {conv.sample}: {len(conv.turns)} turns ready in {time.perf_counter() - t0:.1f} s")
-        qs = [q for q in conv.questions if q.evidence]
+        qs = [q for q in conv.questions if q.evidence][:questions]
         try:
             for name in configs:
                 config = CONFIGS[name] if name in CONFIGS or name not in expanders else {}
@@ -165,6 +166,22 @@ def table(result: dict) -> str:
     return out + markdown_table(heads, prompt_rows)
 
 
+#: A quick slice (``run_all --quick``): the first conversation, its first questions.
+QUICK = {"limit": 1, "questions": 12}
+
+
+def suite(quick: bool = False, out_dir: Path | None = None) -> dict:
+    """The defaults on every question of the five conversations, both halves (``run_all``; quick: a slice)."""
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="ragmem-dev-") as tmp:
+        result = run(["full"], Path(tmp), False, **(QUICK if quick else {"limit": None}))
+    out = {"benchmark": "recall_dev", "ragmem": ragmem_version(), "command": "python -m benchmarks.recall_dev --configs full",
+           "tables": halves(result), "elapsed_s": round(time.perf_counter() - start, 1)}
+    write_json(result_path("recall_dev", quick, out_dir=out_dir), out)
+    print(out["tables"])
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--configs", default=",".join(CONFIGS))
@@ -182,10 +199,6 @@ def main(argv: list[str] | None = None) -> None:
                      embedder=args.embedder)
     text = halves(result)
     print(text)
-    if args.configs == "full" and args.limit is None and only is None and args.embedder is None:  # the default on every conversation: the figures of record
-        from .common import RESULTS_DIR
-
-        (RESULTS_DIR / "recall_dev.md").write_text(text + "\n")
     print(f"[recall_dev] took {time.perf_counter() - start:.0f} s")
 
 

@@ -16,7 +16,8 @@ Abstention questions (``_abs``) have no evidence turn and are skipped. Stores
 are kept in ``--cache`` between runs (ingesting the 24,571 turns takes
 minutes); ``--relex`` rebuilds their lexical index after a tokenisation change.
 
-Run: ``python -m benchmarks.recall_longmemeval [--cache DIR] [--relex] [--limit N]``.
+Run: ``python -m benchmarks.recall_longmemeval [--cache DIR] [--relex] [--limit N]``; ``run_all``
+runs the first :data:`QUESTIONS` (:func:`suite`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from collections import defaultdict
 from datetime import timedelta
 from pathlib import Path
 
-from .common import REPO_ROOT, log, markdown_table
+from .common import REPO_ROOT, log, markdown_table, ragmem_version, result_path, write_json
 from .longmemeval import asked, parse_date
 
 KS = (1, 5, 10, 50)
@@ -122,6 +123,26 @@ def table(per: list[dict]) -> str:
     return markdown_table(heads, rows) + f"\n\nprompt(budget=4000) p50 {statistics.median(ms):.1f} ms"
 
 
+#: The questions of record: the first 16 with evidence (ingesting all 46 takes longer than the machines allow).
+QUESTIONS = 16
+
+
+def suite(quick: bool = False, out_dir: Path | None = None) -> dict:
+    """The questions of record in one long session each (``run_all``; quick: the first question)."""
+    start = time.perf_counter()
+    limit = 1 if quick else QUESTIONS
+    with tempfile.TemporaryDirectory(prefix="ragmem-lme-") as tmp:
+        per = run(Path(tmp), False, limit)
+    out = {"benchmark": "recall_longmemeval", "ragmem": ragmem_version(),
+           "command": f"python -m benchmarks.recall_longmemeval --limit {limit}", "per": per,
+           "tables": f"**LongMemEval dev, one long session per question** (the first {limit} questions with "
+                     f"evidence, window {WINDOW})\n\n{table(per)}",
+           "elapsed_s": round(time.perf_counter() - start, 1)}
+    write_json(result_path("recall_longmemeval", quick, out_dir=out_dir), out)
+    print(out["tables"])
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cache", type=Path, default=None, help="keep the ingested stores here between runs")
@@ -131,13 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ragmem-lme-") as tmp:
         per = run(args.cache or Path(tmp), args.relex, args.limit)
-    text = table(per)
-    print(text)
-    from .common import RESULTS_DIR
-
-    n = f"the first {args.limit} questions with evidence" if args.limit else "every question with evidence"
-    (RESULTS_DIR / "recall_longmemeval.md").write_text(
-        f"**LongMemEval dev, one long session per question** ({n}, window {WINDOW})\n\n{text}\n")
+    print(table(per))
     print(f"[longmemeval] took {time.perf_counter() - start:.0f} s")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
@@ -169,34 +168,23 @@ def _load(avg) -> str:
     return "n/a" if not avg else " / ".join(f"{x:.2f}" for x in avg)
 
 
-#: Tables the recall development benchmarks write (``recall_dev``, ``recall_longmemeval``), carried into the report.
-HALVES_FILES = ("recall_dev.md", "recall_longmemeval.md")
-
-
-def halves_section() -> str | None:
-    """The tuning half, the check half and LongMemEval, from the last runs of the recall development benchmarks."""
-    from .common import RESULTS_DIR
-
-    found = [RESULTS_DIR / f for f in HALVES_FILES if (RESULTS_DIR / f).exists()]
+def halves_section(results: dict) -> str | None:
+    """The tuning half, the check half and LongMemEval in one long session (``recall_dev``, ``recall_longmemeval``)."""
+    found = [results[n]["tables"] for n in ("recall_dev", "recall_longmemeval") if n in results]
     if not found:
         return None
     return (
         "## Recall: tuning half, check half, LongMemEval\n\n"
         "Changes to recall are chosen on LoCoMo conversations 26, 30 and 41 (the tuning half) and checked on "
         "42 and 43 (the check half) and on the LongMemEval development questions, one long session per "
-        "question (docs/recall.md has the ablation). Written by `python -m benchmarks.recall_dev --configs "
-        "full` and `python -m benchmarks.recall_longmemeval`. Their prompt timings come from whatever load the "
+        "question (docs/recall.md). Written by `python -m benchmarks.recall_dev --configs full` and "
+        "`python -m benchmarks.recall_longmemeval`. Their prompt timings come from whatever load the "
         "machine had then; the speed section below is the figure of record for latency.\n\n"
-    ) + "\n\n".join(f.read_text().strip() for f in found)
+    ) + "\n\n".join(t.strip() for t in found)
 
 
-def query_step_section() -> str | None:
-    """The query step's ceiling and cost, from the last ``benchmarks.query_step`` run (``results/query_step.md``)."""
-    from .common import RESULTS_DIR
-
-    found = RESULTS_DIR / "query_step.md"
-    if not found.exists():
-        return None
+def query_step_section(result: dict) -> str:
+    """The query step's ceiling and cost (``query_step``)."""
     return (
         "## A query step: its ceiling and its cost\n\n"
         "`python -m benchmarks.query_step` runs the real query expander (`OpenAICompatibleQueryExpander`) against "
@@ -204,7 +192,7 @@ def query_step_section() -> str | None:
         "`qx-keywords` is the question's content words as a query; `qx-oracle` is the gold answer as a query, "
         "and `qx-oracle-parts` the answer cut into up to three. The oracle rows leak the answer: they are the "
         "ceiling of a query step, not a result (docs/recall.md, \"A query step\").\n\n"
-    ) + found.read_text().strip()
+    ) + result["tables"].strip()
 
 
 def episodes_section() -> str | None:
@@ -224,23 +212,16 @@ def episodes_section() -> str | None:
     ) + found.read_text().strip()
 
 
-def _last_run_section(name: str, title: str, what: str, tables) -> str | None:
-    """A section from the last run of one benchmark (``benchmarks/results/NAME.json``): its command, ``what``
-    it measures, then its ``tables``; None when it has not run."""
-    from .common import RESULTS_DIR
-
-    found = RESULTS_DIR / f"{name}.json"
-    if not found.exists():
-        return None
-    result = json.loads(found.read_text())
+def _run_section(result: dict, name: str, title: str, what: str, tables) -> str:
+    """A section of one benchmark's result: its command, ``what`` it measures, then its ``tables``."""
     command = result.get("command", f"python -m benchmarks.{name}")
     return "\n\n".join([f"## {title}", f"`{command}` (ragmem {result.get('ragmem', '?')}): {what}", tables(result)])
 
 
-def ingest_section() -> str | None:
-    """Ingest against the embedding engine alone and against Chroma's own write, from the last ``ingest_long`` run."""
-    return _last_run_section(
-        "ingest_long", "Ingest against the engine",
+def ingest_section(result: dict) -> str:
+    """Ingest against the embedding engine alone and against Chroma's own write (``ingest_long``)."""
+    return _run_section(
+        result, "ingest_long", "Ingest against the engine",
         "`add_many` against the embedding engine alone on the same chunks, and against the engine plus "
         "Chroma's own write of those vectors into the layout's two collections (the floor: no ragmem code "
         "at all), and the floors of two other layouts: the two collections with no metadata, and one "
@@ -248,10 +229,10 @@ def ingest_section() -> str | None:
         ingest_long.tables)
 
 
-def namespace_section() -> str | None:
-    """Namespace-wide search against a session's, at 1,000 sessions of 100, from the last ``namespace_layout`` run."""
-    return _last_run_section(
-        "namespace_layout", "Search across a namespace",
+def namespace_section(result: dict) -> str:
+    """Namespace-wide search against a session's, at 1,000 sessions of 100 (``namespace_layout``)."""
+    return _run_section(
+        result, "namespace_layout", "Search across a namespace",
         "`search(q, k=10)` of one session, `search(q, k=10, scope=\"namespace\")` and `prompt(q, budget=4000)` "
         "in one store of many sessions, LoCoMo questions embedded for real. With `--against`, the same store "
         "is timed under the code before the change and under this one, in alternating rounds. Where the "
@@ -263,21 +244,21 @@ def namespace_section() -> str | None:
 def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float | None = None) -> Path:
     """Assemble the report from the results of one run (or of the last runs)."""
     runs = "\n".join(
-        f"- `{r.get('command', 'python -m benchmarks.' + name)}`: {r['elapsed_s'] / 60:.1f} minutes, "
-        f"ragmem {r.get('ragmem', '?')}"
+        f"- `{r.get('command', 'python -m benchmarks.' + name)}`: "
+        + (f"{r['elapsed_s'] / 60:.1f} minutes" if r.get("elapsed_s") else "time not recorded")
+        + f", ragmem {r.get('ragmem', '?')}"
         for name, r in results.items()
     )
-    total = sum(r["elapsed_s"] for r in results.values())
+    total = sum(r.get("elapsed_s") or 0 for r in results.values())
     parts = [HEADER.format(command=command, date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                            commit=git_commit(), runs=runs + f"\n\nIn all {total / 60:.1f} minutes of benchmarks.")]
     if "recall_locomo" in results:
         parts.append(locomo_section(results["recall_locomo"]))
-    halves = halves_section()
+    halves = halves_section(results)
     if halves:
         parts.append(halves)
-    query_step = query_step_section()
-    if query_step:
-        parts.append(query_step)
+    if "query_step" in results:
+        parts.append(query_step_section(results["query_step"]))
     episodes = episodes_section()
     if episodes:
         parts.append(episodes)
@@ -285,12 +266,10 @@ def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float 
         parts.append(longmemeval_section(results["longmemeval"]))
     if "speed" in results:
         parts.append(speed_section(results["speed"]))
-    ingest = ingest_section()
-    if ingest:
-        parts.append(ingest)
-    spread = namespace_section()
-    if spread:
-        parts.append(spread)
+    if "ingest_long" in results:
+        parts.append(ingest_section(results["ingest_long"]))
+    if "namespace_layout" in results:
+        parts.append(namespace_section(results["namespace_layout"]))
     parts.append(machine_section(info))
     path.write_text("\n\n".join(p.strip() for p in parts) + "\n")
     return path

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_quick_benchmarks_run_and_write_their_results(tmp_path):
     r = subprocess.run(
         [sys.executable, "-m", "benchmarks.run_all", "--quick", "--out", str(tmp_path)],
-        cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=900,
+        cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=1800,
     )
     assert r.returncode == 0, r.stderr[-3000:]
     recall = json.loads((tmp_path / "recall_locomo-quick.json").read_text())
@@ -30,6 +30,14 @@ def test_quick_benchmarks_run_and_write_their_results(tmp_path):
     assert lme["questions"] == 3 and set(lme["aggregate"]["all"]) >= {"one_session", "per_chat", "mempalace_raw"}
     speed = json.loads((tmp_path / "speed-quick.json").read_text())
     assert recall and speed
+    from benchmarks.run_all import BENCHMARKS
+
+    for name in BENCHMARKS:  # every benchmark of the report ran, and the report has a section of each
+        assert json.loads((tmp_path / f"{name}-quick.json").read_text()), name
+    report = (tmp_path / "BENCHMARKS-quick.md").read_text()
+    for title in ("## Recall on LoCoMo", "## Recall: tuning half", "## A query step", "## Memory across conversations",
+                  "## Speed", "## Ingest against the engine", "## Search across a namespace"):
+        assert title in report, title
     assert "Recall" in r.stdout or "recall" in r.stdout
 
 
