@@ -1,35 +1,36 @@
-"""Recall: retrieve the messages and units of a session most relevant to a query.
+"""Recall: the messages and whole units of a scope most relevant to a query, one path for search and prompt.
 
-Two retrievers run side by side, both scoped to the session inside their store:
+:meth:`~ragmem.Memory.search` and :meth:`~ragmem.Memory.prompt` both make one
+:class:`Query` (:func:`make_query`: text, vector, a query expander's extra
+queries, scope, filters, asked_at) and run :func:`recall`, whose steps are
+fixed: candidates, the similarity floor, the grain (messages or units), the
+reranker, diversity. Candidates come from two retrievers, side by side, both
+scoped inside their store:
 
 * dense: the query vector against the Chroma index (cosine, chunks folded per message);
-* lexical: BM25 over the FTS5 index in the log (:mod:`ragmem._lexical`), whose
+* lexical: BM25 over the log's lexical index (:mod:`ragmem._lexical`), whose
   rows carry each message's date and the turn before it.
 
 Their scores are fused by weight after normalising each list to [0, 1] (dense
 min-max over its candidates, BM25 by its best score), which beats
 reciprocal-rank fusion on LoCoMo because it keeps how far apart scores are.
 A message then gains a share of its best neighbour's score: the turn that
-asks is often found while the turn after it carries the answer. Every hit is
-expanded to its whole unit from the log. For a prompt, the units are then
-re-ranked by maximal marginal relevance over their terms (:func:`diversify`),
-so near-duplicates do not fill the recall share, and a question or a tool
-result brings the unit after it, which carries its answer (:func:`companions`).
-Dropping what the window holds and packing are left to assembly, which knows
-the window and the budget.
-
-A question that names a period
-searches it again (:func:`date_boost`, :mod:`ragmem._when`), and one that asks
-when lifts the candidates that say when (:func:`when_boost`). An optional reranker
-(:mod:`ragmem._rerank`) may reorder the best units. An optional query expander (``Memory(query_expander=...)``, :mod:`ragmem._queries`)
-adds queries that run the same retrieval; each message keeps its best score
-(:func:`best_of`).
+asks is often found while the turn after it carries the answer. A question
+that names a period searches it again (:func:`date_boost`, :mod:`ragmem._when`),
+and one that asks when lifts the candidates that say when (:func:`when_boost`).
+Extra queries run the same round; each message keeps its best score
+(:func:`best_of`). For a prompt, every hit is expanded to its whole unit,
+an optional reranker (:mod:`ragmem._rerank`) may reorder the best, and the
+units are re-ranked by maximal marginal relevance over their terms
+(:func:`diversify`), so near-duplicates do not fill the recall share; then a
+question or a tool result brings the unit after it (:func:`companions`).
+Packing is left to assembly, which knows the window and the budget.
 
 The tunables (:class:`~ragmem._settings.RecallSettings`, passed down by
-``Memory(recall=...)``) were tuned on the five shared LoCoMo conversations with
-``python -m benchmarks.recall_dev``; since the recall issue 15, a change is
-chosen on conversations 26, 30 and 41 and checked on 42, 43 and the
-LongMemEval development questions (see docs/recall.md).
+``Memory(recall=...)``) are chosen on LoCoMo conversations 26, 30 and 41 and
+checked on 42, 43 and the LongMemEval development questions
+(``python -m benchmarks.recall_dev``; docs/recall.md). What was tried and lost
+is in docs/recall.md, "Tried and not kept".
 """
 
 from __future__ import annotations
