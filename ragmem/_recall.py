@@ -92,28 +92,16 @@ class Candidate:
     score: float
 
 
-def dense_candidates(
-    hits: Sequence[IndexHit], log: MessageLog | None = None, namespace: str | None = None
-) -> list[Candidate]:
-    """Index hits of a namespace folded to one candidate per message (its best chunk), best first.
-
-    Hits queried without metadata are placed from the log (``log.units.positions``), inside ``namespace``.
-    """
-    where = (
-        log.units.positions(namespace, [h.message_id for h in hits if not h.metadata])
-        if log is not None and namespace is not None else {}
-    )
+def dense_candidates(hits: Sequence[IndexHit], log: MessageLog, namespace: str) -> list[Candidate]:
+    """Index hits of a namespace (queried without metadata: chunk ids) folded to one candidate per message
+    (its best chunk), best first, each placed from the log (``log.units.positions``), inside ``namespace``.
+    A chunk whose message the log no longer holds (forgotten since it was indexed) is left out."""
+    where = log.units.positions(namespace, [h.message_id for h in hits])
     best: dict[str, Candidate] = {}
     for h in hits:
-        if h.metadata:
-            md = h.metadata
-            mid, uid, sess, seq = h.message_id, str(md.get("unit_id", h.message_id)), str(md.get("session", "")), int(
-                md.get("seq", -1)
-            )
-        elif h.message_id in where:
-            mid, uid, sess, seq = where[h.message_id]
-        else:
-            continue  # forgotten since it was indexed
+        if h.message_id not in where:
+            continue
+        mid, uid, sess, seq = where[h.message_id]
         c = best.get(mid)
         if c is None or h.score > c.score:
             best[mid] = Candidate(mid, uid, sess, seq, h.score)
