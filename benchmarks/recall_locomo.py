@@ -270,18 +270,19 @@ def tables(result: dict) -> str:
     parts.append("**ragmem search recall@k per category**\n\n" + markdown_table(
         ["category", "questions"] + [f"@{k}" for k in KS], rows))
 
-    rows = [[m] + [agg["all"]["prompt"][m][str(b)] for b in budgets] for m in METHODS]
+    methods = [m for m in METHODS if m in agg["all"]["prompt"]]  # a result of before a strategy existed lacks it
+    rows = [[m] + [agg["all"]["prompt"][m][str(b)] for b in budgets] for m in methods]
     parts.append("**Evidence in prompt at a token budget, all categories**\n\n" + markdown_table(
         ["method"] + [f"{b:,} tokens" for b in budgets], rows))
 
     mid = "2000" if "2000" in {str(b) for b in budgets} else str(budgets[0])
     rows = [
-        [g, agg[g]["questions"]] + [agg[g]["prompt"][m][mid] for m in METHODS]
+        [g, agg[g]["questions"]] + [agg[g]["prompt"][m][mid] for m in methods]
         for g in ["all"] + list(CATEGORIES.values())
         if g in agg
     ]
     parts.append(f"**Evidence in prompt at {int(mid):,} tokens per category**\n\n" + markdown_table(
-        ["category", "questions"] + list(METHODS), rows))
+        ["category", "questions"] + methods, rows))
     return "\n\n".join(parts)
 
 
@@ -301,8 +302,9 @@ def plot(result: dict, path: Path) -> Path:
         "sliding_window": {"color": "C2", "marker": "^", "lw": 1.4, "ls": ":"},
         "keep_first": {"color": "C1", "marker": "v", "lw": 1.4, "ls": ":"},
         "importance": {"color": "C4", "marker": "D", "lw": 1.4, "ls": ":"},
+        "hierarchical": {"color": "C5", "marker": "P", "lw": 1.4, "ls": "-."},
     }
-    for m in METHODS:
+    for m in (m for m in METHODS if m in agg):  # a result of before a strategy existed lacks it
         ax.plot(budgets, [agg[m][str(b)] for b in budgets], label=m, **styles[m])
     ax.set_xscale("log", base=2)
     ax.set_xticks(budgets, [f"{b:,}" for b in budgets])

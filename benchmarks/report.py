@@ -35,6 +35,9 @@ last {window} turns):
 - `sliding_window`: `strategy="sliding_window"`, the newest turns that fit.
 - `keep_first`: `strategy="keep_first"`, the first turns plus the newest.
 - `importance`: `strategy="importance"`, importance-based retention.
+- `hierarchical`: `strategy="hierarchical"`, an overview and a summary of each
+  period of the conversation, then the newest turns verbatim; only those turns
+  count here (a summary carries no message id).
 - `bm25`: built here, outside ragmem: bm25s with the PyStemmer English stemmer
   and English stop words over the turns; the window first, then the best BM25
   turns that still fit the same limit (greedy first-fit).

@@ -67,6 +67,9 @@ def main(argv: list[str] | None = None) -> dict:
     elapsed = time.perf_counter() - start
 
     command = invocation()
+    recorded = result_path("machine", args.quick, out_dir=args.out)
+    if args.report_only and recorded.exists():  # the machine the results were measured on, not this one
+        info = {k: v for k, v in json.loads(recorded.read_text()).items() if k != "elapsed_s"}
     if not args.report_only:
         write_json(result_path("machine", args.quick, out_dir=args.out), {**info, "elapsed_s": round(elapsed, 1)})
     # A partial run (--only) still reports the benchmarks it skipped, from
