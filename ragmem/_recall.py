@@ -237,8 +237,8 @@ def round_of(text: str, vector: Sequence[float], query: Query, *, log: MessageLo
                                          metadata=False), log, namespace)
     if similarity is not None:
         similarity.update((c.message_id, c.score) for c in dense)
-    lex = [] if settings.dense_weight >= 1.0 else filtered_lexical(
-        log, index, text, namespace=namespace, session=session, n=pool, filters=query.filters, settings=settings)
+    lex = filtered_lexical(log, index, text, namespace=namespace, session=session, n=pool, filters=query.filters,
+                           settings=settings)
     fused = fuse(dense, lex, settings)
     if settings.date_weight > 0:  # a period the question names is searched again (ragmem._when)
         fused = date_boost(fused, log=log, index=index, text=text, vector=vector, namespace=namespace,
@@ -253,7 +253,10 @@ def filtered_lexical(log: MessageLog, index: VectorIndex, text: str, *, namespac
                      filters: RowFilter, settings: RecallSettings = DEFAULT_RECALL) -> list[Candidate]:
     """:func:`lexical_candidates` under any filters: the log's SQL applies what it can say (roles, times,
     metadata equalities); a metadata operator or a boolean (:attr:`RowFilter.sql_ready`) is then checked
-    by the vector index, on the few candidates, so both retrievers read a filter the same way."""
+    by the vector index, on the few candidates, so both retrievers read a filter the same way. None when
+    ``settings.dense_weight`` is 1 (lexical retrieval off)."""
+    if settings.dense_weight >= 1.0:
+        return []
     if filters.sql_ready:
         return lexical_candidates(log, text, namespace=namespace, session=session, n=n, filters=filters,
                                   settings=settings)

@@ -60,10 +60,14 @@ def test_prompt_recall_brings_the_evidence_within_budget(mem):
 
 
 def test_dense_only_setting_still_works(mem):
+    """dense_weight=1 turns the lexical round off, not the fusion: Hit.score is still the fused score
+    (the dense list min-max scaled, plus the neighbour's share), and Hit.similarity the cosine."""
     _conversation(mem)
     mem.settings = replace(mem.settings, recall=RecallSettings(dense_weight=1.0))
     hits = mem.search("documentary about whales", k=3)
-    assert hits and -1.0 <= hits[0].score <= 1.0
+    assert hits and "whales" in hits[0].message.content
+    assert 1.0 <= hits[0].score <= 1.0 + RecallSettings().neighbour_weight + 1e-9
+    assert -1.0 <= hits[0].similarity < 1.0
 
 
 def test_chunk_ids_resolve_to_messages_even_with_hash_in_the_id(tmp_path, hash_embedder):
