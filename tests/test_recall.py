@@ -294,11 +294,12 @@ def test_two_memories_of_one_process_search_with_their_own_settings(mem):
     """Settings are per Memory, not per process: a dense-only view beside a fused one, on one store."""
     _conversation(mem)
     dense = mem.for_session(mem.session)
-    dense.settings = replace(dense.settings, recall=RecallSettings(dense_weight=1.0))
+    dense.settings = replace(dense.settings, recall=RecallSettings(dense_weight=1.0, neighbour_weight=0.0))
     q = "Where does Jon live now, which country?"
     for _ in range(2):  # alternating, so neither leaves anything behind for the other
         only = dense.search(q, k=5)
-        assert all(h.score == pytest.approx(h.similarity) for h in only)  # dense only: the score is the cosine
+        sims = [h.similarity for h in only]  # dense only: every hit has a cosine, and ranks by it
+        assert None not in sims and sims == sorted(sims, reverse=True) and only[0].score == pytest.approx(1.0)
         fused = mem.search(q, k=5)
         assert any(h.similarity is None or h.score != pytest.approx(h.similarity) for h in fused)
 
