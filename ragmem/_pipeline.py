@@ -193,7 +193,7 @@ def baseline(mem: Session, req: Request, timings: Timings) -> Context:
             return assemble_hierarchical(
                 req.user_turn, units=units, budget=req.budget, counter=store.counter, summarizer=store.summarizer,
                 system=req.system, state=mem.state.get(), format=req.format, monitor=mem.settings.monitor,
-                token_cache=store.token_cache,
+                token_cache=store.token_cache.setdefault(mem.namespace, {}),
             )
         return assemble_baseline(
             req.strategy, req.user_turn, units=units, budget=req.budget,  # type: ignore[arg-type]
