@@ -839,6 +839,43 @@ def purge(**opts: Any) -> None:
     _emit(cfg, {"purged": n}, "nothing left to purge" if not n else f"purged {n} messages")
 
 
+# ------------------------------------------------------------------ reindex
+
+
+@cli.command()
+@click.option("--embedder", "model", metavar="NAME", default=None,
+              help="The offline model to move the namespace to (all-MiniLM-L6-v2, multilingual-e5-small) "
+                   "[default: the store's own, rebuilt].")
+@_common
+def reindex(model: str | None, **opts: Any) -> None:
+    """Rebuild the namespace's vectors from the log, with another embedding model if --embedder names one.
+
+    The namespace's record moves to the new model first, then its vectors are
+    dropped and embedded again; a crash midway loses nothing: the next command
+    that opens the store embeds what is left, with the new model. Until then
+    a search sees only the part already embedded. Moving to the model the
+    namespace already has does nothing. Other namespaces keep their model.
+    """
+    cfg = _cfg(**opts)
+    from ragmem.embed._models import bundled_model
+
+    target = bundled_model(model).name if model else None
+    mem = _open(cfg, **({"embedder": target} if target else {}))
+    try:
+        current = mem.store.namespace_model(cfg.namespace)
+        if target is not None and current == target:
+            _emit(cfg, {"namespace": cfg.namespace, "embedder": target, "reindexed": 0},
+                  f"namespace {cfg.namespace!r} already uses {target}: nothing to do")
+            return
+        n = mem.store.reindex(cfg.namespace)
+        name = mem.store.model_name
+    finally:
+        mem.close()
+    _emit(cfg, {"namespace": cfg.namespace, "embedder": name, "previous": current, "reindexed": n},
+          f"re-embedded {n} messages of namespace {cfg.namespace!r} with {name}"
+          + (f" (was {current})" if current and current != name else ""))
+
+
 # ------------------------------------------------------------------ migrate
 
 

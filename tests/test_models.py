@@ -114,3 +114,56 @@ def test_the_model_by_name_in_ragmem_toml_the_cli_and_mcp(tmp_path):
         assert server._ragmem_memories(None).store.embedder.name == E5  # type: ignore[attr-defined]
     finally:
         server._ragmem_memories.close()  # type: ignore[attr-defined]
+
+
+def test_reindex_moves_a_namespace_to_another_model_and_says_when_nothing_to_do(tmp_path):
+    store = str(tmp_path / "s")
+    with Memory(store) as mem:
+        mem.add_many(FACTS)
+    status, out, err = _cli("--store", store, "--json", "reindex", "--embedder", E5)
+    assert status == 0, err
+    assert json.loads(out) == {"namespace": "default", "embedder": E5, "previous": MINILM, "reindexed": len(FACTS)}
+    with Memory(store) as mem:  # the store now opens with e5, and finds across languages
+        assert mem.store.model_name == E5
+        assert "Göteborg" in mem.search("Where did I move to for my job?", k=1)[0].message.text
+    status, out, err = _cli("--store", store, "reindex", "--embedder", "Multilingual-E5-Small")
+    assert status == 0 and "already uses multilingual-e5-small: nothing to do" in out, err
+    status, _, err = _cli("--store", store, "reindex", "--embedder", "e5-large")
+    assert status == 1 and all(name in err for name in OFFLINE_MODELS)
+
+
+KILLED_REINDEX = """
+import os, signal, sys
+import ragmem._store.store as backend
+from ragmem import Memory
+
+real = backend.index_messages
+def dies_halfway(msgs, **kw):
+    real(msgs[: len(msgs) // 2], **kw)
+    os.kill(os.getpid(), signal.SIGKILL)  # kill -9 in the middle of the re-embedding
+backend.index_messages = dies_halfway
+mem = Memory(sys.argv[1], embedder="multilingual-e5-small")
+mem.store.reindex("default")
+"""
+
+
+def test_a_reindex_killed_midway_is_finished_by_the_next_open(tmp_path):
+    """kill -9 halfway through a move to e5: nothing is lost, and the next open embeds the rest with e5."""
+    import os
+    import subprocess
+    import sys
+
+    store = tmp_path / "s"
+    many = [{"role": "user", "content": f"{FACTS[i % len(FACTS)]['content']} (note {i})"} for i in range(40)]
+    with Memory(store) as mem:
+        mem.add_many(many)
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_REINDEX)
+    proc = subprocess.run([sys.executable, str(script), str(store)], env={**os.environ}, capture_output=True, text=True)
+    assert proc.returncode == -9, proc.stderr
+    with Memory(store) as mem:
+        assert mem.store.model_name == E5  # the record moved first
+        assert mem.store.repaired.get("indexed") == len(many) - len(many) // 2  # the rest, embedded on open
+        assert mem.store.index.count("default") == len(many)
+        assert mem.store.log.count() == len(many)
+        assert "Göteborg" in mem.search("Where did I move to for my job?", k=1)[0].message.text

@@ -175,6 +175,10 @@ class Store:
             return getattr(self._embedder, "name", None) or LEGACY_MODEL_NAME  # an unnamed duck-typed embedder, as before
         return _recorded_model(self.log, OFFLINE_MODELS, DEFAULT_MODEL_NAME, LEGACY_MODEL_NAME)
 
+    def namespace_model(self, namespace: str) -> str | None:
+        """The embedding model a namespace's vectors come from, as recorded (None before its first add)."""
+        return self.log.meta.get(_model_key(namespace))
+
     @property
     def index(self) -> VectorIndex:
         """The vector index (Chroma is imported and connected on first use)."""
