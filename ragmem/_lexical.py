@@ -24,10 +24,16 @@ Tokenisation is done here, in Python, and FTS5 only splits on spaces:
   ``pool_size`` -> ``pool_size pool size``, ``maxRetries`` -> ``maxretries max retri``;
 * numbers are kept as written (``3.5``, ``10:30``, ``2023``), never stemmed;
 * English stop words (question words included) are removed;
-* words are stemmed with the Snowball English stemmer (PyStemmer).
+* words are stemmed with the Snowball English stemmer (PyStemmer);
+* scripts written without spaces (Chinese, Japanese kana and kanji, Thai, Lao,
+  Khmer, Myanmar) are cut into overlapping character pairs, a lone character
+  kept as it is: ``我上周在北京`` -> ``我上 上周 周在 在北 北京``, so a question
+  shares terms with the sentence it asks about (a whole run would be one term).
 
 >>> tokenize("What did we set pool_size to? It was 3.5 GB at 10:30")
 ['set', 'pool_size', 'pool', 'size', '3.5', 'gb', '10:30']
+>>> tokenize("我的新公寓在上海浦东")
+['我的', '的新', '新公', '公寓', '寓在', '在上', '上海', '海浦', '浦东']
 """
 
 from __future__ import annotations
@@ -65,6 +71,11 @@ _WORD = re.compile(r"\d+(?:[.,:/]\d+)*|[^\W_](?:[\w']*[^\W_])?", re.UNICODE)
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _WORD_ASCII = re.compile(_WORD.pattern, re.ASCII)  # the same words in ASCII text
 _UNDERSCORES = re.compile(r"_+")
+#: Runs of the scripts written without spaces between words (CJK ideographs, kana, Thai, Lao, Khmer, Myanmar).
+_NO_SPACES = re.compile(
+    "([\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\uf900-\ufaff\U00020000-\U0003134f]+)"
+)
 
 
 @lru_cache(maxsize=1)
@@ -79,6 +90,11 @@ def _stemmer():
 @lru_cache(maxsize=100_000)
 def _stem(word: str) -> str:
     return _stemmer().stemWord(word)
+
+
+def has_no_space_script(text: str) -> bool:
+    """True when ``text`` holds characters of a script written without spaces (cut into pairs by :func:`tokenize`)."""
+    return not text.isascii() and _NO_SPACES.search(text) is not None
 
 
 def _word_tokens(raw: str) -> list[str]:
@@ -101,9 +117,17 @@ def _word_tokens(raw: str) -> list[str]:
 
 
 def _word_terms(raw: str) -> tuple[str, ...]:
-    """The index terms of one word as written: its tokens less stop words, stemmed."""
+    """The index terms of one word as written: its tokens less stop words, stemmed; runs without spaces in pairs."""
+    if not raw.isascii() and _NO_SPACES.search(raw):
+        out: list[str] = []
+        for i, part in enumerate(_NO_SPACES.split(raw)):  # odd parts are the runs the pattern captured
+            if i % 2:
+                out += [part] if len(part) == 1 else [part[j : j + 2] for j in range(len(part) - 1)]
+            elif part:
+                out += _word_terms(part)
+        return tuple(out)
     toks = _word_tokens(raw)
-    out: list[str] = []
+    out = []
     for i, t in enumerate(toks):
         if not t or t in STOPWORDS or (len(t) == 1 and not t.isdigit()):
             continue

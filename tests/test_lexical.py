@@ -192,3 +192,52 @@ def test_tokenize_equals_the_reference_on_locomo():
     lexical._TERMS.clear()
     for text in texts:
         assert tokenize(text) == reference_tokenize(text), text
+
+
+# -- scripts written without spaces (issue 26) -------------------------------------------------------
+
+
+def test_scripts_without_spaces_are_cut_into_character_pairs():
+    """A run of Chinese or Japanese is one 'word' to the regex: cut into pairs, a question shares terms with it."""
+    assert tokenize("我的新公寓在上海浦东") == ["我的", "的新", "新公", "公寓", "寓在", "在上", "上海", "海浦", "浦东"]
+    assert tokenize("猫") == ["猫"]  # a lone character is kept
+    assert tokenize("iPhone手机 pool_size") == ["iphone", "phone", "手机", "pool_size", "pool", "size"]
+    assert tokenize("東京で働く") == ["東京", "京で", "で働", "働く"]
+    assert tokenize("สวัสดีครับ")[0] == "สว"  # Thai, written without spaces too (its vowel marks split words)
+    assert tokenize("Jag flyttade till Umeå") == ["jag", "flyttad", "till", "umeå"]  # spaced scripts unchanged
+    assert set(tokenize("我的新家在哪个区")) & set(tokenize("我的新公寓在上海浦东，离地铁站只有五分钟。"))
+
+
+@given(st.text(alphabet=st.sampled_from("我的新公寓在上海浦东東京でa b")))
+@settings(max_examples=200, deadline=None)
+def test_pairs_are_the_same_at_index_and_query_time(text):
+    """One function cuts both sides: a text's terms are its own terms, whatever the split into words."""
+    assert tokenize(text) == tokenize(text)
+    for term in tokenize(text):
+        assert lexical.has_no_space_script(term) <= (len(term) <= 2)
+
+
+def test_a_store_from_before_the_pairs_is_relexed_once_on_open(tmp_path):
+    """Rows written with a whole run as one term are rewritten from the log on open; later opens do nothing."""
+    from ragmem._recall import lexical_candidates
+    from ragmem.testing import HashEmbedder
+
+    fact = "我对猫毛过敏，所以我们家养了一只乌龟。"
+    with Memory(tmp_path / "s", embedder=HashEmbedder()) as mem:
+        mem.add_many([{"role": "user", "content": fact}, {"role": "assistant", "content": "ok"},
+                      {"role": "user", "content": "the harbour crane broke"}])
+        log = mem.store.log
+        old = [(m.id, lexical.scope_text(m.namespace, m.session), " ".join(re.findall(r"\w+", m.text)))
+               for m in log.messages("default", "default")]
+        log.lexical.put_lexical("default", old)  # what an older ragmem wrote: whole runs
+        db = sqlite3.connect(tmp_path / "s" / "log.sqlite3")
+        db.execute("DELETE FROM meta WHERE key='lexical_pairs'")
+        db.commit()
+        db.close()
+        assert not lexical_candidates(log, "我们家养的是什么宠物？", namespace="default", session=None, n=5)
+    with Memory(tmp_path / "s", embedder=HashEmbedder()) as mem:
+        assert mem.store.repaired.get("relexed") == 2  # the Chinese turn, and the turn after it (its row carries it)
+        hits = lexical_candidates(mem.store.log, "我们家养的是什么宠物？", namespace="default", session=None, n=5)
+        assert [c.message_id for c in hits][:1] == [mem.store.log.messages("default", "default")[0].id]
+    with Memory(tmp_path / "s", embedder=HashEmbedder()) as mem:
+        assert "relexed" not in mem.store.repaired

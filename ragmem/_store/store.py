@@ -519,12 +519,38 @@ class Store:
         broken = self._check_embedded_index()
         # a read-only store (a read-only mount) is searched as it is: nothing can be repaired there
         done = {} if self.log.read_only else self.repair(full=self._index_moved() or broken, purge=False)
+        if not self.log.read_only and self.log.meta.get(LEXICAL_PAIRS_KEY) is None:
+            relexed = self._relex_no_space_scripts()
+            if relexed:
+                done["relexed"] = relexed
         if broken:
             done["rebuilt"] = 1
         # forgets left pending (a forget(wait=False), or a purge cut short) are finished by the first
         # search or prompt, not here: opening must stay cheap for commands that never touch the index
         self._debt.purge = self.log.forgetting.any_pending() and not self.log.read_only
         return done
+
+    def _relex_no_space_scripts(self) -> int:
+        """Rewrite the lexical rows of messages in scripts without spaces (Chinese, Japanese, Thai...); return how many.
+
+        Stores written before character pairs (issue 26) held a whole run of such characters as one term,
+        which no question matches; their rows are rebuilt once, from the log, the first time a ragmem that
+        cuts pairs opens them (no model, no vector index). Other rows are unchanged: their terms are the same.
+        """
+        from .._lexical import has_no_space_script
+
+        log = self.log
+        n = 0
+        for ns in log.namespaces():
+            for session in _session_names(log, ns):
+                msgs = log.messages(ns, session)
+                marked = [has_no_space_script(m.text) for m in msgs]  # a row also carries the previous turn's start
+                todo = [m for i, m in enumerate(msgs) if marked[i] or (i and marked[i - 1])]
+                if todo:
+                    log.lexical.put_lexical(ns, lexical_rows(todo, log, settings=self.recall))
+                    n += len(todo)
+        log.meta.set(LEXICAL_PAIRS_KEY, "1")
+        return n
 
     def _check_embedded_index(self) -> bool:
         """Look (cheaply) for a deleted or damaged embedded index at open; set it aside to be rebuilt."""
@@ -582,6 +608,10 @@ class IndexDebt:
     behind: bool = False
     #: Forgets are tombstoned in the log but their vectors and rows are not purged yet.
     purge: bool = False
+
+
+#: Set once a store's lexical rows cut the scripts without spaces into character pairs (issue 26).
+LEXICAL_PAIRS_KEY = "lexical_pairs"
 
 
 def _model_key(namespace: str) -> str:
