@@ -134,19 +134,35 @@ def _ref_word_tokens(raw: str) -> list[str]:
     return [lower] + [s.lower() for s in split]
 
 
+#: Scripts written without spaces, spelled out again (Thai, Lao, Myanmar, Khmer, kana, CJK ideographs).
+_REF_NO_SPACES = re.compile("([\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u31f0-\u31ff"
+                            "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]+)")
+
+
+def _ref_terms(raw: str) -> list[str]:
+    if _REF_NO_SPACES.search(raw):  # runs of such scripts in overlapping pairs, the rest of the word as usual
+        out: list[str] = []
+        for i, part in enumerate(_REF_NO_SPACES.split(raw)):
+            if i % 2:
+                out += [part] if len(part) == 1 else [part[j : j + 2] for j in range(len(part) - 1)]
+            elif part:
+                out += _ref_terms(part)
+        return out
+    out = []
+    toks = _ref_word_tokens(raw)
+    for i, t in enumerate(toks):
+        if not t or t in lexical.STOPWORDS or (len(t) == 1 and not t.isdigit()):
+            continue
+        if t[0].isdigit() or (i == 0 and len(toks) > 1):
+            out.append(t)
+        else:
+            out.append(_REF_STEMMER.stemWord(t))
+    return out
+
+
 def reference_tokenize(text: str) -> list[str]:
     text = unicodedata.normalize("NFKC", text)
-    out: list[str] = []
-    for raw in _REF_WORD.findall(text):
-        toks = _ref_word_tokens(raw)
-        for i, t in enumerate(toks):
-            if not t or t in lexical.STOPWORDS or (len(t) == 1 and not t.isdigit()):
-                continue
-            if t[0].isdigit() or (i == 0 and len(toks) > 1):
-                out.append(t)
-            else:
-                out.append(_REF_STEMMER.stemWord(t))
-    return out
+    return [t for raw in _REF_WORD.findall(text) for t in _ref_terms(raw)]
 
 
 _pieces = st.one_of(
@@ -154,7 +170,8 @@ _pieces = st.one_of(
     st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_]{0,20}", fullmatch=True),  # identifiers: snake, camel, CAPS
     st.from_regex(r"\d{1,4}([.,:/]\d{0,3}){0,3}[.,:/]?", fullmatch=True),  # numbers, dates, times
     st.sampled_from(["Caroline's", "it’s", "don't", "The", "HTTPServer", "maxRetries", "__init__", "ＡＢＣ１２", "ﬁle",
-                     "²³", "٣٤", "café", "naïve", "Straße", "I", "a_", "_x_", "x''y", "’s", "'s", "10:30.", "3.5.6"]),
+                     "²³", "٣٤", "café", "naïve", "Straße", "I", "a_", "_x_", "x''y", "’s", "'s", "10:30.", "3.5.6",
+                     "我的新公寓", "東京で", "iPhone手机", "猫", "สวัสดี"]),
 )
 
 
