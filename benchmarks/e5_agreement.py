@@ -143,7 +143,7 @@ def run(quick: bool = False, out_dir: Path | None = None) -> dict:
     from ragmem.embed import OnnxEmbedder
 
     start = time.perf_counter()
-    texts = sample_texts(200 if quick else 1000)
+    texts = sample_texts(500 if quick else 1000)
     log(f"[{NAME}] agreement on {len(texts)} texts")
     agree = agreement(texts)
     convs = load_conversations(limit=1 if quick else None)
@@ -186,7 +186,7 @@ def run(quick: bool = False, out_dir: Path | None = None) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="200 texts, one conversation")
+    ap.add_argument("--quick", action="store_true", help="500 texts, one conversation")
     ap.add_argument("--out", type=Path, default=None, help="results folder (default benchmarks/results)")
     args = ap.parse_args(argv)
     run(args.quick, args.out)
