@@ -21,6 +21,7 @@ from ._errors import (
     SchemaVersionError,
     StoreError,
     StoreUnavailable,
+    StoredNotIndexed,
     UsageError,
 )
 from ._store.store import Store
@@ -74,6 +75,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreUnavailable",
+    "StoredNotIndexed",
     "Summarizer",
     "TiktokenCounter",
     "TokenCounter",

@@ -16,6 +16,7 @@ One root, so callers can catch everything ragmem raises with a single clause::
     │   └── StoreUnavailable    a store server (PostgreSQL, Chroma) cannot be reached; retry the call later
     ├── EmbedderError           the embedding engine failed at run time (a failed ONNX export, a bad output)
     │   └── ModelIntegrityError the bundled model's files do not match their recorded sha256
+    ├── StoredNotIndexed        an add's messages are stored durably, but indexing them failed; done later
     └── MissingDependency       an optional extra is not installed (the message names the pip command)
 
 Caller mistakes (the first four) are kept apart from runtime faults (the rest).
@@ -103,6 +104,20 @@ class ModelIntegrityError(EmbedderError):
 
     The message names the file and the package to reinstall.
     """
+
+
+class StoredNotIndexed(RagmemError, RuntimeError):
+    """The messages of an add are stored durably in the log, but indexing them failed (the embedder raised).
+
+    ``ids`` are the stored messages' ids; the cause (``__cause__``) is the
+    embedder's error. They are indexed by the next add, search or prompt once
+    the embedder works, by ``Memory.store.repair()``, or on the next open. Do
+    not add them again without their ids: re-adding them by id is a no-op.
+    """
+
+    def __init__(self, message: str, ids: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.ids = ids
 
 
 class MissingDependency(RagmemError, ImportError):

@@ -177,9 +177,9 @@ EMBED_BLOCK = 256
 
 def _embed(embedder: Embedder, texts: Sequence[str], block: Sequence[int]) -> tuple[list[list[float]], str | None]:
     """The vectors of one block of texts, with the path that computed them (for the store's record)."""
-    from .embed import as_vectors
+    from .embed._base import embed_texts
 
-    vectors = as_vectors(embedder.embed_batch([texts[j] for j in block], kind="document"), len(block), type(embedder).__name__)
+    vectors = embed_texts(embedder, [texts[j] for j in block], "document")
     return vectors, getattr(embedder, "precision_used", None)
 
 

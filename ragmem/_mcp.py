@@ -286,7 +286,7 @@ def build_server(
             Field(description="Only messages with this role."),
         ] = None,
         since: Annotated[str | None, Field(description="Only messages at or after this time: ISO 8601, or an age such as 12h, 7d.")] = None,
-        until: Annotated[str | None, Field(description="Only messages before this time: ISO 8601, or an age such as 12h, 7d.")] = None,
+        until: Annotated[str | None, Field(description="Only messages at or before this time: ISO 8601, or an age such as 12h, 7d.")] = None,
         min_score: Annotated[float | None, Field(description="Only hits whose cosine similarity to the query reaches this; 0.3 keeps clear matches.", ge=-1, le=1)] = None,
         all_sessions: Annotated[bool, Field(description="Search every session of the namespace, not just one.")] = False,
         asked_at: AskedAt = None,

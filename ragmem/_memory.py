@@ -387,9 +387,11 @@ class Memory:
         """Forget a message by id, or every message matching a filter, with the rest of each one's unit.
 
         Returns the ids forgotten (a tool call goes with its results). The
-        filters are :meth:`search`'s: ``role``, a time range (``until`` alone
-        expires what is older than a date), and equality on metadata
-        (``where={"topic": "db"}``); ``scope="namespace"`` covers every session of
+        filters are :meth:`search`'s, matched by the same rules
+        (:mod:`ragmem._store.filters`): ``role``, a time range (both ends
+        included; ``until`` alone expires what is older than a date), and
+        metadata (``where={"topic": "db"}``, or an operator:
+        ``{"n": {"$gt": 3}}``); ``scope="namespace"`` covers every session of
         the namespace. The messages vanish from every read at once (tombstoned
         in one log transaction); then their vectors and log rows are purged.
         ``wait=False`` returns before the purge, which the next search or prompt
@@ -414,19 +416,11 @@ class Memory:
         if role is None and lo is None and hi is None and not where:
             raise UsageError("forget() needs a message id or a filter (role, since, until or where); "
                              "use forget_session() to forget a whole session")
-        if any(isinstance(v, Mapping) for v in (where or {}).values()):
-            raise UsageError("forget()'s where takes equality on metadata only ({'topic': 'db'}), "
-                             "not operators; search with the operator, then forget the hits by id")
-        roles = {role} if isinstance(role, str) else set(role) if role is not None else None
+        rule = RowFilter.of(role=role, since=lo, until=hi, where=where)  # search's filter, and its rules
         sessions = [self.session] if scope == "session" else [s.session for s in self.sessions()]
         doomed: list[str] = []
         for name in sessions:
-            matched = [
-                m for m in log.messages(self.namespace, name)
-                if (roles is None or m.role in roles) and (lo is None or m.created_at >= lo)
-                and (hi is None or m.created_at < hi)
-                and all(m.metadata.get(k) == v for k, v in (where or {}).items())
-            ]
+            matched = [m for m in log.messages(self.namespace, name) if rule.matches(m)]
             if matched:
                 units = set(log.units.ids_of(self.namespace, [m.id for m in matched]).values())
                 doomed += [m.id for m in log.units.messages(self.namespace, name, units)]

@@ -532,6 +532,6 @@ def embed_query(embedder: Embedder, text: str) -> list[float]:
 
 def embed_queries(embedder: Embedder, texts: Sequence[str]) -> list[list[float]]:
     """The query vectors of ``texts``, in one call to the model."""
-    from .embed import as_vectors
+    from .embed._base import embed_texts
 
-    return as_vectors(embedder.embed_batch(list(texts), kind="query"), len(texts), type(embedder).__name__)
+    return embed_texts(embedder, texts, "query")

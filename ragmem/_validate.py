@@ -192,8 +192,18 @@ def when(value: Any, what: str) -> datetime | None:
     return timestamp(value, what)
 
 
+#: The integers metadata may hold and filters compare: 64-bit, as Chroma, SQLite and PostgreSQL's
+#: bigint store them (a larger one overflowed in SQLite and matched nothing in PostgreSQL).
+MAX_INT = 2**63 - 1
+
+
 def where(value: Any) -> dict[str, Any] | None:
-    """A metadata filter: ``{key: value}`` equality, or ``{key: {"$op": value}}`` with a Chroma operator."""
+    """A metadata filter: ``{key: value}`` equality, or ``{key: {"$op": value}}`` with a Chroma operator.
+
+    The rules it matches by are ``ragmem._store.filters``'; this checks that each value can be matched:
+    a boolean, a 64-bit integer, a finite float or a string; a number for ``$gt``/``$gte``/``$lt``/``$lte``;
+    a non-empty list of values of one kind for ``$in``/``$nin``.
+    """
     if value is None:
         return None
     if not isinstance(value, Mapping):
@@ -207,23 +217,59 @@ def where(value: Any) -> dict[str, Any] | None:
                     f"where[{k!r}] must be a value or one operator ({', '.join(_WHERE_OPS)}), got {v!r}"
                 )
             op, arg = next(iter(v.items()))
+            what = f"where[{k!r}][{op!r}]"
             if op in ("$in", "$nin"):
                 if not isinstance(arg, (list, tuple)) or not arg:
-                    raise UsageError(f"where[{k!r}][{op!r}] must be a non-empty list of values, got {arg!r}")
+                    raise UsageError(f"{what} must be a non-empty list of values, got {arg!r}")
                 for a in arg:
-                    _scalar(a, f"where[{k!r}][{op!r}]")
+                    _scalar(a, what)
+                kinds = {_kind(a) for a in arg}
+                if len(kinds) > 1:
+                    raise UsageError(f"{what} mixes {' and '.join(sorted(kinds))} values; a list holds values of "
+                                     "one kind (booleans, numbers or strings): split it into two filters")
+            elif op in ("$gt", "$gte", "$lt", "$lte"):
+                _scalar(arg, what)
+                if _kind(arg) != "number":
+                    raise UsageError(f"{what} compares numbers, got {arg!r}; match a string or a boolean with "
+                                     "equality or $in")
             else:
-                _scalar(arg, f"where[{k!r}][{op!r}]")
+                _scalar(arg, what)
         else:
             _scalar(v, f"where[{k!r}]")
     return dict(value)
 
 
+def _kind(v: Any) -> str:
+    return "boolean" if isinstance(v, bool) else "number" if isinstance(v, (int, float)) else "string"
+
+
 def _scalar(v: Any, what: str) -> None:
+    if v is None:
+        raise UsageError(f"{what} is None, which no filter can match (the index holds no null); match a "
+                         "string, number or boolean, or use $ne/$nin to keep the messages without that value")
     if not isinstance(v, (str, int, float, bool)):
         raise UsageError(f"{what} must be a string, number or boolean (metadata filters match scalars), got {v!r}")
     if isinstance(v, float) and not math.isfinite(v):
         raise UsageError(f"{what} must be a finite number, got {v!r}")
+    if isinstance(v, int) and not isinstance(v, bool) and not -MAX_INT - 1 <= v <= MAX_INT:
+        raise UsageError(f"{what} = {v} is outside the 64-bit integers metadata holds (±{MAX_INT:,}); "
+                         "store and match a larger number as a string")
+    if isinstance(v, str):
+        text_ok(v, what)
+
+
+_NOT_TEXT = re.compile("[\ud800-\udfff\0]")
+
+
+def text_ok(v: str, what: str, *, error: type[RagmemError] = UsageError) -> None:
+    """Refuse a string that is not Unicode text (a lone surrogate) or holds NUL (PostgreSQL cannot store it)."""
+    bad = _NOT_TEXT.search(v)
+    if bad is None:
+        return
+    if bad.group() == "\0":
+        raise error(f"{what} holds a NUL character at position {bad.start()}; remove it")
+    raise error(f"{what} holds a lone surrogate at position {bad.start()} (U+{ord(bad.group()):04X}), which is "
+                "not valid Unicode text; fix the string's encoding")
 
 
 def depth(value: Any, what: str, *, error: type[RagmemError] = UsageError, limit: int = MAX_DEPTH) -> None:

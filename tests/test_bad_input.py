@@ -15,12 +15,14 @@ from conftest import HashEmbedder
 from ragmem import (
     Budget,
     BudgetTooSmall,
+    EmbedderError,
     EmbeddingMismatch,
     InvalidMessage,
     Memory,
     OrphanToolResult,
     RagmemError,
     SchemaVersionError,
+    StoredNotIndexed,
     UsageError,
 )
 
@@ -318,6 +320,31 @@ def test_wrong_dimension_same_name(tmp_path):
     assert right.get("new").content == "new"
     assert set(right.store.log.lexical.flags("default").values()) == {1}
     assert right.search("new", k=1)[0].message.id == "new"
+
+
+def test_an_embedder_that_fails_after_the_log_commit(tmp_path):
+    """The message is stored: the caller learns so, with its id, and that it is indexed later (it was the
+    embedder's raw error, and a caller retrying without an id stored it twice)."""
+    class Flaky(HashEmbedder):
+        broken = True
+
+        def embed_batch(self, texts, kind="document"):
+            if self.broken:
+                raise ConnectionError("embedding service down")
+            return super().embed_batch(texts, kind)
+
+    flaky = Flaky()
+    mem = Memory(tmp_path / "s", embedder=flaky)
+    with pytest.raises(StoredNotIndexed, match=r"stored durably.*id kept.*embedding service down.*indexed") as err:
+        mem.add({"role": "user", "content": "precious words"}, id="kept")
+    assert err.value.ids == ("kept",) and isinstance(err.value.__cause__, EmbedderError)
+    assert mem.get("kept").content == "precious words"
+    with pytest.raises(EmbedderError, match="Flaky failed"):  # a search needs the embedder too: said so
+        mem.search("precious")
+    flaky.broken = False
+    assert mem.search("precious", k=1)[0].message.id == "kept"  # indexed by the catch-up of that read
+    assert set(mem.store.log.index.flags("default").values()) == {1}
+    mem.close()
 
 
 def test_real_model_store_opened_with_a_hash_embedder(tmp_path, embedder):

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-import pytest
+import uuid
 
-from ragmem._store.filters import RowFilter
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ragmem import Memory, UsageError
+from ragmem._store.filters import RowFilter, metadata_matches
 
 
 def test_no_filters_is_no_where_and_no_sql():
@@ -31,8 +36,127 @@ def test_one_condition_is_the_where_itself_and_several_are_anded():
     assert f.postgres()[1][-2:] == ["n", "3"]  # jsonb equality: the value as JSON
 
 
-@pytest.mark.parametrize("value", [True, {"$gt": 3}, ["a"], None])
+@pytest.mark.parametrize("value", [{"$gt": 3}, ["a"], None])
 def test_what_sql_cannot_say_is_left_to_the_vector_index(value):
     f = RowFilter.of(where={"k": value})
     assert not f.sql_ready
     assert f.chroma() == {"m_k": value}
+
+
+def test_a_boolean_equality_is_said_in_sql_too():
+    assert RowFilter.of(where={"k": True}).sql_ready
+
+
+def test_a_list_of_ints_and_floats_reaches_chroma_as_one_type():
+    assert RowFilter.of(where={"k": {"$in": [1, 2.5]}}).chroma() == {"m_k": {"$in": [1.0, 2.5]}}
+    assert RowFilter.of(where={"k": {"$in": [1, 2]}}).chroma() == {"m_k": {"$in": [1, 2]}}
+
+
+# ----------------------------------------------------------------- the one set of rules
+
+# stored values of every kind, from small pools so that conditions and values often meet
+STORED = st.one_of(st.booleans(), st.integers(-2, 2), st.sampled_from([0.0, 1.0, -1.0, 2.5, 0.1]),
+                   st.floats(allow_nan=False, allow_infinity=False), st.sampled_from(["1", "True", "a", "", "1.0"]),
+                   st.none(), st.just([1]), st.just({"a": 1}))
+# what a filter may compare with: a scalar (integers within 2**53, where every backend compares exactly)
+OPERAND = st.one_of(st.booleans(), st.integers(-2, 2), st.integers(-(2**53), 2**53),
+                    st.sampled_from([0.0, 1.0, -1.0, 2.5, 0.1]), st.sampled_from(["1", "True", "a", "", "1.0"]))
+NUMBER = st.one_of(st.integers(-2, 3), st.sampled_from([0.0, 1.0, 2.5, -0.5]))
+CONDITION = st.one_of(
+    OPERAND,
+    st.builds(lambda v: {"$eq": v}, OPERAND),
+    st.builds(lambda v: {"$ne": v}, OPERAND),
+    st.builds(lambda op, v: {op: v}, st.sampled_from(["$gt", "$gte", "$lt", "$lte"]), NUMBER),
+    st.builds(lambda op, vs: {op: vs}, st.sampled_from(["$in", "$nin"]),
+              st.one_of(st.lists(st.booleans(), min_size=1, max_size=2), st.lists(NUMBER, min_size=1, max_size=3),
+                        st.lists(st.sampled_from(["1", "a", ""]), min_size=1, max_size=2))),
+)
+
+
+def kind(v):
+    """The test's own statement of the kinds: booleans, numbers, strings; anything else equals nothing."""
+    return "b" if isinstance(v, bool) else "n" if isinstance(v, (int, float)) else "s" if isinstance(v, str) else None
+
+
+def expected(stored, present, cond):
+    """The rules of ragmem._store.filters, written out again independently of it."""
+    op, arg = next(iter(cond.items())) if isinstance(cond, dict) else ("$eq", cond)
+    eq = lambda a: present and kind(stored) is not None and kind(stored) == kind(a) and stored == a  # noqa: E731
+    if op in ("$eq", "$ne"):
+        return eq(arg) if op == "$eq" else not eq(arg)
+    if op in ("$in", "$nin"):
+        return any(map(eq, arg)) if op == "$in" else not any(map(eq, arg))
+    if not present or kind(stored) != "n":
+        return False
+    return {"$gt": stored > arg, "$gte": stored >= arg, "$lt": stored < arg, "$lte": stored <= arg}[op]
+
+
+@settings(max_examples=500, deadline=None)
+@given(stored=STORED, present=st.booleans(), cond=CONDITION)
+def test_the_rule_is_kind_strict_and_numbers_compare_by_value(stored, present, cond):
+    meta = {"k": stored} if present else {"other": stored}
+    assert metadata_matches(meta, {"k": cond}) == expected(stored, present, cond)
+
+
+def test_the_rule_on_the_cases_of_the_report():
+    for stored, hit in ((True, True), (1, False), (1.0, False), ("True", False), (None, False)):
+        assert metadata_matches({"flag": stored}, {"flag": True}) is hit
+    assert metadata_matches({"n": 3.0}, {"n": 3}) and not metadata_matches({"n": "3"}, {"n": 3})
+    assert metadata_matches({}, {"n": {"$ne": 3}}) and not metadata_matches({}, {"n": {"$in": [3]}})
+
+
+@pytest.fixture
+def filter_store(tmp_path, hash_embedder, log_url):
+    """A store over each log (and real Chroma): the rules are the backends', not the embedder's, so the
+    hash embedder serves; each example of a test writes a session of its own."""
+    mem = Memory(tmp_path / "store", session="s0", embedder=hash_embedder, log_url=log_url)
+    yield mem
+    mem.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(stored=st.lists(st.tuples(STORED, st.booleans()), min_size=1, max_size=7), cond=CONDITION)
+def test_forget_deletes_exactly_what_search_finds_on_both_logs(filter_store, stored, cond):
+    """forget(where=...) deletes exactly the messages search(where=...) finds, in the session and across
+    the namespace, and both are the rule's; the logs' SQL (the lexical side of search) agrees as well."""
+    mem = filter_store.for_session(f"s{uuid.uuid4().hex[:8]}")
+    ids = []
+    for i, (value, present) in enumerate(stored):
+        meta = {"k": value} if present else {}
+        ids.append(mem.add({"role": "user", "content": f"apple note {i}"}, metadata=meta).id)
+    want = {i for i, (v, p) in zip(ids, stored) if expected(v, p, cond)}
+    where = {"k": cond}
+    found = {h.message.id for h in mem.search("apple note", k=50, where=where)}
+    assert found == want
+    f = RowFilter.of(where=where)
+    if f.sql_ready:  # the log's own rendering of the filter, without the check search makes of its hits
+        rows = mem.store.log.index.lexical_search(mem.namespace, mem.session, ["appl", "apple"], 50, filters=f)
+        assert {r[0] for r in rows} == want
+    assert set(mem.forget(where=where)) == want
+    assert {m.id for m in mem.messages()} == set(ids) - want
+
+
+def test_forget_with_true_spares_one_and_one_point_zero(filter_store):
+    """The report's case: forget(where={"flag": True}) deleted the messages flagged 1 and 1.0 too."""
+    mem = filter_store
+    kept = [mem.add({"role": "user", "content": f"flag {v!r}"}, metadata={"flag": v}).id for v in (1, 1.0, "True")]
+    flagged = mem.add({"role": "user", "content": "flag True"}, metadata={"flag": True}).id
+    assert [h.message.id for h in mem.search("flag", where={"flag": True})] == [flagged]
+    assert mem.forget(where={"flag": True}) == [flagged]
+    assert {m.id for m in mem.messages()} == set(kept)
+
+
+@pytest.mark.parametrize("where, says", [
+    ({"k": 10**30}, "64-bit"),
+    ({"k": {"$gt": "a"}}, "compares numbers"),
+    ({"k": {"$in": [1, "a"]}}, "one kind"),
+    ({"k": None}, "no filter can match"),
+    ({"k": "a\0b"}, "NUL"),
+])
+def test_a_filter_no_backend_can_match_is_refused_alike_on_both_logs(filter_store, where, says):
+    """10**30 overflowed in SQLite and matched nothing in PostgreSQL; {"$gt": "a"} was Chroma's raw ValueError."""
+    filter_store.add({"role": "user", "content": "apple"}, metadata={"k": 1})
+    for call in (lambda: filter_store.search("apple", where=where), lambda: filter_store.forget(where=where)):
+        with pytest.raises(UsageError, match=says):
+            call()
+    assert len(filter_store.messages()) == 1

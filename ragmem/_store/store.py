@@ -39,7 +39,7 @@ from typing import Any, Callable, Literal, Sequence, TypeVar
 from .. import _validate as validate
 from .._config import DEFAULT_STORE, load_config
 from .._consistency import Consistency, LocationLock, check_location, index_location
-from .._errors import EmbeddingMismatch, StoreError
+from .._errors import EmbeddingMismatch, StoreError, StoredNotIndexed
 from .._indexing import by_namespace, index_messages, lexical_rows
 from .._messages import Message
 from .._settings import RecallSettings, as_recall_settings
@@ -271,7 +271,14 @@ class Store:
                         "they are indexed on the next add, search or prompt once the index is back, "
                         "by Memory.store.repair(), or on the next open. Re-adding them by id is safe.]"
                     ) from exc
-                raise
+                ids = tuple(m.id for m in stored)
+                shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+                raise StoredNotIndexed(
+                    f"the {len(ids)} message(s) of this call are stored durably in the log (id {shown}), "
+                    f"but indexing them failed: {exc}. They are indexed on the next add, search or prompt once "
+                    "this works, by Memory.store.repair(), or on the next open; do not add them again without "
+                    "their ids (re-adding by id is a no-op)", ids,
+                ) from exc
         if stored and window is not None:
             self._fold_behind(namespace, session, window, stored[-1].seq)
         return stored

@@ -12,7 +12,7 @@ import functools
 from abc import ABC, abstractmethod
 from typing import Any, Literal, Sequence
 
-from .._errors import EmbedderError
+from .._errors import EmbedderError, RagmemError
 
 Kind = Literal["document", "query"]
 
@@ -64,6 +64,24 @@ class Embedder(ABC):
     def chunk(self, text: str) -> list[str]:
         """Split ``text`` into pieces to embed separately (by default, overlapping ~1000-character windows)."""
         return chunk_text(text)
+
+
+def embed_texts(embedder: Any, texts: Sequence[str], kind: Kind) -> list[list[float]]:
+    """``embedder.embed_batch(texts, kind)`` as plain vectors (:func:`as_vectors`), every call of the package's.
+
+    A plug-in embedder that raises anything but a :class:`~ragmem.RagmemError` is reported as an
+    :class:`~ragmem.EmbedderError` naming it, with its exception as the cause: the callers above
+    (an add whose messages the log already holds, a search) say what that means for their call.
+    """
+    name = type(embedder).__name__
+    try:
+        result = embedder.embed_batch(list(texts), kind=kind)
+    except RagmemError:
+        raise
+    except Exception as exc:
+        raise EmbedderError(f"the embedder {name} failed: {type(exc).__name__}: {exc}; fix the embedder "
+                            "(or pass another to Memory(embedder=...))") from exc
+    return as_vectors(result, len(texts), name)
 
 
 def as_vectors(result: Any, n: int, name: str = "embedder") -> list[list[float]]:
