@@ -351,7 +351,7 @@ def _progress(total: int, show: bool) -> Any:
 @click.option("-k", "k", type=click.IntRange(1, 1000), default=10, show_default=True, help="Number of hits.")
 @click.option("--role", type=click.Choice(["system", "user", "assistant", "tool"]), help="Only messages with this role.")
 @click.option("--since", metavar="WHEN", help="Only messages at or after WHEN (ISO date/time, or an age: 12h, 7d).")
-@click.option("--until", metavar="WHEN", help="Only messages at or before WHEN (same forms as --since).")
+@click.option("--until", metavar="WHEN", help="Only messages before WHEN (same forms as --since).")
 @click.option("--all-sessions", is_flag=True, help="Search every session of the namespace, not just --session.")
 @click.option("--min-score", type=click.FloatRange(-1, 1), default=None, metavar="SCORE",
               help="Only hits whose cosine similarity to QUERY reaches SCORE (0.3 keeps clear matches; see docs/recall.md).")

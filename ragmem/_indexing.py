@@ -35,6 +35,11 @@ def document_text(m: Message, call: ToolCall | None = None) -> str:
 
 #: Characters of one message that go into the lexical index.
 LEXICAL_MAX_CHARS = 100_000
+#: Chunks of one message that go into the vector index: its first 1,000 (about 220,000 tokens with the
+#: bundled model, so a 1,000,000-character message of prose is embedded nearly whole). Cost follows
+#: tokens, not characters: 900,000 characters of "1/" made 4,054 chunks, and one add() ran for minutes.
+#: The log, exports and prompts keep the message whole; only the vectors stop at this many chunks.
+MAX_CHUNKS = 1_000
 
 
 def lexical_text(
@@ -148,7 +153,7 @@ def index_messages(
     chunker = getattr(embedder, "chunk", None) or chunk_text
     for m in messages:
         call = call_of.get((m.namespace, m.session, m.tool_call_id or ""))
-        pieces = chunker(document_text(m, call)) or [""]
+        pieces = chunker(document_text(m, call))[:MAX_CHUNKS] or [""]
         n_chunks[m.id] = len(pieces)
         for i, piece in enumerate(pieces):
             texts.append(piece)

@@ -17,8 +17,10 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 import threading
+from collections import OrderedDict
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
@@ -173,13 +175,21 @@ AskedAt = Annotated[
 
 
 class _Memories:
-    """The store's :class:`Memory`, opened on first use, and a view per session; calls are serialised."""
+    """The store's :class:`Memory`, opened on first use, and a view per session; calls are serialised.
+
+    The views are kept for the :data:`MAX_VIEWS` sessions used last: a client naming a new session on
+    every call made one more view each time, without bound. A view holds no state of its own (the log
+    does), so one dropped is made again on its session's next call.
+    """
+
+    #: Most per-session views kept (least recently used dropped first).
+    MAX_VIEWS = 64
 
     def __init__(self, store: str | None, namespace: str, session: str, memory_kwargs: dict[str, Any]):
         self.store, self.namespace, self.default = store, namespace, session
         self.kwargs = memory_kwargs
         self._root: "Memory | None" = None
-        self._views: dict[str, "Memory"] = {}
+        self._views: OrderedDict[str, "Memory"] = OrderedDict()
         self.lock = threading.RLock()
 
     def __call__(self, session: str | None) -> "Memory":
@@ -192,12 +202,15 @@ class _Memories:
             return self._root
         if name not in self._views:
             self._views[name] = self._root.for_session(name)
+            while len(self._views) > self.MAX_VIEWS:
+                self._views.popitem(last=False)
+        self._views.move_to_end(name)
         return self._views[name]
 
     def close(self) -> None:
         if self._root is not None:
             self._root.close()  # the views share its log
-        self._root, self._views = None, {}
+        self._root, self._views = None, OrderedDict()
 
 
 @contextlib.contextmanager
@@ -286,7 +299,7 @@ def build_server(
             Field(description="Only messages with this role."),
         ] = None,
         since: Annotated[str | None, Field(description="Only messages at or after this time: ISO 8601, or an age such as 12h, 7d.")] = None,
-        until: Annotated[str | None, Field(description="Only messages at or before this time: ISO 8601, or an age such as 12h, 7d.")] = None,
+        until: Annotated[str | None, Field(description="Only messages before this time: ISO 8601, or an age such as 12h, 7d.")] = None,
         min_score: Annotated[float | None, Field(description="Only hits whose cosine similarity to the query reaches this; 0.3 keeps clear matches.", ge=-1, le=1)] = None,
         all_sessions: Annotated[bool, Field(description="Search every session of the namespace, not just one.")] = False,
         asked_at: AskedAt = None,
@@ -428,6 +441,88 @@ def build_server(
     return server
 
 
+#: The top-level id of a JSON-RPC request, read from the text when the request is too deep to parse.
+_REQUEST_ID = re.compile(r'^\s*\{[^{}\[\]]*?"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
+
+
+class _DeepRequests:
+    """The stdio read stream, with the requests the SDK's JSON reader drops answered.
+
+    The SDK reads each line with pydantic's JSON parser, which stops at 200
+    levels of nesting; the SDK then passes the error on without the request's
+    id, and the client never gets a reply (a tool argument nested 200 deep
+    hung its call). Such a line is read again with Python's parser, so the
+    tool's own check answers ("nested more than 100 levels deep"); a line too
+    deep even for that gets a JSON-RPC error naming the limit.
+    """
+
+    def __init__(self, inner: Any, write: Any) -> None:
+        self._inner, self._write = inner, write
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._inner.receive()
+            item = await self._recover(item) if isinstance(item, Exception) else item
+            if item is not None:
+                return item
+
+    def __aiter__(self) -> "_DeepRequests":
+        return self
+
+    async def __anext__(self) -> Any:
+        while True:
+            item = await self._inner.__anext__()
+            item = await self._recover(item) if isinstance(item, Exception) else item
+            if item is not None:
+                return item
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> "_DeepRequests":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def _recover(self, exc: Exception) -> Any:
+        """The message ``exc`` failed to read, read again; None when it was answered here instead."""
+        from mcp import types
+        from mcp.shared.message import SessionMessage
+        from pydantic import ValidationError
+
+        errors = exc.errors() if isinstance(exc, ValidationError) else []
+        line = errors[0].get("input") if errors and errors[0].get("type") == "json_invalid" else None
+        if not isinstance(line, str) or "recursion limit" not in str(errors[0].get("msg", "")):
+            return exc  # another fault: the SDK's own handling
+        try:
+            return SessionMessage(types.jsonrpc_message_adapter.validate_python(json.loads(line)))
+        except (RecursionError, ValueError):  # deeper than Python reads too (about 1,000 levels)
+            pass
+        found = _REQUEST_ID.match(line)
+        if found is None:
+            return None  # a notification, or no id to answer to: nothing can be said
+        await self._write.send(SessionMessage(types.JSONRPCError(
+            jsonrpc="2.0", id=json.loads(found.group(1)), error=types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message="UsageError: the request is nested too deeply to read; tool arguments may nest at most "
+                        "100 levels: flatten them (store deep data as a JSON string)"))))
+        return None
+
+
+async def _run_stdio(server: MCPServer) -> None:
+    """``server.run("stdio")``, with :class:`_DeepRequests` between the transport and the server."""
+    from mcp.server.stdio import stdio_server
+
+    low = server._lowlevel_server
+    async with stdio_server() as (read_stream, write_stream):
+        await low.run(_DeepRequests(read_stream, write_stream), write_stream, low.create_initialization_options())
+
+
 def _warm_up(memories: _Memories) -> None:
     """Open the store and load the embedding model in the background, so the first tool call is quick."""
     try:
@@ -451,7 +546,9 @@ def serve(
     if warm:
         threading.Thread(target=_warm_up, args=(server._ragmem_memories,), daemon=True).start()  # type: ignore[attr-defined]
     try:
-        server.run("stdio")
+        import anyio
+
+        anyio.run(_run_stdio, server)
     finally:
         server._ragmem_memories.close()  # type: ignore[attr-defined]
 

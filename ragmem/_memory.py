@@ -120,8 +120,7 @@ class Memory:
         settings: MemorySettings | None = None,
         **options: Any,
     ) -> None:
-        validate.name(session, "session")
-        validate.name(namespace, "namespace")
+        session, namespace = validate.name(session, "session"), validate.name(namespace, "namespace")
         #: This session's name, and its namespace's (the unit of isolation).
         self.session, self.namespace = session, namespace
         #: The options of this Memory (window, placement, recall scope...), shared by its for_session() views.
@@ -199,6 +198,9 @@ class Memory:
         if created_at is not None:
             raw["created_at"] = created_at
         if metadata is not None:
+            if not isinstance(metadata, Mapping):  # dict() would turn [("a", 1)] into {"a": 1} silently
+                raise InvalidMessage(f"metadata must be a dict of string keys to JSON values, got "
+                                     f"{type(metadata).__name__} {metadata!r:.80}")
             raw["metadata"] = dict(metadata)
         stored = self.add_many([raw])
         if stored:
@@ -388,8 +390,8 @@ class Memory:
 
         Returns the ids forgotten (a tool call goes with its results). The
         filters are :meth:`search`'s, matched by the same rules
-        (:mod:`ragmem._store.filters`): ``role``, a time range (both ends
-        included; ``until`` alone expires what is older than a date), and
+        (:mod:`ragmem._store.filters`): ``role``, a time range (``since``
+        included, ``until`` not: ``until`` alone expires what is older than a date), and
         metadata (``where={"topic": "db"}``, or an operator:
         ``{"n": {"$gt": 3}}``); ``scope="namespace"`` covers every session of
         the namespace. The messages vanish from every read at once (tombstoned

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Iterable, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator, model_validator
 
 from . import _validate as validate
 from ._errors import InvalidMessage
@@ -26,6 +26,13 @@ ROLES = ("system", "developer", "user", "assistant", "tool")
 #: (or clipped, for tool results, when the caller opts in) so one runaway tool
 #: output cannot blow up the log, the index and every later prompt.
 MAX_CHARS = 1_000_000
+#: Most characters of a message's metadata, as JSON (its own limit: metadata is stored, filtered on and
+#: returned with every hit, but never embedded or placed in a prompt).
+MAX_METADATA_CHARS = 100_000
+#: Most characters of a message's ``name`` and of a tool call's function name (OpenAI allows 64).
+MAX_NAME_CHARS = 1_000
+#: Most characters of an id: a message's, a tool call's, a tool result's ``tool_call_id``.
+MAX_ID_CHARS = 512
 
 
 @dataclass(frozen=True)
@@ -140,16 +147,17 @@ def new_id() -> str:
 # ---------------------------------------------------------------- validation
 
 
+# Strict strings throughout: bytes (b"...") or a number are refused, not coerced to text.
 class _FunctionIn(BaseModel):
     model_config = ConfigDict(extra="allow")
-    name: str = Field(min_length=1)
-    arguments: str | dict[str, Any] = "{}"
+    name: StrictStr = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    arguments: StrictStr | dict[str, Any] = "{}"
 
 
 class _ToolCallIn(BaseModel):
     model_config = ConfigDict(extra="allow")
-    id: str = Field(min_length=1)
-    type: str = "function"
+    id: StrictStr = Field(min_length=1, max_length=MAX_ID_CHARS)
+    type: StrictStr = "function"
     function: _FunctionIn
 
 
@@ -158,13 +166,13 @@ class _MessageIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     role: Role
-    content: str | list[dict[str, Any]] | None = None
-    name: str | None = None
+    content: StrictStr | list[dict[str, Any]] | None = None
+    name: StrictStr | None = Field(default=None, max_length=MAX_NAME_CHARS)
     tool_calls: list[_ToolCallIn] | None = None
-    tool_call_id: str | None = None
-    id: str | None = Field(default=None, min_length=1, max_length=512)
+    tool_call_id: StrictStr | None = Field(default=None, max_length=MAX_ID_CHARS)
+    id: StrictStr | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS)
     created_at: datetime | float | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: dict[StrictStr, Any] | None = None
     # Fields some clients send along that carry no meaning for memory.
     refusal: str | None = None
     audio: Any = None
@@ -214,6 +222,37 @@ def _check_text(value: str, where: str) -> None:
         ) from None
 
 
+def _check_ids_and_metadata(m: _MessageIn, where: str) -> None:
+    """Ids without NUL (PostgreSQL's text cannot hold it; both logs refuse it alike), and metadata within
+    :data:`MAX_METADATA_CHARS` whose integers fit the 64 bits every backend stores."""
+    for what, value in (("id", m.id), ("tool_call_id", m.tool_call_id),
+                        *((f"tool call id {c.id!r}", c.id) for c in m.tool_calls or ())):
+        if value is not None and "\0" in value:
+            raise InvalidMessage(f"{where}'s {what} {value!r} holds a NUL character; ids are text without NUL: "
+                                 "remove it")
+    if not m.metadata:
+        return
+    stack: list[Any] = [m.metadata]
+    while stack:  # iteratively: the depth was checked, but the check itself should not recurse
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, int) and not isinstance(item, bool) and not -validate.MAX_INT - 1 <= item <= validate.MAX_INT:
+            shown = f"{item}" if item.bit_length() < 128 else f"a {item.bit_length():,}-bit number"
+            raise InvalidMessage(
+                f"{where}'s metadata holds the integer {shown}, outside the 64-bit integers metadata holds "
+                f"(±{validate.MAX_INT:,}); store it as a string"
+            )
+    size = len(json.dumps(m.metadata, ensure_ascii=False, default=str))
+    if size > MAX_METADATA_CHARS:
+        raise InvalidMessage(
+            f"{where}'s metadata is {size:,} characters as JSON, over the limit of {MAX_METADATA_CHARS:,}; "
+            "metadata is for tags and ids to filter on: keep large data in the content, or elsewhere"
+        )
+
+
 def _as_datetime(value: datetime | float | str | None, where: str = "message") -> datetime:
     if value is None:
         return datetime.now(timezone.utc)
@@ -260,6 +299,7 @@ def parse_message(
             "{'role': 'user', 'content': 'hi'}; roles are " + ", ".join(ROLES)
         ) from None
 
+    _check_ids_and_metadata(m, where)
     content = m.content
     text = content_text(content)
     _check_text(text, where)
@@ -272,6 +312,8 @@ def parse_message(
             f"{where} holds text that is not valid Unicode (a lone surrogate) in its name, tool calls, "
             "tool_call_id, metadata or content parts; decode your input as UTF-8 with errors='replace'"
         ) from None
+    except ValueError as exc:  # an integer of thousands of digits, which Python will not write as text
+        raise InvalidMessage(f"{where} holds a number JSON cannot hold ({exc}); store it as a string") from None
     # NaN and Infinity are not JSON: stored in a record, they make SQLite's JSON functions (every where= search
     # of the scope) fail with "malformed JSON", and a chat API rejects them in tool call arguments
     for part, value in (
@@ -289,13 +331,25 @@ def parse_message(
     if len(text) > max_chars:
         if m.role == "tool" and clip_tool_results is not None:
             keep = max(0, min(clip_tool_results, max_chars))
-            content = text[:keep] + clip_marker(len(text))
+            content = text = text[:keep] + clip_marker(len(text))
         else:
             raise InvalidMessage(
                 f"{where} has {len(text):,} characters, over the limit of {max_chars:,}. "
-                "Raise Memory(max_chars=...), split the content, or for tool results pass "
-                "Memory(clip_tool_results=N) to keep the first N characters with a visible marker"
+                "Raise Memory(max_chars=...) (the CLI's --max-chars), split the content, or for tool results "
+                "pass Memory(clip_tool_results=N) to keep the first N characters with a visible marker"
             )
+    # the rest of what a message carries counts against the same limit: tool call arguments (embedded again
+    # in the text of each result) and content parts other than text (a data-URL image)
+    extra = sum(len(a) if isinstance(a, str) else len(json.dumps(a, ensure_ascii=False))
+                for a in (c.function.arguments for c in m.tool_calls or ()))
+    if isinstance(content, list):
+        extra += sum(len(json.dumps(p, ensure_ascii=False, default=str)) for p in content if p.get("type") != "text")
+    if len(text) + extra > max_chars:
+        raise InvalidMessage(
+            f"{where} has {len(text):,} characters of text and {extra:,} of tool call arguments and non-text "
+            f"content parts, over the limit of {max_chars:,} in all. Raise Memory(max_chars=...) (the CLI's "
+            "--max-chars), or store large attachments elsewhere and keep a reference in the message"
+        )
     calls = tuple(
         ToolCall(
             id=c.id,

@@ -141,7 +141,10 @@ def resolve(text: str, anchor: datetime | date) -> list[Period]:
     out: list[Period] = []
     for a, b in spans:
         for m in _EXPR.finditer(low, a, b):
-            p = _period(m, day)
+            try:
+                p = _period(m, day)
+            except (ValueError, OverflowError):  # before year 1 or after 9999 ("last month" at 0001-01-15)
+                continue
             if p is not None and p not in out:
                 out.append(p)
     return out

@@ -38,6 +38,7 @@ MAX_DEPTH = 100
 ROLES = ("system", "developer", "user", "assistant", "tool")
 AGE_FORMS = "an age such as 90m, 12h, 7d or 2w"
 _AGE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _AGE_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 _WHERE_OPS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
 
@@ -77,6 +78,10 @@ def text(value: Any, name: str) -> str:
         raise UsageError(f"{name} must be a string, got {type(value).__name__} {value!r}")
     if not value.strip():
         raise UsageError(f"{name} is empty; pass some text")
+    bad = _SURROGATE.search(value)
+    if bad is not None:  # the tokenizer and the model cannot read it (a raw TypeError before)
+        raise UsageError(f"{name} holds a lone surrogate at position {bad.start()} (U+{ord(bad.group()):04X}), which "
+                         "is not valid Unicode text; decode the input as UTF-8 with errors='replace'")
     return value
 
 
@@ -88,27 +93,45 @@ def choice(value: Any, name: str, options: Sequence[str]) -> str:
 
 
 _BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: Most characters of a namespace or session name (after NFC). Names are keys: a tenant id, a ticket,
+#: a title with its conversation's id; a 100,000-character namespace was accepted before.
+MAX_NAME = 256
 
 
 def name(value: Any, what: str) -> str:
-    """A namespace or session name: a non-empty string of printable text.
+    """A namespace or session name: a non-empty string of printable text, NFC-normalised; returns it.
 
-    No control character (NUL, tab, newline, DEL, C1), no bidirectional
-    override, no lone surrogate. Names are the scope keys of every table and
-    collection; a NUL or a newline in one has no use and made keys collide in
-    older stores.
+    No control character (NUL, tab, newline, DEL, C1), no invisible or
+    format character (zero-width space and joiners, LRM/RLM, the soft hyphen,
+    the BOM, bidirectional overrides and isolates: Unicode's ``Cf``), no space
+    but U+0020 (a no-break space, an ideographic space, a line separator), no
+    lone surrogate, and at most :data:`MAX_NAME` characters. Names are the
+    scope keys of every table and collection, and listings show them: two
+    names that print alike must be one name (NFC: a decomposed ``é`` is the
+    precomposed one) or be refused. Letters of other scripts that look alike
+    (a Cyrillic ``а``) stay distinct names; isolation holds either way.
     """
     if not isinstance(value, str) or not value:
         raise UsageError(f"{what} must be a non-empty string, got {value!r}")
     for i, ch in enumerate(value):
         cat = unicodedata.category(ch)
         if cat == "Cs":
-            raise UsageError(f"{what} {value!r} holds a lone surrogate, which is not valid Unicode text")
+            raise UsageError(f"{what} {value[:80]!r} holds a lone surrogate, which is not valid Unicode text")
         if cat == "Cc" or ch in _BIDI_CONTROLS:
             raise UsageError(
-                f"{what} {value!r} holds the control character U+{ord(ch):04X} at position {i}; names may not "
+                f"{what} {value[:80]!r} holds the control character U+{ord(ch):04X} at position {i}; names may not "
                 "hold control characters (NUL, tab, newline ...) or bidirectional overrides: pick a printable name"
             )
+        if cat == "Cf" or (cat[0] == "Z" and ch != " "):
+            raise UsageError(
+                f"{what} {value[:80]!r} holds the invisible character U+{ord(ch):04X} ({unicodedata.name(ch, cat)}) "
+                f"at position {i}; names may hold no invisible, format or special space characters, so that two "
+                "names never print alike: remove it (a plain space is allowed)"
+            )
+    value = unicodedata.normalize("NFC", value)
+    if len(value) > MAX_NAME:
+        raise UsageError(f"{what} {value[:40]!r}... is {len(value):,} characters long, over the limit of "
+                         f"{MAX_NAME}; names are keys: use a shorter name (an id, a slug)")
     return value
 
 

@@ -95,7 +95,10 @@ def named_periods(text: str, asked_at: datetime | None = None) -> list[timeparse
     >>> [p.label for p in named_periods("What did I finish last month?", datetime(2023, 5, 30))]
     ['2023-04']
     """
-    return list(dict.fromkeys(timeparse.asked(text, asked_at)))[:MAX_PERIODS]
+    # a period in the calendar's first or last year is left out: its search window (a day before, a few
+    # days after) would leave the years datetime can hold
+    found = [p for p in timeparse.asked(text, asked_at) if 1 < p.start.year < 9999]
+    return list(dict.fromkeys(found))[:MAX_PERIODS]
 
 
 def period_end(p: timeparse.Period) -> date:

@@ -543,3 +543,119 @@ def test_malformed_anthropic_blocks(store, block, match):
 def test_bad_prompt_turns(store, turn, err, match):
     with pytest.raises(err, match=match):
         store.prompt(turn)
+
+
+# ------------------------------------------------------------- bounds (issue 24)
+BIG = "x" * 5_000_000
+
+
+@pytest.mark.parametrize("message, says", [
+    ({"role": "user", "content": "hi", "metadata": {"blob": BIG}}, r"metadata is 5,000,0.. characters as JSON, over the limit of 100,000"),
+    ({"role": "user", "content": "hi", "name": BIG}, "name: String should have at most 1000 characters"),
+    ({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c9", "type": "function", "function": {"name": "f", "arguments": BIG}}]},
+     "5,000,000 of tool call arguments.*over the limit of 1,000,000"),
+    ({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c9", "type": "function", "function": {"name": "f" * 1_000_000, "arguments": "{}"}}]},
+     "function.name: String should have at most 1000 characters"),
+    ({"role": "user", "content": [{"type": "text", "text": "look"},
+                                  {"type": "image_url", "image_url": {"url": "data:image/png;base64," + BIG}}]},
+     "non-text content parts, over the limit of 1,000,000"),
+    ({"role": "tool", "tool_call_id": "c" * 600, "content": "ok"}, "tool_call_id: String should have at most 512"),
+])
+def test_every_field_is_bounded_with_the_limit_in_the_error(store, message, says):
+    """The 1,000,000-character cap bounded the content only: 5 MB of metadata, name, arguments or a data-URL
+    image part were accepted (and the arguments embedded again in each result's text)."""
+    with pytest.raises(InvalidMessage, match=says):
+        store.add(message)
+
+
+def test_values_are_refused_not_coerced(store):
+    """content=b"..." was stored as text and metadata=[("a", 1)] as {"a": 1}; metadata=[1, 2] was a TypeError."""
+    with pytest.raises(InvalidMessage, match=r"content\.str: Input should be a valid string"):
+        store.add({"role": "user", "content": b"bytes"})
+    with pytest.raises(InvalidMessage, match="name: Input should be a valid string"):
+        store.add({"role": "user", "content": "hi", "name": b"bob"})
+    for meta in ([("a", 1)], [1, 2], "a=1"):
+        with pytest.raises(InvalidMessage, match="metadata must be a dict"):
+            store.add({"role": "user", "content": "hi"}, metadata=meta)
+        with pytest.raises(InvalidMessage, match="metadata: Input should be a valid dictionary"):
+            store.add({"role": "user", "content": "hi", "metadata": meta})
+
+
+@pytest.mark.parametrize("n, says", [(10**5000, "a 16,610-bit number"), (10**30, "1000000000000000000000000000000"),
+                                     (-(2**63) - 1, "-9223372036854775809")], ids=["10**5000", "10**30", "-2**63-1"])
+def test_metadata_integers_fit_64_bits(store, n, says):
+    """metadata={"n": 10**5000} raised a raw ValueError; 10**30 reached Chroma, which cannot hold it."""
+    with pytest.raises(InvalidMessage, match=f"{says}, outside the 64-bit integers"):
+        store.add({"role": "user", "content": "hi"}, metadata={"n": n})
+    with pytest.raises(InvalidMessage, match="number JSON cannot hold"):
+        store.add({"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c9", "type": "function", "function": {"name": "f", "arguments": {"n": 10**5000}}}]})
+    assert store.add({"role": "user", "content": "edge"}, metadata={"n": 2**63 - 1}).metadata == {"n": 2**63 - 1}
+    assert [h.message.content for h in store.search("edge", where={"n": 2**63 - 1})] == ["edge"]
+
+
+def test_a_nul_in_an_id_is_refused_alike_on_both_logs(tmp_path, log_url):
+    """SQLite stored it; PostgreSQL raised a raw psycopg DataError."""
+    mem = Memory(tmp_path / "s", session="s1", embedder=HashEmbedder(), log_url=log_url)
+    with pytest.raises(InvalidMessage, match=r"id 'a\\x00b' holds a NUL character"):
+        mem.add({"role": "user", "content": "hi"}, id="a\0b")
+    with pytest.raises(InvalidMessage, match=r"tool call id .* holds a NUL character"):
+        mem.add({"role": "assistant", "content": None, "tool_calls": [tool_call("c\0")]})
+    with pytest.raises(InvalidMessage, match=r"tool_call_id .* holds a NUL character"):
+        mem.add({"role": "tool", "tool_call_id": "c\0", "content": "r"})
+    assert mem.add({"role": "user", "content": "a\0b"}, id="ok").content == "a\0b"  # text may hold it
+    assert mem.messages()[0].id == "ok"
+    mem.close()
+
+
+def test_the_chunks_of_one_message_are_bounded(tmp_path):
+    """900,000 characters of "1/" made 4,054 chunks and one add() ran for minutes: the vector index holds a
+    message's first MAX_CHUNKS chunks; the log keeps it whole."""
+    from ragmem._indexing import MAX_CHUNKS
+
+    class Fine(HashEmbedder):  # a chunker as fine as the bundled model's on "1/1/1/..."
+        def __init__(self):
+            super().__init__()
+            self.embedded = 0
+
+        def chunk(self, text):
+            return [text[i:i + 100] for i in range(0, len(text), 80)]
+
+        def embed_batch(self, texts, kind="document"):
+            self.embedded += len(texts) if kind == "document" else 0
+            return super().embed_batch(texts, kind)
+
+    emb = Fine()
+    mem = Memory(tmp_path / "s", embedder=emb, max_chars=2_000_000)
+    text = "1/" * 450_000
+    mem.add({"role": "user", "content": text}, id="long")
+    assert emb.embedded == MAX_CHUNKS < len(emb.chunk(text))
+    assert mem.get("long").content == text
+    assert mem.store.log.index.flags("default") == {"long": 1}
+    assert mem.search("1/1/1", k=1)[0].message.id == "long"
+    mem.close()
+
+
+# ------------------------------------------------------------- clear errors (issue 24)
+@pytest.mark.parametrize("call", [
+    lambda m: m.search("what did I do last month?", asked_at="0001-01-15"),  # was ValueError: year 0
+    lambda m: m.search("what happens next year?", asked_at="9999-12-30"),  # was ValueError: year 10000
+    lambda m: m.search("two weeks ago", asked_at="0001-01-02"),  # was OverflowError
+    lambda m: m.search("what did we do last week", asked_at="0001-01-03"),
+    lambda m: m.prompt("what did I do yesterday?", asked_at="0001-01-02", budget=300),
+], ids=["last month at year 1", "next year at 9999", "two weeks ago at year 1", "last week", "prompt"])
+def test_a_period_outside_the_calendar_is_no_period(tmp_path, call):
+    """A relative period read at the calendar's edge has no messages: no date boost, not a raw error."""
+    mem = Memory(tmp_path / "s", embedder=HashEmbedder(), window=1)
+    mem.add({"role": "user", "content": "the first day, last month", "created_at": "0001-01-02"})  # indexed too
+    mem.add_many([{"role": "user", "content": f"turn {i} next year"} for i in range(5)])
+    call(mem)
+    mem.close()
+
+
+def test_a_lone_surrogate_in_a_query_is_a_usage_error(store):
+    """The tokenizer raised a TypeError (prompt already refused it)."""
+    with pytest.raises(UsageError, match=r"query holds a lone surrogate at position 4 \(U\+D800\)"):
+        store.search("bad \ud800 query")

@@ -27,7 +27,7 @@ def test_one_condition_is_the_where_itself_and_several_are_anded():
     assert f.chroma() == {"$and": [
         {"role": {"$in": ["user", "tool"]}},
         {"created_at": {"$gte": at.timestamp()}},
-        {"created_at": {"$lte": at.timestamp() + 60}},
+        {"created_at": {"$lt": at.timestamp() + 60}},
         {"m_ticket": "T-1"},
         {"m_n": 3},
     ]}
@@ -160,3 +160,12 @@ def test_a_filter_no_backend_can_match_is_refused_alike_on_both_logs(filter_stor
         with pytest.raises(UsageError, match=says):
             call()
     assert len(filter_store.messages()) == 1
+
+
+def test_search_and_forget_read_a_time_range_alike(filter_store):
+    """since is included, until is not, in both (search included until and forget did not)."""
+    at = datetime(2024, 5, 1, tzinfo=timezone.utc)
+    mid = filter_store.add({"role": "user", "content": "apple at noon"}, created_at=at).id
+    assert filter_store.search("apple", until=at) == [] and filter_store.forget(until=at) == []
+    assert [h.message.id for h in filter_store.search("apple", since=at, until=at.timestamp() + 1)] == [mid]
+    assert filter_store.forget(since=at) == [mid]

@@ -581,3 +581,27 @@ def test_adapters_stay_in_their_namespace(tmp_path, embedder):
     asyncio.run(agents())
     assert _victim_view(a) == before
     a.close()
+
+
+@pytest.mark.parametrize("kind", ["namespace", "session"])
+@pytest.mark.parametrize("bad, says", [
+    ("tenant\u200b", "U+200B"), ("\u200etenant", "U+200E"), ("ten\u200fant", "U+200F"), ("tenant\u00a0", "U+00A0"),
+    ("ten\u2028ant", "U+2028"), ("\ufefftenant", "U+FEFF"), ("ten\u00adant", "U+00AD"), ("x" * 257, "over the limit of 256"),
+], ids=["zero-width space", "LRM", "RLM", "trailing NBSP", "line separator", "BOM", "soft hyphen", "257 characters"])
+def test_names_that_print_alike_or_are_too_long_are_refused(tmp_path, kind, bad, says):
+    """Invisible characters made distinct namespaces that list alike; a 100,000-character namespace was accepted."""
+    with pytest.raises(UsageError, match=f"{kind}.*{re.escape(says)}"):
+        Memory(tmp_path / "s", embedder=HashEmbedder(), **{kind: bad})
+    assert Memory(tmp_path / "s", embedder=HashEmbedder(), **{kind: "x" * 256}).close() is None
+
+
+def test_names_are_nfc_normalised(tmp_path):
+    """A decomposed é and the precomposed one are one namespace and one session, not two that print alike."""
+    a = Memory(tmp_path / "s", embedder=HashEmbedder(), namespace="cafe\u0301", session="re\u0301sume\u0301")
+    a.add({"role": "user", "content": "one tenant"}, id="m1")
+    b = Memory(store=a.store, namespace="caf\u00e9", session="r\u00e9sum\u00e9")
+    assert (b.namespace, b.session) == (a.namespace, a.session) == ("caf\u00e9", "r\u00e9sum\u00e9")
+    assert b.get("m1").content == "one tenant"
+    assert a.store.log.namespaces() == ["caf\u00e9"]
+    assert [s.session for s in a.store.sessions("cafe\u0301")] == ["r\u00e9sum\u00e9"]
+    a.close()

@@ -230,3 +230,45 @@ def test_the_mcp_server_runs_the_query_expander_its_store_names(tmp_path, monkey
             assert any("six weeks" in h["content"] for h in hits)
 
     anyio.run(scenario)
+
+
+def test_the_mcp_server_answers_every_request_with_the_error_that_says_why(tmp_path):
+    """An argument nested 200 deep got no reply at all (the SDK's JSON reader stops at 200 levels and drops
+    the request); the library's clear errors reach the client as the tool's result."""
+    def nested(depth):
+        value = "x"
+        for _ in range(depth):
+            value = {"a": value}
+        return value
+
+    async def answers():
+        async with connect(tmp_path / "store", sys.executable, "-m", "ragmem.mcp_server") as s:
+            for depth in (150, 200):  # the SDK client itself cannot write deeper than about 250
+                with anyio.fail_after(120):
+                    text = await call_error(s, "add_messages", messages=[
+                        {"role": "user", "content": "hi", "metadata": nested(depth)}])
+                assert "InvalidMessage: message 0 is nested more than 100 levels deep" in text, (depth, text)
+            await call(s, "add_messages", messages=[{"role": "user", "content": "first message"}])
+            hits = await call(s, "search_memory", query="what did I do last month?", asked_at="0001-01-15")
+            assert [h["content"] for h in hits["hits"]] == ["first message"]
+            text = await call_error(s, "add_messages", messages=[{"role": "user", "content": "hi", "id": "a\0b"}])
+            assert "InvalidMessage: message 0's id 'a\\x00b' holds a NUL character" in text
+            text = await call_error(s, "read_recent", session="tenant\u200b")
+            assert "UsageError: session 'tenant\\u200b' holds the invisible character U+200B" in text
+
+    anyio.run(answers)
+
+
+def test_the_mcp_server_keeps_a_bounded_number_of_session_views(tmp_path):
+    """One view per distinct session name was kept without bound; now the last MAX_VIEWS used."""
+    from conftest import HashEmbedder
+    from ragmem._mcp import _Memories
+
+    memories = _Memories(str(tmp_path / "store"), "default", "default", {"embedder": HashEmbedder()})
+    first = memories("s0")
+    for i in range(1, 3 * _Memories.MAX_VIEWS):
+        memories(f"s{i}")
+        memories("s1")  # used all along: kept
+    assert len(memories._views) == _Memories.MAX_VIEWS and "s1" in memories._views and "s0" not in memories._views
+    assert memories("s0") is not first and memories("s0").session == "s0"
+    memories.close()

@@ -3,7 +3,7 @@
 Every filter of ragmem (``search``, ``forget``, the CLI and MCP tools over
 them) is a :class:`RowFilter`, and every backend applies the same rules:
 
-- ``role`` is one of the roles given; ``since`` <= ``created_at`` <= ``until`` (both ends included);
+- ``role`` is one of the roles given; ``since`` <= ``created_at`` < ``until`` ("before" ``until``);
 - metadata values have three kinds: booleans, numbers (int and float, compared by value: ``3``
   matches ``3.0``) and strings. A condition matches only a stored value of its own kind: ``True``
   never matches ``1`` or ``1.0``, ``"1"`` never matches ``1``;
@@ -118,7 +118,7 @@ class RowFilter:
         if self.roles is not None and message.role not in self.roles:
             return False
         at = message.created_at.timestamp()
-        if (self.since is not None and at < self.since) or (self.until is not None and at > self.until):
+        if (self.since is not None and at < self.since) or (self.until is not None and at >= self.until):
             return False
         return metadata_matches(message.metadata, self.where)
 
@@ -145,7 +145,7 @@ class RowFilter:
         if self.since is not None:
             conds.append({"created_at": {"$gte": self.since}})
         if self.until is not None:
-            conds.append({"created_at": {"$lte": self.until}})
+            conds.append({"created_at": {"$lt": self.until}})
         for k, v in self.where:
             if isinstance(v, Mapping) and next(iter(v)) in ("$in", "$nin"):
                 (op, arg), = v.items()
@@ -161,7 +161,7 @@ class RowFilter:
         if self.roles:
             sql += f" AND m.role IN ({','.join([mark] * len(self.roles))})"
             args += list(self.roles)
-        for op, t in ((">=", self.since), ("<=", self.until)):
+        for op, t in ((">=", self.since), ("<", self.until)):
             if t is not None:
                 sql += f" AND m.created_at {op} {mark}"
                 args.append(t)

@@ -319,7 +319,7 @@ class Store:
     # -- listing -------------------------------------------------------------------
     def sessions(self, namespace: str) -> list[SessionInfo]:
         """The sessions of ``namespace``, with their sizes."""
-        validate.name(namespace, "namespace")
+        namespace = validate.name(namespace, "namespace")
         ts = lambda x: datetime.fromtimestamp(x, tz=timezone.utc) if x is not None else None  # noqa: E731
         return [
             SessionInfo(r["namespace"], r["session"], r["messages"], r["indexed"], ts(r["first_at"]), ts(r["last_at"]))
@@ -428,7 +428,7 @@ class Store:
 
     def reindex(self, namespace: str) -> int:
         """Rebuild a namespace's vector index from the log (after changing the embedder, say); return the count."""
-        validate.name(namespace, "namespace")
+        namespace = validate.name(namespace, "namespace")
         with self._lock:
             # flags first: a crash between the drop and the re-index leaves them pending, for repair
             self.log.lexical.mark_unindexed(namespace)
