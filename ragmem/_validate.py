@@ -109,7 +109,7 @@ def name(value: Any, what: str) -> str:
     scope keys of every table and collection, and listings show them: two
     names that print alike must be one name (NFC: a decomposed ``é`` is the
     precomposed one) or be refused. Letters of other scripts that look alike
-    (a Cyrillic ``а``) stay distinct names; isolation holds either way.
+    (a Cyrillic a, U+0430) stay distinct names; isolation holds either way.
     """
     if not isinstance(value, str) or not value:
         raise UsageError(f"{what} must be a non-empty string, got {value!r}")
