@@ -113,6 +113,15 @@ def _open(cfg: Config, **kw: Any) -> "Memory":
                   chroma_url=cfg.chroma_url, trust_config=cfg.trust_config, **kw)
 
 
+_MAX_CHARS = click.option(
+    "--max-chars", type=click.IntRange(1), default=None, metavar="N",
+    help="Longest message to accept, in characters, as Memory(max_chars=N) [default: 1,000,000].")
+
+
+def _max_chars(n: int | None) -> dict[str, int]:
+    return {"max_chars": n} if n is not None else {}
+
+
 def _emit(cfg: Config, data: Any, human: Callable[[], Iterable[str]] | str | None = None) -> None:
     """Print ``data`` as JSON under --json, else the human lines."""
     if cfg.json:
@@ -242,8 +251,9 @@ def _version(ctx: click.Context, value: bool) -> None:
     help="Input format; auto detects Anthropic blocks and LoCoMo conversations.",
 )
 @click.option("--progress/--no-progress", default=None, help="Force the progress bar on or off (default: on for long ingests on a terminal).")
+@_MAX_CHARS
 @_common
-def ingest(file: str, fmt: str, progress: bool | None, **opts: Any) -> None:
+def ingest(file: str, fmt: str, progress: bool | None, max_chars: int | None, **opts: Any) -> None:
     """Add the messages of a JSON or JSONL file to the session.
 
     FILE may be '-' to read stdin. The whole file is checked before anything
@@ -267,7 +277,7 @@ def ingest(file: str, fmt: str, progress: bool | None, **opts: Any) -> None:
     conversations = load_history(file, fmt, default_session=cfg.session)
     # background indexing: add_many() then only writes the log (one transaction per session, so a
     # session is stored whole or not at all), and the bar follows the embedding behind it
-    root = _open(cfg, index="background")
+    root = _open(cfg, index="background", **_max_chars(max_chars))
     try:
         plans = []
         for conv in conversations:  # validate every message of every session before storing any
@@ -505,21 +515,25 @@ def import_(file: str, **opts: Any) -> None:
 
 @cli.command("import-chats")
 @click.argument("file", metavar="FILE")
+@_MAX_CHARS
 @_common
-def import_chats(file: str, **opts: Any) -> None:
-    """Import a ChatGPT or Claude data export (conversations.json): one session per conversation.
+def import_chats(file: str, max_chars: int | None, **opts: Any) -> None:
+    """Import a ChatGPT or Claude data export (conversations.json, or the export's zip): one session per conversation.
 
     Sessions are named after the source, the title and the conversation id
-    (chatgpt-<title>-<id>); importing the same export again stores nothing twice.
+    (chatgpt-<title>-<id>). A conversation imported before keeps its session,
+    even renamed: importing a later export adds only its new turns. Every
+    conversation is checked before any is stored: a malformed one stores
+    nothing, and the error names the file and the conversation.
     """
     from ragmem._exports import import_export
-    from ragmem._loaders import parse_json_or_jsonl, read_text
+    from ragmem._loaders import parse_json_or_jsonl, read_export
 
     cfg = _cfg(**opts)
-    data = parse_json_or_jsonl(read_text(file), file)
-    mem = _open(cfg)
+    data = parse_json_or_jsonl(read_export(file), file)
+    mem = _open(cfg, **_max_chars(max_chars))
     try:
-        counts = import_export(mem, data)
+        counts = import_export(mem, data, source=file)
     finally:
         mem.close()
     total = sum(counts.values())

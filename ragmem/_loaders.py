@@ -18,6 +18,7 @@ import hashlib
 import json
 import re
 import sys
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -50,9 +51,28 @@ def read_text(file: str) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
+        if zipfile.is_zipfile(path):
+            raise InvalidMessage(f"{file}: a zip archive, not JSON/JSONL text; unzip it and pass the file inside "
+                                 "(`ragmem import-chats` reads a data export's conversations.json from its zip)") from None
         raise InvalidMessage(f"{file}: not UTF-8 text (byte {exc.start}); is it really JSON/JSONL?") from None
     except OSError as exc:  # no permission, a broken mount: the user's file, so a one-line error naming it
         raise UsageError(f"{file}: cannot read it ({exc.strerror or exc}); check the path and its permissions") from None
+
+
+def read_export(file: str) -> str:
+    """The text of a chat export: ``file`` itself, or the ``conversations.json`` inside a data export's zip."""
+    if file != "-" and Path(file).is_file() and zipfile.is_zipfile(file):
+        try:
+            with zipfile.ZipFile(file) as z:
+                inside = [n for n in z.namelist() if n.rsplit("/", 1)[-1] == "conversations.json"]
+                if len(inside) != 1:
+                    raise InvalidMessage(f"{file}: the zip holds {len(inside)} conversations.json files, not one; "
+                                         "unzip it and pass the conversations.json to import")
+                return z.read(inside[0]).decode("utf-8")
+        except (zipfile.BadZipFile, OSError, UnicodeDecodeError) as exc:
+            raise InvalidMessage(f"{file}: cannot read conversations.json from the zip ({exc}); unzip it and pass "
+                                 "the file inside") from None
+    return read_text(file)
 
 
 def parse_json_or_jsonl(text: str, file: str) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -53,7 +54,7 @@ CLAUDE = [{
 def test_chatgpt_branch_the_user_saw_oldest_first():
     assert detect_export(CHATGPT) == "chatgpt"
     (name, rows), = from_chatgpt(CHATGPT).items()
-    assert name == "chatgpt-sourdough-starter-help-6772a3f0"
+    assert name == "chatgpt-sourdough-starter-help-6772a3f0-aaaa-bbbb-cccc-000000000001"
     assert [r["content"] for r in rows] == [
         "My sourdough starter smells like acetone.", "It is hungry: feed it twice a day at 1:1:1.",
         "What flour should I use?", "Whole rye flour gets it going fastest.",
@@ -64,16 +65,16 @@ def test_chatgpt_branch_the_user_saw_oldest_first():
 def test_claude_conversation():
     assert detect_export(CLAUDE) == "claude"
     (name, rows), = from_claude(CLAUDE).items()
-    assert name == "claude-kubernetes-ingress-timeouts-0b7c2c1e"
+    assert name == "claude-kubernetes-ingress-timeouts-0b7c2c1e-1111-2222-3333-444444444444"
     assert [r["role"] for r in rows] == ["user", "assistant"]
     assert rows[1]["content"] == "Raise proxy-read-timeout on the ingress annotation."
 
 
 def test_import_is_one_session_per_conversation_and_idempotent(tmp_path, embedder):
     mem = Memory(tmp_path / "s", embedder=embedder)
-    assert import_export(mem, CHATGPT) == {"chatgpt-sourdough-starter-help-6772a3f0": 4}
-    assert import_export(mem, CLAUDE) == {"claude-kubernetes-ingress-timeouts-0b7c2c1e": 2}
-    assert import_export(mem, CHATGPT) == {"chatgpt-sourdough-starter-help-6772a3f0": 0}
+    assert import_export(mem, CHATGPT) == {"chatgpt-sourdough-starter-help-6772a3f0-aaaa-bbbb-cccc-000000000001": 4}
+    assert import_export(mem, CLAUDE) == {"claude-kubernetes-ingress-timeouts-0b7c2c1e-1111-2222-3333-444444444444": 2}
+    assert import_export(mem, CHATGPT) == {"chatgpt-sourdough-starter-help-6772a3f0-aaaa-bbbb-cccc-000000000001": 0}
     hits = mem.search("which flour for the starter", k=1, scope="namespace")
     assert hits[0].session.startswith("chatgpt-") and "rye" in hits[0].message.text
     assert hits[0].message.created_at.year == 2023
@@ -89,6 +90,109 @@ def test_cli_import_chats(tmp_path):
     store = str(tmp_path / "cli")
     result = CliRunner().invoke(cli, ["--store", store, "--json", "import-chats", str(path)])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output) == {"imported": 2, "sessions": {"claude-kubernetes-ingress-timeouts-0b7c2c1e": 2}}
+    assert json.loads(result.output) == {"imported": 2, "sessions": {"claude-kubernetes-ingress-timeouts-0b7c2c1e-1111-2222-3333-444444444444": 2}}
     again = CliRunner().invoke(cli, ["--store", store, "import-chats", str(path)])
     assert "imported 0 messages into 1 sessions" in again.output
+
+
+# ----------------------------------------------------------------- issue 24: nothing dropped, nothing half done
+def _chatgpt(conv_id, title, turns, t0=1700000000.0):
+    """A ChatGPT conversation of ``turns`` (user, assistant, ...) with message ids ``<conv_id>-<n>``."""
+    ids = [f"{conv_id}-{i}" for i in range(len(turns))]
+    mapping = {"root": _node("root", None, ids[:1])}
+    for i, text in enumerate(turns):
+        mapping[ids[i]] = _node(ids[i], ids[i - 1] if i else "root", ids[i + 1:i + 2],
+                                "user" if i % 2 == 0 else "assistant", text, t0 + i)
+    return {"title": title, "create_time": t0, "conversation_id": conv_id, "current_node": ids[-1], "mapping": mapping}
+
+
+def test_two_conversations_with_one_title_and_id_prefix_keep_two_sessions(tmp_path, hash_embedder):
+    """Sessions were named by the title and the id's first 8 characters: the second overwrote the first, exit 0."""
+    mem = Memory(tmp_path / "s", embedder=hash_embedder)
+    data = [_chatgpt("6772a3f0-0000-0000-0000-00000000000a", "Same", ["first one", "reply a"]),
+            _chatgpt("6772a3f0-0000-0000-0000-00000000000b", "Same", ["second one", "reply b"])]
+    counts = import_export(mem, data)
+    assert list(counts.values()) == [2, 2] and len(counts) == 2
+    assert sorted(m.content for s in counts for m in mem.messages(s)) == ["first one", "reply a", "reply b",
+                                                                         "second one"]
+    mem.close()
+
+
+def test_a_renamed_conversation_keeps_its_session_on_a_later_export(tmp_path, hash_embedder):
+    """Re-importing after a rename failed ("message id ... is already used in session ..."), exit 1, and the
+    conversations after it were never imported."""
+    mem = Memory(tmp_path / "s", embedder=hash_embedder)
+    first = import_export(mem, [_chatgpt("c-1", "Old title", ["hello", "hi"]), _chatgpt("c-2", "Other", ["x", "y"])])
+    later = [_chatgpt("c-1", "New title", ["hello", "hi", "one more", "sure"]),
+             _chatgpt("c-2", "Other", ["x", "y", "z"]), _chatgpt("c-3", "Third", ["new chat"])]
+    again = import_export(mem, later)
+    old_name = next(iter(first))
+    assert again == {old_name: 2, "chatgpt-other-c-2": 1, "chatgpt-third-c-3": 1}
+    assert [m.content for m in mem.messages(old_name)] == ["hello", "hi", "one more", "sure"]
+    assert import_export(mem, later) == dict.fromkeys(again, 0)  # and once more stores nothing
+    mem.close()
+
+
+@pytest.mark.parametrize("broken, says", [
+    (lambda c: c.__setitem__("create_time", 1e20) or [n["message"].__setitem__("create_time", None)
+                                                       for n in c["mapping"].values() if n["message"]],
+     "created_at 1e[+]20 is out of range"),
+    (lambda c: [n["message"].__setitem__("create_time", float("nan")) for n in c["mapping"].values() if n["message"]],
+     "created_at"),
+    (lambda c: [n["message"].__setitem__("create_time", "yesterday") for n in c["mapping"].values() if n["message"]],
+     "create_time 'yesterday' is not epoch seconds"),
+    (lambda c: [n["message"].__setitem__("author", "user") for n in c["mapping"].values() if n["message"]],
+     "author must be an object"),
+    (lambda c: [n["message"].__setitem__("content", ["text"]) for n in c["mapping"].values() if n["message"]],
+     "content must be an object"),
+], ids=["create_time 1e20", "create_time NaN", "create_time yesterday", "author a string", "content a list"])
+def test_a_malformed_conversation_stores_nothing_of_the_file_and_names_both(tmp_path, hash_embedder, broken, says):
+    """One bad conversation left the earlier ones stored and the later ones not, and the error named neither
+    the file nor the conversation (or a traceback, exit 3)."""
+    bad = _chatgpt("bad-conv", "Broken one", ["oops", "hm"])
+    broken(bad)
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps([_chatgpt("good-1", "Fine", ["a", "b"]), bad, _chatgpt("good-2", "Fine", ["c"])]))
+    store = str(tmp_path / "cli")
+    result = CliRunner().invoke(cli, ["--store", store, "import-chats", str(path)])
+    text = str(result.exception)  # the CLI's entry point prints it as one line (tests/test_cli.py)
+    assert isinstance(result.exception, InvalidMessage), result.output
+    assert text.startswith(f"{path}: ") and "conversation 1 (id 'bad-conv'" in text, text
+    assert re.search(says, text) and "nothing of the file was imported" in text.lower(), text
+    after = Memory(store, embedder=hash_embedder)
+    assert after.store.log.count() == 0  # not even the good conversation before it
+    after.close()
+
+
+def test_a_bad_claude_time_and_a_non_object_conversation_are_named(tmp_path, hash_embedder):
+    mem = Memory(tmp_path / "s", embedder=hash_embedder)
+    bad = json.loads(json.dumps(CLAUDE))
+    bad[0]["chat_messages"][0]["created_at"] = "not a time"
+    with pytest.raises(InvalidMessage, match=r"x\.json: conversation 0 \(id '0b7c2c1e.*message 0.*not a time"):
+        import_export(mem, bad, source="x.json")
+    with pytest.raises(InvalidMessage, match=r"x\.json: Claude conversation 1: it is not a JSON object \(got str\)"):
+        import_export(mem, [*CLAUDE, "oops"], source="x.json")
+    assert mem.store.log.count() == 0
+    mem.close()
+
+
+def test_a_zip_export_is_read_and_a_giant_message_names_the_cli_option(tmp_path):
+    """A .zip got "not UTF-8 text"; a message over 1 MB advised Memory(max_chars=...), which the CLI cannot set."""
+    import zipfile
+
+    archive = tmp_path / "export.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("export/conversations.json", json.dumps(CLAUDE))
+    store = str(tmp_path / "cli")
+    result = CliRunner().invoke(cli, ["--store", store, "--json", "import-chats", str(archive)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["imported"] == 2
+    giant = tmp_path / "giant.json"
+    giant.write_text(json.dumps([_chatgpt("g-1", "Giant", ["x" * 1_100_000])]))
+    result = CliRunner().invoke(cli, ["--store", store, "import-chats", str(giant)])
+    assert isinstance(result.exception, InvalidMessage) and "--max-chars" in str(result.exception), result.output
+    result = CliRunner().invoke(cli, ["--store", store, "import-chats", str(giant), "--max-chars", "2000000"])
+    assert result.exit_code == 0, result.output
+    # ragmem ingest of a zip says to unzip it
+    result = CliRunner().invoke(cli, ["--store", store, "ingest", str(archive)])
+    assert isinstance(result.exception, InvalidMessage) and "unzip it" in str(result.exception), result.output
