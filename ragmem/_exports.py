@@ -74,18 +74,18 @@ def _epoch(value: Any) -> float | None:
     if value is None or value == "":
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"create_time {value!r} is not epoch seconds")
+        raise InvalidMessage(f"create_time {value!r} is not epoch seconds")
     return float(value)  # its range (1e20, NaN) is checked with the message, by parse_message
 
 
 def _chatgpt_text(content: Any) -> str:
     if not isinstance(content, Mapping):
-        raise ValueError(f"a message's content must be an object with a content_type, got {type(content).__name__}")
+        raise InvalidMessage(f"a message's content must be an object with a content_type, got {type(content).__name__}")
     kind = content.get("content_type")
     if kind in ("text", "multimodal_text"):
         parts = content.get("parts") or ()
         if not isinstance(parts, list):
-            raise ValueError(f"a message's content parts must be a list, got {type(parts).__name__}")
+            raise InvalidMessage(f"a message's content parts must be a list, got {type(parts).__name__}")
         return "\n".join(p for p in parts if isinstance(p, str)).strip()
     if kind == "code":
         return str(content.get("text") or "").strip()
@@ -95,27 +95,27 @@ def _chatgpt_text(content: Any) -> str:
 def _chatgpt_messages(conv: Mapping[str, Any], ident: str) -> list[dict[str, Any]]:
     mapping = conv.get("mapping")
     if not isinstance(mapping, Mapping):
-        raise ValueError("it has no 'mapping' object")
+        raise InvalidMessage("it has no 'mapping' object")
     node, branch, seen = conv.get("current_node"), [], set()
     while isinstance(node, str) and node in mapping and node not in seen:  # walk up the branch the user last saw
         seen.add(node)
         entry = mapping[node]
         if not isinstance(entry, Mapping):
-            raise ValueError(f"its mapping entry {node[:40]!r} is not an object")
+            raise InvalidMessage(f"its mapping entry {node[:40]!r} is not an object")
         branch.append(entry)
         node = entry.get("parent")
     messages = []
     for entry in reversed(branch):
         msg = entry.get("message") or {}
         if not isinstance(msg, Mapping):
-            raise ValueError(f"the message of node {str(entry.get('id'))[:40]!r} is not an object")
+            raise InvalidMessage(f"the message of node {str(entry.get('id'))[:40]!r} is not an object")
         author = msg.get("author") or {}
         if not isinstance(author, Mapping):
-            raise ValueError(f"a message's author must be an object such as {{'role': 'user'}}, got {author!r:.40}")
+            raise InvalidMessage(f"a message's author must be an object such as {{'role': 'user'}}, got {author!r:.40}")
         role = author.get("role")
         meta = msg.get("metadata") or {}
         if not isinstance(meta, Mapping):
-            raise ValueError(f"a message's metadata must be an object, got {type(meta).__name__}")
+            raise InvalidMessage(f"a message's metadata must be an object, got {type(meta).__name__}")
         if role not in ("user", "assistant") or meta.get("is_visually_hidden_from_conversation"):
             continue
         text = _chatgpt_text(msg.get("content") or {})
@@ -135,15 +135,15 @@ def _chatgpt_messages(conv: Mapping[str, Any], ident: str) -> list[dict[str, Any
 
 def _claude_messages(conv: Mapping[str, Any], ident: str) -> list[dict[str, Any]]:
     if not isinstance(conv.get("chat_messages"), list):
-        raise ValueError("it has no 'chat_messages' list")
+        raise InvalidMessage("it has no 'chat_messages' list")
     messages = []
     for msg in conv["chat_messages"]:
         if not isinstance(msg, Mapping):
-            raise ValueError(f"a chat message is not an object, got {type(msg).__name__}")
+            raise InvalidMessage(f"a chat message is not an object, got {type(msg).__name__}")
         role = {"human": "user", "assistant": "assistant"}.get(msg.get("sender"))  # type: ignore[arg-type]
         content = msg.get("content") or ()
         if not isinstance(content, list):
-            raise ValueError(f"a chat message's content must be a list of blocks, got {type(content).__name__}")
+            raise InvalidMessage(f"a chat message's content must be a list of blocks, got {type(content).__name__}")
         blocks = [str(b.get("text", "")) for b in content if isinstance(b, Mapping) and b.get("type") == "text"]
         text = ("\n".join(blocks) if blocks else str(msg.get("text") or "")).strip()
         if role is None or not text:
@@ -153,7 +153,7 @@ def _claude_messages(conv: Mapping[str, Any], ident: str) -> list[dict[str, Any]
         when = msg.get("created_at") or conv.get("created_at")
         if when:
             if not isinstance(when, str):
-                raise ValueError(f"created_at {when!r:.40} is not an ISO 8601 time")
+                raise InvalidMessage(f"created_at {when!r:.40} is not an ISO 8601 time")
             row["created_at"] = when  # parsed (and its range checked) with the message, by parse_message
         messages.append(row)
     return messages
@@ -170,7 +170,7 @@ def _conversations(data: list[Any], kind: str) -> list[_Conversation]:
         ident = ident or str(i)
         try:
             rows = _chatgpt_messages(conv, ident) if kind == "chatgpt" else _claude_messages(conv, ident)
-        except ValueError as exc:
+        except InvalidMessage as exc:  # the helpers say what is wrong; this names the conversation
             raise _bad(source, i, conv, str(exc)) from None
         if rows:
             out.append(_Conversation(i, ident, conv.get("title") if kind == "chatgpt" else conv.get("name"), kind, rows))
