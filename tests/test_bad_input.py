@@ -343,7 +343,7 @@ def test_an_embedder_that_fails_after_the_log_commit(tmp_path):
         mem.search("precious")
     flaky.broken = False
     assert mem.search("precious", k=1)[0].message.id == "kept"  # indexed by the catch-up of that read
-    assert set(mem.store.log.index.flags("default").values()) == {1}
+    assert set(mem.store.log.lexical.flags("default").values()) == {1}
     mem.close()
 
 
@@ -633,7 +633,7 @@ def test_the_chunks_of_one_message_are_bounded(tmp_path):
     mem.add({"role": "user", "content": text}, id="long")
     assert emb.embedded == MAX_CHUNKS < len(emb.chunk(text))
     assert mem.get("long").content == text
-    assert mem.store.log.index.flags("default") == {"long": 1}
+    assert mem.store.log.lexical.flags("default") == {"long": 1}
     assert mem.search("1/1/1", k=1)[0].message.id == "long"
     mem.close()
 

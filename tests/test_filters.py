@@ -130,7 +130,7 @@ def test_forget_deletes_exactly_what_search_finds_on_both_logs(filter_store, sto
     assert found == want
     f = RowFilter.of(where=where)
     if f.sql_ready:  # the log's own rendering of the filter, without the check search makes of its hits
-        rows = mem.store.log.index.lexical_search(mem.namespace, mem.session, ["appl", "apple"], 50, filters=f)
+        rows = mem.store.log.lexical.lexical_search(mem.namespace, mem.session, ["appl", "apple"], 50, filters=f)
         assert {r[0] for r in rows} == want
     assert set(mem.forget(where=where)) == want
     assert {m.id for m in mem.messages()} == set(ids) - want
