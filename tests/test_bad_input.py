@@ -22,6 +22,7 @@ from ragmem import (
     OrphanToolResult,
     RagmemError,
     SchemaVersionError,
+    StoreError,
     StoredNotIndexed,
     UsageError,
 )
@@ -659,3 +660,21 @@ def test_a_lone_surrogate_in_a_query_is_a_usage_error(store):
     """The tokenizer raised a TypeError (prompt already refused it)."""
     with pytest.raises(UsageError, match=r"query holds a lone surrogate at position 4 \(U\+D800\)"):
         store.search("bad \ud800 query")
+
+
+def test_migrate_names_a_message_whose_id_holds_a_nul(tmp_path, pg_url):
+    """An older store could hold a NUL in an id (SQLite took it); `ragmem migrate --to postgresql://` failed
+    with a raw DataError. It says which message, and copies nothing."""
+    from ragmem._messages import Message
+    from ragmem._store.migrate import copy_log
+    from ragmem._store.pglog import PostgresLog
+
+    mem = Memory(tmp_path / "s", session="s1", embedder=HashEmbedder())
+    mem.add({"role": "user", "content": "fine"}, id="ok")
+    mem.store.log.append("default", "s1", [Message(role="user", content="old", id="a\0b")])  # as an old ragmem did
+    dst = PostgresLog(pg_url)
+    with pytest.raises(StoreError, match=r"message 'a\\x00b' of session 's1' \(namespace 'default'\) has a NUL"):
+        copy_log(mem.store.log, dst)
+    assert dst.count() == 0
+    dst.close()
+    mem.close()

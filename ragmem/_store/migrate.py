@@ -39,6 +39,21 @@ def copy_log(src: MessageLog, dst: PostgresLog) -> dict[str, int]:
         "ORDER BY rowid"
     )
     tool_calls = src._rows("SELECT namespace, session, call_id, unit_id, answered FROM tool_calls")
+    # PostgreSQL's text cannot hold NUL, which older versions let into ids: say which, before anything is copied
+    for ns, mid, session, *_ in messages:
+        if "\0" in mid:
+            raise StoreError(
+                f"message {mid!r} of session {session!r} (namespace {ns!r}) has a NUL character in its id, which "
+                "PostgreSQL cannot store; nothing was copied. Forget it (Memory.forget with that id, in "
+                "Python), or export the session, fix the id and import it again, then migrate"
+            )
+    for ns, session, call_id, unit_id, _ in tool_calls:
+        if "\0" in call_id:
+            raise StoreError(
+                f"a tool call of session {session!r} (namespace {ns!r}) has the id {call_id!r}, with a NUL "
+                f"character PostgreSQL cannot store; nothing was copied. Forget its message ({unit_id!r}: "
+                "Memory.forget with that id, in Python), then migrate"
+            )
     state = src._rows("SELECT namespace, session, value FROM state")
     summaries = src._rows("SELECT namespace, session, text, upto_seq, covers FROM summaries")
     meta = [(k, v) for k, v in src._rows("SELECT key, value FROM meta") if k not in _LOCAL_META]
