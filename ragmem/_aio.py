@@ -135,6 +135,10 @@ class AsyncStore:
     async def reindex(self, namespace: str) -> int:
         return await self._worker.run(self._store.reindex, namespace)
 
+    @_mirrors(Store.namespace_model)
+    async def namespace_model(self, namespace: str) -> str | None:
+        return await self._worker.run(self._store.namespace_model, namespace)
+
     @_mirrors(Store.flush)
     async def flush(self) -> None:
         return await self._worker.run(self._store.flush)
