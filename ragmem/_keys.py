@@ -37,6 +37,9 @@ META_KEY = "serve.keys"
 PREFIX = "rmk_"
 #: How long a running server trusts the keys it read before reading them again (a revoke's delay).
 RELOAD_SECONDS = 1.0
+#: A key the server does not know makes it read the keys again if they are older than this, so a key
+#: just added works at once, while a flood of wrong keys reads the row at most ten times a second.
+MISS_RELOAD_SECONDS = 0.1
 #: Characters of the hash that make a key's public id.
 ID_LENGTH = 12
 
@@ -124,14 +127,14 @@ class Keys:
             return None
         return info
 
-    def stale(self) -> bool:
-        """Whether the keys read last are older than :data:`RELOAD_SECONDS` (the next check reads them again)."""
-        return time.monotonic() - self._read_at >= RELOAD_SECONDS
+    def stale(self, after: float = RELOAD_SECONDS) -> bool:
+        """Whether the keys read last are older than ``after`` seconds (by default the next check reads them again)."""
+        return time.monotonic() - self._read_at >= after
 
-    def refresh(self) -> None:
-        """Read the keys again from the log, if nobody did meanwhile."""
+    def refresh(self, after: float = RELOAD_SECONDS) -> None:
+        """Read the keys again from the log, if nobody did in the last ``after`` seconds."""
         with self._lock:
-            if self.stale():
+            if self.stale(after):
                 self._cache = {h: _info(r) for h, r in self._rows().items()}
                 self._read_at = time.monotonic()
 

@@ -45,7 +45,7 @@ from ._errors import (
     UsageError,
 )
 from ._jsonable import plain as _plain
-from ._keys import KeyInfo, Keys
+from ._keys import MISS_RELOAD_SECONDS, KeyInfo, Keys
 
 try:
     import anyio
@@ -288,7 +288,11 @@ class _Gate:
         try:
             if self.keys.stale():  # read the keys again (a revoke) off the event loop: the log may be remote
                 await anyio.to_thread.run_sync(self.keys.refresh)
-            info = self.keys.check(_bearer(headers.get(b"authorization")))
+            key = _bearer(headers.get(b"authorization"))
+            info = self.keys.check(key)
+            if info is None and key and self.keys.stale(MISS_RELOAD_SECONDS):  # a key added since the last read
+                await anyio.to_thread.run_sync(self.keys.refresh, MISS_RELOAD_SECONDS)
+                info = self.keys.check(key)
         except RagmemError as exc:  # the log does not answer: say so, without a traceback
             log.warning("key check failed: %s", exc)
             body = json.dumps({"error": {"type": type(exc).__name__, "message": str(exc)}}).encode()
