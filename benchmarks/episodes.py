@@ -1,8 +1,8 @@
 """Does the recall block read true? False neighbours, replies before their question, marker cost, evidence.
 
 Before and after in one run, on the same recall: every ``Memory.prompt()`` call's assembly runs twice, once
-with today's ``ragmem._assemble`` and once with the one at ``--before REF`` (default the tag
-``experiments-2026-12``, the recall block ordered unit by unit), loaded from git as a module of its own.
+with today's ``ragmem._assemble`` and once with the one at ``--before REF`` (default :data:`BEFORE`, the
+last commit before episodes: the recall block ordered unit by unit), loaded from git as a module of its own.
 Recall, the window and the summary are computed once, so the two prompts differ by assembly alone. For
 each prompt it counts, over the stored messages as they sit in it (the recall block and the window):
 
@@ -38,6 +38,8 @@ from pathlib import Path
 from .common import REPO_ROOT, log, markdown_table, result_path, write_json
 import itertools
 
+#: The last commit before episodes: the recall block ordered unit by unit, with every option it had then.
+BEFORE = "77a567f"
 LOCOMO_BUDGETS = (1000, 2000, 4000, 8000)
 LME_BUDGETS = (2000, 4000, 8000)
 ARMS = ("before", "after")
@@ -51,6 +53,8 @@ def load_before(ref: str):
     text = Path(ref).read_text() if Path(ref).is_file() else subprocess.run(
         ["git", "-C", str(REPO_ROOT), "show", f"{ref}:ragmem/_assemble.py"], capture_output=True, text=True,
         check=True).stdout
+    # the one helper that moved since (issue 25 made one asks_when, in _when): the same function today
+    text = text.replace("from ._recall import asks_when", "from ._when import asks_when")
     path = Path(tempfile.mkdtemp(prefix="ragmem-before-")) / "_assemble_before.py"
     path.write_text(text)
     spec = importlib.util.spec_from_file_location("ragmem._assemble_before", path)
@@ -271,7 +275,7 @@ def tables(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--before", default="experiments-2026-12", help="the git ref whose assembly is 'before'")
+    ap.add_argument("--before", default=BEFORE, help="the git ref whose assembly is 'before'")
     ap.add_argument("--cache", type=Path, default=None, help="keep the ingested stores here between runs")
     ap.add_argument("--lme", type=int, default=10, help="LongMemEval questions (0: none)")
     ap.add_argument("--no-locomo", action="store_true")
