@@ -42,7 +42,7 @@ from ._store.store import SessionInfo, Store
 from ._errors import UsageError
 from ._memory import Memory, MemorySettings, PinnedState
 from ._messages import Message
-from ._options import Scope
+from ._settings import Scope
 from ._recall import Hit
 from ._trace import Context
 

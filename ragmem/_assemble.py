@@ -43,15 +43,13 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from ._errors import BudgetTooSmall, UsageError
 from ._messages import Message, content_text, message_text, to_anthropic
+from ._settings import Format, Placement, RecallFormat
 from ._summary import ExtractiveSummarizer, Summarizer
 from ._when import about_time
 from ._tokens import PER_MESSAGE, PER_TOOL_CALL, REPLY_PRIMING, TokenCounter, count_message
 from ._trace import BudgetMonitor, Context, DropTrace, EpisodeTrace, Trace, UnitTrace
 from ._units import Unit
 
-Format = Literal["openai", "anthropic"]
-Placement = Literal["before_window", "after_window"]
-RecallFormat = Literal["messages", "text", "auto"]
 
 RECALL_HEADER = ("Earlier messages recalled from memory for this turn, in episodes from least to most relevant, "
                  "each dated and in its order:")

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from . import _pipeline as pipeline
-from ._options import SCOPES, MemorySettings, Scope, check_scope
+from ._settings import SCOPES, MemorySettings, Scope, check_scope
 from . import _validate as validate
 from ._assemble import Budget, Format, Placement, RecallFormat
 from ._store.store import SessionInfo, Store

@@ -37,7 +37,7 @@ from ._assemble import (
     assemble_hierarchical, assemble_whole, exceeds,
 )
 from ._errors import InvalidMessage
-from ._options import MemorySettings, check_scope
+from ._settings import MemorySettings, check_scope
 from ._messages import Message, parse_message
 from ._recall import Query, Recalled, companions, make_query, recall as recall_path
 from ._store.filters import RowFilter
