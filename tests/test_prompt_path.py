@@ -6,6 +6,7 @@ against the long way round it replaces, on the real model, Chroma and tiktoken.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -172,4 +173,24 @@ def test_a_forgotten_id_stored_again_is_counted_again(tmp_path, hash_embedder):
     mem.add({"role": "user", "content": "a long message about the pool " * 150}, id="m1")
     ctx = mem.prompt("hi", budget=500)
     assert ctx.trace.total_tokens == count_messages(COUNTER, ctx.messages) <= 500
+    mem.close()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Chroma's, reading a configuration
+def test_collections_put_their_graph_on_disk_every_hundred_vectors(tmp_path, embedder):
+    """The first query after an open re-inserts what only Chroma's write-ahead log holds: a new collection
+    syncs every SYNC_THRESHOLD vectors, and one made with Chroma's default of 1,000 is given the lower
+    threshold the first time ragmem opens it."""
+    from ragmem._store.index import SYNC_THRESHOLD
+
+    mem = Memory(tmp_path / "s", embedder=embedder)
+    mem.add({"role": "user", "content": "hello"})
+    col = mem.store.index.collection(mem.namespace, mem.session)
+    assert col.configuration["hnsw"]["sync_threshold"] == SYNC_THRESHOLD
+    old = mem.store.index.client.create_collection("old", configuration={"hnsw": {"space": "cosine"}},
+                                                   embedding_function=None)
+    assert old.configuration["hnsw"]["sync_threshold"] == 1000
+    mem.store.index._sync_sooner(old)
+    again = mem.store.index.client.get_collection("old", embedding_function=None)
+    assert again.configuration["hnsw"]["sync_threshold"] == SYNC_THRESHOLD
     mem.close()

@@ -25,6 +25,7 @@ import hashlib
 import json
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
@@ -38,6 +39,13 @@ from .faults import is_dimension_mismatch, is_disk_full, is_index_corruption, is
 INDEX_SCHEMA = 4
 #: The session name of a namespace's own collection: sessions are non-empty strings, so it names none of them.
 NAMESPACE_SCOPE = ""
+#: Vectors a collection takes before Chroma writes its HNSW graph to disk again. Chroma's default (1,000)
+#: leaves up to 999 vectors of a session in its write-ahead log only, and the first query after an open
+#: re-inserts them all into the graph: 240 ms on a LongMemEval haystack of 500 long messages (about 780
+#: chunks), 12 ms at 100 (benchmarks/prompt_path.py, issue 27); ingest measured the same within noise.
+SYNC_THRESHOLD = 100
+#: The HNSW configuration of every collection ragmem creates.
+HNSW = {"space": "cosine", "sync_threshold": SYNC_THRESHOLD}
 T = TypeVar("T")
 
 
@@ -217,7 +225,7 @@ class VectorIndex:
                 "open a collection",
                 lambda: self.client.get_or_create_collection(
                     name,
-                    configuration={"hnsw": {"space": "cosine"}},
+                    configuration={"hnsw": dict(HNSW)},
                     metadata={
                         "ragmem_schema": INDEX_SCHEMA, "embedder": self.embedder_name, "namespace": namespace,
                         # the namespace's collection has a scope, not a session, so session listings skip it
@@ -231,6 +239,8 @@ class VectorIndex:
             col = self._call("open a collection", lambda: self._existing(name))
             if col is None:
                 return None
+        if create:
+            self._sync_sooner(col)
         meta = col.metadata or {}
         if meta.get("embedder") not in (None, self.embedder_name):
             raise EmbeddingMismatch(
@@ -261,6 +271,20 @@ class VectorIndex:
                     and int(meta.get("ragmem_schema", 0)) == INDEX_SCHEMA):  # not a stale older layout
                 found.append(meta["session"])
         return sorted(set(found))
+
+    @staticmethod
+    def _sync_sooner(col: Any) -> None:
+        """Give a collection created before :data:`SYNC_THRESHOLD` (Chroma's default of 1,000) the lower
+        threshold, so its next write puts the graph on disk and the first query after an open stops
+        re-inserting what only the write-ahead log held. Once per collection and process."""
+        try:
+            with warnings.catch_warnings():  # reading it warns of the "legacy" embedding function ragmem never uses
+                warnings.simplefilter("ignore", DeprecationWarning)
+                hnsw = (getattr(col, "configuration", None) or {}).get("hnsw") or {}
+            if int(hnsw.get("sync_threshold") or SYNC_THRESHOLD) > SYNC_THRESHOLD:
+                col.modify(configuration={"hnsw": {"sync_threshold": SYNC_THRESHOLD}})
+        except Exception:  # noqa: BLE001  # only speed is at stake: a Chroma that refuses keeps its threshold
+            pass
 
     def _existing(self, name: str):
         try:
