@@ -864,11 +864,12 @@ def purge(**opts: Any) -> None:
 def reindex(model: str | None, **opts: Any) -> None:
     """Rebuild the namespace's vectors from the log, with another embedding model if --embedder names one.
 
-    The namespace's record moves to the new model first, then its vectors are
-    dropped and embedded again; a crash midway loses nothing: the next command
-    that opens the store embeds what is left, with the new model. Until then
-    a search sees only the part already embedded. Moving to the model the
-    namespace already has does nothing. Other namespaces keep their model.
+    The new vectors are built beside the live ones, so searches and prompts
+    keep using the old vectors until the new ones are complete; then the
+    namespace moves to them in one step and the old ones are deleted. A crash
+    midway leaves the old vectors live: run the command again and it resumes,
+    embedding only what is left. Moving to the model the namespace already has
+    does nothing. Other namespaces keep their model.
     """
     cfg = _cfg(**opts)
     from ragmem.embed._models import bundled_model

@@ -128,20 +128,21 @@ def chunk_metadata(m: Message, unit_id: str, chunk: int) -> dict[str, Any]:
 
 def index_messages(
     messages: Sequence[Message], *, log: MessageLog, index: VectorIndex, embedder: Embedder,
-    settings: RecallSettings = DEFAULT_RECALL,
+    settings: RecallSettings = DEFAULT_RECALL, mark: bool = True,
 ) -> int:
     """Embed and index stored messages (any mix of sessions of one store), then mark them indexed.
 
     Idempotent: chunks are upserted under stable ids, so running it twice on
     the same messages (after a crash, say) leaves one copy. Returns the number
     of chunks written. Messages of several namespaces are indexed one
-    namespace at a time (ids are unique per namespace only).
+    namespace at a time (ids are unique per namespace only). ``mark=False`` writes the vectors only
+    (a reindex's next generation, which the log's flags and lexical rows do not describe yet).
     """
     if not messages:
         return 0
     groups = by_namespace(messages)
     if len(groups) > 1:
-        return sum(index_messages(g, log=log, index=index, embedder=embedder, settings=settings)
+        return sum(index_messages(g, log=log, index=index, embedder=embedder, settings=settings, mark=mark)
                    for g in groups.values())
     namespace = messages[0].namespace
     units = log.units.ids_of(namespace, [m.id for m in messages])
@@ -162,17 +163,20 @@ def index_messages(
     # Chroma's upsert releases the GIL, so it runs while the next block embeds.
     order = sorted(range(len(texts)), key=lambda j: len(texts[j]))
     blocks = [order[start : start + EMBED_BLOCK] for start in range(0, len(order), EMBED_BLOCK)]
+    lex: list[tuple[str, str, str]] = []
     if len(blocks) == 1:
         _upsert_block(index, blocks[0], rows, units, _embed(embedder, texts, blocks[0]))
-        lex = lexical_rows(messages, log, call_of, settings)
+        lex = lexical_rows(messages, log, call_of, settings) if mark else []
     else:
         with ThreadPoolExecutor(1, thread_name_prefix="ragmem-upsert") as writer:
             pending = [writer.submit(_upsert_block, index, block, rows, units, _embed(embedder, texts, block))
                        for block in blocks]
-            lex = lexical_rows(messages, log, call_of, settings)  # meanwhile, the last upsert runs
+            if mark:
+                lex = lexical_rows(messages, log, call_of, settings)  # meanwhile, the last upsert runs
             for f in pending:
                 f.result()  # an upsert that failed raises here, before anything is marked indexed
-    log.lexical.mark_indexed(namespace, n_chunks, lex)
+    if mark:
+        log.lexical.mark_indexed(namespace, n_chunks, lex)
     return len(texts)
 
 

@@ -79,9 +79,9 @@ def agree(mem: Memory) -> None:
     assert mem.store.index.all_message_ids(mem.namespace) == set(flags)
 
 
-def test_crash_inside_reindex_is_repaired_on_open(tmp_path, hash_embedder, monkeypatch):
-    """reindex() drops the collection, then rebuilds it: a crash in between must not leave
-    messages flagged as indexed that the index no longer holds."""
+def test_crash_inside_reindex_leaves_the_live_vectors_as_they_were(tmp_path, hash_embedder, monkeypatch):
+    """reindex() builds the next generation beside the live one: a crash while it embeds leaves the
+    live collections whole and no message flagged as indexed that the index does not hold."""
     import ragmem._store.store
 
     mem = Memory(tmp_path / "s", embedder=hash_embedder)
@@ -94,7 +94,8 @@ def test_crash_inside_reindex_is_repaired_on_open(tmp_path, hash_embedder, monke
     with pytest.raises(KeyboardInterrupt):
         mem.store.reindex(mem.namespace)
     monkeypatch.undo()
-    assert mem.store.index.count("default") == 0  # the crash left an empty collection
+    assert mem.store.index.count("default") == 20  # the live generation is untouched
+    assert mem.search("turn 7 about pools", k=1)[0].message.content == "turn 7 about pools"
     mem.close()
     again = Memory(tmp_path / "s", embedder=hash_embedder)
     agree(again)

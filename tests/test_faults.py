@@ -337,3 +337,48 @@ def test_reindex_moves_a_namespace_to_another_model(tmp_path, embedder, hash_emb
     b.for_session("s2").add({"role": "user", "content": "now the whole namespace is on the hash model"})
     assert {h.session for h in b.search("hash model crane", k=5, scope="namespace")} == {"s1", "s2"}
     b.close()
+
+
+def test_reindex_reads_the_old_vectors_until_the_switch_and_an_abandoned_build_starts_over(tmp_path, monkeypatch):
+    """A reindex builds the next generation beside the live one: a reader opened on the store during the
+    build searches the old vectors, whole; a build stopped for one model is deleted by a reindex to another."""
+    import ragmem._store.store as backend
+    from ragmem.testing import HashEmbedder
+
+    class Other(HashEmbedder):
+        name = "test-hash-other"
+
+    class Third(HashEmbedder):
+        name = "test-hash-third"
+
+    path = tmp_path / "s"
+    with Memory(path, embedder=HashEmbedder()) as mem:
+        mem.add_many([{"role": "user", "content": f"turn {i} about the harbour crane"} for i in range(30)])
+    seen: list[int] = []
+    real = backend.index_messages
+
+    def stops_after_half(msgs, **kw):
+        real(msgs[: len(msgs) // 2], **kw)
+        with Memory(path, embedder=HashEmbedder()) as reader:  # another reader, mid-build
+            seen.append(len(reader.search("harbour crane", k=50)))
+            assert reader.store.namespace_model("default") == "test-hash-embedder"
+        raise KeyboardInterrupt("stopped mid-build")
+
+    monkeypatch.setattr(backend, "index_messages", stops_after_half)
+    with Memory(path, embedder=Other()) as mover:
+        with pytest.raises(KeyboardInterrupt):
+            mover.store.reindex("default")
+    monkeypatch.undo()
+    assert seen == [30]  # the old vectors, all of them, while the new ones were half built
+    with Memory(path, embedder=HashEmbedder()) as mem:
+        assert len(mem.search("harbour crane", k=50)) == 30
+        built = {(c.metadata or {}).get("embedder") for c in mem.store.index.client.list_collections()}
+        assert built == {"test-hash-embedder", "test-hash-other"}  # the half-built generation, beside the live one
+    with Memory(path, embedder=Third()) as mover:  # another model: the half-built one goes, the build starts over
+        assert mover.store.reindex("default") == 30
+        assert len(mover.search("harbour crane", k=50)) == 30
+        left = {(c.metadata or {}).get("embedder") for c in mover.store.index.client.list_collections()}
+        assert left == {"test-hash-third"}
+        with pytest.raises(EmbeddingMismatch):  # a writer still on the first model is refused after the switch
+            with Memory(path, embedder=HashEmbedder()) as late:
+                late.add({"role": "user", "content": "too late"})

@@ -102,6 +102,10 @@ def test_state_summary_meta_and_store_id(log):
     expected = pglog.SCHEMA_VERSION if isinstance(log, pglog.PostgresLog) else SCHEMA_VERSION
     assert log.meta.get("k") == "v2" and log.meta.get("schema_version") == str(expected)
     assert len(log.meta.store_id) == 32
+    # several keys in one transaction, None deleting (a reindex's switch of model and generation)
+    log.meta.update({"k": None, "a": "1", "b": "2"})
+    assert (log.meta.get("k"), log.meta.get("a"), log.meta.get("b")) == (None, "1", "2")
+    assert log.meta.prefixed("").keys() >= {"a", "b"} and "k" not in log.meta.prefixed("")
 
 
 def test_reads_are_namespace_scoped(log):

@@ -147,23 +147,44 @@ mem.store.reindex("default")
 """
 
 
-def test_a_reindex_killed_midway_is_finished_by_the_next_open(tmp_path):
-    """kill -9 halfway through a move to e5: nothing is lost, and the next open embeds the rest with e5."""
+def test_a_reindex_killed_midway_leaves_the_old_vectors_live_and_the_next_one_resumes(tmp_path, monkeypatch):
+    """kill -9 halfway through a move to e5: readers search the old vectors throughout, nothing is lost,
+    and the next reindex embeds only what the first one did not."""
     import os
     import subprocess
     import sys
+
+    import ragmem._store.store as backend
 
     store = tmp_path / "s"
     many = [{"role": "user", "content": f"{FACTS[i % len(FACTS)]['content']} (note {i})"} for i in range(40)]
     with Memory(store) as mem:
         mem.add_many(many)
+        english = mem.search("Where did I move to for my job?", k=1)[0].message.text
     script = tmp_path / "killed.py"
     script.write_text(KILLED_REINDEX)
     proc = subprocess.run([sys.executable, str(script), str(store)], env={**os.environ}, capture_output=True, text=True)
     assert proc.returncode == -9, proc.stderr
-    with Memory(store) as mem:
-        assert mem.store.model_name == E5  # the record moved first
-        assert mem.store.repaired.get("indexed") == len(many) - len(many) // 2  # the rest, embedded on open
+    with Memory(store) as mem:  # the old model's vectors are still the live ones, all of them
+        assert mem.store.model_name == MINILM and mem.store.namespace_model("default") == MINILM
+        assert mem.store.repaired.get("indexed", 0) == 0
         assert mem.store.index.count("default") == len(many)
-        assert mem.store.log.count() == len(many)
+        assert mem.search("Where did I move to for my job?", k=1)[0].message.text == english
+    embedded: list[int] = []
+    real = backend.index_messages
+
+    def counting(msgs, **kw):
+        embedded.append(len(msgs))
+        return real(msgs, **kw)
+
+    monkeypatch.setattr(backend, "index_messages", counting)
+    with Memory(store, embedder=E5) as mem:
+        assert mem.store.reindex("default") == len(many)
+        assert sum(embedded) == len(many) - len(many) // 2  # resumed: only the half the kill left
+    monkeypatch.undo()
+    with Memory(store) as mem:
+        assert mem.store.model_name == E5
+        assert mem.store.index.count("default") == len(many)
         assert "Göteborg" in mem.search("Where did I move to for my job?", k=1)[0].message.text
+        gens = {int((c.metadata or {}).get("generation", 0)) for c in mem.store.index.client.list_collections()}
+        assert gens == {1}  # the old generation's collections are gone

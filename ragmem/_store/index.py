@@ -67,16 +67,21 @@ def _rejected(exc: Exception) -> bool:
     return isinstance(exc, InvalidArgumentError)
 
 
-def collection_name(namespace: str, store_id: str | None = None, session: str = "") -> str:
+def collection_name(namespace: str, store_id: str | None = None, session: str = "", generation: int = 0) -> str:
     """A Chroma-legal collection name for one session of a namespace (any strings map to one).
 
     On a Chroma server, which many stores may share, the name also carries the
     store's id (kept in its log), so two stores never write into one collection.
-    The key hashed is the JSON list of the three names, an injective encoding:
+    The key hashed is the JSON list of the names, an injective encoding:
     no two (store, namespace, session) share a key, whatever characters the
     names hold (a join on a separator would let ``("t", "x|s")`` meet ``("t|x", "s")``).
+    ``generation`` counts a namespace's rebuilds by ``Store.reindex`` (0, the first, keeps the names
+    stores have always had): a rebuild writes the next generation's collections beside the live ones.
     """
-    key = json.dumps([store_id or "", namespace, session], ensure_ascii=False)
+    names: list[object] = [store_id or "", namespace, session]
+    if generation:
+        names.append(generation)
+    key = json.dumps(names, ensure_ascii=False)
     return "ragmem_" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
 
@@ -138,7 +143,7 @@ class VectorIndex:
 
     def __init__(
         self, client, embedder_name: str, *, retries: int = 3, retry_delay: float = 0.5, store_id: str | None = None,
-        namespace_collections: bool = True,
+        namespace_collections: bool = True, generation_of: Callable[[str], int] | None = None,
     ) -> None:
         self.client = client
         self.store_id = store_id
@@ -148,17 +153,57 @@ class VectorIndex:
         self._collections: dict[tuple[str, str], Any] = {}
         #: Keep a collection per namespace beside the sessions' (False reproduces schema 2, for benchmarks).
         self.namespace_collections = namespace_collections
+        #: A namespace's live generation (``Store.reindex`` moves it on), read once per namespace: the store's
+        #: log says it (``index.generation:<namespace>``); none means 0 for every namespace.
+        self._generation_of = generation_of
+        self._generations: dict[str, int] = {}
+        self._borrowed = False  # a staged() view shares its parent's client and never closes it
+
+    def generation(self, namespace: str) -> int:
+        """The generation of a namespace's collections that this index reads and writes."""
+        g = self._generations.get(namespace)
+        if g is None:
+            g = self._generations[namespace] = self._generation_of(namespace) if self._generation_of else 0
+        return g
+
+    def forget_collections(self) -> None:
+        """Open collections afresh, reading each namespace's generation again (after another process's reindex)."""
+        self._collections = {}
+        self._generations = {}
+
+    def staged(self, namespace: str, generation: int, embedder_name: str) -> "VectorIndex":
+        """A view of the same Chroma client that writes ``namespace``'s collections of ``generation`` with
+        ``embedder_name``: where a reindex builds the new vectors while this index serves the live ones."""
+        view = VectorIndex(self.client, embedder_name, retries=self._retries, retry_delay=self._retry_delay,
+                           store_id=self.store_id, namespace_collections=self.namespace_collections,
+                           generation_of=lambda ns: generation if ns == namespace else self.generation(ns))
+        view._borrowed = True
+        return view
+
+    def drop_generation(self, namespace: str, generation: int) -> int:
+        """Delete every collection of ``namespace``'s ``generation`` in this store (a reindex's old or abandoned
+        vectors); return how many."""
+        dropped = 0
+        for col in self._call("list collections", self.client.list_collections):
+            meta = getattr(col, "metadata", None) or {}
+            name = getattr(col, "name", "")
+            if (name.startswith("ragmem_") and meta.get("store_id") == self.store_id
+                    and meta.get("namespace") == namespace and int(meta.get("generation", 0)) == generation):
+                self._call("delete a collection", lambda: self.client.delete_collection(name))
+                dropped += 1
+        self._collections = {k: v for k, v in self._collections.items() if k[0] != namespace}
+        return dropped
 
     def reset_client(self, client) -> None:
         """Use another Chroma client from now on (a fresh embedded one that sees other processes' writes)."""
-        self._collections = {}
+        self.forget_collections()
         self.client = client
 
     def close(self) -> None:
         """Release this index's share of the embedded Chroma (a server's client is shared per URL and stays)."""
         self._collections = {}
         close = getattr(self.client, "close", None)
-        if close is not None and not getattr(self.client, "_ragmem_shared", False):
+        if close is not None and not self._borrowed and not getattr(self.client, "_ragmem_shared", False):
             close()
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
@@ -219,7 +264,8 @@ class VectorIndex:
         col = self._collections.get(key)
         if col is not None:
             return col
-        name = collection_name(namespace, self.store_id, session)
+        generation = self.generation(namespace)
+        name = collection_name(namespace, self.store_id, session, generation)
         if create:
             col = self._call(
                 "open a collection",
@@ -231,6 +277,7 @@ class VectorIndex:
                         # the namespace's collection has a scope, not a session, so session listings skip it
                         **({"session": session} if session != NAMESPACE_SCOPE else {"scope": "namespace"}),
                         **({"store_id": self.store_id} if self.store_id else {}),
+                        **({"generation": generation} if generation else {}),
                     },
                     embedding_function=None,
                 ),
@@ -268,7 +315,8 @@ class VectorIndex:
         for col in cols:
             meta = getattr(col, "metadata", None) or {}
             if (meta.get("namespace") == namespace and meta.get("store_id") == self.store_id and "session" in meta
-                    and int(meta.get("ragmem_schema", 0)) == INDEX_SCHEMA):  # not a stale older layout
+                    and int(meta.get("ragmem_schema", 0)) == INDEX_SCHEMA  # not a stale older layout
+                    and int(meta.get("generation", 0)) == self.generation(namespace)):  # nor a reindex's other one
                 found.append(meta["session"])
         return sorted(set(found))
 
@@ -390,6 +438,19 @@ class VectorIndex:
                 found |= {str(m.get("message_id", "")) for m in res["metadatas"] or []}
         return found
 
+    def chunk_counts(self, namespace: str) -> dict[str, int]:
+        """How many chunks each message of the namespace has in this index (its sessions' collections)."""
+        counts: dict[str, int] = {}
+        for session in self._sessions(namespace, None):
+            col = self.collection(namespace, session, create=False)
+            if col is None:
+                continue
+            res = self._call("list vectors", lambda: col.get(include=["metadatas"]))
+            for cid, meta in zip(res["ids"], res["metadatas"]):
+                mid = (meta or {}).get("message_id") or message_of_chunk(cid)
+                counts[mid] = counts.get(mid, 0) + 1
+        return counts
+
     def _held(self, col) -> set[str]:
         res = self._call("list vectors", lambda: col.get(include=["metadatas"]))
         return {m.get("message_id", i) for i, m in zip(res["ids"], res["metadatas"])}
@@ -446,7 +507,7 @@ class VectorIndex:
             if col is not None:
                 self._call("delete vectors", lambda: col.delete(where={"session": session}))
         self._collections.pop((namespace, session), None)
-        name = collection_name(namespace, self.store_id, session)
+        name = collection_name(namespace, self.store_id, session, self.generation(namespace))
         try:
             self._call("delete a collection", lambda: self.client.delete_collection(name))
         except Exception as exc:

@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any, Callable, Iterable, Literal, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, TypeVar
 
 from .. import _lexical as lexical
 from .._errors import InvalidMessage, OrphanToolResult
@@ -363,8 +363,20 @@ class LogMeta(Facet):
 
     def set(self, key: str, value: str) -> None:
         """Set a value of the store's ``meta`` table."""
+        self.update({key: value})
+
+    def update(self, values: Mapping[str, str | None]) -> None:
+        """Set several values of the ``meta`` table in one transaction (None deletes the key): readers see
+        all of them changed or none (a reindex's switch of a namespace's model and generation)."""
         log = self._log
-        log._change(lambda cur: cur.execute(log._insert("meta", "?, ?", "key", ("value",)), (key, value)))
+
+        def run(cur: Any) -> None:
+            for key, value in values.items():
+                if value is None:
+                    cur.execute("DELETE FROM meta WHERE key=?", (key,))
+                else:
+                    cur.execute(log._insert("meta", "?, ?", "key", ("value",)), (key, value))
+        log._change(run)
 
     @property
     def store_id(self) -> str:

@@ -27,6 +27,7 @@ concerns the store, not a conversation.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -47,7 +48,7 @@ from . import Log, VectorIndex, make_client, open_log
 from .faults import (
     IndexCorrupt, IndexRebuilt, embedded_index_problem, is_index_corruption, rebuild_notice, set_aside,
 )
-from .index import NAMESPACE_SCOPE, read_only_chroma
+from .index import read_only_chroma
 from .locking import CHROMA_LOCK_FILE, opening_lock
 from .._summary import ExtractiveSummarizer, Summarizer, fold_behind
 from .._tokens import TokenCounter, default_counter
@@ -202,8 +203,12 @@ class Store:
                             client = make_client(path=chroma_path)
                 name = self.model_name
                 store_id = self.log.meta.store_id if self.chroma_url else None  # a server may hold many stores
-                self._index = VectorIndex(client, name, store_id=store_id)
+                self._index = VectorIndex(client, name, store_id=store_id, generation_of=self._generation_of)
             return self._index
+
+    def _generation_of(self, namespace: str) -> int:
+        """The live generation of a namespace's collections, as the log records it (see :meth:`reindex`)."""
+        return int(self.log.meta.get(_generation_key(namespace)) or 0)
 
     @property
     def opened_index(self) -> VectorIndex | None:
@@ -427,21 +432,62 @@ class Store:
             return len(doomed)
 
     def reindex(self, namespace: str) -> int:
-        """Rebuild a namespace's vector index from the log (after changing the embedder, say); return the count."""
+        """Rebuild a namespace's vectors from the log with this store's embedder; return how many messages.
+
+        The new vectors go into the namespace's next generation of collections, beside the live ones,
+        so every reader keeps searching the old vectors until the new ones are complete. Then one
+        transaction of the log moves the namespace to the new generation and model, and the old
+        collections are deleted. A crash midway leaves the old generation live and the new one half
+        built (``reindex:<namespace>`` in the log's meta): the next reindex to the same model resumes
+        it, embedding only what it lacks; a reindex to another model starts over. Messages added
+        meanwhile are caught up before and after the switch; a writer still on the old model is
+        refused after it (:class:`~ragmem.EmbeddingMismatch`), its message kept in the log.
+        """
         namespace = validate.name(namespace, "namespace")
+        index, target = self.index, self.index.embedder_name
+        live = index.generation(namespace)
+        plan_key = _reindex_key(namespace)
+        try:
+            plan = json.loads(self.log.meta.get(plan_key) or "{}")
+        except ValueError:
+            plan = {}
+        if plan.get("model") == target and int(plan.get("generation", 0)) > live:
+            new = int(plan["generation"])  # a reindex that stopped midway: resume it
+        else:
+            if plan:  # abandoned for another model: its vectors are of no use
+                index.drop_generation(namespace, int(plan.get("generation", 0)))
+            new = live + 1
+            index.drop_generation(namespace, new)  # leftovers of an older run, if any
+            self.log.meta.set(plan_key, json.dumps({"model": target, "generation": new}))
+        staged = index.staged(namespace, new, target)
+
+        def missing() -> tuple[list[Message], list[Message]]:
+            """The namespace's messages, and those the new generation lacks."""
+            held = staged.held_everywhere(namespace)[1]
+            msgs = [m for name in _session_names(self.log, namespace) for m in self.log.messages(namespace, name)]
+            return msgs, [m for m in msgs if m.id not in held]
+
+        def catch_up() -> list[Message]:
+            msgs, todo = missing()
+            for start in range(0, len(todo), 2000):
+                index_messages(todo[start : start + 2000], log=self.log, index=staged, embedder=self.embedder,
+                               settings=self.recall, mark=False)
+            return msgs
+
+        catch_up()  # the bulk, while readers search the live generation
         with self._lock:
-            # flags first: a crash between the drop and the re-index leaves them pending, for repair
-            self.log.lexical.mark_unindexed(namespace)
-            self.index.drop_session(namespace, NAMESPACE_SCOPE)  # the namespace's collection first
-            names = _session_names(self.log, namespace)
-            for name in names:
-                self.index.drop_session(namespace, name)
-            # the namespace moves to this model as a whole
-            self.log.meta.set(_model_key(namespace), self.index.embedder_name)
-            msgs = [m for name in names for m in self.log.messages(namespace, name)]
-            for start in range(0, len(msgs), 2000):
-                index_messages(msgs[start : start + 2000], log=self.log, index=self.index, embedder=self.embedder,
-                               settings=self.recall)
+            msgs = catch_up()  # what was added meanwhile
+            counts = staged.chunk_counts(namespace)
+            self.log.lexical.mark_indexed(namespace, {m.id: counts.get(m.id, 1) for m in msgs})
+            # the switch: the model and the generation move together, so no reader sees one without the other
+            self.log.meta.update({_model_key(namespace): target, _generation_key(namespace): str(new), plan_key: None})
+            index.forget_collections()
+            index.drop_generation(namespace, live)
+            # a writer on the old model that got past its check before the switch: indexed again by the next read
+            late = missing()[1]
+            if late:
+                self.log.lexical.mark_unindexed(namespace, [m.id for m in late])
+                self._debt.behind = True
         return len(msgs)
 
     def flush(self) -> None:
@@ -619,6 +665,16 @@ class IndexDebt:
 
 #: Set once a store's lexical rows cut the scripts without spaces into character pairs (issue 26).
 LEXICAL_PAIRS_KEY = "lexical_pairs"
+
+
+def _reindex_key(namespace: str) -> str:
+    """The ``meta`` key of a namespace's reindex under way: the model and generation it builds (JSON)."""
+    return f"reindex:{namespace}"
+
+
+def _generation_key(namespace: str) -> str:
+    """The ``meta`` key of the live generation of a namespace's collections (none: 0)."""
+    return f"index.generation:{namespace}"
 
 
 def _model_key(namespace: str) -> str:
