@@ -23,6 +23,7 @@ from . import _lexical as lexical
 from .embed import Embedder, chunk_text
 from ._messages import Message, ToolCall, message_text
 from ._settings import DEFAULT_RECALL, RecallSettings
+from ._tokens import TokenCounter, count_message
 from ._store import Log as MessageLog, VectorIndex
 from ._store.filters import META_PREFIX
 from ._store.index import chunk_id
@@ -128,7 +129,7 @@ def chunk_metadata(m: Message, unit_id: str, chunk: int) -> dict[str, Any]:
 
 def index_messages(
     messages: Sequence[Message], *, log: MessageLog, index: VectorIndex, embedder: Embedder,
-    settings: RecallSettings = DEFAULT_RECALL, mark: bool = True,
+    settings: RecallSettings = DEFAULT_RECALL, mark: bool = True, counter: TokenCounter | None = None,
 ) -> int:
     """Embed and index stored messages (any mix of sessions of one store), then mark them indexed.
 
@@ -137,12 +138,16 @@ def index_messages(
     of chunks written. Messages of several namespaces are indexed one
     namespace at a time (ids are unique per namespace only). ``mark=False`` writes the vectors only
     (a reindex's next generation, which the log's flags and lexical rows do not describe yet).
+    With ``counter`` (the one the log keeps counts by), what each message costs
+    in a prompt is counted here, while the last upsert runs, and kept with it, so
+    assembly never counts a stored message (``log.lexical.mark_indexed(tokens=...)``).
     """
     if not messages:
         return 0
     groups = by_namespace(messages)
     if len(groups) > 1:
-        return sum(index_messages(g, log=log, index=index, embedder=embedder, settings=settings, mark=mark)
+        return sum(index_messages(g, log=log, index=index, embedder=embedder, settings=settings, mark=mark,
+                                  counter=counter)
                    for g in groups.values())
     namespace = messages[0].namespace
     units = log.units.ids_of(namespace, [m.id for m in messages])
@@ -164,19 +169,25 @@ def index_messages(
     order = sorted(range(len(texts)), key=lambda j: len(texts[j]))
     blocks = [order[start : start + EMBED_BLOCK] for start in range(0, len(order), EMBED_BLOCK)]
     lex: list[tuple[str, str, str]] = []
+    tokens: dict[str, int] | None = None
+
+    def count() -> dict[str, int] | None:
+        return {m.id: count_message(counter, m.to_openai()) for m in messages} if counter is not None else None
+
     if len(blocks) == 1:
         _upsert_block(index, blocks[0], rows, units, _embed(embedder, texts, blocks[0]))
-        lex = lexical_rows(messages, log, call_of, settings) if mark else []
+        if mark:
+            lex, tokens = lexical_rows(messages, log, call_of, settings), count()
     else:
         with ThreadPoolExecutor(1, thread_name_prefix="ragmem-upsert") as writer:
             pending = [writer.submit(_upsert_block, index, block, rows, units, _embed(embedder, texts, block))
                        for block in blocks]
-            if mark:
-                lex = lexical_rows(messages, log, call_of, settings)  # meanwhile, the last upsert runs
+            if mark:  # meanwhile, the last upsert runs
+                lex, tokens = lexical_rows(messages, log, call_of, settings), count()
             for f in pending:
                 f.result()  # an upsert that failed raises here, before anything is marked indexed
     if mark:
-        log.lexical.mark_indexed(namespace, n_chunks, lex)
+        log.lexical.mark_indexed(namespace, n_chunks, lex, tokens)
     return len(texts)
 
 

@@ -230,10 +230,16 @@ def whole_history(mem: Session, req: Request, tail: list[Message], state: dict[s
     if exceeds(reversed(group_units(tail)), limit, store.counter, store.token_cache.setdefault(ns, {})):
         return None
     if tail[0].seq > 0:
-        recent = [m for m in reversed(store.log.messages(ns, session, limit=WHOLE_PROBE, newest_first=True))
-                  if m.id not in req.skip]
-        if exceeds(reversed(group_units(recent)), limit, store.counter, store.token_cache.setdefault(ns, {})):
+        # the kept counts of the complete units sum to what assemble_whole would count (one query, no
+        # record read); without them, the latest messages are read and counted, a lower bound
+        kept = store.log.units.whole_cost(ns, session, req.skip) if store.counts_kept else None
+        if kept is not None and kept > limit:
             return None
+        if kept is None:
+            recent = [m for m in reversed(store.log.messages(ns, session, limit=WHOLE_PROBE, newest_first=True))
+                      if m.id not in req.skip]
+            if exceeds(reversed(group_units(recent)), limit, store.counter, store.token_cache.setdefault(ns, {})):
+                return None
     store.flush()  # as recall would: pending forgets are purged by the next prompt either way
     history = [m for m in store.log.messages(ns, session) if m.id not in req.skip]
     return assemble_whole(

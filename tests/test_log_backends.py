@@ -8,7 +8,11 @@ summaries, meta and the lexical index (the same BM25 scores on both).
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ragmem._store.filters import RowFilter
 
@@ -17,7 +21,10 @@ from ragmem._errors import InvalidMessage, OrphanToolResult, SchemaVersionError,
 from ragmem._messages import Message, ToolCall
 from ragmem._store import PostgresLog, open_log
 
+from test_invariants import histories
+
 pytestmark = pytest.mark.postgres
+_SESSIONS = itertools.count()  # a new session per example: hypothesis reuses the function's log
 
 
 @pytest.fixture
@@ -168,7 +175,7 @@ def test_migrations_are_recorded_and_a_newer_store_is_refused(pg_url):
     from ragmem._store.pglog import split_url
 
     lg = PostgresLog(pg_url)
-    assert lg._migrations() == [1, 2, 3, 4]
+    assert lg._migrations() == [1, 2, 3, 4, 5]
     lg.close()
     conninfo, schema = split_url(pg_url)
     with psycopg.connect(conninfo, autocommit=True) as conn:
@@ -227,7 +234,7 @@ def test_migration_2_upgrades_a_version_1_store_in_place(pg_url, tmp_path, monke
         assert old._migrations() == [1]
         old.close()
     lg = PostgresLog(pg_url)
-    assert lg._migrations() == [1, 2, 3, 4] and lg.meta.get("schema_version") == "4"
+    assert lg._migrations() == [1, 2, 3, 4, 5] and lg.meta.get("schema_version") == "5"
     kept, counted, indexes = _lexical_counts(pg_url)
     assert kept == (counted[0], counted[1]) and counted[1] == [(4, sum(len(r[2].split()) + 2 for r in
                                                                        _lexical_rows(msgs)))]
@@ -400,7 +407,48 @@ def test_migration_4_drops_the_periods_table_of_a_version_3_store(pg_url, monkey
         assert old._migrations() == [1, 2, 3]
         old.close()
     lg = PostgresLog(pg_url)
-    assert lg._migrations() == [1, 2, 3, 4] and lg.meta.get("schema_version") == "4"
+    assert lg._migrations() == [1, 2, 3, 4, 5] and lg.meta.get("schema_version") == "5"
     assert [m.id for m in lg.messages("ns", "s")] == ["m0", "m1", "m2", "m3"]
     assert lg._read("SELECT to_regclass('periods') IS NULL") == [(True,)]
     lg.close()
+
+
+def test_kept_token_counts_go_with_the_messages_read(log):
+    """mark_indexed keeps each message's count; every read returns it into the token sink (by namespace),
+    the row's own count, and a row without one leaves the sink alone."""
+    log.append("ns", "s", [msg(0), msg(1), msg(2)])
+    log.append("other", "s", [msg(0)])
+    log.lexical.mark_indexed("ns", {"m0": 1, "m1": 1}, tokens={"m0": 7, "m1": 9})
+    log.lexical.mark_indexed("ns", {"m2": 1})  # no count: NULL stays NULL
+    log.lexical.mark_indexed("ns", {"m0": 1})  # re-indexed without a count: the kept one stays
+    log.lexical.mark_indexed("other", {"m0": 1}, tokens={"m0": 3})
+    sink: dict[str, dict[str, int]] = {}
+    log.token_sink = sink
+    log.messages("ns", "s")
+    assert sink == {"ns": {"m0": 7, "m1": 9}}
+    log.get("other", "m0")
+    log.get_many("ns", ["m1"])
+    log.tail("ns", "s", 1)
+    assert sink == {"ns": {"m0": 7, "m1": 9}, "other": {"m0": 3}}
+    assert log.meta.setdefault("token_counter", "a") == "a" and log.meta.setdefault("token_counter", "b") == "a"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(histories(), st.integers(0, 3))
+def test_whole_cost_is_the_sum_of_the_complete_units(log, history, skip_at):
+    """whole_cost sums the kept counts of exactly the units group_units calls complete (pending calls,
+    orphans and the skipped message left out), and is None while a message of them has no count."""
+    from ragmem import group_units
+
+    session = f"s{next(_SESSIONS)}"
+    stored = log.append("ns", session, history, orphans="keep")
+    counts = {m.id: 1 + (hash(m.id) % 50) for m in stored}
+    skip = [stored[skip_at].id] if skip_at < len(stored) and stored[skip_at].role == "user" else []
+    units = group_units(m for m in log.messages("ns", session) if m.id not in skip)
+    placed = [m.id for u in units if u.complete for m in u.messages]
+    if stored:  # the last message without its count first
+        log.lexical.mark_indexed("ns", {m.id: 1 for m in stored[:-1]}, tokens=counts)
+        assert (log.units.whole_cost("ns", session, skip) is None) == (stored[-1].id in placed)
+        log.lexical.mark_indexed("ns", {stored[-1].id: 1}, tokens=counts)
+    assert log.units.whole_cost("ns", session, skip) == sum(counts[i] for i in placed)

@@ -76,7 +76,7 @@ def test_a_new_store_records_every_migration(tmp_path):
 def test_an_old_store_is_migrated_in_place_and_everything_still_works(old_store, embedder):
     work = Memory(old_store, namespace="alice", session="work", window=4, embedder=embedder)
     s = _schema(old_store)
-    assert s["applied"] == [1, 2, 3, 4] and s["version"] == str(SCHEMA_VERSION) and s["messages_pk"] == ["namespace", "id"]
+    assert s["applied"] == [1, 2, 3, 4, 5] and s["version"] == str(SCHEMA_VERSION) and s["messages_pk"] == ["namespace", "id"]
     assert "periods" not in s["tables"]  # made by migration 3, dropped by 4
     # the index layout changed too: the store was re-indexed on open, and the old collections dropped
     assert work.store.repaired["indexed"] == 17 and work.store.repaired["stale_collections"] == 4
@@ -182,7 +182,7 @@ def test_a_migration_killed_midway_leaves_nothing_half_written(old_store, at):
     log = MessageLog(old_store)
     assert log.get("alice", "w-1").content.startswith("Our Postgres pool size")
     log.close()
-    assert _schema(old_store)["applied"] == [1, 2, 3, 4]
+    assert _schema(old_store)["applied"] == [1, 2, 3, 4, 5]
 
 
 @pytest.mark.parametrize("at", [1, 99])  # one statement: 99 = it ran, no commit
@@ -199,29 +199,41 @@ def test_the_periods_drop_killed_midway_leaves_the_store_of_schema_3(old_store, 
     log = MessageLog(old_store)
     assert log.get("alice", "w-1").content.startswith("Our Postgres pool size")
     log.close()
-    assert _schema(old_store)["applied"] == [1, 2, 3, 4] and "periods" not in _schema(old_store)["tables"]
+    assert _schema(old_store)["applied"] == [1, 2, 3, 4, 5] and "periods" not in _schema(old_store)["tables"]
 
 
-def test_a_store_of_schema_3_with_period_summaries_opens_and_searches(tmp_path, embedder, monkeypatch):
-    """A store written by the release before this one (schema 3, its periods table holding rows) opens:
-    the table, which no code reads, is dropped, and every message is still read, searched and prompted."""
+def _back_to_schema_3(path: Path) -> None:
+    """Turn a log of today's schema back into what the release of schema 3 wrote: the periods table
+    (migration 3) holding a row, no token counts (migration 5), no record of migrations 4 and 5."""
+    db = sqlite3.connect(path / "log.sqlite3", isolation_level=None)
+    try:
+        MIGRATIONS[2](db)
+        db.execute("INSERT INTO periods VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                   ("default", "default", 0, 3, '["m0", "m1", "m2", "m3"]', "- user: the pool", b"\0\0\x80?", 0))
+        db.execute("ALTER TABLE messages DROP COLUMN tokens")
+        db.execute("DELETE FROM migrations WHERE number > 3")
+        db.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
+    finally:
+        db.close()
+
+
+def test_a_store_of_schema_3_with_period_summaries_opens_and_searches(tmp_path, embedder):
+    """A store written by the release of schema 3 (its periods table holding rows, no token counts) opens:
+    the table, which no code reads, is dropped, the counts' column is added, and every message is still
+    read, searched and prompted."""
     path = tmp_path / "s3"
-    with monkeypatch.context() as m:  # the ragmem of schema version 3
-        m.setattr(migrations, "MIGRATIONS", MIGRATIONS[:3])
-        m.setattr(migrations, "SCHEMA_VERSION", 3)
-        mem = Memory(path, embedder=embedder)
+    with Memory(path, embedder=embedder) as mem:
         mem.add_many([{"role": "user", "content": f"the pool size is {i}", "id": f"m{i}"} for i in range(4)])
-        mem.store.log._change(lambda cur: cur.execute(
-            "INSERT INTO periods VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            ("default", "default", 0, 3, '["m0", "m1", "m2", "m3"]', "- user: the pool", b"\0\0\x80?", 0)))
-        mem.close()
+    _back_to_schema_3(path)
     assert _schema(path)["applied"] == [1, 2, 3] and "periods" in _schema(path)["tables"]
     with Memory(path, embedder=embedder) as mem:
-        assert _schema(path)["applied"] == [1, 2, 3, 4] and "periods" not in _schema(path)["tables"]
+        assert _schema(path)["applied"] == [1, 2, 3, 4, 5] and "periods" not in _schema(path)["tables"]
         assert [m.id for m in mem.messages()] == ["m0", "m1", "m2", "m3"]
         assert mem.search("pool size 2", k=1)[0].message.id == "m2"
         mem.forget("m1")
         assert [m.id for m in mem.messages()] == ["m0", "m2", "m3"]
+        assert mem.store.log.units.whole_cost("default", "default") is None  # counted by the prompt, as before
+        assert mem.prompt("the pool size?", budget=500).trace.sections["window"] > 0
 
 
 def test_a_migration_that_fails_is_rolled_back_and_says_so(old_store):

@@ -38,8 +38,8 @@ def long_turns(n: int) -> list[dict]:
 
 
 def test_a_long_session_is_not_read_whole_to_know_it_does_not_fit(tmp_path, embedder):
-    """Forty messages of ~300 tokens: the latest are over 4,000 tokens, so no full read of the session
-    (the summary, which reads what left the window, is off here)."""
+    """Forty messages of ~300 tokens: over 4,000 tokens, so no read of the session's messages beyond its
+    window (the summary, which reads what left the window, is off here)."""
     mem = Memory(tmp_path / "s", embedder=embedder, summarizer=False)
     mem.add_many(long_turns(40))
     log = mem.store.log
@@ -53,7 +53,7 @@ def test_a_long_session_is_not_read_whole_to_know_it_does_not_fit(tmp_path, embe
     log.messages = spy  # type: ignore[method-assign]
     ctx = mem.prompt("What did we compare for the migration?", budget=4000)
     assert ctx.trace.sections["recall"] > 0  # it did not fit: recall chose
-    assert reads and all(kw.get("limit") is not None for kw in reads), reads
+    assert reads == [], reads  # the kept counts say it in one query: not even the latest messages are read
     mem.close()
 
 
@@ -194,3 +194,85 @@ def test_collections_put_their_graph_on_disk_every_hundred_vectors(tmp_path, emb
     again = mem.store.index.client.get_collection("old", embedding_function=None)
     assert again.configuration["hnsw"]["sync_threshold"] == SYNC_THRESHOLD
     mem.close()
+
+
+class CountingAside:
+    """cl100k_base, but not a TiktokenCounter: the log keeps no counts for it, so every prompt counts
+    (the long way round the kept counts)."""
+
+    name = COUNTER.name
+
+    def count_text(self, text: str) -> int:
+        return COUNTER.count_text(text)
+
+
+def a_history(n: int, *, pending: bool = False) -> list[dict]:
+    """Long turns with ids and times, a tool exchange in the middle, and optionally a call left pending."""
+    msgs = [dict(m, id=f"t{i}", created_at=1_700_000_000 + 60 * i) for i, m in enumerate(long_turns(n))]
+    call = {"id": "c1", "type": "function", "function": {"name": "pool_size", "arguments": "{}"}}
+    mid = n // 2
+    msgs[mid:mid] = [
+        {"role": "assistant", "content": None, "tool_calls": [call], "id": "call", "created_at": msgs[mid]["created_at"]},
+        {"role": "tool", "tool_call_id": "c1", "content": "pool size 20", "id": "res", "created_at": msgs[mid]["created_at"]},
+    ]
+    if pending:
+        msgs.append({"role": "assistant", "content": None, "id": "open", "created_at": 1_800_000_000,
+                     "tool_calls": [dict(call, id="c2")]})
+    return msgs
+
+
+def test_the_log_keeps_each_message_count_as_assembly_counts_it(tmp_path, hash_embedder):
+    from ragmem._store.store import TOKEN_COUNTER_KEY
+    from ragmem._tokens import count_message
+
+    for index in ("sync", "background"):
+        mem = Memory(tmp_path / index, embedder=hash_embedder, index=index)
+        mem.add_many(a_history(20))
+        mem.store.flush()
+        kept = dict(mem.store.log._read("SELECT id, tokens FROM messages"))
+        assert kept == {m.id: count_message(COUNTER, m.to_openai()) for m in mem.messages()}
+        assert mem.store.counts_kept and mem.store.log.meta.get(TOKEN_COUNTER_KEY) == COUNTER.name
+        mem.close()
+    aside = Memory(tmp_path / "sync", embedder=hash_embedder, counter=CountingAside())
+    assert not aside.store.counts_kept and aside.store.log.token_sink is None
+    aside.close()
+
+
+def test_a_store_of_another_counter_keeps_no_counts(tmp_path, hash_embedder):
+    mem = Memory(tmp_path / "s", embedder=hash_embedder, counter=CountingAside())
+    mem.add_many(a_history(6))
+    assert mem.store.log._read("SELECT COUNT(tokens) FROM messages") == [(0,)]
+    mem.close()
+    again = Memory(tmp_path / "s", embedder=hash_embedder)  # the store names no counter: this one, from now on
+    assert again.store.counts_kept
+    again.close()
+
+
+@pytest.mark.parametrize("n, budget, turn_stored, pending", [
+    (40, 4000, False, False),  # recall chooses
+    (40, 4000, True, True),
+    (14, 4000, False, False),  # the window fits, the whole does not
+    (14, 5000, True, False),
+    (8, 4000, False, True),  # the whole fits
+    (8, 4000, True, False),
+])
+def test_kept_counts_place_exactly_what_counting_places(tmp_path, hash_embedder, n, budget, turn_stored, pending):
+    """The same history in a store that keeps counts and in one that counts every prompt: the same
+    messages, in the same order, the same trace (no recall figure can change)."""
+    history = a_history(n, pending=pending)
+    mems = [Memory(tmp_path / "kept", embedder=hash_embedder),
+            Memory(tmp_path / "counted", embedder=hash_embedder, counter=CountingAside())]
+    assert [m.store.counts_kept for m in mems] == [True, False]
+    for mem in mems:
+        mem.add_many(history)
+        if turn_stored:
+            mem.add({"role": "user", "content": "What did we set the pool size to?", "id": "turn",
+                     "created_at": 1_900_000_000})
+    for q in ("What did we set the pool size to?", "Which options did we compare?", "Turn 3"):
+        a, b = (m.prompt(None if turn_stored else q, turn_stored=turn_stored, budget=budget) for m in mems)
+        assert a.messages == b.messages
+        assert [(u.section, u.unit_id, u.tokens) for u in a.trace.included] == [
+            (u.section, u.unit_id, u.tokens) for u in b.trace.included]
+        assert a.trace.sections == b.trace.sections and a.trace.dropped == b.trace.dropped
+    for mem in mems:
+        mem.close()

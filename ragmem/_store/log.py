@@ -215,7 +215,7 @@ class MessageLog(Fts5Rows, LogBase):
             (namespace, session, n),
         )
         msgs = {r[1]: self._msg(r) for r in rows}
-        units = {r[4] for r in rows}
+        units = {r[5] for r in rows}
         # a unit can begin before the tail: pull in its earlier messages so it stays whole
         for m in self.units.messages(namespace, session, units):
             msgs.setdefault(m.seq, m)

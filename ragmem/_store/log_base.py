@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Collection, Iterable, Literal, Mapping, Sequence, TypeVar
 
 from .. import _lexical as lexical
 from .._errors import InvalidMessage, OrphanToolResult
@@ -91,8 +91,13 @@ class LogBase:
     _COLLATE = ""
     #: Appended to the read of a session's counter row, to hold it for the transaction.
     _LOCK_ROW = ""
-    #: Columns :meth:`_msg` reads a message from.
-    _COLS = "record, seq, namespace, session"
+    #: Columns :meth:`_msg` reads a message from (its record, where it is, its kept token count).
+    _COLS = "record, seq, namespace, session, tokens"
+    #: Where the kept token counts of the messages read go (namespace -> id -> tokens), when the reader's
+    #: counter is the one that counted them (the store's ``token_cache``, which assembly reads); None: nowhere.
+    token_sink: dict[str, dict[str, int]] | None = None
+    #: Entries a namespace's sink holds before it starts over (a whole export would otherwise fill it).
+    SINK_MAX = 200_000
 
     # -- the hooks (each backend implements them) -----------------------------
     def _read(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]:
@@ -138,11 +143,17 @@ class LogBase:
         ``INSERT OR REPLACE`` here: they need no SQLite newer than FTS5 does; PostgreSQL says ON CONFLICT.)"""
         return f"INSERT OR {'REPLACE' if update else 'IGNORE'} INTO {table} VALUES ({marks})"
 
-    @staticmethod
-    def _msg(row: tuple) -> Message:
+    def _msg(self, row: tuple) -> Message:
         rec = json.loads(row[0])
         rec.update(seq=int(row[1]), namespace=row[2], session=row[3])
-        return message_from_record(rec, trusted=True)
+        m = message_from_record(rec, trusted=True)
+        sink = self.token_sink
+        if sink is not None and row[4] is not None:
+            counts = sink.setdefault(m.namespace, {})
+            if len(counts) >= self.SINK_MAX:  # bounded: start over rather than track recency
+                counts.clear()
+            counts[m.id] = int(row[4])  # the row's own count: right even if the id was forgotten and reused
+        return m
 
     # -- appending: dense sequence numbers, idempotent ids, tool results paired with their calls ----------
     def append(
@@ -277,7 +288,7 @@ class LogBase:
         rows = self._read_in(
             f"SELECT {self._COLS}, id FROM messages WHERE namespace=? AND id {{in}} AND deleted=0", ids, [namespace]
         )
-        return {row[4]: self._msg(row) for row in rows}
+        return {row[5]: self._msg(row) for row in rows}
 
     def tail(self, namespace: str, session: str, n: int) -> list[Message]:
         """The last ``n`` messages of a session plus the rest of any unit they start inside, in order."""
@@ -361,6 +372,12 @@ class LogMeta(Facet):
         rows = self._log._read("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix))
         return {str(r[0]): str(r[1]) for r in rows}
 
+    def setdefault(self, key: str, value: str) -> str:
+        """The value of ``key``, which is set to ``value`` first if it has none (one writer wins a race)."""
+        log = self._log
+        log._change(lambda cur: cur.execute(log._insert("meta", "?, ?"), (key, value)))
+        return self.get(key) or value
+
     def set(self, key: str, value: str) -> None:
         """Set a value of the store's ``meta`` table."""
         self.update({key: value})
@@ -402,6 +419,26 @@ class LogUnits(Facet):
         )
         return sorted((log._msg(r) for r in rows), key=lambda m: m.seq)
 
+    def whole_cost(self, namespace: str, session: str, skip: Collection[str] = ()) -> int | None:
+        """The kept token counts of a session's complete units, summed, in one query; None when a message
+        of them has no kept count (indexed before counts were kept, or not indexed yet).
+
+        Complete as :func:`ragmem._units.group_units` says: no tool call of the unit still waits for its
+        result (``tool_calls.answered``), and not an orphan tool result (a tool message that is its own
+        unit). ``skip``: message ids left out (the stored user turn).
+        """
+        log = self._log
+        sql = (
+            "SELECT COALESCE(SUM(tokens), 0), COUNT(*) - COUNT(tokens) FROM messages WHERE namespace=? "
+            "AND session=? AND deleted=0 AND NOT (role='tool' AND unit_id=id) AND unit_id NOT IN (SELECT "
+            "unit_id FROM tool_calls WHERE namespace=? AND session=? AND answered=0)"
+        )
+        skip = list(dict.fromkeys(skip))
+        if skip:
+            sql += f" AND id NOT IN ({', '.join('?' * len(skip))})"
+        total, missing = log._read(sql, [namespace, session, namespace, session, *skip])[0]
+        return None if missing else int(total)
+
     def next_after(self, namespace: str, session: str, seqs: Iterable[int]) -> dict[int, tuple[str, int]]:
         """For each sequence number, the (id, seq) of the first live message after it in the session, in one query."""
         seqs = sorted(set(seqs))
@@ -441,20 +478,29 @@ class LogIndex(Facet):
         self._df_written = 0
 
     def mark_indexed(
-        self, namespace: str, chunks: dict[str, int], lexical: Iterable[tuple[str, str, str]] = ()
+        self, namespace: str, chunks: dict[str, int], lexical: Iterable[tuple[str, str, str]] = (),
+        tokens: Mapping[str, int] | None = None,
     ) -> None:
         """Record that these messages of a namespace (id -> number of chunks) are in the vector index.
 
         ``lexical`` rows (message id, scope terms, body terms) go into the
-        lexical index in the same transaction, replacing any earlier row.
+        lexical index in the same transaction, replacing any earlier row;
+        ``tokens`` (id -> what the message costs in a prompt, by the counter
+        ``meta.token_counter`` names) are kept with the messages.
         """
         log, lexical = self._log, list(lexical)
 
         def run(cur: Any) -> None:
-            cur.executemany(
-                "UPDATE messages SET indexed=1, n_chunks=? WHERE namespace=? AND id=?",
-                [(n, namespace, i) for i, n in chunks.items()],
-            )
+            if tokens:
+                cur.executemany(
+                    "UPDATE messages SET indexed=1, n_chunks=?, tokens=COALESCE(?, tokens) WHERE namespace=? AND id=?",
+                    [(n, tokens.get(i), namespace, i) for i, n in chunks.items()],
+                )
+            else:
+                cur.executemany(
+                    "UPDATE messages SET indexed=1, n_chunks=? WHERE namespace=? AND id=?",
+                    [(n, namespace, i) for i, n in chunks.items()],
+                )
             log._put_lexical(cur, namespace, lexical)
         log._change(run)
         self._df_written += len(lexical)

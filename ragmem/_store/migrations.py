@@ -133,6 +133,14 @@ def m004_drop_periods(db: sqlite3.Connection) -> None:
     db.execute("DROP TABLE IF EXISTS periods")
 
 
+@migration
+def m005_token_counts(db: sqlite3.Connection) -> None:
+    """Token counts kept with the messages (issue 27): ``messages.tokens``, what a message costs in a
+    prompt by the counter ``meta.token_counter`` names, written when the message is indexed. Rows from
+    before stay NULL and are counted by the prompt, as they were; no row changes here."""
+    db.execute("ALTER TABLE messages ADD COLUMN tokens INTEGER")
+
+
 #: The schema version this ragmem writes: the number of its migrations.
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -47,7 +47,7 @@ from .faults import Closed, message_says
 from .filters import RowFilter
 from .log_base import LogBase, LogIndex
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: Numbered migrations: (version, SQL). A store applies those above its recorded version, in order,
 #: in one transaction under an advisory lock, so concurrent openers never race.
@@ -120,6 +120,11 @@ CREATE TABLE periods (
     # 4: period summaries left recall (issue 25): no code reads the table
     (4, """
 DROP TABLE IF EXISTS periods;
+"""),
+    # 5: token counts kept with the messages (issue 27), by the counter meta.token_counter names; NULL
+    # for rows from before (the prompt counts them, as it did)
+    (5, """
+ALTER TABLE messages ADD COLUMN tokens INTEGER;
 """),
 ]
 

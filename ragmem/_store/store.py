@@ -51,7 +51,7 @@ from .faults import (
 from .index import read_only_chroma
 from .locking import CHROMA_LOCK_FILE, opening_lock
 from .._summary import ExtractiveSummarizer, Summarizer, fold_behind
-from .._tokens import TokenCounter, default_counter
+from .._tokens import DEFAULT_ENCODING, TiktokenCounter, TokenCounter, count_message, default_counter
 from ..embed import DEFAULT_MODEL_NAME, LEGACY_MODEL_NAME, OFFLINE_MODELS, Embedder, default_embedder
 
 T = TypeVar("T")
@@ -131,6 +131,11 @@ class Store:
         self.token_cache: dict[str, dict[str, int]] = {}
         self._lock = threading.RLock()  # index writes and the forget purge, one at a time
         self._debt = IndexDebt()
+        #: True when the log keeps token counts by this store's counter (``meta.token_counter``): then
+        #: indexing counts each message once and every read of the log fills :attr:`token_cache`.
+        self.counts_kept = self._keeps_counts()
+        if self.counts_kept:
+            self.log.token_sink = self.token_cache
         self._indexer: _Indexer | None = None
         # one store folder, one vector index at a time: refused while a live process indexes it elsewhere
         self._location_lock: LocationLock | None = check_location(self)
@@ -142,6 +147,25 @@ class Store:
         #: What other processes wrote (vectors, leftovers of dead writers), checked before each index read
         #: (its ``refreshes`` and ``adopted`` count what it did).
         self.consistency = Consistency(self, self._lock)
+
+    def _keeps_counts(self) -> bool:
+        """Whether the log's kept token counts are this store's counter's (the first counter to write names
+        itself in ``meta.token_counter``). Only a :class:`~ragmem.TiktokenCounter` is trusted by its name:
+        another counter counts every prompt itself, as before, and keeps nothing."""
+        counter = self._counter
+        name = DEFAULT_ENCODING if counter is None else (
+            counter.name if isinstance(counter, TiktokenCounter) else None)
+        if name is None:
+            return False
+        kept = self.log.meta.get(TOKEN_COUNTER_KEY)
+        if kept is None and not self.log.read_only:
+            kept = self.log.meta.setdefault(TOKEN_COUNTER_KEY, name)
+        return kept == name
+
+    @property
+    def _kept_counter(self) -> TokenCounter | None:
+        """The counter indexing counts with, for the log to keep (None: counts are not kept)."""
+        return self.counter if self.counts_kept else None
 
     # -- the parts, opened or loaded on first use ----------------------------------
     @property
@@ -266,7 +290,7 @@ class Store:
                     self.flush()  # indexes these too
                 elif stored:
                     index_messages(stored, log=self.log, index=self.index, embedder=self.embedder,
-                                   settings=recall)
+                                   settings=recall, counter=self._kept_counter)
             except Exception as exc:
                 # the log has them (durable, acknowledged by the store); only the derived index lags
                 self._debt.behind = True
@@ -391,7 +415,8 @@ class Store:
                 todo = log.lexical.pending(limit=2000)
                 if not todo:
                     break
-                index_messages(todo, log=log, index=self.index, embedder=self.embedder, settings=self.recall)
+                index_messages(todo, log=log, index=self.index, embedder=self.embedder, settings=self.recall,
+                               counter=self._kept_counter)
                 done["indexed"] += len(todo)
             while True:  # the lexical index is rebuilt from the log alone (no model, no vector index)
                 todo = log.lexical.lexical_missing(limit=2000)
@@ -478,7 +503,9 @@ class Store:
         with self._lock:
             msgs = catch_up()  # what was added meanwhile
             counts = staged.chunk_counts(namespace)
-            self.log.lexical.mark_indexed(namespace, {m.id: counts.get(m.id, 1) for m in msgs})
+            kept = self._kept_counter  # and the counts of messages indexed before counts were kept
+            self.log.lexical.mark_indexed(namespace, {m.id: counts.get(m.id, 1) for m in msgs}, tokens=None if kept
+                                          is None else {m.id: count_message(kept, m.to_openai()) for m in msgs})
             # the switch: the model and the generation move together, so no reader sees one without the other
             self.log.meta.update({_model_key(namespace): target, _generation_key(namespace): str(new), plan_key: None})
             index.forget_collections()
@@ -662,6 +689,9 @@ class IndexDebt:
     #: Forgets are tombstoned in the log but their vectors and rows are not purged yet.
     purge: bool = False
 
+
+#: The ``meta`` key naming the counter whose counts the log keeps (``messages.tokens``).
+TOKEN_COUNTER_KEY = "token_counter"
 
 #: Set once a store's lexical rows cut the scripts without spaces into character pairs (issue 26).
 LEXICAL_PAIRS_KEY = "lexical_pairs"
