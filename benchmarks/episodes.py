@@ -44,7 +44,7 @@ LOCOMO_BUDGETS = (1000, 2000, 4000, 8000)
 LME_BUDGETS = (2000, 4000, 8000)
 ARMS = ("before", "after")
 #: The other gaps an episode may join across, measured beside today's ``EPISODE_GAP`` (evidence, markers).
-GAPS = (0, 1, 4)
+GAPS = (0, 2, 8)
 _LINE = re.compile(r"^(\[\d{4}-\d\d-\d\d \d\d:\d\d\] )?(user|assistant|system|developer|tool result): ")
 
 
@@ -263,7 +263,7 @@ def tables(rows: list[dict]) -> str:
         gaps.append([data, h, f"{b:,}"] + [x for arm in ("after",) + tuple(f"gap{n}" for n in GAPS) for x in (
             round(statistics.fmean(r[arm]["ev"] for r in rs), 4), round(statistics.fmean(r[arm]["markers"] for r in rs), 1),
             sum(r[arm]["false"] for r in rs), sum(r[arm]["replies"] for r in rs))])
-    gap_heads = ["data", "half", "budget"] + [f"{name} {k}" for name in ["gap 2 (EPISODE_GAP)"] + [f"gap {n}" for n in GAPS]
+    gap_heads = ["data", "half", "budget"] + [f"{name} {k}" for name in [f"gap {EPISODE_GAP} (EPISODE_GAP)"] + [f"gap {n}" for n in GAPS]
                                               for k in ("evidence", "markers", "false", "replies first")]
     lat = [markdown_table(["arm", "prompt() p50 ms", "mean ms"], [
         [arm, round(statistics.median(r[arm]["ms"] for r in rows), 2), round(statistics.fmean(r[arm]["ms"] for r in rows), 2)]
@@ -291,7 +291,8 @@ def main(argv: list[str] | None = None) -> None:
         rows += longmemeval(cache, twin, args.lme) if args.lme else []
     text = tables(rows)
     print(text)
-    write_json(result_path("episodes", False), {"before": args.before, "rows": rows, "table": text}, compact=True)
+    # the tables only: the per-prompt rows of a full run are megabytes
+    write_json(result_path("episodes", False), {"before": args.before, "table": text}, compact=True)
     (result_path("episodes", False, ".md")).write_text(
         f"**The recall block, before ({args.before}) and after, on the same recall** "
         f"(`python -m benchmarks.episodes`)\n\n{text}\n")

@@ -56,10 +56,11 @@ RECALL_HEADER = ("Earlier messages recalled from memory for this turn, in episod
 #: The note between the recall block and the window, which is not where the last episode left off.
 WINDOW_MARKER = "[latest messages]"
 #: Recalled units of one session at most this many messages apart join one episode, the gap marked where it
-#: falls: a note costs less than another episode's marker, and the two parts keep their order
-#: (benchmarks/episodes.py measures 0, 1 and 4 beside it; 2 also keeps any reply from sitting right before
-#: its question, even across a marker).
-EPISODE_GAP = 2
+#: falls: a note costs less than another episode's marker, and the two parts keep their order. Chosen on
+#: LoCoMo's tuning half (benchmarks/episodes.py, 0, 1, 2 and 4 measured): 4 placed as much evidence as 2 at
+#: every budget (0.824 against 0.822 at 1,000 tokens) with fewer marker tokens; 0 and 1 let a reply sit
+#: right before its question across a marker (10 and 1 prompts of 495 at 2,000), 2 and 4 never did.
+EPISODE_GAP = 4
 SUMMARY_HEADER = "Summary of the earlier conversation:"
 STATE_HEADER = "Pinned state (always current for this conversation):"
 
@@ -165,7 +166,7 @@ def link(p: Unit, n: Unit, gap: int = EPISODE_GAP) -> tuple[bool, str | None]:
     ``p`` directly on the same day.
 
     >>> from ragmem._messages import parse_message
-    >>> a, b, c = (parse_message({"role": "user", "content": "hi"}).with_(seq=i, session="s") for i in (3, 4, 7))
+    >>> a, b, c = (parse_message({"role": "user", "content": "hi"}).with_(seq=i, session="s") for i in (3, 4, 9))
     >>> link(Unit(a.id, (a,)), Unit(b.id, (b,))), link(Unit(a.id, (a,)), Unit(c.id, (c,)))
     ((True, None), (False, None))
     """

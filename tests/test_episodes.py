@@ -184,17 +184,17 @@ def _turns(*texts, session="s", days=None):
 
 
 def test_neighbours_join_one_episode_in_their_order_and_gaps_are_marked_where_they_fall():
-    u = _turns("run the load test", "p95 1840 ms", "ok", "x", "y", "z", "w", "v", "late", "reply")
-    eps = episodes([(u[1], 0.9), (u[0], 0.2), (u[4], 0.3), (u[9], 0.5), (u[8], 0.1)])
+    u = _turns("run the load test", "p95 1840 ms", "ok", "x", "y", "z", "w", "v", "t", "s", "late", "reply")
+    eps = episodes([(u[1], 0.9), (u[0], 0.2), (u[4], 0.3), (u[11], 0.5), (u[10], 0.1)])
     placed = [[x.seq for x, _ in e.units] for e in eps]
-    assert placed == [[8, 9], [0, 1, 4]]  # by the best unit's score: 0.5, then 0.9 nearest the user turn
+    assert placed == [[10, 11], [0, 1, 4]]  # by the best unit's score: 0.5, then 0.9 nearest the user turn
     assert eps[1].notes == [None, None, "[2 messages skipped]"] and eps[1].skipped == 2
     ctx = assemble("how slow was the first test?", budget=2000, counter=COUNTER, window=[],
-                   recall=[(u[1], 0.9), (u[0], 0.2), (u[4], 0.3), (u[9], 0.5), (u[8], 0.1)], current_session="s")
+                   recall=[(u[1], 0.9), (u[0], 0.2), (u[4], 0.3), (u[11], 0.5), (u[10], 0.1)], current_session="s")
     contents = [m["content"] for m in ctx.messages[:-1]]
     assert contents == [RECALL_HEADER, "[Mon 4 Mar 2024]", "late", "reply", "[Mon 4 Mar 2024]", "run the load test",
                         "p95 1840 ms", "[2 messages skipped]", "y"]
-    assert [(e.first_seq, e.last_seq, e.score, e.skipped) for e in ctx.trace.episodes] == [(8, 9, 0.5, 0),
+    assert [(e.first_seq, e.last_seq, e.score, e.skipped) for e in ctx.trace.episodes] == [(10, 11, 0.5, 0),
                                                                                         (0, 4, 0.9, 2)]
     assert ctx.trace.marker_tokens == 13 + 13 + 9  # two markers, one gap note
 
@@ -208,10 +208,10 @@ def test_a_new_day_inside_an_episode_is_noted_and_another_conversation_named():
 
 
 def test_a_companion_joins_the_episode_it_neighbours():
-    u = _turns("run the load test", "p95 1840 ms", "a", "b", "c", "much later")
-    ctx = assemble("q", budget=2000, counter=COUNTER, recall=[(u[0], 0.9), (u[5], 0.5)], companions={u[0].id: u[1]},
+    u = _turns("run the load test", "p95 1840 ms", "a", "b", "c", "d", "e", "much later")
+    ctx = assemble("q", budget=2000, counter=COUNTER, recall=[(u[0], 0.9), (u[7], 0.5)], companions={u[0].id: u[1]},
                    current_session="s")
-    assert [e.unit_ids for e in ctx.trace.episodes] == [[u[5].id], [u[0].id, u[1].id]]
+    assert [e.unit_ids for e in ctx.trace.episodes] == [[u[7].id], [u[0].id, u[1].id]]
     assert [u.score for u in ctx.trace.included] == [0.5, 0.9, 0.9]
 
 
