@@ -35,6 +35,8 @@ from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 
+from ragmem._assemble import EPISODE_GAP
+
 from .common import REPO_ROOT, log, markdown_table, result_path, write_json
 import itertools
 
