@@ -36,9 +36,10 @@ the same budget and rendering, for comparison.
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from ._errors import BudgetTooSmall, UsageError
@@ -142,7 +143,38 @@ def render_state(state: Mapping[str, Any]) -> str:
 
 def day(when: datetime) -> str:
     """A day as markers write it: ``Sat 20 May 2023`` (the weekday, for "last Friday")."""
-    return f"{when:%a} {when.day} {when:%b %Y}"
+    return _day(when.date())
+
+
+@functools.lru_cache(maxsize=4096)
+def _day(d: date) -> str:  # every marker and note of every prompt formats a day: the same few, again
+    return f"{d:%a} {d.day} {d:%b %Y}"
+
+
+#: Token counts of system notes (the recall header, markers, the summary, the system prompt) by counter and
+#: text: the same texts come back prompt after prompt. The counter is kept with its count, so an id reused
+#: by another counter never reads this one's.
+_NOTES: dict[tuple[int, str], tuple[TokenCounter, int]] = {}
+_NOTES_MAX = 8192
+
+
+def note_cost(counter: TokenCounter, text: str) -> int:
+    """Tokens of ``{"role": "system", "content": text}`` in a prompt (:func:`ragmem._tokens.count_message`), cached."""
+    got = _NOTES.get((id(counter), text))
+    if got is not None and got[0] is counter:
+        return got[1]
+    if len(_NOTES) >= _NOTES_MAX:  # bounded: start over rather than track recency
+        _NOTES.clear()
+    n = count_message(counter, {"role": "system", "content": text})
+    _NOTES[(id(counter), text)] = (counter, n)
+    return n
+
+
+def _cost(counter: TokenCounter, m: Mapping[str, Any]) -> int:
+    """Tokens of a rendered message: a system note from the cache, anything else counted."""
+    if m.get("role") == "system" and isinstance(m.get("content"), str) and len(m) == 2:
+        return note_cost(counter, m["content"])
+    return count_message(counter, m)
 
 
 def episode_marker(first: Message, current_session: str | None) -> str:
@@ -241,17 +273,13 @@ class _Marks:
 
     def __init__(self, counter: TokenCounter, current_session: str | None, gap: int = EPISODE_GAP):
         self.counter, self.current_session, self.gap = counter, current_session, gap
-        self._tokens: dict[str, int] = {}
         self.chains: dict[str, list[Unit]] = {}  # the packed units of each session, in sequence order
 
     def cost(self, text: str | None) -> int:
         """Tokens of a marker note (a system message), 0 for none."""
         if text is None:
             return 0
-        n = self._tokens.get(text)
-        if n is None:
-            n = self._tokens[text] = count_message(self.counter, {"role": "system", "content": text})
-        return n
+        return note_cost(self.counter, text)
 
     def head(self, u: Unit) -> int:
         return self.cost(episode_marker(u.messages[0], self.current_session))
@@ -337,7 +365,7 @@ def _mandatory(system: str | None, state: Mapping[str, Any], user_turn: str | Ma
 
 
 def _check_mandatory(counter: TokenCounter, sys_msgs: list, user: dict, limit: int, budget: Budget) -> int:
-    need = sum(count_message(counter, m) for m in sys_msgs) + count_message(counter, user) + REPLY_PRIMING
+    need = sum(_cost(counter, m) for m in sys_msgs) + count_message(counter, user) + REPLY_PRIMING
     if need > limit:
         raise BudgetTooSmall(
             f"the mandatory parts (system prompt, pinned state, user turn) need {need} tokens, but the budget "
@@ -376,7 +404,7 @@ def _finish(
     marks = _Marks(counter, current_session)
     # Counting is additive per message, so each section is counted once: stored messages from the
     # per-id cache, the few rendered ones (system, summary, header, user) here.
-    c = lambda ms: sum(count_message(counter, m) for m in ms)  # noqa: E731
+    c = lambda ms: sum(_cost(counter, m) for m in ms)  # noqa: E731
     fixed = {"system": c(sys_msgs), "summary": c(summary_msgs), "user": c([user])}
     window_units = list(window_units)
     while True:
@@ -595,7 +623,7 @@ def assemble(
     s_tokens = 0
     if summary:
         msg = {"role": "system", "content": f"{SUMMARY_HEADER}\n{summary}"}
-        s_tokens = count_message(counter, msg)
+        s_tokens = _cost(counter, msg)
         if s_tokens <= int(free * budget.summary):
             summary_msgs = [msg]
         else:
@@ -603,7 +631,7 @@ def assemble(
             dropped.append(DropTrace("summary", "summary", [], count_message(counter, msg), "over the summary's share"))
 
     # Recall: into what is left (at least its share); see _pack_recall.
-    recall_cap = free - w_tokens - s_tokens - count_message(counter, {"role": "system", "content": RECALL_HEADER})
+    recall_cap = free - w_tokens - s_tokens - note_cost(counter, RECALL_HEADER)
     # markers cost tokens: packing reserves them, so that rendering rarely has to drop a unit (text recall
     # writes them as lines, cheaper than the messages they replace, so it reserves none)
     marks = _Marks(counter, current_session) if recall_format != "text" else None

@@ -163,12 +163,12 @@ def run(mem: Session, req: Request) -> Context:
         return timings.into(baseline(mem, req, timings))
     with timings("log"):
         tail, window_units = window(mem, req)
-        state = mem.state.get()
+        state, stored_summary = mem.store.log.state.read(mem.namespace, mem.session)  # one read for both
         whole = whole_history(mem, req, tail, state)
     if whole is not None:
         return timings.into(whole)
     with timings("summary"):
-        summary = update_summary(mem, tail)
+        summary = update_summary(mem, tail, stored_summary)
     recalled, beside, queries = recall(mem, req, tail, window_units, timings)
     with timings("assemble"):
         ctx = assemble(
@@ -248,31 +248,19 @@ def whole_history(mem: Session, req: Request, tail: list[Message], state: dict[s
     )
 
 
-def update_summary(mem: Session, tail: list[Message]) -> tuple[str, int, list[str]] | None:
-    """Fold what lies before the window into the stored summary (a write), and return it.
+def update_summary(mem: Session, tail: list[Message], current: tuple[str, int, list[str]] | None
+                   ) -> tuple[str, int, list[str]] | None:
+    """Fold what lies before the window into the stored summary (a write), and return it as (text, the
+    last sequence number it covers, the ids it covers), or None when there is none.
 
-    This is the one step of :meth:`~ragmem.Memory.prompt` that writes: see
-    the module's docstring for why it belongs here. The summary is read once:
-    what the fold starts from is what it returns when nothing new has left the window.
+    This is the one step of :meth:`~ragmem.Memory.prompt` that writes: see the module's docstring for
+    why it belongs here. ``current`` is the stored summary, read with the pinned state in one query
+    (``log.state.read``): what the fold starts from, and what it returns when nothing new has left the window.
     """
-    return fold_summary(mem, before_seq=tail[0].seq) if tail else mem.store.log.state.summary(
-        mem.namespace, mem.session)
-
-
-def fold_summary(mem: Session, before_seq: int | None = None) -> tuple[str, int, list[str]] | None:
-    """Fold units that have left the window (or lie before ``before_seq``) into the summary; return it
-    as (text, the last sequence number it covers, the ids it covers), or None when there is none."""
     store = mem.store
-    log = store.log
-    current = log.state.summary(mem.namespace, mem.session)
-    if store.summarizer is None:
+    if not tail or store.summarizer is None:
         return current
-    if before_seq is None:
-        tail = log.tail(mem.namespace, mem.session, mem.settings.window)
-        if not tail:
-            return current
-        before_seq = tail[0].seq
-    return fold(log, store.summarizer, mem.namespace, mem.session, before_seq, current)
+    return fold(store.log, store.summarizer, mem.namespace, mem.session, tail[0].seq, current)
 
 
 def retrieve(mem: Session, text: str, k: int, *, grain: Literal["message", "unit"], scope: str,

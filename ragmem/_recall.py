@@ -507,19 +507,20 @@ def companions(
     after its unit when the budget allows. Empty when the settings' ``companions`` is off.
     """
     asking = [u for u in units if needs_next(u)] if settings.companions else []
-    after = log.units.next_after(namespace, session, (u.last_seq for u in asking))  # one query for all of them
-    wanted: dict[str, str] = {}  # recalled unit id -> the id of the message after it
+    # the message after each, its unit and that unit's messages: one query for all of them
+    after, by_unit = log.units.units_after(namespace, session, (u.last_seq for u in asking))
+    wanted: dict[str, str] = {}  # recalled unit id -> the unit id of the message after it
     for u in asking:
         got = after.get(u.last_seq)
         if got is not None and got[1] < before_seq:
-            wanted[u.id] = got[0]
+            wanted[u.id] = got[2]
     if not wanted:
         return {}
-    unit_of = log.units.ids_of(namespace, wanted.values())
-    found = {n.id: n for n in group_units(log.units.messages(namespace, session, set(unit_of.values())))}
+    found = {n.id: n for n in group_units(sorted((m for u in set(wanted.values()) for m in by_unit.get(u, ())),
+                                                 key=lambda m: m.seq))}
     out = {}
-    for uid, mid in wanted.items():
-        n = found.get(unit_of.get(mid, ""))
+    for uid, unit in wanted.items():
+        n = found.get(unit)
         if n is not None and n.complete and n.id != uid and n.last_seq < before_seq:
             out[uid] = n
     return out

@@ -151,7 +151,7 @@ def test_the_summary_fold_is_the_prompts_one_write(tmp_path, embedder):
     tail, _ = pipeline.window(mem, pipeline.request(
         mem, "x", system=None, budget=300, shares=None, strategy="ragmem", format="openai", k=None, query=None,
         placement=None, recall_format=None, recall_scope=None, turn_stored=False))
-    assert pipeline.update_summary(mem, tail)[0] == folded
+    assert pipeline.update_summary(mem, tail, log.state.summary(mem.namespace, mem.session))[0] == folded
     mem.close()
 
 

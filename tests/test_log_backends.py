@@ -452,3 +452,34 @@ def test_whole_cost_is_the_sum_of_the_complete_units(log, history, skip_at):
         assert (log.units.whole_cost("ns", session, skip) is None) == (stored[-1].id in placed)
         log.lexical.mark_indexed("ns", {stored[-1].id: 1}, tokens=counts)
     assert log.units.whole_cost("ns", session, skip) == sum(counts[i] for i in placed)
+
+
+def test_state_and_summary_in_one_read(log):
+    assert log.state.read("ns", "s") == ({}, None)
+    log.state.set("ns", "s", {"goal": "fix"})
+    assert log.state.read("ns", "s") == ({"goal": "fix"}, None)
+    log.state.set_summary("ns", "s", "text", 4, ["a"])
+    log.state.set_summary("ns", "other", "not this one", 9, ["b"])
+    assert log.state.read("ns", "s") == (log.state.get("ns", "s"), log.state.summary("ns", "s"))
+    log.state.set("ns", "s", {})
+    assert log.state.read("ns", "s") == ({}, ("text", 4, ["a"]))
+    assert log.state.read("other", "s") == ({}, None)
+
+
+def test_units_after_reads_what_three_queries_read(log):
+    """units_after: the message after each position, its unit, and that unit's messages, as next_after,
+    ids_of and messages give them; tombstoned messages skipped."""
+    log.append("ns", "s", [msg(0), msg(1), call(2, "a", "b"), result(3, "a"), result(4, "b"), msg(5), msg(6), msg(7)])
+    log.append("ns", "t", [msg(8)])
+    log.forgetting.mark_deleted("ns", ["m6"])
+    seqs = [0, 1, 2, 4, 5, 7, 99]
+    after, units = log.units.units_after("ns", "s", seqs)
+    nxt = log.units.next_after("ns", "s", seqs)
+    assert {s: (i, q) for s, (i, q, _) in after.items()} == nxt
+    unit_of = log.units.ids_of("ns", [i for i, _ in nxt.values()])
+    assert {s: u for s, (_, _, u) in after.items()} == {s: unit_of[i] for s, (i, _) in nxt.items()}
+    assert {u: [m.id for m in ms] for u, ms in units.items()} == {
+        u: [m.id for m in log.units.messages("ns", "s", [u])] for u in unit_of.values()}
+    assert after[2] == ("m3", 3, "m2") and [m.id for m in units["m2"]] == ["m2", "m3", "m4"]
+    assert 5 in after and after[5][0] == "m7" and 7 not in after
+    assert log.units.units_after("ns", "s", []) == ({}, {})

@@ -66,16 +66,18 @@ def test_a_session_that_fits_still_comes_out_whole(tmp_path, embedder):
     mem.close()
 
 
-def test_a_prompt_reads_the_summary_once(tmp_path, embedder):
+def test_a_prompt_reads_the_state_and_the_summary_once(tmp_path, embedder):
     mem = Memory(tmp_path / "s", embedder=embedder, window=4)
     mem.add_many(long_turns(30))
-    state = mem.store.log.state
-    real, calls = state.summary, []
-    state.summary = lambda *a: calls.append(a) or real(*a)  # type: ignore[method-assign]
+    mem.state.update(goal="migrate")
+    log = mem.store.log
+    real, reads = log._read, []
+    log._read = lambda sql, *a: reads.append(sql) or real(sql, *a)  # type: ignore[method-assign]
     for _ in range(2):  # the first folds, the second finds nothing new
-        calls.clear()
-        mem.prompt("What did we compare?", budget=2000)
-        assert len(calls) == 1
+        reads.clear()
+        ctx = mem.prompt("What did we compare?", budget=2000)
+        assert len([q for q in reads if "FROM summaries" in q or "FROM state" in q]) == 1, reads
+        assert "migrate" in ctx.messages[0]["content"]
     assert mem.summary()
     mem.close()
 
@@ -276,3 +278,48 @@ def test_kept_counts_place_exactly_what_counting_places(tmp_path, hash_embedder,
         assert a.trace.sections == b.trace.sections and a.trace.dropped == b.trace.dropped
     for mem in mems:
         mem.close()
+
+
+def companions_the_long_way(log, units, *, namespace, session, before_seq):
+    """ragmem._recall.companions as it read before units_after: next_after, ids_of, then the units' messages."""
+    from ragmem._recall import needs_next
+
+    asking = [u for u in units if needs_next(u)]
+    after = log.units.next_after(namespace, session, (u.last_seq for u in asking))
+    wanted = {u.id: after[u.last_seq][0] for u in asking
+              if u.last_seq in after and after[u.last_seq][1] < before_seq}
+    if not wanted:
+        return {}
+    unit_of = log.units.ids_of(namespace, wanted.values())
+    found = {n.id: n for n in group_units(log.units.messages(namespace, session, set(unit_of.values())))}
+    out = {}
+    for uid, mid in wanted.items():
+        n = found.get(unit_of.get(mid, ""))
+        if n is not None and n.complete and n.id != uid and n.last_seq < before_seq:
+            out[uid] = n
+    return out
+
+
+_STORES = iter(range(10**6))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(histories(), st.integers(0, 45), st.lists(st.integers(0, 40), max_size=12))
+def test_companions_in_one_query_are_the_companions_of_three(tmp_path, history, before_seq, picks):
+    """The companions units_after finds (one query) are the ones next_after, ids_of and messages found."""
+    from ragmem._recall import companions
+    from ragmem._store import open_log
+
+    log = open_log(tmp_path / f"s{next(_STORES)}")
+    try:
+        stored = log.append("ns", "s", [m.with_(content=(m.content or "") + "?") if i % 3 == 0 and m.role == "user"
+                                         else m for i, m in enumerate(history)], orphans="keep")
+        units = group_units(stored)
+        chosen = [units[p % len(units)] for p in picks] if units else []
+        if stored:
+            log.forgetting.mark_deleted("ns", [stored[len(stored) // 2].id])
+        kw = dict(namespace="ns", session="s", before_seq=before_seq)
+        assert companions(log, chosen, **kw) == companions_the_long_way(log, chosen, **kw)
+    finally:
+        log.close()

@@ -229,6 +229,16 @@ class MessageLog(Fts5Rows, LogBase):
         )
         return {int(seq): (mid, nseq) for seq, mid, nseq in rows}
 
+    def _units_after(self, namespace: str, session: str, seqs: list[int]) -> list[tuple]:
+        cols = ", ".join(f"m.{c.strip()}" for c in self._COLS.split(","))
+        return self._rows(
+            f"SELECT s.value, n.id, n.seq, n.unit_id, {cols} FROM json_each(?) s JOIN messages n ON n.rowid = "
+            "(SELECT rowid FROM messages WHERE namespace=? AND session=? AND seq>s.value AND deleted=0 ORDER BY seq "
+            "LIMIT 1) JOIN messages m ON m.namespace=n.namespace AND m.session=n.session AND m.unit_id=n.unit_id "
+            "AND m.deleted=0",
+            (json.dumps(seqs), namespace, session),
+        )
+
     def _data_version(self) -> int:
         # SQLite's PRAGMA data_version of this connection: it changes when another connection commits
         return int(self._rows("PRAGMA data_version")[0][0])

@@ -128,6 +128,11 @@ class LogBase:
         """For each of the sorted sequence numbers, the (id, seq) of the first live message after it (one query)."""
         raise NotImplementedError
 
+    def _units_after(self, namespace: str, session: str, seqs: list[int]) -> list[tuple]:
+        """For :meth:`LogUnits.units_after`: rows (seq, the next message's id, seq and unit id, then
+        :attr:`_COLS` of each message of that unit), one query."""
+        raise NotImplementedError
+
     def _data_version(self) -> int:
         """A number that changes when another connection writes."""
         raise NotImplementedError
@@ -439,6 +444,23 @@ class LogUnits(Facet):
         total, missing = log._read(sql, [namespace, session, namespace, session, *skip])[0]
         return None if missing else int(total)
 
+    def units_after(self, namespace: str, session: str, seqs: Iterable[int]
+                    ) -> tuple[dict[int, tuple[str, int, str]], dict[str, list[Message]]]:
+        """For each sequence number, the (id, seq, unit id) of the first live message after it in the
+        session; and by unit id, every message of those messages' units, in log order. What
+        :meth:`next_after`, :meth:`ids_of` and :meth:`messages` read, in one query."""
+        seqs = sorted(set(seqs))
+        if not seqs:
+            return {}, {}
+        log = self._log
+        after: dict[int, tuple[str, int, str]] = {}
+        units: dict[str, dict[int, Message]] = {}
+        for row in log._units_after(namespace, session, seqs):
+            after[int(row[0])] = (row[1], int(row[2]), row[3])
+            m = log._msg(row[4:])
+            units.setdefault(row[3], {}).setdefault(m.seq, m)
+        return after, {u: [ms[s] for s in sorted(ms)] for u, ms in units.items()}
+
     def next_after(self, namespace: str, session: str, seqs: Iterable[int]) -> dict[int, tuple[str, int]]:
         """For each sequence number, the (id, seq) of the first live message after it in the session, in one query."""
         seqs = sorted(set(seqs))
@@ -698,6 +720,16 @@ class LogState(Facet):
         """A session's pinned state ({} when none was set)."""
         rows = self._log._read("SELECT value FROM state WHERE namespace=? AND session=?", (namespace, session))
         return json.loads(rows[0][0]) if rows else {}
+
+    def read(self, namespace: str, session: str) -> tuple[dict[str, Any], tuple[str, int, list[str]] | None]:
+        """A session's pinned state and its summary (as :meth:`get` and :meth:`summary` give them), in one query."""
+        value, text, upto, covers = self._log._read(
+            "SELECT (SELECT value FROM state WHERE namespace=? AND session=?), su.text, su.upto_seq, su.covers "
+            "FROM (SELECT 1 AS one) k LEFT JOIN summaries su ON su.namespace=? AND su.session=?",
+            (namespace, session, namespace, session),
+        )[0]
+        state = json.loads(value) if value is not None else {}
+        return state, ((text, int(upto), json.loads(covers)) if text is not None else None)
 
     def set(self, namespace: str, session: str, value: dict[str, Any]) -> None:
         """Replace a session's pinned state."""

@@ -454,6 +454,16 @@ class PostgresLog(LogBase):
         )
         return {int(seq): (mid, int(nseq)) for seq, mid, nseq in rows}
 
+    def _units_after(self, namespace: str, session: str, seqs: list[int]) -> list[tuple]:
+        cols = ", ".join(f"m.{c.strip()}" for c in self._COLS.split(","))
+        return self._rows(
+            f"SELECT s.v, n.id, n.seq, n.unit_id, {cols} FROM unnest(%s::bigint[]) AS s(v) CROSS JOIN LATERAL "
+            "(SELECT id, seq, unit_id FROM messages WHERE namespace=%s AND session=%s AND seq>s.v AND deleted=0 "
+            "ORDER BY seq LIMIT 1) n JOIN messages m ON m.namespace=%s AND m.session=%s AND m.unit_id=n.unit_id "
+            "AND m.deleted=0",
+            (seqs, namespace, session, namespace, session),
+        )
+
     def _data_version(self) -> int:
         # a number that changes when any writer adds a message: the rid sequence moves with every message any
         # writer adds, and reading it is O(1); counting the unindexed rows here cost a scan of messages per read
