@@ -319,7 +319,7 @@ def test_companions_in_one_query_are_the_companions_of_three(tmp_path, history, 
         chosen = [units[p % len(units)] for p in picks] if units else []
         if stored:
             log.forgetting.mark_deleted("ns", [stored[len(stored) // 2].id])
-        kw = dict(namespace="ns", session="s", before_seq=before_seq)
+        kw = {"namespace": "ns", "session": "s", "before_seq": before_seq}
         assert companions(log, chosen, **kw) == companions_the_long_way(log, chosen, **kw)
     finally:
         log.close()
