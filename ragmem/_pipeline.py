@@ -78,8 +78,8 @@ class Timings:
         t = time.perf_counter()
         try:
             yield
-        finally:
-            self.seconds[step] = time.perf_counter() - t
+        finally:  # a step timed twice (recall's search, then its companions) adds up
+            self.seconds[step] = self.seconds.get(step, 0.0) + time.perf_counter() - t
 
     def into(self, ctx: Context) -> Context:
         """``ctx``, its trace carrying these timings."""

@@ -323,3 +323,16 @@ def test_companions_in_one_query_are_the_companions_of_three(tmp_path, history, 
         assert companions(log, chosen, **kw) == companions_the_long_way(log, chosen, **kw)
     finally:
         log.close()
+
+
+def test_a_step_timed_twice_adds_up():
+    """Recall's search and its companions are both timed as "search": the trace holds their sum."""
+    import time
+
+    from ragmem._pipeline import Timings
+
+    t = Timings()
+    for _ in range(2):
+        with t("search"):
+            time.sleep(0.01)
+    assert t.seconds["search"] >= 0.02

@@ -105,6 +105,8 @@ def message_of_chunk(chunk: str) -> str:
 #: opened and closed); one per URL keeps a process's handles bounded however often stores are opened.
 _SERVER_CLIENTS: dict[str, Any] = {}
 _SERVER_CLIENTS_LOCK = threading.Lock()
+#: Chroma's settings as ragmem opens every client with them, read from the environment once a process.
+_SETTINGS: list[Any] = []
 
 
 def make_client(path: str | None = None, url: str | None = None):
@@ -114,7 +116,10 @@ def make_client(path: str | None = None, url: str | None = None):
         from chromadb.config import Settings
     except ImportError as exc:  # pragma: no cover - a core dependency
         raise MissingDependency("chromadb is missing: pip install chromadb") from exc
-    settings = Settings(anonymized_telemetry=False)  # invariant 9: no network by default
+    with _SERVER_CLIENTS_LOCK:
+        if not _SETTINGS:  # reading the environment into Chroma's settings costs ~10 ms: once a process
+            _SETTINGS.append(Settings(anonymized_telemetry=False))  # invariant 9: no network by default
+        settings = _SETTINGS[0].model_copy()  # a client writes its path into its settings
     if url:
         from urllib.parse import urlparse
 
