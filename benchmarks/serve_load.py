@@ -11,10 +11,14 @@
 6. No key against a wrong key: the 401's p50 for each (they should match).
 7. Stop the server; the in-process timings again (the machine's drift over the run).
 
+``--latency`` runs step 3 alone (and a bare round trip, ``GET /healthz``, for the floor of HTTP on loopback):
+the per-request overhead without 16 clients' queueing around it.
+
     python -m benchmarks.serve_load                  # 16 clients, 60 s
     python -m benchmarks.serve_load --quick          # 4 clients, 10 s (smoke)
+    python -m benchmarks.serve_load --latency        # the per-request overhead only
 
-Writes benchmarks/results/serve_load.json (serve_load-quick.json with --quick).
+Writes benchmarks/results/serve_load.json (serve_load-quick.json with --quick; serve_latency.json with --latency).
 """
 
 from __future__ import annotations
@@ -110,8 +114,13 @@ def through_api(url: str, key: str, twin: Path, reps: int, budget: int) -> dict:
 
         local = {"search": lambda i: mem.search(QUESTIONS[i % len(QUESTIONS)], k=5),
                  "prompt": lambda i: mem.prompt(QUESTIONS[i % len(QUESTIONS)], budget=budget)}
+        def healthz(i: int) -> None:
+            c.get("/healthz").raise_for_status()
+
         out: dict = {}
         try:
+            healthz(0)
+            out["round_trip"] = summary(timed(healthz, reps))  # the floor: the key gate and HTTP, no work
             for kind, remote in [("search", search), ("prompt", prompt)]:
                 remote(0)
                 local[kind](0)
@@ -209,6 +218,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--budget", type=int, default=2000)
     parser.add_argument("--seed-turns", type=int, default=150, help="user/assistant pairs per tenant")
     parser.add_argument("--quick", action="store_true", help="4 clients, 10 s, fewer calls (smoke)")
+    parser.add_argument("--latency", action="store_true",
+                        help="only the per-request overhead: API calls paired with in-process calls, one at a time")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.quick:
@@ -222,15 +233,18 @@ def main(argv: list[str] | None = None) -> dict:
         for tenant in TENANTS:
             with Memory(store, session="seed", namespace=tenant) as mem:
                 mem.add_many(conversation(rng, args.seed_turns))
-        log("in-process, one call at a time")
-        before = in_process(store, args.reps, args.budget)
         twin = Path(tmp) / "twin"
         shutil.copytree(store, twin)  # the same data, for in-process calls while the server holds the store
+        if args.latency:
+            return latency(store, twin, args)
+        log("in-process, one call at a time")
+        before = in_process(store, args.reps, args.budget)
         srv = ServeProcess(store, "--rate", "0")
         keys = {t: srv.make_key(t) for t in TENANTS}
         with srv:
             log("through the JSON API, one call at a time, each paired with the same call in-process")
             paired = through_api(srv.url, keys["t0"], twin, args.reps, args.budget)
+            round_trip = paired.pop("round_trip")
             api = {k: v["json_api"] for k, v in paired.items()}
             log(f"load: {args.clients} clients for {args.seconds:g} s")
             loaded = load(srv.url, keys, args.clients, args.seconds, args.budget)
@@ -248,13 +262,13 @@ def main(argv: list[str] | None = None) -> dict:
                    "seed_messages_per_tenant": 2 * args.seed_turns, "tenants": len(TENANTS)},
         "in_process_before": before, "in_process_after": after, "json_api": api,
         "overhead_p50_ms": {"search": overhead("search"), "prompt": overhead("prompt")},
+        "round_trip": round_trip,
         "paired": paired,
         "paired_overhead_p50_ms": {k: v["paired_overhead_p50_ms"] for k, v in paired.items()},
         "target_overhead_ms": 3.0,
         "load": loaded, "unauthorized": refused,
     }
-    path = args.out / f"serve_load{'-quick' if args.quick else ''}.json" if args.out else result_path(
-        "serve_load", args.quick)
+    path = result_path("serve_load", args.quick, out_dir=args.out)
     write_json(path, result)
     print(f"search p50: in-process {before['search']['p50_ms']} / {after['search']['p50_ms']} ms, "
           f"JSON API {api['search']['p50_ms']} ms: overhead {result['overhead_p50_ms']['search']} ms")
@@ -269,6 +283,33 @@ def main(argv: list[str] | None = None) -> dict:
     for kind, s in loaded["latency"].items():
         print(f"  {kind:<7} p50 {s['p50_ms']} ms  p99 {s['p99_ms']} ms  (n={s['n']})")
     print(f"401: no key p50 {refused['no_key']['p50_ms']} ms, wrong key p50 {refused['wrong_key']['p50_ms']} ms")
+    print(f"wrote {path}")
+    return result
+
+
+def latency(store: Path, twin: Path, args: argparse.Namespace) -> dict:
+    """``--latency``: the JSON API's search and prompt paired with the same calls in-process, nothing else."""
+    srv = ServeProcess(store, "--rate", "0")
+    key = srv.make_key("t0")
+    with srv:
+        log(f"through the JSON API, one call at a time, each paired with the same call in-process ({args.reps} each)")
+        paired = through_api(srv.url, key, twin, args.reps, args.budget)
+    result = {
+        "machine": machine_info(),
+        "config": {"reps": args.reps, "budget": args.budget, "seed_messages_per_tenant": 2 * args.seed_turns,
+                   "tenants": len(TENANTS)},
+        "round_trip": paired.pop("round_trip"),
+        "paired": paired,
+        "paired_overhead_p50_ms": {k: v["paired_overhead_p50_ms"] for k, v in paired.items()},
+        "target_overhead_ms": 3.0,
+    }
+    path = result_path("serve_latency", args.quick, out_dir=args.out)
+    write_json(path, result)
+    print(f"round trip (GET /healthz) p50 {result['round_trip']['p50_ms']} ms")
+    for kind, v in paired.items():
+        print(f"{kind} paired (same moment): JSON API p50 {v['json_api']['p50_ms']} ms, in-process p50 "
+              f"{v['in_process']['p50_ms']} ms, median difference {v['paired_overhead_p50_ms']} ms "
+              f"(target <= 3 ms)")
     print(f"wrote {path}")
     return result
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -44,7 +45,7 @@ from ._errors import (
     StoreUnavailable,
     UsageError,
 )
-from ._jsonable import plain as _plain
+from ._jsonable import json_default
 from ._keys import MISS_RELOAD_SECONDS, KeyInfo, Keys
 
 try:
@@ -155,6 +156,47 @@ class _Tenant:
         self.memories = _mcp._Memories(None, namespace, "default", {"store": store, **memory_kwargs})  # type: ignore[arg-type]
         self.server: MCPServer = _mcp.build_server(memories=self.memories)
         self.manager: StreamableHTTPSessionManager | None = None
+        self._runners: dict[str, Callable[[dict[str, Any]], tuple[Any, bytes | None]] | None] = {}
+
+    def runner(self, name: str) -> Callable[[dict[str, Any]], tuple[Any, bytes | None]] | None:
+        """:meth:`_runner`, made once per tool."""
+        if name not in self._runners:
+            self._runners[name] = self._runner(name)
+        return self._runners[name]
+
+    def _runner(self, name: str) -> Callable[[dict[str, Any]], tuple[Any, bytes | None]] | None:
+        """How the JSON API runs tool ``name``: in one worker thread, the SDK's own validation of the arguments,
+        the tool, and the answer's JSON (the text the tool wrote, no second encoding); None: use ``call_tool``.
+
+        ``MCPServer.call_tool`` does the same with more hops and copies around it (a context, the result
+        checked against its schema again, re-encoded): a millisecond of a search's 3 ms budget
+        (docs/serve.md, "Load and latency"). Errors take the same shape as through ``call_tool``.
+        """
+        from pydantic import ValidationError
+
+        tool = self.server._tool_manager.get_tool(name)
+        if tool is None:
+            raise ToolError(f"Unknown tool: {name}")
+        if tool.is_async or tool.context_kwarg is not None or tool.resolved_params:
+            return None
+
+        def run(args: dict[str, Any]) -> tuple[Any, bytes | None]:
+            try:
+                validated = tool.fn_metadata.validate_arguments(args)
+            except ValidationError as exc:  # as call_tool says it: the caller's mistake, with pydantic's words
+                raise ToolError(f"Error executing tool {name}: {exc}") from exc
+            try:
+                result = tool.fn(**validated)
+            except ToolError:
+                raise
+            except Exception as exc:  # as call_tool wraps it; _tool_error finds a ragmem error under it
+                raise ToolError(f"Error executing tool {name}") from exc
+            content = getattr(result, "content", None) or []
+            text = getattr(content[0], "text", None) if len(content) == 1 else None
+            # _mcp._compact writes the text as the compact JSON of the structured content: send it as it is
+            return result, text.encode() if text is not None and not result.is_error else None
+
+        return run
 
 
 class _Tenants:
@@ -231,6 +273,16 @@ def _status(exc: BaseException) -> int:
     if isinstance(exc, (UsageError, BudgetTooSmall)) or isinstance(exc, ValueError):
         return 400
     return 500
+
+
+def _tool_result(result: Any, body: bytes | None) -> Response:
+    """A tool's result as the JSON API answers it: its structured content (``body``, if already encoded)."""
+    if getattr(result, "is_error", False):
+        text = " ".join(getattr(c, "text", "") for c in result.content)
+        return _error(400, "ToolError", text)
+    if body is not None:
+        return Response(body, media_type="application/json")
+    return JSONResponse(getattr(result, "structured_content", None))
 
 
 def _tool_error(exc: ToolError) -> JSONResponse:
@@ -424,12 +476,11 @@ class _Api:
         if unknown:  # the SDK would drop them silently; a misspelt option should not pass unnoticed
             raise UsageError(f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} for "
                              f"{name}; the fields are {', '.join(sorted(known or ()))} (see /openapi.json)")
-        result = await tenant.server.call_tool(name, args)
-        data = getattr(result, "structured_content", None)
-        if getattr(result, "is_error", False):
-            text = " ".join(getattr(c, "text", "") for c in result.content)  # type: ignore[union-attr]
-            return _error(400, "ToolError", text)
-        return JSONResponse(data)
+        run = tenant.runner(name)
+        if run is None:  # a tool the SDK's own path must run (none of ragmem's today)
+            result = await tenant.server.call_tool(name, args)
+            return _tool_result(result, None)
+        return _tool_result(*await anyio.to_thread.run_sync(run, args))
 
     # --- routes
 
@@ -459,11 +510,12 @@ class _Api:
         return await self.tool(request, "get_pinned_state", {"session": session} if session else {})
 
     async def prompt(self, request: Request) -> Response:
-        """``Memory.prompt`` for a turn at a budget, with its trace and, per traced unit, its source chat and date."""
+        """``Memory.prompt`` for a turn at a budget, with its trace and (``"sources": true``) each traced
+        message's source chat and date."""
         body = await self.body(request)
         args = _PromptArgs.check(body)
         tenant = self.tenants.get(self.caller(request).namespace)
-        return JSONResponse(await anyio.to_thread.run_sync(_prompt, tenant.memories, args))
+        return Response(await anyio.to_thread.run_sync(_prompt, tenant.memories, args), media_type="application/json")
 
     async def openapi(self, request: Request) -> Response:
         return JSONResponse(await self._openapi(request))
@@ -515,47 +567,65 @@ class _PromptArgs:
     format: str = "openai"
     session: str | None = None
     asked_at: str | None = None
+    #: Also each traced message's session, date and text (what the page draws): one more read of the log.
+    sources: bool = False
 
     @classmethod
     def check(cls, body: dict[str, Any]) -> "_PromptArgs":
-        from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-        class Model(BaseModel):
-            model_config = ConfigDict(extra="forbid", strict=True)
-            user_turn: str = Field(min_length=1)
-            budget: int = Field(default=4000, ge=1)
-            system: str | None = None
-            format: str = "openai"
-            session: str | None = None
-            asked_at: str | None = None
+        from pydantic import ValidationError
 
         try:
-            m = Model.model_validate(body)
+            m = _prompt_model().model_validate(body)
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors())
             raise UsageError(f"POST /api/prompt: {problems}") from None
         return cls(**m.model_dump())
 
 
-def _prompt(memories: "_mcp._Memories", args: _PromptArgs) -> dict[str, Any]:
+@functools.cache
+def _prompt_model() -> Any:
+    """The pydantic model of /api/prompt's body, made once (making a model class costs more than a request)."""
+    from pydantic import BaseModel, ConfigDict, Field
+
+    class Model(BaseModel):
+        model_config = ConfigDict(extra="forbid", strict=True)
+        user_turn: str = Field(min_length=1)
+        budget: int = Field(default=4000, ge=1)
+        system: str | None = None
+        format: str = "openai"
+        session: str | None = None
+        asked_at: str | None = None
+        sources: bool = False
+
+    return Model
+
+
+def _prompt(memories: "_mcp._Memories", args: _PromptArgs) -> bytes:
+    """The answer of /api/prompt, as JSON bytes (encoded here, in the worker thread, once)."""
     from ._validate import when
 
     with memories.lock:
         mem = memories(args.session)
         ctx = mem.prompt(args.user_turn, system=args.system, budget=args.budget, format=args.format,  # type: ignore[arg-type]
                          asked_at=when(args.asked_at, "asked_at"))
-        trace = _plain(ctx.trace.to_dict())
-        ids = [i for part in ("included", "dropped") for u in trace.get(part, []) for i in u.get("message_ids", [])]
-        found = mem.store.log.get_many(mem.namespace, list(dict.fromkeys(ids))) if ids else {}
-    sources = {}
-    for mid in ids:
-        m = found.get(mid) if isinstance(found, dict) else None
-        if m is not None:
+        found = None
+        if args.sources:
+            ids = list(dict.fromkeys(i for part in (ctx.trace.included, ctx.trace.dropped) for u in part
+                                     for i in u.message_ids))
+            found = mem.store.log.get_many(mem.namespace, ids) if ids else {}
+    out: dict[str, Any] = {"messages": ctx.messages, "system": ctx.system, "tokens": ctx.trace.total_tokens,
+                           "trace": ctx.trace.to_dict()}
+    if found is not None:
+        sources = out["sources"] = {}
+        for mid, m in found.items():
             text = m.text or "; ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
-            sources[mid] = {"session": m.session, "at": _mcp._iso(m.created_at), "role": m.role,
-                            "text": text[:300]}
-    return {"messages": ctx.messages, "system": ctx.system, "tokens": ctx.trace.total_tokens, "trace": trace,
-            "sources": sources}
+            sources[mid] = {"session": m.session, "at": _mcp._iso(m.created_at), "role": m.role, "text": text[:300]}
+    return _json(out)
+
+
+def _json(data: Any) -> bytes:
+    """JSON bytes as Starlette's JSONResponse writes them; objects it does not know as :func:`_jsonable.json_default`."""
+    return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=json_default).encode()
 
 
 def openapi(version: str, tool_schemas: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -581,7 +651,9 @@ def openapi(version: str, tool_schemas: dict[str, dict[str, Any]]) -> dict[str, 
     prompt = {"type": "object", "required": ["user_turn"], "additionalProperties": False, "properties": {
         "user_turn": {"type": "string"}, "budget": {"type": "integer", "minimum": 1, "default": 4000},
         "system": {"type": "string"}, "format": {"enum": ["openai", "anthropic", "text"], "default": "openai"},
-        "session": {"type": "string"}, "asked_at": {"type": "string"}}}
+        "session": {"type": "string"}, "asked_at": {"type": "string"},
+        "sources": {"type": "boolean", "default": False,
+                    "description": "also each traced message's session, date and text (`sources`)"}}}
     session_q = [{"name": "session", "in": "query", "schema": {"type": "string"}}]
     return {
         "openapi": "3.1.0",
@@ -595,7 +667,7 @@ def openapi(version: str, tool_schemas: dict[str, dict[str, Any]]) -> dict[str, 
             "/api/add": post("Store one message", one),
             "/api/add_many": post("Store messages in order (add_messages)", add_many),
             "/api/search": post("Semantic search (search_memory)", tool_schemas.get("search_memory")),
-            "/api/prompt": post("The prompt for a turn at a budget, with its trace and each unit's source", prompt),
+            "/api/prompt": post("The prompt for a turn at a budget, with its trace (and each unit's source)", prompt),
             "/api/sessions": get("The namespace's sessions (list_sessions)"),
             "/api/sessions/{session}/messages": get("A session's latest messages (read_recent)", [
                 {"name": "session", "in": "path", "required": True, "schema": {"type": "string"}},

@@ -188,7 +188,7 @@ def _calls():
         st.tuples(st.just("POST"), st.just("/api/search"), st.fixed_dictionaries(
             {"query": QUERIES, "session": NAMES, "all_sessions": st.booleans(), "k": st.integers(1, 20)})),
         st.tuples(st.just("POST"), st.just("/api/prompt"), st.fixed_dictionaries(
-            {"user_turn": QUERIES, "session": NAMES, "budget": st.integers(200, 3000)})),
+            {"user_turn": QUERIES, "session": NAMES, "budget": st.integers(200, 3000), "sources": st.booleans()})),
         st.tuples(st.just("GET"), NAMES.map(lambda n: f"/api/sessions/{n}/messages"), st.none()),
         st.tuples(st.just("GET"), st.just("/api/sessions"), st.none()),
         st.tuples(st.just("GET"), NAMES.map(lambda n: f"/api/state?session={n}"), st.none()),
@@ -293,6 +293,7 @@ def test_bad_input_gets_a_clear_4xx_with_ragmems_message(served):
         ("POST", "/api/prompt", json.dumps({"user_turn": "x", "budget": "big"}).encode(), 400, "budget"),
         ("POST", "/api/prompt", json.dumps({"user_turn": "x", "budget": 1}).encode(), 400, "budget"),
         ("POST", "/api/prompt", json.dumps({"budget": 100}).encode(), 400, "user_turn"),
+        ("POST", "/api/prompt", json.dumps({"user_turn": "x", "sources": 1}).encode(), 400, "sources"),
         ("POST", "/api/add", json.dumps({"message": {"role": "robot", "content": "x"}}).encode(), 400, "role"),
         ("POST", "/api/add", json.dumps({"message": {"role": "tool", "tool_call_id": "nope", "content": "x"}}).encode(),
          400, "tool"),
