@@ -156,6 +156,15 @@ def test_the_store_records_which_path_embedded_each_vector(tmp_path):
     assert paths == ["onnx-fp32"] + ["onnx-int8"] * 20
 
 
+def test_idle_onnx_threads_block_rather_than_spin():
+    # a spinning intra-op thread holds a core the rest of a search needs (docs/serve.md, "Load and latency")
+    for precision in ("fp32", "int8"):
+        emb = OnnxEmbedder(precision=precision)  # type: ignore[arg-type]
+        emb.embed_batch(["load the session"])
+        options = emb._session.get_session_options()
+        assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
 def test_a_tampered_onnx_export_is_refused(tmp_path):
     OnnxEmbedder().embed_batch(["make sure the export exists"])
     src = default_onnx_path()
