@@ -170,7 +170,7 @@ class _Tenant:
 
         ``MCPServer.call_tool`` does the same with more hops and copies around it (a context, the result
         checked against its schema again, re-encoded): a millisecond of a search's 3 ms budget
-        (docs/serve.md, "Load and latency"). Errors take the same shape as through ``call_tool``.
+        (docs/serve.md, "Costs"). Errors take the same shape as through ``call_tool``.
         """
         from pydantic import ValidationError
 

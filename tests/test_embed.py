@@ -157,7 +157,7 @@ def test_the_store_records_which_path_embedded_each_vector(tmp_path):
 
 
 def test_idle_onnx_threads_block_rather_than_spin():
-    # a spinning intra-op thread holds a core the rest of a search needs (docs/serve.md, "Load and latency")
+    # a spinning intra-op thread holds a core the rest of a search needs (docs/serve.md, "Costs")
     for precision in ("fp32", "int8"):
         emb = OnnxEmbedder(precision=precision)  # type: ignore[arg-type]
         emb.embed_batch(["load the session"])

@@ -230,7 +230,7 @@ class OnnxEmbedder(BundledFacts, Embedder):
         # Idle intra-op threads block instead of spinning for the next run. A spinning thread holds a core
         # that the rest of a search needs: on a busy 2-core machine a query embedded in 12 ms spinning took
         # 7 ms without, a batch of 64 texts 1017 ms against 797, and `ragmem serve`'s hand-offs between its
-        # threads waited behind the spinners (docs/serve.md, "Load and latency").
+        # threads waited behind the spinners (docs/serve.md, "Costs").
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(str(self.onnx_path), opts, providers=["CPUExecutionProvider"])
         self._whole_tokenizer = Tokenizer.from_file(tokenizer_file)
