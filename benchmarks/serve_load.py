@@ -242,11 +242,12 @@ def main(argv: list[str] | None = None) -> dict:
             with Memory(store, session="seed", namespace=tenant) as mem:
                 mem.add_many(conversation(rng, args.seed_turns))
         twin = Path(tmp) / "twin"
-        shutil.copytree(store, twin)  # the same data, for in-process calls while the server holds the store
         if args.latency:
+            shutil.copytree(store, twin)  # the same data, for in-process calls while the server holds the store
             return latency(store, twin, args)
         log("in-process, one call at a time")
         before = in_process(store, args.reps, args.budget)
+        shutil.copytree(store, twin)
         srv = ServeProcess(store, "--rate", "0")
         keys = {t: srv.make_key(t) for t in TENANTS}
         with srv:
