@@ -156,6 +156,7 @@ def test_the_store_records_which_path_embedded_each_vector(tmp_path):
     assert paths == ["onnx-fp32"] + ["onnx-int8"] * 20
 
 
+@pytest.mark.model
 def test_idle_onnx_threads_block_rather_than_spin():
     # a spinning intra-op thread holds a core the rest of a search needs (docs/serve.md, "Costs")
     for precision in ("fp32", "int8"):

@@ -61,6 +61,8 @@ ALLOWED = {
     ("_mcp.py", "_guard", "ToolError"): "turns a RagmemError into the protocol's tool error",
     ("_mcp.py", "_when", "ToolError"): "turns a UsageError into the protocol's tool error",
     ("_mcp.py", "forget", "ToolError"): "an argument check of the tool itself, in the protocol's error",
+    ("_serve.py", "_runner", "ToolError"): "an unknown tool, as MCPServer.call_tool says it; answered as a 404",
+    ("_serve.py", "run", "ToolError"): "a tool's failure, as MCPServer.call_tool wraps it; answered as a 4xx",
     # a StoreError re-raised with its own class and a longer message (the isinstance check is just above)
     ("_store/store.py", "add", "type(exc)"): "re-raises a StoreError subclass, guarded by isinstance",
     # a variable holding the StoreError of resource_fault(), which the scan cannot type
