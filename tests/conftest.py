@@ -23,7 +23,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 #: The fixtures that bring each marker's dependency: a test that takes one carries the marker.
 MARKED_FIXTURES = {
-    "model": {"embedder", "mem"},
+    "model": {"embedder", "mem", "fp32"},
     "postgres": {"pg_server", "pg_url", "pg_instance"},
     "server": {"chroma_server", "fresh_chroma_server"},
 }

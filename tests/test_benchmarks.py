@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.skipif(not any(data_dir().glob("conv-*.json")), reason="no LoCoMo data (set RAGMEM_LOCOMO)")
 @pytest.mark.skipif(not (lme_dir() / "longmemeval_s_dev50.json").exists() and not lme_dir().is_file(),
                     reason="no LongMemEval data (set RAGMEM_LONGMEMEVAL)")
+@pytest.mark.slow  # every benchmark's quick mode, in subprocesses with the real model: minutes
+@pytest.mark.model
 def test_quick_benchmarks_run_and_write_their_results(tmp_path):
     r = subprocess.run(
         [sys.executable, "-m", "benchmarks.run_all", "--quick", "--out", str(tmp_path)],

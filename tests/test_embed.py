@@ -125,6 +125,7 @@ def test_int8_path_is_checked_against_fp32(fp32):
     assert record["precision"] == "int8" and record["probe_mean_cosine"] >= 0.98
 
 
+@pytest.mark.model  # the bundled model's engines
 def test_bulk_calibration_times_the_candidates_once_and_caches_the_winner(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGMEM_CACHE", str(tmp_path))
     auto = AutoEmbedder()
@@ -144,6 +145,7 @@ def test_bulk_calibration_times_the_candidates_once_and_caches_the_winner(tmp_pa
     assert again._calibrated(["int8", "torch"]) == choice
 
 
+@pytest.mark.model  # the bundled model's engines
 def test_the_store_records_which_path_embedded_each_vector(tmp_path):
     from ragmem import Memory
 
@@ -166,6 +168,7 @@ def test_idle_onnx_threads_block_rather_than_spin():
         assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
 
 
+@pytest.mark.model  # the bundled model's engines
 def test_a_tampered_onnx_export_is_refused(tmp_path):
     OnnxEmbedder().embed_batch(["make sure the export exists"])
     src = default_onnx_path()
@@ -184,6 +187,7 @@ def test_a_tampered_onnx_export_is_refused(tmp_path):
         OnnxEmbedder(onnx_path=dst).embed_batch(["no record"])
 
 
+@pytest.mark.model  # the bundled model's engines
 def test_chunks_fit_the_window_and_cover_the_text():
     from tokenizers import Tokenizer
 
@@ -208,6 +212,7 @@ def test_chunk_ids_are_the_message_id_then_numbered():
     assert message_of_chunk(chunk_id("doc#1", 0)) == "doc#1" and message_of_chunk(chunk_id("doc", 1)) == "doc"
 
 
+@pytest.mark.model  # the bundled model's engines
 def test_one_time_steps_say_what_they_do_on_stderr(tmp_path, monkeypatch, capfd):
     OnnxEmbedder().embed_batch(["make sure the fp32 export exists"])
     fresh = tmp_path / "onnx" / default_onnx_path().parent.name

@@ -176,6 +176,7 @@ def test_a_bad_claude_time_and_a_non_object_conversation_are_named(tmp_path, has
     mem.close()
 
 
+@pytest.mark.model  # the CLI stores with the real model
 def test_a_zip_export_is_read_and_a_giant_message_names_the_cli_option(tmp_path):
     """A .zip got "not UTF-8 text"; a message over 1 MB advised Memory(max_chars=...), which the CLI cannot set."""
     import zipfile
