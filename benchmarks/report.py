@@ -219,6 +219,21 @@ def models_section() -> str | None:
     ) + "\n\n".join(f.read_text().strip() for f in found)
 
 
+def prompt_path_section() -> str | None:
+    """The prompt's path on long messages, before and after a round (``results/prompt_path.md``).
+
+    Its figures come from alternating runs of two versions of the code (``benchmarks.prompt_path`` under
+    each, minutes apart), which one ``make bench`` cannot make: the record is kept as written beside its
+    JSON results, and the report carries it so that regenerating BENCHMARKS.md keeps it.
+    """
+    from .common import RESULTS_DIR
+
+    found = RESULTS_DIR / "prompt_path.md"
+    if not found.exists():
+        return None
+    return "## The prompt's path on long messages (issue 27)\n\n" + found.read_text().strip()
+
+
 def episodes_section() -> str | None:
     """The recall block before and after episodes, from the last ``benchmarks.episodes`` run (``results/episodes.md``)."""
     from .common import RESULTS_DIR
@@ -291,6 +306,9 @@ def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float 
         parts.append(models)
     if "longmemeval" in results:
         parts.append(longmemeval_section(results["longmemeval"]))
+    prompt_path = prompt_path_section()
+    if prompt_path:
+        parts.append(prompt_path)
     if "speed" in results:
         parts.append(speed_section(results["speed"]))
     if "ingest_long" in results:
