@@ -96,9 +96,11 @@ def test_embedded_refreshes_leak_no_file_handles(tmp_path, hash_embedder):
     gc.collect()
     before = open_fds()
     rounds(30)
-    after = settled_fds(before + 2)
+    # The level wobbles by a few as Chroma's threads retire clients (seen: -3 to +6 over 30 to 120
+    # rounds, with no trend); the leak this guards against was about 2 a refresh, 60 over 30.
+    after = settled_fds(before + 10)
     assert reader.store.consistency.refreshes >= 35 and consistency.REFRESH_INTERVAL > 0
-    assert after - before <= 2, f"{after - before} descriptors leaked over 30 refreshes"
+    assert after - before <= 10, f"{after - before} descriptors leaked over 30 refreshes"
     other.close()
     reader.close()
 
