@@ -153,14 +153,14 @@ def test_cli_forget_does_not_import_chroma(tmp_path, embedder):
     assert "HEAVY []" in proc.stderr, proc.stderr
 
 
-def test_next_after_skips_forgotten_messages(tmp_path):
+def test_the_turn_after_a_unit_skips_forgotten_messages(tmp_path):
     """Companions ask the log for the turn after each recalled unit in one query; forgotten turns are skipped."""
     from conftest import HashEmbedder
 
     mem = Memory(tmp_path / "s", session="n", embedder=HashEmbedder())
     ids = [m.id for m in mem.add_many(TURNS)]
     mem.forget(ids[1])
-    after = mem.store.log.units.next_after("default", "n", [0, 1, 2, 3, 7])
-    assert after == {0: (ids[2], 2), 1: (ids[2], 2), 2: (ids[3], 3)}
-    assert mem.store.log.units.next_after("default", "n", []) == {}
-    assert mem.store.log.units.next_after("default", "other", [0]) == {}
+    after, _ = mem.store.log.units.units_after("default", "n", [0, 1, 2, 3, 7])
+    assert {s: (i, q) for s, (i, q, _) in after.items()} == {0: (ids[2], 2), 1: (ids[2], 2), 2: (ids[3], 3)}
+    assert mem.store.log.units.units_after("default", "n", []) == ({}, {})
+    assert mem.store.log.units.units_after("default", "other", [0]) == ({}, {})

@@ -281,11 +281,12 @@ def test_kept_counts_place_exactly_what_counting_places(tmp_path, hash_embedder,
 
 
 def companions_the_long_way(log, units, *, namespace, session, before_seq):
-    """ragmem._recall.companions as it read before units_after: next_after, ids_of, then the units' messages."""
+    """ragmem._recall.companions the long way: a walk for the next live message, ids_of, then the units' messages."""
     from ragmem._recall import needs_next
+    from test_log_backends import next_after
 
     asking = [u for u in units if needs_next(u)]
-    after = log.units.next_after(namespace, session, (u.last_seq for u in asking))
+    after = next_after(log, namespace, session, {u.last_seq for u in asking})
     wanted = {u.id: after[u.last_seq][0] for u in asking
               if u.last_seq in after and after[u.last_seq][1] < before_seq}
     if not wanted:
@@ -307,7 +308,7 @@ _STORES = iter(range(10**6))
                                                                   HealthCheck.function_scoped_fixture])
 @given(histories(), st.integers(0, 45), st.lists(st.integers(0, 40), max_size=12))
 def test_companions_in_one_query_are_the_companions_of_three(tmp_path, history, before_seq, picks):
-    """The companions units_after finds (one query) are the ones next_after, ids_of and messages found."""
+    """The companions units_after finds (one query) are the ones a walk, ids_of and messages find."""
     from ragmem._recall import companions
     from ragmem._store import open_log
 

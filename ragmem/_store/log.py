@@ -221,14 +221,6 @@ class MessageLog(Fts5Rows, LogBase):
             msgs.setdefault(m.seq, m)
         return [msgs[s] for s in sorted(msgs)]
 
-    def _next_after(self, namespace: str, session: str, seqs: list[int]) -> dict[int, tuple[str, int]]:
-        rows = self._rows(
-            "SELECT s.value, m.id, m.seq FROM json_each(?) s JOIN messages m ON m.rowid = (SELECT rowid "
-            "FROM messages WHERE namespace=? AND session=? AND seq>s.value AND deleted=0 ORDER BY seq LIMIT 1)",
-            (json.dumps(seqs), namespace, session),
-        )
-        return {int(seq): (mid, nseq) for seq, mid, nseq in rows}
-
     def _units_after(self, namespace: str, session: str, seqs: list[int]) -> list[tuple]:
         cols = ", ".join(f"m.{c.strip()}" for c in self._COLS.split(","))
         return self._rows(

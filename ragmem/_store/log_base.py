@@ -124,10 +124,6 @@ class LogBase:
         """Inside :meth:`_change`: remove these messages' lexical rows."""
         raise NotImplementedError
 
-    def _next_after(self, namespace: str, session: str, seqs: list[int]) -> dict[int, tuple[str, int]]:
-        """For each of the sorted sequence numbers, the (id, seq) of the first live message after it (one query)."""
-        raise NotImplementedError
-
     def _units_after(self, namespace: str, session: str, seqs: list[int]) -> list[tuple]:
         """For :meth:`LogUnits.units_after`: rows (seq, the next message's id, seq and unit id, then
         :attr:`_COLS` of each message of that unit), one query."""
@@ -447,8 +443,8 @@ class LogUnits(Facet):
     def units_after(self, namespace: str, session: str, seqs: Iterable[int]
                     ) -> tuple[dict[int, tuple[str, int, str]], dict[str, list[Message]]]:
         """For each sequence number, the (id, seq, unit id) of the first live message after it in the
-        session; and by unit id, every message of those messages' units, in log order. What
-        :meth:`next_after`, :meth:`ids_of` and :meth:`messages` read, in one query."""
+        session; and by unit id, every message of those messages' units, in log order, in one query
+        (what recall's companions need)."""
         seqs = sorted(set(seqs))
         if not seqs:
             return {}, {}
@@ -460,11 +456,6 @@ class LogUnits(Facet):
             m = log._msg(row[4:])
             units.setdefault(row[3], {}).setdefault(m.seq, m)
         return after, {u: [ms[s] for s in sorted(ms)] for u, ms in units.items()}
-
-    def next_after(self, namespace: str, session: str, seqs: Iterable[int]) -> dict[int, tuple[str, int]]:
-        """For each sequence number, the (id, seq) of the first live message after it in the session, in one query."""
-        seqs = sorted(set(seqs))
-        return self._log._next_after(namespace, session, seqs) if seqs else {}
 
     def positions(self, namespace: str, chunk_ids: Iterable[str]) -> dict[str, tuple[str, str, str, int]]:
         """Map a namespace's vector chunk ids to their messages: chunk id -> (message id, unit id, session, seq).

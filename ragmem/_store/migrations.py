@@ -86,7 +86,7 @@ CREATE TABLE IF NOT EXISTS lexical_map (mid TEXT PRIMARY KEY, rid INTEGER NOT NU
 def m002_ids_per_namespace(db: sqlite3.Connection) -> None:
     """Message ids become unique per namespace: ``messages`` and ``lexical_map`` are keyed (namespace, id).
 
-    Rows keep their rowids (log order, which repair and ``next_after`` rely
+    Rows keep their rowids (log order, which repair and recall's companions rely
     on) and their flags. The lexical index is emptied: its scope terms changed
     to an injective encoding of (namespace, session), and repair on open
     rebuilds it from the log (no model needed).

@@ -446,14 +446,6 @@ class PostgresLog(LogBase):
         )
         return [self._msg(r) for r in rows]
 
-    def _next_after(self, namespace: str, session: str, seqs: list[int]) -> dict[int, tuple[str, int]]:
-        rows = self._rows(
-            "SELECT s.v, n.id, n.seq FROM unnest(%s::bigint[]) AS s(v) CROSS JOIN LATERAL (SELECT id, seq FROM "
-            "messages WHERE namespace=%s AND session=%s AND seq>s.v AND deleted=0 ORDER BY seq LIMIT 1) n",
-            (seqs, namespace, session),
-        )
-        return {int(seq): (mid, int(nseq)) for seq, mid, nseq in rows}
-
     def _units_after(self, namespace: str, session: str, seqs: list[int]) -> list[tuple]:
         cols = ", ".join(f"m.{c.strip()}" for c in self._COLS.split(","))
         return self._rows(
