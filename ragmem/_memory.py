@@ -323,11 +323,13 @@ class Memory:
             validate.similarity(min_score, "min_score")
         asked = validate.timestamp(asked_at, "asked_at") if asked_at is not None else datetime.now(timezone.utc)
         # the session scope is the collection searched, so the filters hold only the caller's
-        found, _ = pipeline.retrieve(self, query, k, grain="message", scope=scope,
-                                     filters=RowFilter.of(role=role, since=since, until=until, where=where),
+        rule = RowFilter.of(role=role, since=since, until=until, where=where)
+        found, _ = pipeline.retrieve(self, query, k, grain="message", scope=scope, filters=rule,
                                      asked_at=asked, min_similarity=min_score)
+        # the backends narrow by the filter; each hit is then checked by the rule forget() selects with,
+        # which alone reads the numbers Chroma cannot compare (ragmem._store.filters._CHROMA_EDGE)
         return [Hit(m, score, m.session, m.namespace, m.created_at, found.similarity.get(m.id))
-                for m, score in found.items]
+                for m, score in found.items if not rule or rule.matches(m)]
 
     # -- prompts ---------------------------------------------------------------
     def prompt(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import uuid
 from datetime import datetime, timezone
 
-import uuid
-
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ragmem import Memory, UsageError
@@ -47,9 +47,24 @@ def test_a_boolean_equality_is_said_in_sql_too():
     assert RowFilter.of(where={"k": True}).sql_ready
 
 
-def test_a_list_of_ints_and_floats_reaches_chroma_as_one_type():
-    assert RowFilter.of(where={"k": {"$in": [1, 2.5]}}).chroma() == {"m_k": {"$in": [1.0, 2.5]}}
+def test_a_list_of_ints_and_floats_reaches_chroma_one_type_a_list():
+    """Chroma takes a list of one type; and it compares the float 2.5 with a stored integer as 2, so the
+    float is guarded (the integer 2 is no 2.5)."""
     assert RowFilter.of(where={"k": {"$in": [1, 2]}}).chroma() == {"m_k": {"$in": [1, 2]}}
+    assert RowFilter.of(where={"k": {"$in": [1, 2.0]}}).chroma() == {"$or": [{"m_k": {"$in": [1]}},
+                                                                              {"m_k": {"$in": [2.0]}}]}
+    assert RowFilter.of(where={"k": {"$in": [1, 2.5]}}).chroma() == {"$or": [
+        {"$and": [{"m_k": {"$eq": 2.5}}, {"m_k": {"$ne": 2}}]}, {"m_k": {"$in": [1]}}]}
+
+
+def test_numbers_chroma_cannot_compare_are_left_to_the_rule():
+    """From 2**63 - 2**11 on Chroma's casts saturate: such a condition is not sent to it (search checks its hits)."""
+    assert RowFilter.of(where={"k": 2**63 - 1, "t": "a"}).chroma() == {"m_t": "a"}
+    assert RowFilter.of(where={"k": {"$nin": [1, 2.0**63]}}).chroma() is None
+    assert RowFilter.of(where={"k": {"$gt": 1e300}}).chroma() is None
+    assert RowFilter.of(where={"k": {"$gt": 2**63 - 2**11 - 1}}).chroma() == {"$or": [  # guarded: see test above
+        {"m_k": {"$gt": 2**63 - 2**11 - 1}}, {"m_k": float(2**63 - 2**11)}]}
+    assert not RowFilter.of(where={"k": 2**53}).sql_ready and RowFilter.of(where={"k": 2**53 - 1}).sql_ready
 
 
 # ----------------------------------------------------------------- the one set of rules
@@ -114,11 +129,25 @@ def filter_store(tmp_path, hash_embedder, log_url):
     mem.close()
 
 
+def _backends_read(mem, ids, where):
+    """What each backend makes of ``where`` on its own, before search checks its hits by the rule: the vector
+    index's (Chroma's ``where``) and, where SQL can say it, the log's (the lexical side of search)."""
+    f = RowFilter.of(where=where)
+    chroma = mem.store.index.matching(mem.namespace, list(ids), f.chroma() or {}, [mem.session])
+    sql = None
+    if f.sql_ready:
+        rows = mem.store.log.lexical.lexical_search(mem.namespace, mem.session, ["appl", "apple"], 50, filters=f)
+        sql = {r[0] for r in rows}
+    return chroma, sql, "m_k" in json.dumps(f.chroma())
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(stored=st.lists(st.tuples(STORED, st.booleans()), min_size=1, max_size=7), cond=CONDITION)
+@example(stored=[(2, True), (2.5, True)], cond=2.5)  # Chroma found the integer 2 for 2.5, and forget spared it
+@example(stored=[(0, True), (-1, True)], cond={"$gt": -0.5})  # Chroma missed 0 (it read -0.5 as 0)
 def test_forget_deletes_exactly_what_search_finds_on_both_logs(filter_store, stored, cond):
     """forget(where=...) deletes exactly the messages search(where=...) finds, in the session and across
-    the namespace, and both are the rule's; the logs' SQL (the lexical side of search) agrees as well."""
+    the namespace, and both are the rule's; Chroma's where and the logs' SQL, each alone, agree as well."""
     mem = filter_store.for_session(f"s{uuid.uuid4().hex[:8]}")
     ids = []
     for i, (value, present) in enumerate(stored):
@@ -128,12 +157,60 @@ def test_forget_deletes_exactly_what_search_finds_on_both_logs(filter_store, sto
     where = {"k": cond}
     found = {h.message.id for h in mem.search("apple note", k=50, where=where)}
     assert found == want
-    f = RowFilter.of(where=where)
-    if f.sql_ready:  # the log's own rendering of the filter, without the check search makes of its hits
-        rows = mem.store.log.lexical.lexical_search(mem.namespace, mem.session, ["appl", "apple"], 50, filters=f)
-        assert {r[0] for r in rows} == want
+    chroma, sql, _ = _backends_read(mem, ids, where)
+    assert chroma == want and sql in (None, want)
     assert set(mem.forget(where=where)) == want
     assert {m.id for m in mem.messages()} == set(ids) - want
+
+
+MISSING = object()
+# stored values of every kind, with each backend's edges: Chroma's int/float casts (2.5 against 2, -0.5 against 0),
+# floats past 2**53 whose JSON text is not their value (PostgreSQL), the saturation around ±2**63
+TABLE_STORED = [True, False, 0, 1, -1, 2, 1.0, 0.0, 2.5, 0.1, -0.5, 3.0, 2**53, 2**53 + 1, float(2**53), 2**62 + 1,
+                float(2**62), 2**63 - 2000, float(2**63 - 4096), 2**63 - 1, 2.0**63, -(2**63), -(2.0**63), 1e300,
+                "1", "True", "a", "", "1.0", "\u00e9", None, [1], {"a": 1}, MISSING]
+TABLE_OPERANDS = [True, False, 0, 1, -1, 2, 1.0, 0.0, 2.5, 0.1, -0.5, -2.5, 3, 3.0, 2**53, 2**53 + 1, float(2**53),
+                  float(2**62), 2**62 + 1, 2**63 - 3000, 2**63 - 2**11 - 1, 2**63 - 513, 2**63 - 512, 2**63 - 1,
+                  2.0**63, -(2**63), -(2.0**63), 1e300, -1e300, "1", "True", "a", "", "1.0", "\u00e9"]
+
+
+def _table_conditions():
+    for v in TABLE_OPERANDS:
+        yield from (v, {"$eq": v}, {"$ne": v}, {"$in": [v]}, {"$nin": [v]})
+        if kind(v) == "n":
+            yield from ({op: v} for op in ("$gt", "$gte", "$lt", "$lte"))
+    yield from ({"$in": [True, False]}, {"$in": [1, 2.5]}, {"$nin": [1, 2.5]}, {"$in": [0.1, -0.5, 2**53 + 1]},
+                {"$nin": [2, 2.0**63]}, {"$in": ["a", ""]}, {"$nin": [0, 1]})
+
+
+def test_every_backend_reads_every_condition_by_the_rule(filter_store):
+    """Condition by condition, across kinds and edges, on both logs: search finds, and forget's rule
+    selects, what the rule says; so does Chroma's where on its own (or, for the few numbers near 2**63
+    Chroma cannot compare, it is not asked) and the logs' SQL where it applies. Chroma read a float
+    against a stored integer truncated ({"k": 2.5} found 2; {"$gt": -0.5} missed 0; 1e300 found
+    2**63 - 1), and PostgreSQL read 2.0**60 by its JSON text: search found what forget spared."""
+    mem = filter_store
+    ids = {}
+    for i, value in enumerate(TABLE_STORED):
+        meta = {} if value is MISSING else {"k": value}
+        ids[mem.add({"role": "user", "content": f"apple note {i}"}, metadata=meta).id] = value
+    held = {m.id: m for m in mem.messages()}
+    wrong = []
+    for cond in _table_conditions():
+        where = {"k": cond}
+        want = {i for i, v in ids.items() if expected(v, v is not MISSING, cond)}
+        rule = {i for i in ids if RowFilter.of(where=where).matches(held[i])}
+        found = {h.message.id for h in mem.search("apple note", k=50, where=where)}
+        chroma, sql, asked = _backends_read(mem, ids, where)
+        for name, got, ok in (("rule", rule, rule == want), ("search", found, found == want),
+                              ("chroma", chroma, chroma == want if asked else chroma >= want),
+                              ("sql", sql, sql in (None, want))):
+            if not ok:
+                wrong.append(f"{name} on {cond!r}: +{[ids[i] for i in got - want]} -{[ids[i] for i in want - got]}")
+    assert not wrong, "\n".join(wrong)
+    gone = {i for i, v in ids.items() if expected(v, v is not MISSING, 2.5)}
+    assert len(gone) == 1 and set(mem.forget(where={"k": 2.5})) == gone  # the 2.5, not the 2
+    assert {m.id for m in mem.messages()} == set(ids) - gone
 
 
 def test_forget_with_true_spares_one_and_one_point_zero(filter_store):
