@@ -84,8 +84,9 @@ class RecallSettings:
       an equal voice). Without an expander it does nothing. Not tuned: no language model runs here (docs/recall.md, "A query step").
     * ``candidates``: candidates each retriever returns before fusion (at least; more when k is large).
     * ``lexical_scope_rows``: a scope of more rows than this (a namespace of a thousand sessions)
-      that is most of the index is ranked by the SQLite log without its scope term, with the same
-      scores (see :meth:`ragmem._store.fts.Fts5Index.lexical_search`).
+      is scored by the SQLite log without its scope term (on its in-memory postings), with the same
+      scores; so is a scope that is most of the index, at any size (a user's namespace in a store of
+      their own: see :func:`ragmem._store.fts.is_large`).
 
     Re-ranking for a prompt:
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import HashEmbedder, put_indexed
 from ragmem import Memory, RecallSettings
 from ragmem import _lexical as lexical
-from ragmem._store import open_log
+from ragmem._store import fts, open_log
 from ragmem._store.postings import Postings
 
 
@@ -77,21 +77,24 @@ def test_a_large_scope_stays_in_its_namespace_and_session(log, other_rows):
 
 
 
-def test_memory_search_is_the_same_under_either_plan(tmp_path):
+def test_memory_search_is_the_same_under_either_plan(tmp_path, monkeypatch):
     texts = [f"we talked about the pool and the weather, day {i}" for i in range(30)]
     texts[3] = "the zebra escaped from the pool enclosure"
     path = tmp_path / "store"
     scoped = Memory(path, session="s0", embedder=HashEmbedder(), summarizer=False,
-                    recall=RecallSettings(lexical_scope_rows=10**9))  # never the plan of a large scope
+                    recall=RecallSettings(lexical_scope_rows=10**9))
     for i in range(3):
         scoped.for_session(f"s{i}").add_many([{"role": "user", "content": t} for t in texts[i::3]])
+    asked = [(query, scope) for query in ("where did the zebra go", "pool weather", "day 7")
+             for scope in ("session", "namespace")]
+    with monkeypatch.context() as m:  # never the plan of a large scope: not by size, nor as most of the index
+        m.setattr(fts, "MOST_OF_THE_INDEX", float("inf"))
+        want = {(q, s): [(h.message.id, round(h.score, 9)) for h in scoped.search(q, k=10, scope=s)] for q, s in asked}
     others = [Memory(path, session="s0", embedder=HashEmbedder(), summarizer=False, recall=r)
               for r in (None, RecallSettings(lexical_scope_rows=0))]  # the default, and the plan on every scope
-    for query in ("where did the zebra go", "pool weather", "day 7"):
-        for scope in ("session", "namespace"):
-            want = [(h.message.id, round(h.score, 9)) for h in scoped.search(query, k=10, scope=scope)]
-            for mem in others:
-                assert [(h.message.id, round(h.score, 9)) for h in mem.search(query, k=10, scope=scope)] == want
+    for query, scope in asked:
+        for mem in others:
+            assert [(h.message.id, round(h.score, 9)) for h in mem.search(query, k=10, scope=scope)] == want[query, scope]
     for mem in (scoped, *others):
         mem.close()
 
