@@ -51,6 +51,9 @@ CONFIGS: dict[str, dict] = {
     "date-off": {"date_weight": 0.0},
     # the fusion's dense weight, for a model whose dense ranking is stronger (multilingual-e5-small, issue 26)
     **{f"dw-{w}": {"dense_weight": w} for w in (0.2, 0.4, 0.5, 0.6, 0.7, 0.8)},
+    # the dense retriever's best kept near the top (cross-lingual facts, issue 26)
+    "keep-off": {"dense_keep": 0},
+    **{f"keep-{k}-at{a}": {"dense_keep": k, "dense_keep_at": a} for k, a in ((1, 2), (2, 3), (3, 2))},
     **{f"date-{w}": {"date_weight": w} for w in (0.1, 0.2, 0.3, 0.5, 0.7, 1.0)},
     **{f"date-{w}-lag{d}": {"date_weight": w, "date_lag_days": d} for w in (0.3, 0.5) for d in (7, 62)},
     # a question asking when lifts the turns that say when: weight

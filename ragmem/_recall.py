@@ -163,6 +163,26 @@ def fuse(
     return sorted(out, key=lambda c: -c.score)
 
 
+def keep_dense(fused: Sequence[Candidate], dense: Sequence[Candidate], keep: int, at: int) -> list[Candidate]:
+    """``fused`` with the dense retriever's ``keep`` best candidates ranked no lower than just after its
+    first ``at``, in their dense order; the rest keep their order.
+
+    The fusion weighs BM25 most (it wins on LoCoMo), so a message that shares no word with the
+    question can only reach the dense weight: a fact told in Swedish and asked in English, which the
+    model ranks first, sat below dozens of English turns that share the question's words. A raised
+    candidate's score becomes the score at rank ``at`` (a hair above, so the order is kept downstream).
+    """
+    out = list(fused)
+    if keep <= 0 or len(out) <= at:
+        return out
+    floor = out[at].score
+    must = [c.message_id for c in dense[:keep]]
+    raised = {m: floor + 1e-9 * (keep - i) for i, m in enumerate(must)}
+    out = [Candidate(c.message_id, c.unit_id, c.session, c.seq, raised[c.message_id])
+           if c.message_id in raised and c.score < raised[c.message_id] else c for c in out]
+    return sorted(out, key=lambda c: -c.score)
+
+
 @dataclass(frozen=True)
 class Query:
     """What recall is asked, one value for :meth:`~ragmem.Memory.search` and :meth:`~ragmem.Memory.prompt`.
@@ -239,7 +259,7 @@ def round_of(text: str, vector: Sequence[float], query: Query, *, log: MessageLo
         similarity.update((c.message_id, c.score) for c in dense)
     lex = filtered_lexical(log, index, text, namespace=namespace, session=session, n=pool, filters=query.filters,
                            settings=settings)
-    fused = fuse(dense, lex, settings)
+    fused = keep_dense(fuse(dense, lex, settings), dense, settings.dense_keep, settings.dense_keep_at)
     if settings.date_weight > 0:  # a period the question names is searched again (ragmem._when)
         fused = date_boost(fused, log=log, index=index, text=text, vector=vector, namespace=namespace,
                            session=session, n=pool, filters=query.filters, settings=settings,

@@ -141,3 +141,35 @@ def test_long_texts_are_chunked_to_the_window_with_the_prompt():
         assert len(chunks) > 2
         assert max(len(tok.encode("passage: " + c).ids) for c in chunks) <= 512
         assert chunks[0].startswith("Zeile 0:") and chunks[-1].endswith("Fehler 2093.")
+
+
+#: English turns that share the words of "What is my cat called?" without saying what the cat is called.
+CAT_WORDS = [
+    "I called my mom about the cat food coupons.", "The vet called: the neighbour's cat is fine.",
+    "What is the name of that cafe we called yesterday?", "My cat toy collection is getting out of hand.",
+    "The plumber called again about the leak.", "We watched a documentary about wild cats.",
+    "She called the meeting for Tuesday.", "Is the cat cafe downtown still open?",
+    "I think the app is called Notion.", "The new series is called Severance.",
+    "My friend's cat knocked over a plant.", "Who called the pizza place?",
+    "That band is called Khruangbin.", "The cat next door sleeps on our porch.",
+    "I never know what to name my houseplants.", "The restaurant is called Sakura.",
+    "We adopted a kitten for my cousin.", "They called off the hike because of rain.",
+    "The cat sitter cancelled last minute.", "The book club called it a night early.",
+]
+
+
+def test_a_fact_told_in_another_language_is_not_buried_by_english_word_matches(tmp_path):
+    """The model ranks the Swedish fact first for the English question; BM25 ranks forty English turns
+    that share its words above it. The dense retriever's best keeps a place in the top five (issue 26)."""
+    from ragmem import Memory, RecallSettings
+
+    msgs = [{"role": "user", "content": t} for t in CAT_WORDS * 2]
+    msgs.insert(7, {"role": "user", "content": "Min katt heter Smulan och hon är rädd för dammsugaren.", "id": "fact"})
+    found = {}
+    for name, settings in (("shipped", RecallSettings()), ("off", RecallSettings(dense_keep=0))):
+        mem = Memory(tmp_path / name, embedder="multilingual-e5-small", recall=settings)
+        mem.add_many(msgs)
+        found[name] = [h.message.id for h in mem.search("What is my cat called?", k=5)]
+        mem.close()
+    assert "fact" in found["shipped"]
+    assert "fact" not in found["off"]  # what the step is for: without it, the English matches win

@@ -352,3 +352,28 @@ def test_search_and_prompt_rank_by_one_path(mem):
     recalled = {u.message_ids[0]: u.score for u in ctx.trace.included if u.section == "recall"}
     assert recalled and set(recalled) <= set(hits)
     assert all(recalled[i] == pytest.approx(hits[i]) for i in recalled)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=30, unique=True),
+       st.permutations(range(30)), st.integers(0, 4), st.integers(0, 6))
+def test_keep_dense_raises_the_dense_best_and_keeps_every_other_order(scores, perm, keep, at):
+    """The dense retriever's ``keep`` best rank within the first ``at + keep``, in their dense order; no
+    candidate is lost or doubled, and the others keep their fused order."""
+    from ragmem._recall import keep_dense
+
+    fused = sorted((Candidate(f"m{i}", f"m{i}", "s", i, s) for i, s in enumerate(scores)), key=lambda c: -c.score)
+    dense = sorted(fused, key=lambda c: perm[int(c.message_id[1:])])
+    out = keep_dense(fused, dense, keep, at)
+    ids = [c.message_id for c in out]
+    assert sorted(ids) == sorted(c.message_id for c in fused)
+    assert [c.score for c in out] == sorted((c.score for c in out), reverse=True)
+    if keep == 0 or len(fused) <= at:
+        assert ids == [c.message_id for c in fused]
+        return
+    must = [c.message_id for c in dense[:keep]]
+    assert all(ids.index(m) < at + keep for m in must)
+    raised = [m for m in must if ids.index(m) >= at]
+    assert [m for m in ids if m in raised] == raised  # in their dense order
+    rest = [m for m in ids if m not in must]
+    assert rest == [c.message_id for c in fused if c.message_id not in must]
