@@ -648,10 +648,12 @@ def test_the_chunks_of_one_message_are_bounded(tmp_path):
     lambda m: m.prompt("what did I do yesterday?", asked_at="0001-01-02", budget=300),
 ], ids=["last month at year 1", "next year at 9999", "two weeks ago at year 1", "last week", "prompt"])
 def test_a_period_outside_the_calendar_is_no_period(tmp_path, call):
-    """A relative period read at the calendar's edge has no messages: no date boost, not a raw error."""
+    """A relative period read at the calendar's edge has no messages: no date boost, not a raw error. The
+    history is longer than the prompt's budget, so that the prompt recalls (one that fits recalls nothing)."""
     mem = Memory(tmp_path / "s", embedder=HashEmbedder(), window=1)
     mem.add({"role": "user", "content": "the first day, last month", "created_at": "0001-01-02"})  # indexed too
-    mem.add_many([{"role": "user", "content": f"turn {i} next year"} for i in range(5)])
+    mem.add_many([{"role": "user", "content": f"turn {i} next year: the boiler, the heating and the plumbing"}
+                  for i in range(40)])
     call(mem)
     mem.close()
 
