@@ -200,7 +200,7 @@ def import_export(memory: Any, data: Any, source: str = "the export") -> dict[st
     error says which were stored and which were not (importing the file again
     after the fix stores only what is missing).
     """
-    from ._errors import RagmemError
+    from ._errors import RagmemError, StoredNotIndexed
     from ._messages import parse_message
 
     kind = detect_export(data)
@@ -232,6 +232,15 @@ def import_export(memory: Any, data: Any, source: str = "the export") -> dict[st
     for c in convs:
         try:
             counts[c.name] = len(memory.for_session(c.name).add_many(c.rows))
+        except StoredNotIndexed as exc:
+            # the log took this conversation (its vectors follow once the embedder works): it is stored
+            counts[c.name] = len(exc.ids)
+            done = ", ".join(repr(n) for n in counts)
+            rest = len(convs) - len(counts)
+            raise StoredNotIndexed(
+                f"{source}: {c.label} is stored, but indexing it failed: {exc}. Stored: {done}; not stored: the "
+                f"{rest} after it. Importing the file again once the embedder works stores only those", exc.ids,
+            ) from exc
         except RagmemError as exc:
             done = ", ".join(repr(n) for n in counts) or "none"
             rest = len(convs) - len(counts) - 1

@@ -164,6 +164,40 @@ def test_a_malformed_conversation_stores_nothing_of_the_file_and_names_both(tmp_
     after.close()
 
 
+def test_a_storing_failure_midway_says_which_conversations_were_stored(tmp_path):
+    """Item 9's other half: a failure while storing (here the embedder going down on the second
+    conversation, after the log took it) names the file and the conversation, and says exactly which
+    conversations are stored; it said the second "was not imported" (it was stored, and its ids were
+    lost), so a caller re-importing to recover it would find it already there, and nothing said so."""
+    from ragmem._errors import StoredNotIndexed
+    from ragmem.testing import HashEmbedder
+
+    class GoesDown(HashEmbedder):
+        calls = 0
+
+        def embed_batch(self, texts, kind="document"):
+            if kind == "document":
+                GoesDown.calls += 1
+                if GoesDown.calls >= 2:
+                    raise ConnectionError("embedding service down")
+            return super().embed_batch(texts, kind)
+
+    mem = Memory(tmp_path / "s", embedder=GoesDown())
+    convs = [_chatgpt("c-1", "One", ["a", "b"]), _chatgpt("c-2", "Two", ["c", "d"]), _chatgpt("c-3", "Three", ["e"])]
+    with pytest.raises(StoredNotIndexed) as info:
+        import_export(mem, convs, source="x.json")
+    text = str(info.value)
+    assert text.startswith("x.json: conversation 1 (id 'c-2'"), text
+    assert "is stored, but indexing it failed" in text and "embedding service down" in text, text
+    assert "Stored: 'chatgpt-one-c-1', 'chatgpt-two-c-2'" in text and "not stored: the 1 after it" in text, text
+    assert set(info.value.ids) == {m.id for m in mem.store.log.messages("default", "chatgpt-two-c-2")}
+    assert [s.session for s in mem.sessions()] == ["chatgpt-one-c-1", "chatgpt-two-c-2"]
+    GoesDown.calls = -100  # the service is back: importing again stores only what is missing
+    assert import_export(mem, convs, source="x.json") == {"chatgpt-one-c-1": 0, "chatgpt-two-c-2": 0,
+                                                          "chatgpt-three-c-3": 1}
+    mem.close()
+
+
 def test_a_bad_claude_time_and_a_non_object_conversation_are_named(tmp_path, hash_embedder):
     mem = Memory(tmp_path / "s", embedder=hash_embedder)
     bad = json.loads(json.dumps(CLAUDE))
