@@ -419,3 +419,33 @@ def test_a_symlinked_lock_or_journal_is_a_ragmem_error(tmp_path, name):
     with pytest.raises(StoreError, match=rf"{name}.*symbolic link"):
         Memory(store, embedder=HashEmbedder())
     assert target.read_text() == ""
+
+
+# -- the docs ------------------------------------------------------------------------------------
+
+
+def test_the_docs_say_what_a_store_folder_is_trusted_for():
+    """docs/storage.md, docs/mcp.md and docs/deployment.md say what a store folder's file is followed for, and
+    where import paths and server addresses come from; storage.md's table is the code's (ragmem._config)."""
+    from ragmem._config import _ENV, NAMED_EMBEDDERS, TRUST_ENV, TRUSTED_KEYS
+
+    docs = Path(REPO) / "docs"
+    storage = (docs / "storage.md").read_text()
+    rows = {}
+    for line in storage.splitlines():
+        if line.startswith("| `") and line.rstrip().endswith(("| always |", "| trusted only |")):
+            key = line.split("`")[1]
+            rows.setdefault(key, []).append(line)
+    assert set(rows) == set(_ENV)  # every key the file accepts, and no other
+    for key in TRUSTED_KEYS:
+        assert any(r.endswith("| trusted only |") for r in rows[key]), key
+    named = next(r for r in rows["embedder"] if r.endswith("| always |"))
+    assert all(f'`"{name}"`' in named for name in NAMED_EMBEDDERS), named
+    assert "### What a store folder is trusted for" in storage
+    for page in ("storage.md", "mcp.md", "deployment.md"):
+        text = " ".join((docs / page).read_text().split())
+        for said in ("--trust-store-config", f"{TRUST_ENV}=1", "chroma_url", "log_url", "query_expander",
+                     '`embedder = "module:attr"`'):
+            assert said in text, (page, said)
+        if page != "storage.md":
+            assert "storage.md#what-a-store-folder-is-trusted-for" in text, page
