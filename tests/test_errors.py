@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import functools
 import inspect
 import os
 import sys
@@ -136,10 +137,15 @@ def _is_hook(node: ast.Raise, func: ast.AST | None) -> bool:
 
 def offending_raises() -> list[tuple[str, int, str, str]]:
     """Every ``raise`` of the package whose exception is not (known to be) a tree class: (file, line, function, what)."""
+    return list(_scan(PACKAGE))
+
+
+@functools.cache  # two tests read the package's scan: it is parsed once (a test's fake package is another key)
+def _scan(package: Path) -> tuple[tuple[str, int, str, str], ...]:
     factories = _factories()
     found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        rel = path.relative_to(PACKAGE).as_posix()
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package).as_posix()
         tree = ast.parse(path.read_text(encoding="utf-8"))
         parents = _parents(tree)
         for node in ast.walk(tree):
@@ -167,7 +173,7 @@ def offending_raises() -> list[tuple[str, int, str, str]]:
                 if kinds and kinds <= RAISABLE:
                     continue
             found.append((rel, node.lineno, fname, what))
-    return sorted(found)
+    return tuple(sorted(found))
 
 
 # ----------------------------------------------------------------- the scan

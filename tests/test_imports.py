@@ -9,6 +9,7 @@ a reader jump back and forth.
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,7 @@ def modules() -> dict[str, tuple[Path, bool]]:
     return out
 
 
+@functools.cache  # read by three tests, none of which changes it: the package is parsed once
 def import_graph() -> dict[str, set[str]]:
     """Module -> the ragmem modules it imports (``from .x import y`` counts as x, or as x.y when y is a module)."""
     mods = modules()
