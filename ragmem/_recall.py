@@ -453,18 +453,57 @@ def skip_any(unit: Unit, skip: Collection[str]) -> bool:
     return bool(skip) and any(m in skip for m in unit.message_ids)
 
 
-_TERMS: dict[str, frozenset[str]] = {}
-_TERMS_MAX = 20_000
+class _TermBits:
+    """Units' lexical terms as ints of bits over one vocabulary, cached by text: the same old units come back
+    prompt after prompt, and an overlap of two units is then one ``&`` and a bit count instead of a set
+    intersection (about 3x quicker over a long-message prompt's ~50 units, and no set built per prompt).
+
+    Bounded: past ``max_texts`` texts or ``max_terms`` terms (ints of at most 4 KB) it starts over rather
+    than track recency.
+    """
+
+    def __init__(self, max_texts: int = 20_000, max_terms: int = 32_768) -> None:
+        self.max_texts, self.max_terms = max_texts, max_terms
+        self.vocab: dict[str, int] = {}
+        self.bits: dict[str, int] = {}
+        self.starts = 0  # how many times it started over
+
+    def many(self, texts: Sequence[str]) -> list[int]:
+        """The ints of ``texts``, all over one vocabulary: if it started over midway, the ints read before
+        belong to the old one, so all are read again, without starting over (the bound may then be passed
+        by one call's terms).
+        """
+        starts = self.starts
+        out = [self(t) for t in texts]
+        if self.starts != starts:
+            out = [self(t, may_start_over=False) for t in texts]
+        return out
+
+    def __call__(self, text: str, may_start_over: bool = True) -> int:
+        """``text``'s terms (:func:`ragmem._lexical.tokenize`) as an int whose bit ``i`` is the ``i``-th term.
+
+        >>> tb = _TermBits()
+        >>> [tb("apples"), tb("apples and pears"), tb("pears")]
+        [1, 3, 2]
+        """
+        got = self.bits.get(text)
+        if got is None:
+            terms = frozenset(lexical.tokenize(text))
+            full = len(self.bits) >= self.max_texts or len(self.vocab) + len(terms) > self.max_terms
+            if full and may_start_over:
+                self.vocab.clear()
+                self.bits.clear()
+                self.starts += 1
+            vocab = self.vocab
+            on = bytearray((len(vocab) + len(terms)) // 8 + 1)
+            for t in terms:
+                i = vocab.setdefault(t, len(vocab))
+                on[i >> 3] |= 1 << (i & 7)
+            got = self.bits[text] = int.from_bytes(on, "little")
+        return got
 
 
-def _unit_terms(text: str) -> frozenset[str]:
-    """A unit's lexical terms, cached by text: the same old units come back prompt after prompt."""
-    got = _TERMS.get(text)
-    if got is None:
-        if len(_TERMS) >= _TERMS_MAX:  # bounded: start over rather than track recency
-            _TERMS.clear()
-        got = _TERMS[text] = frozenset(lexical.tokenize(text))
-    return got
+_term_bits = _TermBits()
 
 
 def diversify(
@@ -479,10 +518,10 @@ def diversify(
     """
     if not weight or len(ranked) < 2:
         return list(ranked)
-    # O(n^2) set intersections for n units: sizes give the union without building it, and a plain loop
-    # instead of max(key=lambda) keeps this under a millisecond at the ~50 units of a 4,000-token prompt
-    terms = [_unit_terms(text(u)) for u, _ in ranked]
-    sizes = [len(t) for t in terms]
+    # O(n^2) overlaps for n units (~50 in a 4,000-token prompt): each unit's terms are one int of bits
+    # (:class:`_TermBits`), and sizes give the union without building it
+    bits = _term_bits.many([text(u) for u, _ in ranked])
+    sizes = [b.bit_count() for b in bits]
     adjusted = [score for _, score in ranked]  # score - weight * overlap with the closest unit chosen so far
     left = list(range(len(ranked)))
     out = []
@@ -493,9 +532,9 @@ def diversify(
                 at, best = j, left[j]
         left.pop(at)
         out.append((ranked[best][0], adjusted[best]))
-        chosen, n_chosen = terms[best], sizes[best]
+        chosen, n_chosen = bits[best], sizes[best]
         for i in left:
-            common = len(terms[i] & chosen)
+            common = (bits[i] & chosen).bit_count()
             if common:
                 penalty = ranked[i][1] - weight * common / (sizes[i] + n_chosen - common)
                 if penalty < adjusted[i]:

@@ -264,15 +264,23 @@ def _reference_mmr(ranked, weight):
     scores=st.lists(st.sampled_from([0.1, 0.2, 0.5, 0.5, 0.9, 1.0, 0.333]), min_size=30, max_size=30),
     weight=st.sampled_from([0.3, 0.6, 1.0]),
 )
-def test_diversify_is_maximal_marginal_relevance(texts, scores, weight):
-    """The optimised diversify() keeps the plain MMR's order and scores, ties included (it once was that loop)."""
+@pytest.mark.parametrize("cache", ["shared", "tiny"])
+def test_diversify_is_maximal_marginal_relevance(texts, scores, weight, cache):
+    """The optimised diversify() keeps the plain MMR's order and scores, ties included (it once was that loop),
+    also when its cache of term bits starts over in the middle of a call (``tiny``: 4 texts or 6 terms)."""
+    from ragmem import _recall
     from ragmem._messages import parse_message
-    from ragmem._recall import diversify
     from ragmem._units import group_units
 
     units = group_units([parse_message({"role": "user", "content": " ".join(t) or "-"}) for t in texts])
     ranked = list(zip(units, scores))
-    got = [(u.id, round(s, 9)) for u, s in diversify(ranked, weight)]
+    shared = _recall._term_bits
+    if cache == "tiny":  # set by hand: hypothesis runs many examples under one function-scoped fixture
+        _recall._term_bits = _recall._TermBits(max_texts=4, max_terms=6)
+    try:
+        got = [(u.id, round(s, 9)) for u, s in _recall.diversify(ranked, weight)]
+    finally:
+        _recall._term_bits = shared
     assert got == (_reference_mmr(ranked, weight) if len(ranked) > 1 else [(u.id, s) for u, s in ranked])
 
 
