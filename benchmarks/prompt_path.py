@@ -56,6 +56,8 @@ LOCOMO_SIZES = (1_000, 10_000, 100_000)
 NAMESPACE_SHAPES = ((200, 25), (400, 50), (1000, 100))
 WARMUP = 3
 LIMIT_RESULTS = 20
+#: The offline model new stores are built with (``--embedder``; None: the default). A store opens with its own.
+MODEL: str | None = None
 
 
 def default_cache() -> Path:
@@ -67,7 +69,7 @@ def cached_embedder():
 
     from .longmemeval import CachedEmbedder, DiskCache
 
-    return CachedEmbedder(default_embedder(), DiskCache())
+    return CachedEmbedder(default_embedder(MODEL), DiskCache())
 
 
 # -- the data ------------------------------------------------------------------
@@ -211,8 +213,8 @@ def warm(store: Path, session: str, questions: list[str]) -> dict:
     from ragmem import Memory
     from ragmem.embed import default_embedder
 
-    engine = default_embedder()
     mem = Memory(store, session=session)
+    engine = default_embedder(mem.store.embedder.name)  # the store's own model, whatever the default
     try:
         collection = mem.store.index.collection(mem.namespace, mem.session)
         lat: dict[str, list[float]] = {"prompt": [], "search": [], "limit": []}
@@ -413,7 +415,9 @@ def run(parts: tuple[str, ...], quick: bool, rebuild: bool, cache: Path, out_dir
     start = time.perf_counter()
     from ragmem.embed import default_embedder
 
-    default_embedder().embed_batch(["warm up the model"] * 8)  # a user pays the model's load once
+    default_embedder(MODEL).embed_batch(["warm up the model"] * 8)  # a user pays the model's load once
+    if MODEL is not None:  # stores of another model are built and kept apart
+        cache = cache / MODEL
     cache.mkdir(parents=True, exist_ok=True)
     n = 15 if quick else 60
     res: dict = {"benchmark": NAME, "quick": quick, "ragmem": ragmem_version(), "command": invocation(),
@@ -445,11 +449,18 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--rebuild", action="store_true", help="build the cached stores again")
     ap.add_argument("--cache", type=Path, default=default_cache(), help="where the stores are kept")
     ap.add_argument("--chat-rounds", type=int, default=2)
+    ap.add_argument("--embedder", default=None, metavar="NAME",
+                    help="build the stores with this offline model (multilingual-e5-small); kept under --cache/NAME")
+    ap.add_argument("--sizes", default=None, help="LoCoMo store sizes, comma-separated (default 1000,10000,100000)")
     ap.add_argument("--out", type=Path, default=None, help="results folder (default benchmarks/results)")
     args = ap.parse_args(argv)
     parts = tuple(p for p in args.parts.split(",") if p)
     if not parts or any(p not in PARTS for p in parts):
         ap.error(f"--parts: choose among {', '.join(PARTS)}")
+    global MODEL, LOCOMO_SIZES
+    MODEL = args.embedder
+    if args.sizes:
+        LOCOMO_SIZES = tuple(int(x) for x in args.sizes.split(","))
     return run(parts, args.quick, args.rebuild, args.cache, args.out, args.chat_rounds)
 
 
