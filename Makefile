@@ -42,6 +42,8 @@ test: install
 	$(BIN)/mypy
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
 
+# every table of BENCHMARKS.md from its own runs (benchmarks/run_all.py lists them; hours on 2 cores), the plots
+# beside; bench-quick runs a small slice of each into benchmarks/results/*-quick.* and never touches BENCHMARKS.md
 bench: install
 	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks.run_all
 

