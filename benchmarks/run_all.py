@@ -23,10 +23,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
-
-import tempfile
 
 from . import (
     crosslingual, e5_agreement, episodes, ingest_long, longmemeval, models, namespace_layout, prompt_path, query_step,
