@@ -36,6 +36,32 @@ MIN_PROBE_COSINE = 0.9999
 MIN_INT8_COSINE = 0.95
 MIN_INT8_MEAN_COSINE = 0.98
 
+#: A batch ends before a text more than this many times longer (in tokens) than the batch's shortest: every
+#: text of a batch is padded to its longest, so one call of ten 256-token messages and ten short replies
+#: ran as twenty long ones (a chat of long answers embedded about twice as slowly as the same texts
+#: among many, issue 27's ingest of 50 chats).
+BATCH_SPREAD = 1.5
+#: Texts up to this many tokens batch together whatever their lengths (padding them costs next to nothing).
+BATCH_FLOOR_TOKENS = 32
+
+
+def length_batches(lengths: Sequence[int], size: int, spread: float = BATCH_SPREAD,
+                   floor: int = BATCH_FLOOR_TOKENS) -> list[list[int]]:
+    """The indexes of ``lengths`` in batches of at most ``size``, shortest first, none longer than ``spread`` times its first.
+
+    >>> length_batches([256, 10, 250, 12, 40], 16)
+    [[1, 3, 4], [2, 0]]
+    """
+    batches: list[list[int]] = []
+    cap = 0.0
+    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+        if not batches or len(batches[-1]) >= size or lengths[i] > cap:
+            batches.append([])
+            cap = spread * max(lengths[i], floor)
+        batches[-1].append(i)
+    return batches
+
+
 #: The settings that keep ragmem off a path that cannot be built here (named in the errors).
 TORCH_ONLY = "RAGMEM_EMBED_BACKEND=torch (or AutoEmbedder(backend='torch'))"
 NO_INT8 = "RAGMEM_EMBED_PRECISION=fp32 (or AutoEmbedder(precision='fp32'))"
@@ -193,6 +219,7 @@ class OnnxEmbedder(BundledFacts, Embedder):
         self._tokenizer: Any = None
         self._whole_tokenizer: Any = None
         self._prompt_tokens = 0
+        self._pad_id = 0
         self._lock = threading.Lock()
 
     def _load(self) -> None:
@@ -223,7 +250,8 @@ class OnnxEmbedder(BundledFacts, Embedder):
         tokenizer_file = str(spec.path(verify=self.verify) / "tokenizer.json")
         tok = Tokenizer.from_file(tokenizer_file)
         tok.enable_truncation(spec.max_tokens)
-        tok.enable_padding(pad_id=spec.pad_id, pad_token=spec.pad_token)  # to the longest text of each batch
+        tok.no_padding()  # embed_batch pads each batch to its own longest text
+        self._pad_id = spec.pad_id
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = self.threads or min(4, os.cpu_count() or 1)
         opts.inter_op_num_threads = 1
@@ -264,20 +292,26 @@ class OnnxEmbedder(BundledFacts, Embedder):
         return self._session, self._tokenizer
 
     def embed_batch(self, texts: Sequence[str], kind: Kind = "document") -> list[list[float]]:
-        """Unit-length vectors, one per text (prefixed with the model's prompt for ``kind``); similar lengths batch together."""
+        """Unit-length vectors, one per text (prefixed with the model's prompt for ``kind``); similar lengths batch together.
+
+        Batches hold at most :attr:`batch_size` texts of similar token counts (:func:`length_batches`),
+        each padded to its own longest text.
+        """
         import numpy as np
 
         if not texts:
             return []
         session, tok = self._ready()
         prompt = self.bundled.prompts.get(kind, "")
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        tokens = [e.ids for e in tok.encode_batch([prompt + t for t in texts])]
         out = None
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
-            enc = tok.encode_batch([prompt + texts[i] for i in idx])
-            ids = np.asarray([e.ids for e in enc], dtype=np.int64)
-            mask = np.asarray([e.attention_mask for e in enc], dtype=np.int64)
+        for idx in length_batches([len(t) for t in tokens], self.batch_size):
+            width = max(len(tokens[i]) for i in idx)
+            ids = np.full((len(idx), width), self._pad_id, dtype=np.int64)
+            mask = np.zeros((len(idx), width), dtype=np.int64)
+            for row, i in enumerate(idx):
+                ids[row, : len(tokens[i])] = tokens[i]
+                mask[row, : len(tokens[i])] = 1
             hidden = session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
             if out is None:  # the graph's width is the embedding size
                 out = np.zeros((len(texts), hidden.shape[-1]), dtype=np.float32)
