@@ -33,7 +33,9 @@ Vectors come from the benchmarks' disk cache (:class:`benchmarks.longmemeval.Dis
 
     python -m benchmarks.prompt_path [--parts lme,locomo,namespace,chats] [--quick] [--rebuild]
 
-Writes ``benchmarks/results/prompt_path.json``.
+Writes ``benchmarks/results/prompt_path.json``; a run of some parts only writes
+``prompt_path-<part>-<part>.json`` (``--parts namespace,chats``: ``prompt_path-namespace-chats.json``),
+so that it never overwrites another part's record.
 """
 
 from __future__ import annotations
@@ -434,9 +436,10 @@ def run(parts: tuple[str, ...], quick: bool, rebuild: bool, cache: Path, out_dir
         res["chats"] = part_chats(1 if quick else chat_rounds)
     res["load_avg_end"] = os.getloadavg()
     res["elapsed_s"] = round(time.perf_counter() - start, 1)
-    png = plot(res, result_path("prompt_path", quick, ".png", out_dir))
+    name = NAME if set(parts) == set(PARTS) else "-".join((NAME, *parts))
+    png = plot(res, result_path(name, quick, ".png", out_dir))
     res["plot"] = png.name if png else None
-    write_json(result_path(NAME, quick, out_dir=out_dir), res)
+    write_json(result_path(name, quick, out_dir=out_dir), res)
     print(f"\n## The prompt's path{' (quick)' if quick else ''}\n\n{tables(res)}\n")
     log(f"[{NAME}] took {res['elapsed_s']} s")
     return res
