@@ -33,9 +33,9 @@ Vectors come from the benchmarks' disk cache (:class:`benchmarks.longmemeval.Dis
 
     python -m benchmarks.prompt_path [--parts lme,locomo,namespace,chats] [--quick] [--rebuild]
 
-Writes ``benchmarks/results/prompt_path.json``; a run of some parts only writes
-``prompt_path-<part>-<part>.json`` (``--parts namespace,chats``: ``prompt_path-namespace-chats.json``),
-so that it never overwrites another part's record.
+Writes ``benchmarks/results/prompt_path.json`` (the report's, from ``--parts lme``); a run without the
+lme part writes ``prompt_path-<part>-<part>.json`` (``--parts namespace,chats``:
+``prompt_path-namespace-chats.json``), so that it never overwrites the lme record.
 """
 
 from __future__ import annotations
@@ -436,7 +436,7 @@ def run(parts: tuple[str, ...], quick: bool, rebuild: bool, cache: Path, out_dir
         res["chats"] = part_chats(1 if quick else chat_rounds)
     res["load_avg_end"] = os.getloadavg()
     res["elapsed_s"] = round(time.perf_counter() - start, 1)
-    name = NAME if set(parts) == set(PARTS) else "-".join((NAME, *parts))
+    name = NAME if "lme" in parts else "-".join((NAME, *parts))
     png = plot(res, result_path(name, quick, ".png", out_dir))
     res["plot"] = png.name if png else None
     write_json(result_path(name, quick, out_dir=out_dir), res)
