@@ -15,6 +15,9 @@ from ragmem._assemble import _Costs, exceeds
 from ragmem._tokens import default_counter
 
 from test_invariants import histories
+# at import, not inside the property test below: importing a module of @given tests while a @given test
+# runs is hypothesis's nested_given health check, an error since hypothesis 6.1xx (a fresh install failed it)
+from test_log_backends import next_after
 
 COUNTER = default_counter()
 
@@ -283,7 +286,6 @@ def test_kept_counts_place_exactly_what_counting_places(tmp_path, hash_embedder,
 def companions_the_long_way(log, units, *, namespace, session, before_seq):
     """ragmem._recall.companions the long way: a walk for the next live message, ids_of, then the units' messages."""
     from ragmem._recall import needs_next
-    from test_log_backends import next_after
 
     asking = [u for u in units if needs_next(u)]
     after = next_after(log, namespace, session, {u.last_seq for u in asking})
