@@ -35,6 +35,7 @@ is in docs/recall.md, "Tried and not kept".
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -467,25 +468,26 @@ class _TermBits:
         self.vocab: dict[str, int] = {}
         self.bits: dict[str, int] = {}
         self.starts = 0  # how many times it started over
+        # one module-wide cache serves every thread (ragmem serve's, an app's): two threads numbering new
+        # terms at once could give two terms one bit, and a start-over would mix vocabularies in a call
+        self._lock = threading.Lock()
 
     def many(self, texts: Sequence[str]) -> list[int]:
-        """The ints of ``texts``, all over one vocabulary: if it started over midway, the ints read before
-        belong to the old one, so all are read again, without starting over (the bound may then be passed
-        by one call's terms).
-        """
-        starts = self.starts
-        out = [self(t) for t in texts]
-        if self.starts != starts:
-            out = [self(t, may_start_over=False) for t in texts]
-        return out
+        """The ints of ``texts`` (each its terms, :func:`ragmem._lexical.tokenize`, bit ``i`` the ``i``-th term),
+        all over one vocabulary: if it started over midway, the ints read before belong to the old one, so
+        all are read again, without starting over (the bound may then be passed by one call's terms).
 
-    def __call__(self, text: str, may_start_over: bool = True) -> int:
-        """``text``'s terms (:func:`ragmem._lexical.tokenize`) as an int whose bit ``i`` is the ``i``-th term.
-
-        >>> tb = _TermBits()
-        >>> [tb("apples"), tb("apples and pears"), tb("pears")]
+        >>> _TermBits().many(["apples", "apples and pears", "pears"])
         [1, 3, 2]
         """
+        with self._lock:
+            starts = self.starts
+            out = [self._bits(t) for t in texts]
+            if self.starts != starts:
+                out = [self._bits(t, may_start_over=False) for t in texts]
+            return out
+
+    def _bits(self, text: str, may_start_over: bool = True) -> int:
         got = self.bits.get(text)
         if got is None:
             terms = frozenset(lexical.tokenize(text))

@@ -69,6 +69,7 @@ SLOW = {
         "test_faults.py::test_embedded_refreshes_leak_no_file_handles",  # 30 refreshes: 3 s
         "test_serve_keys.py::test_a_running_check_sees_a_revoke_within_the_reload_delay",  # waits the delay out
         "test_background.py::test_forget_waits_for_the_indexer",  # a writer thread, and a sleep of 0.3 s
+        "test_recall.py::test_term_bits_from_many_threads_keep_every_overlap_exact",  # six threads, switching often
         # a chat server in a thread, and a Memory of 60 messages prompting through it
         "test_trust.py::test_an_api_key_never_shows_in_a_repr_a_warning_or_a_trace",
         "test_benchmarks.py::test_the_query_step_benchmarks_server_answers_through_the_real_plug_in",  # a server

@@ -385,3 +385,41 @@ def test_keep_dense_raises_the_dense_best_and_keeps_every_other_order(scores, pe
     assert [m for m in ids if m in raised] == raised  # in their dense order
     rest = [m for m in ids if m not in must]
     assert rest == [c.message_id for c in fused if c.message_id not in must]
+
+
+def test_term_bits_from_many_threads_keep_every_overlap_exact():
+    """The one cache of diversify() serves every thread: within each call, two texts' ints share exactly
+    as many bits as the texts share terms, while other threads add terms and make it start over."""
+    import random
+    import sys
+    import threading
+
+    from ragmem import _lexical as lexical
+    from ragmem._recall import _TermBits
+
+    tb = _TermBits(max_texts=40, max_terms=300)
+    words = [f"w{i}" for i in range(400)]
+    wrong: list[tuple[str, str]] = []
+
+    def work(seed: int) -> None:
+        rnd = random.Random(seed)
+        for _ in range(60):
+            texts = [" ".join(rnd.sample(words, 12)) for _ in range(6)]
+            got = tb.many(texts)
+            terms = [set(lexical.tokenize(t)) for t in texts]
+            for a in range(len(texts)):
+                for b in range(a + 1, len(texts)):
+                    if (got[a] & got[b]).bit_count() != len(terms[a] & terms[b]):
+                        wrong.append((texts[a], texts[b]))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as Python allows, to meet a race if there is one
+    try:
+        threads = [threading.Thread(target=work, args=(s,)) for s in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not wrong
