@@ -92,7 +92,7 @@ class RecallSettings:
     * ``candidates``: candidates each retriever returns before fusion (at least; more when k is large).
     * ``lexical_scope_rows``: a scope of more rows than this (a namespace of a thousand sessions)
       is scored by the SQLite log without its scope term (on its in-memory postings), with the same
-      scores; so is a scope that is most of the index, at any size (a user's namespace in a store of
+      scores; so is a scope of 1,000 rows or more that is most of the index (a user's namespace in a store of
       their own: see :func:`ragmem._store.fts.is_large`).
 
     Re-ranking for a prompt:

@@ -175,10 +175,31 @@ def test_filters_narrow_the_postings_winners(log):
         postings.Postings.enabled = True
 
 
-def test_a_scope_that_is_most_of_the_index_takes_the_postings_at_any_size(log):
-    """Below ``lexical_scope_rows`` (recall's 20,000), a scope that holds most of the index is scored on the
-    postings (a namespace of 5,000 short turns: FTS5 5.6 ms with its scope term, the postings 1.1 ms); a
-    scope that is a small part of the index keeps FTS5's plan and builds no copy."""
+def test_a_small_scope_keeps_fts5s_plan_and_builds_no_copy(log):
+    """A scope of fewer than SMALL_SCOPE_ROWS rows is ranked by FTS5 with its scope term even when it is the
+    whole index: its copy would cost more to build than it saves (a LongMemEval haystack of 500 long
+    messages: 120 ms of build in the first prompt's background, against an SQL plan of 0.5 ms)."""
+    put(log, "ns", "a", [f"pool party {i}" for i in range(30)])
+    held = log.lexical._postings
+    with log._lock:  # the postings must not be asked
+        before, held.search = held.search, lambda *a: (_ for _ in ()).throw(AssertionError("asked the postings"))
+    try:
+        got = search(log, "ns", None, "pool party 7", above=20_000)  # the whole index, 30 rows
+        got_a = search(log, "ns", "a", "pool party 7", above=20_000)
+    finally:
+        held.search = before
+    assert held._copy is None and held._building is None  # nothing built, nor being built
+    assert got == got_a == search(log, "ns", None, "pool party 7", above=None)
+
+
+def test_a_scope_that_is_most_of_the_index_takes_the_postings_past_a_small_size(log, monkeypatch):
+    """Below ``lexical_scope_rows`` (recall's 20,000), a scope of SMALL_SCOPE_ROWS rows or more that holds
+    most of the index is scored on the postings (a namespace of 5,000 short turns: FTS5 5.6 ms with its
+    scope term, the postings 1.1 ms); a scope that is a small part of the index keeps FTS5's plan and
+    builds no copy."""
+    from ragmem._store import fts
+
+    monkeypatch.setattr(fts, "SMALL_SCOPE_ROWS", 20)  # so that 30 rows are past it
     put(log, "ns", "a", [f"pool party {i}" for i in range(30)])
     put(log, "ns", "b", ["zebra pool"], start=100)
     held = log.lexical._postings

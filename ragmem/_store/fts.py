@@ -159,27 +159,35 @@ _RANKED = "SELECT rowid AS r, -bm25(lexical, 0.0, 1.0, 0.0) AS s FROM lexical WH
 #: among its own rows picked by an unranked expression (see :func:`_large_scope`).
 MOST_OF_THE_INDEX = 0.5
 
+#: A scope of fewer rows keeps FTS5's plan with its scope term even when it is most of the index. FTS5
+#: scores its rows at about 2.5 µs each, so the postings save at most ~2 ms a search there, while their
+#: copy costs a build that holds the GIL for about a microsecond a token: a LongMemEval haystack of 500
+#: long messages (68,000 tokens) took 120 ms, in the background of the first prompt after an open,
+#: against an SQL plan of 0.4-0.6 ms a search.
+SMALL_SCOPE_ROWS = 1_000
+
 
 def is_large(held: int, total: int, above: int | None) -> bool:
     """Whether a scope of ``held`` rows, in an index of ``total``, takes the plan of a large scope.
 
-    Past ``above`` rows (None: never), as before; and a scope that holds most of the index
-    (:data:`MOST_OF_THE_INDEX`) at any size: its query's terms' rows in the whole index, which the
+    Past ``above`` rows (None: never), as before; and a scope of :data:`SMALL_SCOPE_ROWS` or more that
+    holds most of the index (:data:`MOST_OF_THE_INDEX`): its query's terms' rows in the whole index, which the
     postings score, are then at most twice its own, while FTS5 scores each of its own at about 2.5 µs
     with the scope term (LoCoMo's turns, a namespace of 5,000: 5.6 ms against 1.1 on the postings; of
     20,000, exactly ``above``: 15.2 against 1.7; a session that is the whole store, 500 turns: 1.9 against
     0.6; at 25 rows both take 0.4). A copy of the index is then at most twice what the scope itself
     holds. A scope that is a small part of the index keeps the scope term until ``above``: the copy
-    would hold mostly other scopes' rows.
+    would hold mostly other scopes' rows. A scope below :data:`SMALL_SCOPE_ROWS` keeps it too: its
+    copy would cost more to build than it saves.
 
     >>> is_large(5_000, 5_000, 20_000), is_large(5_000, 100_000, 20_000), is_large(30_000, 100_000, 20_000)
     (True, False, True)
-    >>> is_large(5_000, 5_000, None), is_large(0, 0, 20_000)
-    (False, False)
+    >>> is_large(5_000, 5_000, None), is_large(0, 0, 20_000), is_large(500, 500, 20_000), is_large(500, 500, 0)
+    (False, False, False, True)
     """
     if above is None or held <= 0:  # a scope newer than the counts: small, and planned with its term
         return False
-    return held > above or held >= MOST_OF_THE_INDEX * max(total, held)
+    return held > above or (held >= SMALL_SCOPE_ROWS and held >= MOST_OF_THE_INDEX * max(total, held))
 
 
 def _large_scope(scope: str, terms: list[str], held: int, total: int, counted: int) -> tuple[str, str, list, str]:
