@@ -109,20 +109,33 @@ while True:
 """
 
 
+#: ACKs a writer gives before it may be killed: the soak needs writes however slow the machine is.
+MIN_ACKS = 3
+
+
 def _writer(store: Path, name: str, mode: str, acked: dict[str, tuple[float, str]], kill_after: float) -> None:
-    """Run one writer until ``kill_after`` seconds past its READY, then SIGKILL it; collect its ACKs."""
+    """Run one writer until ``kill_after`` seconds past its READY (or its :data:`MIN_ACKS`-th ACK, if
+    later: a loaded machine writes slowly), then SIGKILL it; collect its ACKs."""
     p = subprocess.Popen([sys.executable, "-c", WRITER, str(store), name, mode], env=ENV,
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert p.stdout.readline().strip() == "READY"
-    killer = threading.Timer(kill_after, p.send_signal, (signal.SIGKILL,))
-    killer.start()
+    ready, killer, acks = time.monotonic(), None, 0
+    watchdog = threading.Timer(120, p.send_signal, (signal.SIGKILL,))  # a writer that never ACKs ends too
+    watchdog.start()
     for line in p.stdout:
         parts = line.split()
         if len(parts) == 3 and parts[0] == "ACK":
             acked[parts[1]] = (float(parts[2]), mode)
+            acks += 1
+            if acks == MIN_ACKS:
+                killer = threading.Timer(max(0.0, kill_after - (time.monotonic() - ready)), p.send_signal,
+                                         (signal.SIGKILL,))
+                killer.start()
     p.wait()
-    killer.cancel()
-    assert p.returncode == -signal.SIGKILL
+    watchdog.cancel()
+    if killer is not None:
+        killer.cancel()
+    assert p.returncode == -signal.SIGKILL and acks >= MIN_ACKS, (p.returncode, acks)
 
 
 @pytest.mark.slow  # ~30 s idle (four writer processes load the model), more on a busy machine
@@ -176,7 +189,7 @@ def test_soak_long_lived_reader_beside_killed_writers(tmp_path, embedder):
             late[mid] = misses
     assert not late, f"reads past the bound missed these (seconds after the ACK): {late}"
     worst = {m: next(t for t, hit in reads[m] if hit) - acked[m][0] for m in acked}
-    assert len(acked) >= 12, "the writers barely wrote before being killed"
+    assert len(acked) >= len(plan) * MIN_ACKS, "the writers barely wrote before being killed"
     assert {mode for _, mode in acked.values()} == {"sync", "background"}
     # every acknowledged message is stored once, verbatim
     ids = [m.id for m in reader.messages()]
