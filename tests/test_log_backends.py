@@ -166,6 +166,22 @@ def test_pending_index_and_flags(log):
     assert log.lexical.flags("ns") == {"m0": 0, "m1": 0}
 
 
+
+def test_the_whole_store_count_and_the_lexical_gap_are_exact_from_the_partial_index(log):
+    """count() of the whole store and lexical_missing() count on the partial index of unindexed or
+    tombstoned rows (filters that scanned the table cost opening 30-40 ms at 100,000 messages): the same
+    figures as the filters give, tombstones and unindexed rows included."""
+    log.append("ns", "s", [msg(i) for i in range(6)])
+    log.append("other", "t", [msg(10), msg(11)])
+    log.lexical.mark_indexed("ns", {"m0": 1, "m1": 1, "m2": 1}, [("m0", lexical.scope_text("ns", "s"), "message 0")])
+    log.lexical.mark_indexed("other", {"m10": 1}, [("m10", lexical.scope_text("other", "t"), "message 10")])
+    log.forgetting.mark_deleted("ns", ["m1", "m4"])
+    assert log.count() == 6 == sum(log.count(ns) for ns in log.namespaces())
+    # indexed, live, without a lexical row: m2 (m1 is tombstoned, m0 and m10 have theirs, the rest are unindexed)
+    assert [m.id for m in log.lexical.lexical_missing()] == ["m2"]
+    log.forgetting.purge("ns", ["m1", "m4"])
+    assert log.count() == 6 and log.count("ns") == 4
+
 # ------------------------------------------------------------- PostgreSQL only
 
 

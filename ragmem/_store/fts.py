@@ -18,7 +18,7 @@ from typing import Iterable, Sequence
 from .. import _lexical as lexical
 from .._messages import Message
 from .filters import RowFilter
-from .log_base import LogBase, LogIndex
+from .log_base import UNINDEXED_OR_TOMBSTONED, LogBase, LogIndex
 
 from .postings import Postings
 
@@ -67,7 +67,9 @@ class Fts5Index(LogIndex):
         """Indexed messages without a lexical row (a store from before the lexical index, or just migrated)."""
         log = self._log
         have = log._read("SELECT COUNT(*) FROM lexical_map")[0][0]
-        want = log._read("SELECT COUNT(*) FROM messages WHERE indexed=1 AND deleted=0")[0][0]
+        # indexed and live: every row less those of the partial index messages_todo (indexed = 0 or
+        # deleted = 1), which opening reads in 2 ms at 100,000 messages, where the filter scanned for 30
+        want = log._read(f"SELECT (SELECT COUNT(*) FROM messages) - ({UNINDEXED_OR_TOMBSTONED})")[0][0]
         if have >= want:
             return []
         rows = log._read(

@@ -62,6 +62,14 @@ def differs(stored: dict[str, Any], m: Message) -> bool:
     return any(stored.get(k) != new.get(k) for k in ("role", "content", "name", "tool_calls", "tool_call_id"))
 
 
+
+#: The store's tombstoned messages, counted on the partial index of rows with ``indexed = 0 OR
+#: deleted = 1`` (both logs have it): the condition is the index's, so the planner reads the index alone.
+TOMBSTONED = "SELECT COUNT(*) FROM messages WHERE (indexed = 0 OR deleted = 1) AND deleted = 1"
+#: The store's messages not indexed or tombstoned (the rest are indexed and live), on the same index.
+UNINDEXED_OR_TOMBSTONED = "SELECT COUNT(*) FROM messages WHERE indexed = 0 OR deleted = 1"
+
+
 class LogBase:
     """A message log: the dialect hooks, appending and the reads, and the facets (made by :meth:`_attach`).
 
@@ -311,6 +319,12 @@ class LogBase:
 
     def count(self, namespace: str | None = None, session: str | None = None) -> int:
         """Live messages in the store, a namespace, or one session of it."""
+        if namespace is None and session is None:
+            # the whole store (opening asks it): every row less the tombstoned, from two indexes, where
+            # "WHERE deleted=0" scans the table. messages_todo is the partial index of rows with
+            # indexed = 0 or deleted = 1; its condition is repeated so that SQLite may use it (SQLite at
+            # 100,000 messages: 2 ms against 30-40)
+            return int(self._read(f"SELECT (SELECT COUNT(*) FROM messages) - ({TOMBSTONED})")[0][0])
         sql, args = "SELECT COUNT(*) FROM messages WHERE deleted=0", []
         if namespace is not None:
             sql += " AND namespace=?"
