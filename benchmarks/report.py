@@ -250,25 +250,29 @@ def models_section(results: dict, legacy_dir: Path | None) -> str | None:
     return "\n\n".join(parts)
 
 
-PROMPT_PATH_NOTES = """`prompt_path` (`python -m benchmarks.prompt_path --parts lme`): one LongMemEval_S haystack
-(500 messages of ~1,000 characters) held as one session; warm `prompt(budget=4000)`, `search(k=10)` and
-the limit (one query embedding by ragmem's engine + one raw Chroma query on the session's collection),
-question by question; the first prompt after opening a pristine copy of the store (as `add_many` left
-it), in a process whose model is loaded. Compare the ratios, each measured beside its limit in one run,
-not the milliseconds. The round of issue 27 (the code before and after it, five alternating runs of
-each, which one run of this suite cannot make), what changed and what is left:
+PROMPT_PATH_NOTES = """`prompt_path` (`python -m benchmarks.prompt_path --parts lme,locomo`): one LongMemEval_S haystack
+(500 messages of ~1,000 characters) held as one session, and LoCoMo's short turns in stores grown to 1,000,
+10,000 and 100,000 messages (sessions of 1,000, prompts in one of them); warm `prompt(budget=4000)`,
+`search(k=10)` and the limit (one query embedding by ragmem's engine + one raw Chroma query on the
+session's collection), question by question; the first prompt after opening a pristine copy of the store
+(as `add_many` left it), in a process whose model is loaded, timed from the open. Compare the ratios, each
+measured beside its limit in one run, not the milliseconds. The rounds of issue 27 (the code before and
+after each, alternating runs, which one run of this suite cannot make), what changed and what is left:
 `benchmarks/results/prompt_path.md`."""
 
 
 def prompt_path_section(result: dict) -> str:
-    """The prompt's path on long messages against its limit (``prompt_path``)."""
-    return "\n\n".join([
-        "## The prompt's path on long messages (issue 27)",
+    """The prompt's path against its limit, long messages and short turns (``prompt_path``), and its plot."""
+    parts = [
+        "## The prompt's path against its limit (issue 27)",
         PROMPT_PATH_NOTES,
         prompt_path.tables(result),
-        (f"Load average (1, 5, 15 min) at its start {_load(result.get('load_avg_start'))}, at its end "
-        f"{_load(result.get('load_avg_end'))}."),
-    ])
+    ]
+    if result.get("plot"):
+        parts.append(f"![prompt() against its limit, warm and first after open](benchmarks/results/{result['plot']})")
+    parts.append(f"Load average (1, 5, 15 min) at its start {_load(result.get('load_avg_start'))}, at its end "
+                 f"{_load(result.get('load_avg_end'))}.")
+    return "\n\n".join(parts)
 
 
 EPISODES_NOTES = """`python -m benchmarks.episodes` runs each prompt's assembly twice on the same recall, today's (recall in

@@ -33,6 +33,9 @@ def test_quick_benchmarks_run_and_write_their_results(tmp_path):
     assert lme["questions"] == 3 and set(lme["aggregate"]["all"]) >= {"one_session", "per_chat", "mempalace_raw"}
     speed = json.loads((tmp_path / "speed-quick.json").read_text())
     assert recall and speed
+    path = json.loads((tmp_path / "prompt_path-quick.json").read_text())  # both histories, and the plot
+    assert path["lme"]["messages"] == 500 and [r["size"] for r in path["locomo"]] == [1_000]
+    assert (tmp_path / path["plot"]).stat().st_size > 0
     from benchmarks.run_all import BENCHMARKS
 
     for name in BENCHMARKS:  # every benchmark of the report ran, and the report has a section of each
