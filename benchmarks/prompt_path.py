@@ -33,9 +33,9 @@ Vectors come from the benchmarks' disk cache (:class:`benchmarks.longmemeval.Dis
 
     python -m benchmarks.prompt_path [--parts lme,locomo,namespace,chats] [--quick] [--rebuild]
 
-Writes ``benchmarks/results/prompt_path.json`` (the report's, from ``--parts lme``); a run without the
-lme part writes ``prompt_path-<part>-<part>.json`` (``--parts namespace,chats``:
-``prompt_path-namespace-chats.json``), so that it never overwrites the lme record.
+Writes ``benchmarks/results/prompt_path.json`` (the report's, from ``--parts lme,locomo``, as
+``make bench`` runs it); a run without the lme part writes ``prompt_path-<part>-<part>.json``
+(``--parts namespace,chats``: ``prompt_path-namespace-chats.json``), so that it never overwrites the record.
 """
 
 from __future__ import annotations

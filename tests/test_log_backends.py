@@ -166,7 +166,6 @@ def test_pending_index_and_flags(log):
     assert log.lexical.flags("ns") == {"m0": 0, "m1": 0}
 
 
-
 def test_the_whole_store_count_and_the_lexical_gap_are_exact_from_the_partial_index(log):
     """count() of the whole store and lexical_missing() count on the partial index of unindexed or
     tombstoned rows (filters that scanned the table cost opening 30-40 ms at 100,000 messages): the same
@@ -181,6 +180,7 @@ def test_the_whole_store_count_and_the_lexical_gap_are_exact_from_the_partial_in
     assert [m.id for m in log.lexical.lexical_missing()] == ["m2"]
     log.forgetting.purge("ns", ["m1", "m4"])
     assert log.count() == 6 and log.count("ns") == 4
+
 
 # ------------------------------------------------------------- PostgreSQL only
 

@@ -62,7 +62,6 @@ def differs(stored: dict[str, Any], m: Message) -> bool:
     return any(stored.get(k) != new.get(k) for k in ("role", "content", "name", "tool_calls", "tool_call_id"))
 
 
-
 #: The store's tombstoned messages, counted on the partial index of rows with ``indexed = 0 OR
 #: deleted = 1`` (both logs have it): the condition is the index's, so the planner reads the index alone.
 TOMBSTONED = "SELECT COUNT(*) FROM messages WHERE (indexed = 0 OR deleted = 1) AND deleted = 1"
