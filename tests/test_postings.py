@@ -244,10 +244,11 @@ def test_a_build_cut_short_by_close_leaves_the_sql_plan(tmp_path, monkeypatch):
     monkeypatch.setattr(postings.Postings, "background", True)
     lg = open_log(tmp_path / "store")
     put(lg, "ns", "a", ["pool party"])
-    with lg._lock:
+    with lg._lock:  # held until the log is closed: the builder's first read waits for it, so the close
+        # always comes first (released before it, a one-row build could finish first, as it once did)
         assert lg.lexical._postings.search(lexical.scope_token("ns"), ["pool"], 5) is None  # the build starts
         builder = lg.lexical._postings._building
-    lg.close()  # the builder's reads fail: it stops quietly, nothing held
+        lg.close()  # the builder's reads fail: it stops quietly, nothing held
     builder.join(timeout=30)
     assert lg.lexical._postings._copy is None
 
