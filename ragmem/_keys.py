@@ -8,9 +8,10 @@ its SHA-256 (a key is 32 random bytes, so a fast hash is enough: there is
 nothing to guess). A key's public ``id`` is the first characters of that hash,
 for ``keys list`` and ``keys revoke``.
 
-``ragmem keys add`` and ``keys revoke`` read, change and write the one row:
-run them one at a time (two at once may lose one of the changes; ``keys list``
-shows the result).
+``ragmem keys add`` and ``keys revoke`` each read, change and write the row in
+one transaction that holds it (:meth:`~ragmem._store.log_base.LogMeta.change`:
+SQLite's write lock, a row lock on PostgreSQL), so changes made at once, from
+any process or host, all take effect; ``keys list`` reads it in one statement.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from . import _validate as validate
 from ._errors import StoreError, UsageError
@@ -95,21 +96,27 @@ class Keys:
         h = digest(key)
         info = KeyInfo(id=h[:ID_LENGTH], namespaces=names,
                        created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), label=label)
-        rows = self._rows()
-        rows[h] = info.as_dict()
-        self._write(rows)
+        def put(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+            rows[h] = info.as_dict()
+            return rows
+
+        self._change(put)
         return key, info
 
     def revoke(self, key_or_id: str) -> KeyInfo:
         """Revoke a key, given by its id (``keys list``) or the key itself; running servers drop it within a second."""
-        rows = self._rows()
         wanted = digest(key_or_id) if key_or_id.startswith(PREFIX) else None
-        found = [h for h, row in rows.items() if h == wanted or row.get("id") == key_or_id]
-        if not found:
-            raise UsageError(f"no key with id {key_or_id!r}; `ragmem keys list` shows the ids")
-        info = _info(rows.pop(found[0]))
-        self._write(rows)
-        return info
+        gone: list[KeyInfo] = []
+
+        def drop(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+            found = [h for h, row in rows.items() if h == wanted or row.get("id") == key_or_id]
+            if not found:  # raised inside the transaction: it rolls back, nothing changes
+                raise UsageError(f"no key with id {key_or_id!r}; `ragmem keys list` shows the ids")
+            gone[:] = [_info(rows.pop(found[0]))]
+            return rows
+
+        self._change(drop)
+        return gone[0]
 
     def list(self) -> list[KeyInfo]:
         """Every key of the store (ids, namespaces, dates; never a key), oldest first."""
@@ -146,19 +153,24 @@ class Keys:
     # ------------------------------------------------------------------ the row
 
     def _rows(self) -> dict[str, dict[str, Any]]:
-        raw = self._log.meta.get(META_KEY)
-        if not raw:
-            return {}
-        try:
-            rows = json.loads(raw)
-        except ValueError:
-            raise StoreError(f"the store's key table ({META_KEY!r} in its meta table) is not JSON; "
-                             "revoke nothing and add the keys again") from None
-        return rows if isinstance(rows, dict) else {}
+        return _parse(self._log.meta.get(META_KEY))
 
-    def _write(self, rows: dict[str, dict[str, Any]]) -> None:
-        self._log.meta.set(META_KEY, json.dumps(rows))
+    def _change(self, fn: Callable[[dict[str, dict[str, Any]]], dict[str, dict[str, Any]]]) -> None:
+        """Change the key table in one transaction that holds its row (concurrent changes take turns)."""
+        self._log.meta.change(META_KEY, lambda raw: json.dumps(fn(_parse(raw))))
         self._read_at = float("-inf")
+
+
+def _parse(raw: str | None) -> dict[str, dict[str, Any]]:
+    """The key table of the row's text (an empty table for none)."""
+    if not raw:
+        return {}
+    try:
+        rows = json.loads(raw)
+    except ValueError:
+        raise StoreError(f"the store's key table ({META_KEY!r} in its meta table) is not JSON; "
+                         "revoke nothing and add the keys again") from None
+    return rows if isinstance(rows, dict) else {}
 
 
 def _info(row: dict[str, Any]) -> KeyInfo:

@@ -54,6 +54,7 @@ SLOW = {
         "test_trust.py::test_python_m_ragmem_does_not_import_modules_from_the_working_directory",
         "test_trust.py::test_the_mcp_server_runs_nothing_a_store_file_names",
         "test_trust.py::test_the_mcp_server_keeps_an_explicit_default_namespace",
+        "test_serve_keys.py::test_key_changes_from_several_processes_all_take_effect",  # four writers: 3 s
         "test_migrations.py::test_a_migration_killed_midway_leaves_nothing_half_written",  # kill -9: 6 x 1 s
         "test_migrations.py::test_the_periods_drop_killed_midway_leaves_the_store_of_schema_3",
         "test_public_api.py::test_importing_ragmem_loads_no_heavy_dependency",

@@ -120,3 +120,54 @@ def test_a_basic_auth_password_is_a_key_so_a_browser_can_open_the_page(store):
         assert page.status_code == 200 and "<title>ragmem</title>" in page.text
         assert "http://" not in page.text.replace("http://www.w3.org", "") and "https://" not in page.text  # no external assets
         assert c.get("/", headers={"Authorization": "Basic !!!"}).status_code == 401
+
+
+_KEY_WORKER = """
+import json, sys
+from ragmem import Memory
+from ragmem._keys import Keys
+from ragmem.testing import HashEmbedder
+
+path, url, worker, rounds, theirs = sys.argv[1], sys.argv[2] or None, sys.argv[3], int(sys.argv[4]), sys.argv[5:]
+kept = []
+with Memory(path, embedder=HashEmbedder(), log_url=url) as mem:
+    keys = Keys(mem.store.log)
+    sys.stdout.write("ready\\n"); sys.stdout.flush(); sys.stdin.readline()  # all start together
+    for i in range(rounds):
+        _, info = keys.add(["ns-" + worker], label=worker + "-" + str(i))
+        if i % 2:
+            keys.revoke(info.id)
+        else:
+            kept.append(info.id)
+        if i < len(theirs):
+            keys.revoke(theirs[i])  # a key made before the race, revoked in the middle of it
+print(json.dumps(kept))
+"""
+
+
+def test_key_changes_from_several_processes_all_take_effect(tmp_path, log_url):
+    """Adds and revokes from four processes at once: every add is listed and every revoke gone (issue 37: a
+    revoke beside a ``keys add`` read, changed and wrote the one row with no transaction, and was undone)."""
+    import json
+    import subprocess
+    import sys
+
+    path = tmp_path / "store"
+    with Memory(path, embedder=HashEmbedder(), log_url=log_url) as mem:
+        keys = Keys(mem.store.log)
+        before = [[keys.add(["old"])[1].id for _ in range(4)] for _ in range(4)]
+    procs = [subprocess.Popen([sys.executable, "-c", _KEY_WORKER, str(path), log_url or "", str(w), "12", *before[w]],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for w in range(4)]
+    for p in procs:
+        assert p.stdout.readline() == "ready\n"
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    kept = []
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0
+        kept += json.loads(out)
+    with Memory(path, embedder=HashEmbedder(), log_url=log_url) as mem:
+        listed = [k.id for k in Keys(mem.store.log).list()]
+    assert sorted(listed) == sorted(kept) and len(kept) == 4 * 6

@@ -409,6 +409,23 @@ class LogMeta(Facet):
                     cur.execute(log._insert("meta", "?, ?", "key", ("value",)), (key, value))
         log._change(run)
 
+    def change(self, key: str, fn: Callable[[str | None], str]) -> str:
+        """Read, change and write one value in one transaction: ``fn(old)`` (None if unset) gives the new value.
+
+        Two changers of one key take turns (SQLite's write lock, a row lock on PostgreSQL), so neither
+        overwrites the other's change with what it read before it (``ragmem keys add`` beside a revoke).
+        ``fn`` may run more than once (a retry after a lost connection): it must only compute.
+        """
+        log = self._log
+
+        def run(cur: Any) -> str:
+            cur.execute(log._insert("meta", "?, ?"), (key, ""))  # a row to hold, so a first writer waits as well
+            row = cur.execute(f"SELECT value FROM meta WHERE key=?{log._LOCK_ROW}", (key,)).fetchone()
+            value = fn(row[0] or None)
+            cur.execute("UPDATE meta SET value=? WHERE key=?", (value, key))
+            return value
+        return log._change(run)
+
     @property
     def store_id(self) -> str:
         """A random id made when the store was created; it keys the store's collections on a Chroma server."""
