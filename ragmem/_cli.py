@@ -836,7 +836,7 @@ def purge(**opts: Any) -> None:
 
     # Purgers take turns: a burst of forgets starts one per forget, and the first one's pass usually
     # covers the later ones' messages, which then find nothing to do and never import Chroma.
-    lock = FileLock(str(Path(cfg.store) / "purge.lock"))
+    lock = FileLock(str(Path(cfg.store) / "purge.lock"), mode=0o600)
     try:
         lock.acquire()
     except OSError as exc:  # a read-only store folder, no permission

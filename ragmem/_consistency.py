@@ -132,7 +132,7 @@ class LocationLock:
         except ImportError:  # pragma: no cover - Windows: no guard
             return
         try:
-            fd = os.open(self.file(folder, location), os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.file(folder, location), os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             if exc.errno in READ_ONLY_ERRNOS:  # a read-only store: nobody can index into it from here
                 return
@@ -243,7 +243,7 @@ class Consistency:
         from filelock import FileLock, Timeout
 
         try:
-            lock = FileLock(str(store.path / INDEX_LOCK_FILE), timeout=0)
+            lock = FileLock(str(store.path / INDEX_LOCK_FILE), timeout=0, mode=0o600)
             lock.acquire()
         except Timeout:
             return  # another process is indexing them; look again next time

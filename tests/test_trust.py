@@ -1,5 +1,6 @@
 """A store folder is data, not code (invariant 10): its ragmem.toml never imports, calls or connects to anything
-unless the caller opts in; and what the caller gives wins over the environment and the file, `default` included."""
+unless the caller opts in; and what the caller gives wins over the environment and the file, `default` included.
+A store's files are its owner's alone (0700 folders, 0600 files) whatever the umask."""
 
 from __future__ import annotations
 
@@ -449,3 +450,68 @@ def test_the_docs_say_what_a_store_folder_is_trusted_for():
             assert said in text, (page, said)
         if page != "storage.md":
             assert "storage.md#what-a-store-folder-is-trusted-for" in text, page
+
+
+# ------------------------------------------------------------------ a store is its owner's alone (issue 37)
+
+
+@contextmanager
+def _umask(mask: int):
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o000])
+def test_a_new_store_is_its_owners_alone_whatever_the_umask(tmp_path, mask):
+    """Under a 022 umask the folder was 0755 and log.sqlite3 0644: every local user could read every tenant's
+    messages and the key hashes. Now the folder and Chroma's are 0700, the log, its -wal and -shm and the locks
+    0600; what Chroma writes inside its folder is out of reach under that folder's 0700."""
+    import stat
+
+    store = tmp_path / "store"
+    with _umask(mask):
+        with Memory(store, embedder=HashEmbedder(), session="s") as mem:
+            mem.add({"role": "user", "content": "the boiler was serviced in March"})
+            mem.search("boiler")
+            modes = {p.relative_to(store).as_posix(): stat.S_IMODE(p.lstat().st_mode) for p in store.rglob("*")}
+    assert stat.S_IMODE(store.stat().st_mode) == 0o700
+    assert modes["chroma"] == 0o700 and modes["chroma/chroma.sqlite3"] == 0o600
+    top = {name: mode for name, mode in modes.items() if "/" not in name and name != "chroma"}
+    assert {"log.sqlite3", "log.sqlite3-wal", "log.sqlite3-shm", "open.lock"} <= set(top)
+    assert all(mode == 0o600 for mode in top.values()), top
+
+
+def test_an_existing_store_open_to_others_warns_with_the_chmod_that_fixes_it(tmp_path):
+    from ragmem._store.modes import StoreReadableByOthers
+
+    store = tmp_path / "shared"
+    with Memory(store, embedder=HashEmbedder()):
+        pass
+    os.chmod(store, 0o755)
+    os.chmod(store / "log.sqlite3", 0o644)
+    with pytest.warns(StoreReadableByOthers, match=rf"folder 0755, log.sqlite3 0644.*chmod -R go-rwx {store}"):
+        Memory(store, embedder=HashEmbedder()).close()
+    os.chmod(store, 0o700)
+    os.chmod(store / "log.sqlite3", 0o600)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StoreReadableByOthers)
+        Memory(store, embedder=HashEmbedder()).close()  # fixed: no warning
+
+
+def test_a_store_migrated_to_a_newer_schema_is_made_its_owners_alone(tmp_path):
+    """An older store (the schema-1 fixture, 0755 and 0644 as a checkout leaves it) is made over on migration."""
+    import shutil
+    import stat
+
+    from ragmem._store.log import MessageLog
+
+    store = tmp_path / "old"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "store_v1", store)
+    os.chmod(store, 0o755)
+    os.chmod(store / "log.sqlite3", 0o644)
+    MessageLog(store).close()
+    assert stat.S_IMODE(store.stat().st_mode) == 0o700
+    assert stat.S_IMODE((store / "log.sqlite3").stat().st_mode) == 0o600

@@ -7,6 +7,7 @@ from typing import Union
 
 from .index import IndexHit, VectorIndex, collection_name, make_client
 from .log import SCHEMA_VERSION, MessageLog
+from .modes import private_folder
 from .pglog import PostgresLog
 
 __all__ = [
@@ -31,6 +32,6 @@ def open_log(path: str | Path, *, url: str | None = None, create: bool = True) -
             )
         log = PostgresLog(url, create=create)
         # the folder still holds this host's lock files (and the embedded index without a chroma_url)
-        Path(path).mkdir(parents=True, exist_ok=True)
+        private_folder(Path(path))
         return log
     return MessageLog(path, create=create)

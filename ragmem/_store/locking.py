@@ -53,7 +53,7 @@ def opening_lock(folder: Path, timeout: float = 120.0, name: str = LOCK_FILE) ->
 
     refuse_links(folder, [name])
     try:
-        lock = FileLock(str(folder / name), timeout=timeout)
+        lock = FileLock(str(folder / name), timeout=timeout, mode=0o600)  # owner-only, as every store file
         lock.acquire()
     except OSError as exc:
         # PermissionError, or EROFS on a read-only mount (root is refused there too)

@@ -47,6 +47,7 @@ from .fts import Fts5Index, Fts5Rows
 from .locking import LOCK_FILE, opening_lock, refuse_links
 from .log_base import LogBase
 from .migrations import SCHEMA_VERSION, migrate
+from .modes import make_private, private_file, private_folder, warn_if_wider
 
 __all__ = ["LOG_FILE", "SCHEMA_VERSION", "MessageLog"]
 
@@ -69,14 +70,15 @@ class MessageLog(Fts5Rows, LogBase):
     def __init__(self, folder: str | Path, *, create: bool = True) -> None:
         self._attach(Fts5Index(self))
         self.folder = Path(folder)
-        if not self.folder.exists():
+        new = not self.folder.exists()
+        if new:
             if not create:
                 raise StoreError(
                     f"no ragmem store at {self.folder}; check the path, or open it with create=True to make a new one"
                 )
             # exist_ok: another process or thread may create the same new store at the same moment
             try:
-                self.folder.mkdir(parents=True, exist_ok=True)
+                private_folder(self.folder)
             except OSError as exc:  # no permission, a read-only mount, a file where a parent folder should be
                 raise StoreError(f"cannot create the store folder {self.folder} ({exc.strerror or exc}); "
                                  "pass a path where you can write") from exc
@@ -97,11 +99,18 @@ class MessageLog(Fts5Rows, LogBase):
                 # Switching to WAL and creating the schema take locks SQLite's busy timeout does not always
                 # wait for: openers of one store (threads or processes) take turns here.
                 with opening_lock(self.folder):
+                    fresh = not self._path.exists()
+                    if fresh:  # 0600 before SQLite makes it with the umask's mode (its -wal and -shm copy it)
+                        private_file(self._path)
                     self._db = sqlite3.connect(self._path, timeout=60, check_same_thread=False, isolation_level=None)
                     self._refuse_foreign()  # before WAL or any table: another app's database stays as it was
                     self._db.execute("PRAGMA journal_mode=WAL")
                     self._db.execute("PRAGMA synchronous=FULL")  # add() returns only once the turn is on disk
-                    migrate(self._db, where=f"the message log {self._path}")
+                    applied = migrate(self._db, where=f"the message log {self._path}")
+                    if applied and not fresh:
+                        make_private(self.folder)  # a store made over to a newer schema is its owner's alone
+                    elif not new:
+                        warn_if_wider(self.folder)
                     # names this store's collections on a shared Chroma server
                     self._db.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)", (uuid.uuid4().hex,))
         except StoreError:  # a newer schema, or a migration that failed (and was rolled back)

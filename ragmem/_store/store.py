@@ -50,6 +50,7 @@ from .faults import (
 )
 from .index import read_only_chroma
 from .locking import CHROMA_LOCK_FILE, opening_lock
+from .modes import private_file_made, private_folder
 from .._summary import ExtractiveSummarizer, Summarizer, fold_behind
 from .._tokens import DEFAULT_ENCODING, TiktokenCounter, TokenCounter, count_message, default_counter
 from ..embed import DEFAULT_MODEL_NAME, LEGACY_MODEL_NAME, OFFLINE_MODELS, Embedder, default_embedder
@@ -218,13 +219,18 @@ class Store:
                         # absolute: Chroma caches clients by path string, and a relative one would
                         # reach another folder's client after a chdir
                         chroma_path = str((self.path / "chroma").resolve())
+                        made = not (self.path / "chroma").exists()
+                        private_folder(self.path / "chroma")  # what Chroma writes inside is the owner's alone
                         try:
                             client = make_client(path=chroma_path)
                         except Exception as exc:  # damage the look at open could not see: rebuild too
                             if not is_index_corruption(exc):
                                 raise
                             self._index_broken("corrupt", set_aside(self.path / "chroma"))
+                            private_folder(self.path / "chroma")
                             client = make_client(path=chroma_path)
+                        if made:
+                            private_file_made(self.path / "chroma" / "chroma.sqlite3")
                 name = self.model_name
                 store_id = self.log.meta.store_id if self.chroma_url else None  # a server may hold many stores
                 self._index = VectorIndex(client, name, store_id=store_id, generation_of=self._generation_of)
