@@ -1,0 +1,186 @@
+"""What the importers share: JSONL lines with their offsets, names, tool messages, the parse result.
+
+Pure: no store, no file access. Each importer turns a file's text into a
+:class:`Parsed`; the shells (``ragmem import-chats``, the hooks) store it.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .._errors import InvalidMessage
+
+
+@dataclass
+class ImportedSession:
+    """One source session (an agent session, a subagent, an export's conversation) as ragmem messages.
+
+    ``messages`` are OpenAI chat dicts in order, each with a stable ``id`` derived
+    from the source's ids, ``created_at`` and scalar ``metadata``; every
+    assistant ``tool_calls`` is followed by one ``tool`` message per call.
+    """
+
+    key: str
+    name: str
+    messages: list[dict[str, Any]]
+    metadata: dict[str, Any]
+
+
+@dataclass
+class Parsed:
+    """What a file's text holds: its sessions, what was left out (by kind), and how much of the text was read.
+
+    ``consumed`` is the number of characters of the text that were taken in:
+    whole lines, stopping before a half-written last line and before the last
+    response of a session that may still grow (a tool call waiting for its
+    result). Parsing ``text[consumed:]`` later continues where this stopped.
+    ``waiting`` counts the messages held back that way; ``interrupted`` the tool
+    calls that never got a result (each answered by a tool message saying so).
+    """
+
+    format: str
+    sessions: list[ImportedSession]
+    skipped: collections.Counter[str] = field(default_factory=collections.Counter)
+    warnings: list[str] = field(default_factory=list)
+    consumed: int = 0
+    waiting: int = 0
+    interrupted: int = 0
+
+
+#: The text of the tool message that answers a call whose result the file never recorded.
+NO_RESULT = "[no result recorded: the session went on or ended before this tool call returned]"
+
+
+@dataclass
+class Line:
+    """One JSON line of a JSONL file: its 1-based number, where it starts and ends in the text, its record."""
+
+    number: int
+    start: int
+    end: int
+    record: dict[str, Any]
+
+
+def jsonl(text: str, filename: str, fmt: str, skip_bad_lines: bool, parsed: Parsed, *, first_line: int = 1) -> list[Line]:
+    """The JSON objects of a JSONL text, one a line; sets ``parsed.consumed`` to the end of the last whole line.
+
+    A last line without its newline that is not (yet) JSON is half-written: it
+    waits (not consumed, no error). Any other line that is not a JSON object
+    raises :class:`InvalidMessage` naming the file and the line, unless
+    ``skip_bad_lines``: then it is counted (``skipped["bad line"]``) and named in
+    a warning.
+    """
+    lines: list[Line] = []
+    pos, number = 0, first_line - 1
+    while pos < len(text):
+        nl = text.find("\n", pos)
+        end = len(text) if nl < 0 else nl + 1
+        number += 1
+        raw = text[pos:end].strip()
+        if raw:
+            try:
+                rec = json.loads(raw)
+                problem = "" if isinstance(rec, dict) else f"a JSON {type(rec).__name__}, not an object"
+            except json.JSONDecodeError as exc:
+                if nl < 0:  # a session still being written: the rest of this line comes later
+                    break
+                problem = f"not JSON ({exc.msg} at column {exc.colno})"
+            if problem:
+                where = f"{filename or 'the file'}, line {number}"
+                if not skip_bad_lines:
+                    raise InvalidMessage(
+                        f"{where}: {problem}; is this a {fmt} transcript? Nothing of the file was imported "
+                        "(pass --skip-bad-lines to import the rest and count the bad lines)")
+                parsed.skipped["bad line"] += 1
+                parsed.warnings.append(f"{where}: {problem}; skipped")
+            else:
+                lines.append(Line(number, pos, end, rec))
+        pos = end
+    parsed.consumed = pos
+    return lines
+
+
+def slug(text: Any, limit: int = 40) -> str:
+    """Lower-case words joined by ``-``, at most ``limit`` characters ('' for nothing usable)."""
+    words = re.sub(r"[^a-z0-9]+", "-", (text if isinstance(text, str) else "").lower()).strip("-")
+    return words[:limit].strip("-")
+
+
+#: A source id kept as it is in a session name; any other is replaced by a hash of itself.
+_PLAIN_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+
+
+def name_key(ident: str) -> str:
+    """``ident`` when it is short and plain, else ``h`` and its hash (session names are bounded keys)."""
+    return ident if _PLAIN_ID.fullmatch(ident) else "h" + hashlib.sha256(ident.encode("utf-8", "replace")).hexdigest()[:32]
+
+
+def session_name(source: str, words: Any, ident: str, date: str = "") -> str:
+    """``<source>-<words>-<date>-<id>``: what a person recognises (project or title, day) and what makes it unique."""
+    parts = [source, slug(words), date, name_key(ident)]
+    return "-".join(p for p in parts if p)
+
+
+def project_words(project: Any) -> str:
+    """The last folder of a project path (``/home/me/dev/app`` -> ``app``)."""
+    if not isinstance(project, str) or not project:
+        return ""
+    return re.split(r"[\\/]", project.rstrip("/\\"))[-1]
+
+
+def digest(*parts: Any) -> str:
+    """A short stable hash of ``parts``: an id for records that carry none of their own."""
+    h = hashlib.sha256(json.dumps(parts, ensure_ascii=False, sort_keys=True, default=str).encode("utf-8", "replace"))
+    return h.hexdigest()[:24]
+
+
+def scalars(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The metadata worth storing on every message: scalar values, empty ones left out."""
+    return {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) and v != ""}
+
+
+def tool_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
+    """An OpenAI tool call; ``arguments`` kept verbatim when it is text, else as JSON."""
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments if arguments is not None else {},
+                                                                   ensure_ascii=False)
+    return {"id": call_id, "type": "function", "function": {"name": name or "tool", "arguments": args}}
+
+
+def text_of(content: Any) -> str:
+    """The text of a content value: a string, or a list of parts/blocks with ``text`` (others left out)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        out = []
+        for part in content:
+            if isinstance(part, str):
+                out.append(part)
+            elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                out.append(part["text"])
+        return "\n".join(out)
+    if isinstance(content, Mapping) and isinstance(content.get("text"), str):
+        return content["text"]
+    return ""
+
+
+def as_text(value: Any) -> str:
+    """A tool output of any JSON shape as text: strings as they are, the rest as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def unknown(parsed: Parsed, filename: str, kind: str) -> None:
+    """Count a record type no importer knows, with one warning per type naming it."""
+    key = f"unknown:{kind}"
+    if not parsed.skipped[key]:
+        parsed.warnings.append(f"{filename or 'the file'}: record type {kind!r} is not one this importer knows; "
+                               "its records were skipped (counted as " + key + ")")
+    parsed.skipped[key] += 1
