@@ -55,7 +55,7 @@ try:
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
-    from starlette.requests import Request
+    from starlette.requests import ClientDisconnect, Request
     from starlette.responses import HTMLResponse, JSONResponse, Response
     from starlette.routing import Route
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -82,6 +82,11 @@ NAMESPACE_HEADER = "x-ragmem-namespace"
 _UNAUTHORIZED = json.dumps({"error": {
     "type": "Unauthorized",
     "message": "a valid key is required: send `Authorization: Bearer KEY` (`ragmem keys add NAMESPACE` makes one)",
+}}).encode()
+_UNAVAILABLE = json.dumps({"error": {
+    "type": "ServiceUnavailable",
+    "message": "the service is unavailable (its store does not answer); retry in a moment. The server's log "
+               "says why",
 }}).encode()
 _REFUSED = json.dumps({"error": {
     "type": "Forbidden",
@@ -345,10 +350,9 @@ class _Gate:
             if info is None and key and self.keys.stale(MISS_RELOAD_SECONDS):  # a key added since the last read
                 await anyio.to_thread.run_sync(self.keys.refresh, MISS_RELOAD_SECONDS)
                 info = self.keys.check(key)
-        except RagmemError as exc:  # the log does not answer: say so, without a traceback
-            log.warning("key check failed: %s", exc)
-            body = json.dumps({"error": {"type": type(exc).__name__, "message": str(exc)}}).encode()
-            await _send_raw(send, 503, body)
+        except RagmemError as exc:  # the log does not answer: the log gets the detail, the caller only that
+            log.warning("key check failed: %s: %s", type(exc).__name__, exc)  # (no key yet: it may be anyone)
+            await _send_raw(send, 503, _UNAVAILABLE)
             return
         if info is None:
             await _send_raw(send, 401, _UNAUTHORIZED, [(b"www-authenticate", b'Bearer realm="ragmem", Basic realm="ragmem"')])
@@ -730,6 +734,9 @@ def _wrap(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Reques
             return _error(_status(exc), type(exc).__name__, str(exc))
         except HTTPException:
             raise
+        except ClientDisconnect:  # the client hung up mid-body: nobody to answer, and no bug of ragmem's
+            log.info("client hung up during %s %s before its body was read", request.method, request.url.path)
+            return Response(status_code=400)
         except Exception as exc:  # noqa: BLE001 - a bug in ragmem: logged with its traceback, answered without
             log.exception("bug while serving %s %s", request.method, request.url.path)
             return _error(500, "InternalError", f"ragmem hit a bug ({type(exc).__name__}); the server's log has "
@@ -825,6 +832,14 @@ def _warm_up(root: Any) -> None:
         pass
 
 
+def uvicorn_config(app: ASGIApp, settings: ServeSettings) -> Any:
+    """The ``uvicorn.Config`` that :func:`serve` runs ``app`` with: ``settings``' address and bounds."""
+    import uvicorn
+
+    return uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
+                          lifespan="on")
+
+
 def serve(store: str | None = None, *, settings: ServeSettings | None = None, **memory_kwargs: Any) -> None:
     """Run ``ragmem serve`` until interrupted: uvicorn on ``settings.host:settings.port``.
 
@@ -834,9 +849,7 @@ def serve(store: str | None = None, *, settings: ServeSettings | None = None, **
 
     settings = settings or ServeSettings()
     app = build_app(store, settings=settings, **memory_kwargs)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
-                            lifespan="on")
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn_config(app, settings))
 
     original = server.startup
 
