@@ -27,6 +27,7 @@ import click
 from ._assemble import STRATEGIES
 from ._config import DEFAULT_STORE
 from ._jsonable import json_default as _json_default, plain as _jsonable
+from .importers import FORMATS as IMPORT_FORMATS
 
 if TYPE_CHECKING:  # pragma: no cover
     from ragmem import Memory
@@ -514,32 +515,65 @@ def import_(file: str, **opts: Any) -> None:
 
 
 @cli.command("import-chats")
-@click.argument("file", metavar="FILE")
+@click.argument("paths", nargs=-1, metavar="[PATH]...")
+@click.option("--from", "fmt", type=click.Choice(IMPORT_FORMATS), default=None,
+              help="The files' format [default: detected per file]. With no PATH, reads that agent's own folder "
+                   "(~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp).")
+@click.option("--follow", is_flag=True, help="Keep importing as the files grow (Ctrl-C stops); see docs/importers.md.")
+@click.option("--interval", type=click.FloatRange(0.05), default=1.0, show_default=True, metavar="SECONDS",
+              help="With --follow: how often to look for growth.")
+@click.option("--skip-bad-lines", is_flag=True,
+              help="Import the rest of a transcript with malformed lines (counted) instead of refusing the file.")
 @_MAX_CHARS
 @_common
-def import_chats(file: str, max_chars: int | None, **opts: Any) -> None:
-    """Import a ChatGPT or Claude data export (conversations.json, or the export's zip): one session per conversation.
+def import_chats(paths: tuple[str, ...], fmt: str | None, follow: bool, interval: float, skip_bad_lines: bool,
+                 max_chars: int | None, **opts: Any) -> None:
+    """Import coding agents' transcripts and chat exports: one session per agent session or conversation.
 
-    Sessions are named after the source, the title and the conversation id
-    (chatgpt-<title>-<id>). A conversation imported before keeps its session,
-    even renamed: importing a later export adds only its new turns. Every
-    conversation is checked before any is stored: a malformed one stores
-    nothing, and the error names the file and the conversation.
+    PATH is a file, a folder (walked) or a zip. Reads Claude Code, Codex CLI
+    and Gemini CLI sessions and ChatGPT and Claude.ai exports (conversations.json),
+    each file's format detected. Every tool call is stored with its result;
+    what is left out is counted by kind. Ids come from the files, so importing
+    again stores only what is new, and a grown transcript is read on from where
+    the last import stopped. A malformed file stores nothing and the error
+    names it (and the line). Sessions land in --namespace (docs/importers.md).
     """
-    from ragmem._exports import import_export
-    from ragmem._loaders import parse_json_or_jsonl, read_export
+    from ragmem import _importing
 
     cfg = _cfg(**opts)
-    data = parse_json_or_jsonl(read_export(file), file)
+    targets = list(paths) or _importing.default_paths(fmt)
     mem = _open(cfg, **_max_chars(max_chars))
     try:
-        counts = import_export(mem, data, source=file)
+        if follow:
+            if not cfg.json:
+                click.echo(f"following {', '.join(targets)} into namespace {cfg.namespace} (Ctrl-C stops)", err=True)
+            stopped = _importing.Report()
+
+            def shown(result: Any) -> None:
+                stopped.files.append(result)
+                if not cfg.json:
+                    for name, n in result.stored.items():
+                        if n:
+                            click.echo(f"{n:6d}  {name}")
+                    for w in result.warnings:
+                        click.echo(f"warning: {w}", err=True)
+            try:
+                _importing.follow(mem, targets, fmt, skip_bad_lines=skip_bad_lines, interval=interval, on_file=shown)
+            except KeyboardInterrupt:
+                pass
+            report = stopped
+        else:
+            total = _importing.total_bytes(targets)
+            if sys.stderr.isatty() and not cfg.json:
+                with click.progressbar(length=total, label="importing", file=sys.stderr, show_pos=False,
+                                       show_eta=True) as bar:
+                    report = _importing.import_paths(mem, targets, fmt, skip_bad_lines=skip_bad_lines,
+                                                     progress=bar.update)
+            else:
+                report = _importing.import_paths(mem, targets, fmt, skip_bad_lines=skip_bad_lines)
     finally:
         mem.close()
-    total = sum(counts.values())
-    _emit(cfg, {"imported": total, "sessions": counts},
-          lambda: [*(f"{n:6d}  {name}" for name, n in counts.items()),
-                   f"imported {total} messages into {len(counts)} sessions (namespace {cfg.namespace})"])
+    _emit(cfg, report.to_dict(), lambda: _importing.summary_lines(report, cfg.namespace))
 
 
 # ------------------------------------------------------------------ prompt
@@ -696,11 +730,13 @@ def state_clear(**opts: Any) -> None:
 @cli.command()
 @_common
 def sessions(**opts: Any) -> None:
-    """List the namespace's sessions with their stats."""
+    """List the namespace's sessions with their stats (and, for imported agent sessions, the agent, its version,
+    the model, the project and the git branch)."""
     cfg = _cfg(**opts)
     mem = _open(cfg)
     try:
         infos = mem.sessions()
+        about = {s.session: _session_about(mem, s.session) for s in infos}
     finally:
         mem.close()
     data = [
@@ -711,6 +747,7 @@ def sessions(**opts: Any) -> None:
             "indexed": s.indexed,
             "first_at": s.first_at.isoformat() if s.first_at else None,
             "last_at": s.last_at.isoformat() if s.last_at else None,
+            **({"metadata": about[s.session]} if about[s.session] else {}),
         }
         for s in infos
     ]
@@ -722,9 +759,28 @@ def sessions(**opts: Any) -> None:
         width = max(len(s.session) for s in infos)
         for s in infos:
             span = f"{s.first_at:%Y-%m-%d %H:%M} → {s.last_at:%Y-%m-%d %H:%M}" if s.first_at and s.last_at else ""
-            yield f"{s.session:<{width}}  {s.messages:>7} msgs  {span}"
+            meta = about[s.session]
+            extra = "  " + " ".join(str(meta[k]) for k in _SESSION_ABOUT if k in meta) if meta else ""
+            yield f"{s.session:<{width}}  {s.messages:>7} msgs  {span}{extra}"
 
     _emit(cfg, data, human)
+
+
+#: What `ragmem sessions` shows of an imported agent session, read from its first messages' metadata.
+_SESSION_ABOUT = ("agent", "agent_version", "model", "project", "git_branch")
+
+
+def _session_about(mem: "Memory", session: str) -> dict[str, Any]:
+    """The agent, version, model, project and branch an importer put on a session's first messages (empty for
+    sessions that were not imported from an agent)."""
+    found: dict[str, Any] = {}
+    for m in mem.store.log.messages(mem.namespace, session, limit=10):
+        if "agent" not in m.metadata:
+            continue
+        for k in _SESSION_ABOUT:
+            if k in m.metadata and k not in found:
+                found[k] = m.metadata[k]
+    return found
 
 
 # ------------------------------------------------------------------ forget

@@ -11,7 +11,20 @@ from click.testing import CliRunner
 from ragmem import Memory
 from ragmem._cli import cli
 from ragmem._errors import InvalidMessage
-from ragmem._exports import detect_export, from_chatgpt, from_claude, import_export
+from ragmem._importing import import_export
+from ragmem.importers import Parsed, chatgpt, claude_ai, detect
+
+
+def detect_export(data):
+    return detect("conversations.json", json.dumps(data))
+
+
+def from_chatgpt(data):
+    return {s.name: s.messages for s in chatgpt.sessions(data, Parsed("chatgpt", []))}
+
+
+def from_claude(data):
+    return {s.name: s.messages for s in claude_ai.sessions(data, Parsed("claude", []))}
 
 
 def _node(ident, parent, children, role=None, text=None, t=None, kind="text", hidden=False):
@@ -90,7 +103,8 @@ def test_cli_import_chats(tmp_path):
     store = str(tmp_path / "cli")
     result = CliRunner().invoke(cli, ["--store", store, "--json", "import-chats", str(path)])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output) == {"imported": 2, "sessions": {"claude-kubernetes-ingress-timeouts-0b7c2c1e-1111-2222-3333-444444444444": 2}}
+    out = json.loads(result.output)
+    assert (out["imported"], out["sessions"]) == (2, {"claude-kubernetes-ingress-timeouts-0b7c2c1e-1111-2222-3333-444444444444": 2})
     again = CliRunner().invoke(cli, ["--store", store, "import-chats", str(path)])
     assert "imported 0 messages into 1 sessions" in again.output
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from .._errors import InvalidMessage
-from . import claude_code
+from . import chatgpt, claude_ai, claude_code, codex, gemini
 from ._common import NO_RESULT, ImportedSession, Parsed
 
 __all__ = ["FORMATS", "NO_RESULT", "ImportedSession", "Parsed", "detect", "parse"]
@@ -29,8 +29,12 @@ __all__ = ["FORMATS", "NO_RESULT", "ImportedSession", "Parsed", "detect", "parse
 #: The formats, as ``--from`` names them.
 FORMATS = ("claude-code", "codex", "gemini", "chatgpt", "claude")
 
-_PARSERS: dict[str, Callable[..., Parsed]] = {"claude-code": claude_code.parse}
-_DETECTORS: list[tuple[str, Callable[[str, str], bool]]] = [("claude-code", claude_code.detect)]
+_PARSERS: dict[str, Callable[..., Parsed]] = {"claude-code": claude_code.parse, "codex": codex.parse,
+                                               "gemini": gemini.parse, "chatgpt": chatgpt.parse,
+                                               "claude": claude_ai.parse}
+_DETECTORS: list[tuple[str, Callable[[str, str], bool]]] = [
+    ("claude-code", claude_code.detect), ("codex", codex.detect), ("gemini", gemini.detect),
+    ("chatgpt", chatgpt.detect), ("claude", claude_ai.detect)]
 
 
 def detect(filename: str, text: str) -> str | None:
@@ -42,7 +46,7 @@ def detect(filename: str, text: str) -> str | None:
 
 
 def parse(text: str, fmt: str | None = None, *, filename: str = "", skip_bad_lines: bool = False,
-          known: Mapping[str, Mapping[str, Any]] | None = None) -> Parsed:
+          known: Mapping[str, Mapping[str, Any]] | None = None, first_line: int = 1) -> Parsed:
     """The sessions in a file's ``text``, in format ``fmt`` (detected when None).
 
     ``filename`` names the file in errors and warnings (and, for the formats
@@ -50,7 +54,8 @@ def parse(text: str, fmt: str | None = None, *, filename: str = "", skip_bad_lin
     last raises :class:`~ragmem._errors.InvalidMessage` naming the file and line,
     unless ``skip_bad_lines``. ``known`` continues an earlier parse of the same
     file: ``{session key: {"name": ..., "metadata": ...}}`` of the sessions it
-    returned, so that ``text[consumed:]`` lands in the same sessions.
+    returned, so that ``text[consumed:]`` lands in the same sessions; ``first_line``
+    is then the number of its first line in the file (for errors).
     """
     if fmt is None:
         fmt = detect(filename, text)
@@ -60,4 +65,4 @@ def parse(text: str, fmt: str | None = None, *, filename: str = "", skip_bad_lin
                 "Gemini CLI, ChatGPT or Claude.ai); name its format with --from if it is one of them")
     if fmt not in _PARSERS:
         raise InvalidMessage(f"unknown format {fmt!r}; expected one of: {', '.join(FORMATS)}")
-    return _PARSERS[fmt](text, filename=filename, skip_bad_lines=skip_bad_lines, known=known)
+    return _PARSERS[fmt](text, filename=filename, skip_bad_lines=skip_bad_lines, known=known, first_line=first_line)

@@ -29,6 +29,8 @@ class ImportedSession:
     name: str
     messages: list[dict[str, Any]]
     metadata: dict[str, Any]
+    #: How errors name the session (``conversation 3 (id '...', 'Title')``); its key when empty.
+    label: str = ""
 
 
 @dataclass

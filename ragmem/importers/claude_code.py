@@ -88,7 +88,7 @@ class _Thread:
 
 
 def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
-          known: Mapping[str, Mapping[str, Any]] | None = None) -> Parsed:
+          known: Mapping[str, Mapping[str, Any]] | None = None, first_line: int = 1) -> Parsed:
     """A Claude Code transcript's sessions (see the module's docstring).
 
     ``known`` maps a session key already imported from the start of this file
@@ -96,7 +96,7 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
     (``text[consumed:]`` of an earlier parse) lands in the same sessions.
     """
     parsed = Parsed(FORMAT, [])
-    lines = jsonl(text, filename, FORMAT, skip_bad_lines, parsed)
+    lines = jsonl(text, filename, FORMAT, skip_bad_lines, parsed, first_line=first_line)
     known = known or {}
     threads: dict[str, _Thread] = {}
     agent_file = _AGENT_FILE.search(filename.replace("\\", "/"))

@@ -1,0 +1,437 @@
+"""Importing histories into a store: the shell around :mod:`ragmem.importers` (``ragmem import-chats``, hooks).
+
+The importers are pure; this reads the files (folders walked, zips opened),
+stores each session they return through :meth:`Memory.add_many` in the
+caller's namespace, and keeps, per namespace and file, how far a transcript was
+read (``imports.json`` in the store folder, written after what it counts is
+stored). A later import of a grown file, and ``--follow``, read on from there:
+kill the importer at any moment and the next run stores what is missing, and
+nothing twice (message ids derive from the source's ids; an id already stored
+is skipped).
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import os
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from ._errors import InvalidMessage, RagmemError, StoredNotIndexed, UsageError
+from .importers import FORMATS, ImportedSession, Parsed, chatgpt, claude_ai, detect, parse
+
+#: Where each agent keeps its sessions, read when ``import-chats --from AGENT`` names no path.
+DEFAULT_DIRS = {"claude-code": "~/.claude/projects", "codex": "~/.codex/sessions", "gemini": "~/.gemini/tmp"}
+#: The formats read from an offset onward (one record a line); the others are read whole each time.
+LINE_FORMATS = ("claude-code", "codex")
+#: The file in the store folder that keeps how far each transcript was read.
+OFFSETS_FILE = "imports.json"
+_SUFFIXES = (".jsonl", ".json")
+
+
+@dataclass
+class Source:
+    """One file to import: a path, or a member of a zip (``member``)."""
+
+    path: Path
+    member: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The file as errors name it."""
+        return f"{self.path}:{self.member}" if self.member else str(self.path)
+
+    @property
+    def key(self) -> str:
+        """The file as the offsets record knows it: its absolute path."""
+        return f"{self.path.resolve()}:{self.member}" if self.member else str(self.path.resolve())
+
+
+@dataclass
+class FileResult:
+    """What one file gave: its format, messages stored per session, and the importer's counts."""
+
+    source: str
+    format: str
+    stored: dict[str, int] = field(default_factory=dict)
+    messages: int = 0
+    calls: int = 0
+    results: int = 0
+    skipped: collections.Counter[str] = field(default_factory=collections.Counter)
+    warnings: list[str] = field(default_factory=list)
+    waiting: int = 0
+    interrupted: int = 0
+
+
+@dataclass
+class Report:
+    """An import's summary over all its files."""
+
+    files: list[FileResult] = field(default_factory=list)
+    unknown_files: list[str] = field(default_factory=list)
+
+    @property
+    def stored(self) -> int:
+        """Messages newly stored, all files together."""
+        return sum(sum(f.stored.values()) for f in self.files)
+
+    @property
+    def skipped(self) -> collections.Counter[str]:
+        """What was left out, by kind, all files together."""
+        total: collections.Counter[str] = collections.Counter()
+        for f in self.files:
+            total.update(f.skipped)
+        return total
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data (``import-chats --json``)."""
+        sessions: dict[str, int] = {}
+        for f in self.files:
+            for name, n in f.stored.items():
+                sessions[name] = sessions.get(name, 0) + n
+        return {
+            "imported": self.stored, "sessions": sessions,
+            "skipped": dict(sorted(self.skipped.items())),
+            "waiting": sum(f.waiting for f in self.files), "interrupted": sum(f.interrupted for f in self.files),
+            "warnings": [w for f in self.files for w in f.warnings],
+            "files": [{"file": f.source, "format": f.format, "stored": sum(f.stored.values()),
+                       "messages": f.messages, "tool_calls": f.calls, "tool_results": f.results,
+                       "skipped": dict(sorted(f.skipped.items())), "waiting": f.waiting,
+                       "interrupted": f.interrupted} for f in self.files],
+            "unknown_files": self.unknown_files,
+        }
+
+
+# ------------------------------------------------------------------ finding files
+
+
+def default_paths(fmt: str | None) -> list[str]:
+    """The agent's own folder for ``--from AGENT`` with no PATH; a usage error for anything else."""
+    if fmt not in DEFAULT_DIRS:
+        raise UsageError("name the files or folders to import (PATH...), or an agent with --from "
+                         f"({', '.join(DEFAULT_DIRS)}) to read its default folder")
+    folder = Path(DEFAULT_DIRS[fmt]).expanduser()
+    if not folder.is_dir():
+        raise UsageError(f"{folder} does not exist: no {fmt} sessions on this machine? Name the folder or files "
+                         "to import as PATH")
+    return [str(folder)]
+
+
+def sources(paths: Sequence[str]) -> Iterator[tuple[Source, bool]]:
+    """Every file to read, with whether it was named (True) or found in a folder or zip (False)."""
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.is_dir():
+            for found in sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in _SUFFIXES):
+                yield Source(found), False
+        elif path.suffix == ".zip" and path.is_file():
+            try:
+                with zipfile.ZipFile(path) as zf:
+                    names = [n for n in zf.namelist() if n.endswith(_SUFFIXES) and not n.startswith("__MACOSX")]
+            except zipfile.BadZipFile:
+                raise InvalidMessage(f"{path}: not a readable zip file; unzip it and import its files") from None
+            for name in names:
+                yield Source(path, name), False
+        elif path.is_file():
+            yield Source(path), True
+        else:
+            raise UsageError(f"{raw}: no such file or folder")
+
+
+def _read(src: Source, start: int = 0) -> bytes:
+    if src.member is not None:
+        with zipfile.ZipFile(src.path) as zf:
+            return zf.read(src.member)[start:]
+    with open(src.path, "rb") as fh:
+        fh.seek(start)
+        return fh.read()
+
+
+def _decode(data: bytes, label: str) -> str:
+    """UTF-8 text; an incomplete last line may end inside a character (it waits), the rest must be whole."""
+    cut = data.rfind(b"\n") + 1
+    try:
+        head = data[:cut].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidMessage(f"{label}: not UTF-8 text (byte {exc.start}); is it a transcript or an export? "
+                             "Nothing of it was imported") from None
+    return head + data[cut:].decode("utf-8", errors="ignore")
+
+
+# ------------------------------------------------------------------ offsets
+
+
+class Offsets:
+    """How far each file was read, per namespace: ``imports.json`` in the store folder.
+
+    A record is ``{"format", "offset" (bytes), "line", "check" (a hash of the
+    bytes just before the offset), "sessions": {key: {"name", "metadata"}}}``.
+    It is written (atomically) only after the messages it counts are stored.
+    """
+
+    def __init__(self, folder: Path | None) -> None:
+        self.path = folder / OFFSETS_FILE if folder is not None else None
+        self.data: dict[str, dict[str, Any]] = {}
+        if self.path is not None and self.path.exists():
+            try:
+                loaded = json.loads(self.path.read_text(encoding="utf-8"))
+                self.data = loaded if isinstance(loaded, dict) else {}
+            except (OSError, ValueError):
+                self.data = {}  # a damaged record only costs a re-read: ids keep the store free of duplicates
+
+    def get(self, namespace: str, src: Source) -> dict[str, Any] | None:
+        """The record of a file in a namespace, if any."""
+        rec = self.data.get(namespace, {}).get(src.key)
+        return rec if isinstance(rec, dict) else None
+
+    def put(self, namespace: str, src: Source, record: dict[str, Any]) -> None:
+        """Keep a file's record, on disk at once."""
+        self.data.setdefault(namespace, {})[src.key] = record
+        if self.path is None:
+            return
+        tmp = self.path.with_name(f".{OFFSETS_FILE}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(self.data, fh, ensure_ascii=False)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+
+
+def _check(data: bytes) -> str:
+    """A fingerprint of the bytes before an offset: a file rewritten under the same name is read from the start."""
+    return hashlib.sha256(data[-256:]).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------ storing
+
+
+def store_sessions(memory: Any, sessions: Sequence[ImportedSession], source: str) -> dict[str, int]:
+    """Store parsed sessions in ``memory``'s namespace, one session each; ``{session: messages newly stored}``.
+
+    Every message is checked before any is stored, so a malformed one stores
+    nothing of the file, and the error names ``source`` and the session. A
+    session imported before keeps its session, found by its messages' ids (a
+    renamed conversation adds its new turns there). Each session is one
+    transaction; if storing one fails, the error says which were stored and
+    which were not (importing the file again after the fix stores only what is
+    missing).
+    """
+    from ._messages import parse_message
+
+    settings, log, ns = memory.settings, memory.store.log, memory.namespace
+    taken: dict[str, str] = {}
+    for s in sessions:
+        label = s.label or f"session {s.key!r}"
+        for j, row in enumerate(s.messages):  # every message of every session, before anything is stored
+            try:
+                parse_message(row, max_chars=settings.max_chars, clip_tool_results=settings.clip_tool_results)
+            except InvalidMessage as exc:
+                raise InvalidMessage(f"{source}: {label}, message {j} ({row.get('id')}): {exc}; nothing of the "
+                                     "file was imported") from None
+        held = log.get_many(ns, [r["id"] for r in s.messages])
+        if held:  # imported before, perhaps under an older title: its session is the one its messages are in
+            s.name = next(iter(held.values())).session
+        if taken.setdefault(s.name, s.key) != s.key:
+            raise InvalidMessage(f"{source}: {label} would share session {s.name!r} with id {taken[s.name]!r}; "
+                                 "nothing of the file was imported")
+    counts: dict[str, int] = {}
+    for i, s in enumerate(sessions):
+        label = s.label or f"session {s.key!r}"
+        try:
+            counts[s.name] = len(memory.for_session(s.name).add_many(s.messages, format="openai"))
+        except StoredNotIndexed as exc:
+            counts[s.name] = len(exc.ids)  # the log took it (its vectors follow once the embedder works)
+            done = ", ".join(repr(n) for n in counts)
+            raise StoredNotIndexed(
+                f"{source}: {label} is stored, but indexing it failed: {exc}. Stored: {done}; not stored: the "
+                f"{len(sessions) - i - 1} after it. Importing the file again once the embedder works stores only "
+                "those", exc.ids) from exc
+        except RagmemError as exc:
+            done = ", ".join(repr(n) for n in counts) or "none"
+            raise type(exc)(f"{source}: {label} was not imported: {exc}. Stored before it, whole: {done}; not "
+                            f"stored: this one and the {len(sessions) - i - 1} after it. Importing the file again "
+                            "after the fix stores only what is missing") from exc
+    return counts
+
+
+def import_export(memory: Any, data: Any, source: str = "the export") -> dict[str, int]:
+    """Store a parsed ChatGPT or Claude export (its ``conversations.json`` as JSON data), one session each.
+
+    Returns ``{session: messages newly stored}``; see :func:`store_sessions`.
+    """
+    if chatgpt.detect_data(data):
+        module: Any = chatgpt
+    elif claude_ai.detect_data(data):
+        module = claude_ai
+    else:
+        raise InvalidMessage(
+            f"{source}: this is not a ChatGPT or Claude export: expected the conversations.json list of a data "
+            "export (ChatGPT conversations carry 'mapping' and 'current_node'; Claude's 'uuid' and 'chat_messages')"
+        )
+    try:
+        found = module.sessions(data, Parsed(module.FORMAT, []))
+    except InvalidMessage as exc:
+        raise InvalidMessage(f"{source}: {exc}") from None
+    return store_sessions(memory, found, source)
+
+
+def import_file(memory: Any, src: Source, fmt: str | None = None, *, skip_bad_lines: bool = False,
+                offsets: Offsets | None = None, named: bool = True) -> FileResult | None:
+    """Import one file into ``memory``'s namespace, from where the last import of it stopped.
+
+    Returns None for a file of no known format found in a folder (``named``
+    False); a named one raises. The offset is kept only for line formats, and
+    only after the messages are stored.
+    """
+    ns = memory.namespace
+    rec = offsets.get(ns, src) if offsets is not None else None
+    start, known, first_line = 0, None, 1
+    if rec is not None and rec.get("format") in LINE_FORMATS and (fmt is None or fmt == rec.get("format")) \
+            and src.member is None:
+        offset = int(rec.get("offset") or 0)
+        try:
+            size = src.path.stat().st_size
+        except OSError:
+            size = -1
+        if 0 < offset <= size:
+            with open(src.path, "rb") as fh:
+                fh.seek(max(0, offset - 256))
+                before = fh.read(offset - max(0, offset - 256))
+            if _check(before) == rec.get("check"):
+                start, known, first_line = offset, rec.get("sessions") or {}, int(rec.get("line") or 1)
+    data = _read(src, start)
+    text = _decode(data, src.label)
+    kind = fmt or (rec.get("format") if rec is not None and start else None) or detect(src.label, text)
+    if kind is None and not named:
+        return None
+    parsed = parse(text, kind, filename=src.label, skip_bad_lines=skip_bad_lines, known=known, first_line=first_line)
+    stored = store_sessions(memory, parsed.sessions, src.label)
+    result = _result(src.label, parsed, stored)
+    if offsets is not None and kind in LINE_FORMATS and src.member is None:
+        end = start + len(text[:parsed.consumed].encode("utf-8"))
+        with open(src.path, "rb") as fh:
+            fh.seek(max(0, end - 256))
+            before = fh.read(end - max(0, end - 256))
+        sessions = dict(known or {})
+        for s in parsed.sessions:
+            sessions[s.key] = {"name": s.name, "metadata": s.metadata}
+        lines = text[:parsed.consumed].count("\n")
+        offsets.put(ns, src, {"format": kind, "offset": end, "line": first_line + lines, "check": _check(before),
+                              "sessions": sessions, "at": time.time()})
+    return result
+
+
+def _result(label: str, parsed: Parsed, stored: dict[str, int]) -> FileResult:
+    msgs = [m for s in parsed.sessions for m in s.messages]
+    return FileResult(
+        source=label, format=parsed.format, stored=stored, messages=len(msgs),
+        calls=sum(len(m.get("tool_calls") or ()) for m in msgs), results=sum(1 for m in msgs if m["role"] == "tool"),
+        skipped=parsed.skipped, warnings=parsed.warnings, waiting=parsed.waiting, interrupted=parsed.interrupted)
+
+
+def import_paths(memory: Any, paths: Sequence[str], fmt: str | None = None, *, skip_bad_lines: bool = False,
+                 progress: Callable[[int], None] | None = None, offsets: Offsets | None = None) -> Report:
+    """Import every file under ``paths`` (files, folders walked, zips) into ``memory``'s namespace.
+
+    Each file's format is detected unless ``fmt`` names one. Every file is
+    parsed and checked before it is stored; a bad file stores nothing of
+    itself (files before it stay stored). ``progress`` is told the bytes of
+    each file done.
+    """
+    if fmt is not None and fmt not in FORMATS:
+        raise UsageError(f"--from {fmt!r}: expected one of {', '.join(FORMATS)}")
+    if offsets is None:
+        offsets = Offsets(getattr(memory.store, "path", None))
+    report = Report()
+    for src, named in sources(paths):
+        result = import_file(memory, src, fmt, skip_bad_lines=skip_bad_lines, offsets=offsets, named=named)
+        if result is None:
+            report.unknown_files.append(src.label)
+        else:
+            report.files.append(result)
+        if progress is not None:
+            progress(_size(src))
+    return report
+
+
+def _size(src: Source) -> int:
+    try:
+        if src.member is not None:
+            with zipfile.ZipFile(src.path) as zf:
+                return zf.getinfo(src.member).file_size
+        return src.path.stat().st_size
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return 0
+
+
+def total_bytes(paths: Sequence[str]) -> int:
+    """The bytes an import of ``paths`` reads at most (for its progress bar)."""
+    return sum(_size(src) for src, _ in sources(paths))
+
+
+# ------------------------------------------------------------------ following
+
+
+def follow(memory: Any, paths: Sequence[str], fmt: str | None = None, *, skip_bad_lines: bool = False,
+           interval: float = 1.0, on_file: Callable[[FileResult], None] | None = None,
+           rounds: int | None = None, should_stop: Callable[[], bool] | None = None) -> Report:
+    """Keep importing ``paths`` as their files grow (and new files appear), until stopped (Ctrl-C).
+
+    Each round reads only what grew since the last (from the offsets kept in
+    the store), so memory stays bounded by one round's new text; a file whose
+    size and time did not change is not opened. ``rounds`` bounds the rounds
+    (None: until interrupted or ``should_stop()``).
+    """
+    offsets = Offsets(getattr(memory.store, "path", None))
+    seen: dict[str, tuple[int, float]] = {}
+    report = Report()
+    n = 0
+    while rounds is None or n < rounds:
+        n += 1
+        for src, named in sources(paths):
+            try:
+                st = src.path.stat()
+            except OSError:
+                continue
+            mark = (st.st_size, st.st_mtime)
+            if seen.get(src.label) == mark:
+                continue
+            result = import_file(memory, src, fmt, skip_bad_lines=skip_bad_lines, offsets=offsets, named=named)
+            seen[src.label] = mark
+            if result is None:
+                continue
+            report.files.append(result)
+            if on_file is not None and (any(result.stored.values()) or result.warnings):
+                on_file(result)
+        if should_stop is not None and should_stop():
+            break
+        if rounds is None or n < rounds:
+            time.sleep(interval)
+    return report
+
+
+def summary_lines(report: Report, namespace: str) -> Iterable[str]:
+    """The human summary of an import: sessions stored, skipped by kind, waiting and interrupted, warnings."""
+    data = report.to_dict()
+    for name, n in data["sessions"].items():
+        yield f"{n:6d}  {name}"
+    yield f"imported {data['imported']} messages into {len(data['sessions'])} sessions (namespace {namespace})"
+    if data["skipped"]:
+        yield "skipped: " + ", ".join(f"{k} {v}" for k, v in sorted(data["skipped"].items(), key=lambda kv: -kv[1]))
+    if data["waiting"]:
+        yield (f"waiting: {data['waiting']} messages at the end of a session still being written (a tool running, "
+               "or a response that may grow); the next import stores them")
+    if data["interrupted"]:
+        yield f"interrupted: {data['interrupted']} tool calls had no result; each is stored with a tool message saying so"
+    for w in data["warnings"][:20]:
+        yield f"warning: {w}"
+    if len(data["warnings"]) > 20:
+        yield f"... and {len(data['warnings']) - 20} more warnings (--json lists them all)"
+    if report.unknown_files:
+        yield f"not imported: {len(report.unknown_files)} files of no known format (--json lists them)"
