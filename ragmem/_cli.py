@@ -1013,8 +1013,24 @@ def mcp(**opts: Any) -> None:
               help="Requests per second each key may make, sustained (0: no limit); beyond, 429.")
 @click.option("--burst", type=click.IntRange(1), default=100, show_default=True, metavar="N",
               help="Requests a key may make at once above --rate.")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME[:PORT]",
+              help="A Host its clients (or its proxy) use, besides the loopback names and --host; repeat for "
+                   "more. Any other Host gets 421.")
+@click.option("--allowed-origin", "allowed_origins", multiple=True, metavar="ORIGIN",
+              help="A site whose pages may call the server (https://app.example), besides pages of the allowed "
+                   "hosts; repeat for more. Any other Origin gets 403.")
+@click.option("--header-timeout", type=click.FloatRange(0, min_open=True), default=10.0, show_default=True,
+              metavar="S", help="Seconds a connection has to send a request's headers; then 408, closed.")
+@click.option("--body-timeout", type=click.FloatRange(0, min_open=True), default=30.0, show_default=True,
+              metavar="S", help="Seconds after the headers to send the body; then 408, closed.")
+@click.option("--max-connections", type=click.IntRange(1), default=1000, show_default=True, metavar="N",
+              help="Connections served at once; beyond, 503.")
+@click.option("--keep-alive", type=click.IntRange(1), default=5, show_default=True, metavar="S",
+              help="Seconds an idle keep-alive connection stays open.")
 @_common
-def serve(host: str, port: int, max_body: int, rate: float, burst: int, **opts: Any) -> None:
+def serve(host: str, port: int, max_body: int, rate: float, burst: int, allowed_hosts: tuple[str, ...],
+          allowed_origins: tuple[str, ...], header_timeout: float, body_timeout: float, max_connections: int,
+          keep_alive: int, **opts: Any) -> None:
     """Serve the store over HTTP to many agents: MCP at /mcp, a JSON API, a page at /.
 
     Every request needs `Authorization: Bearer KEY`; each key (`ragmem keys
@@ -1025,8 +1041,11 @@ def serve(host: str, port: int, max_body: int, rate: float, burst: int, **opts: 
     from ._serve import ServeSettings, serve as run
 
     extra: dict[str, Any] = {"embedder": cfg.embedder} if cfg.embedder else {}
-    run(cfg.store, settings=ServeSettings(host=host, port=port, max_body=max_body, rate=rate, burst=burst),
-        log_url=cfg.log_url, chroma_url=cfg.chroma_url, **extra)
+    settings = ServeSettings(host=host, port=port, max_body=max_body, rate=rate, burst=burst,
+                             allowed_hosts=allowed_hosts, allowed_origins=allowed_origins,
+                             header_timeout=header_timeout, body_timeout=body_timeout,
+                             max_connections=max_connections, keep_alive=keep_alive)
+    run(cfg.store, settings=settings, log_url=cfg.log_url, chroma_url=cfg.chroma_url, **extra)
 
 
 @cli.group()

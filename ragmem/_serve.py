@@ -52,7 +52,7 @@ try:
     import anyio
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-    from mcp.server.transport_security import TransportSecuritySettings
+    from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.requests import ClientDisconnect, Request
@@ -76,6 +76,8 @@ log = logging.getLogger("ragmem.serve")
 MAX_BODY = 4 * 1024 * 1024
 #: Default requests per second each key may make (sustained), and the burst above it.
 RATE, BURST = 50.0, 100
+#: Default deadlines of a request's headers and body (seconds), connections at once, and keep-alive (seconds).
+HEADER_TIMEOUT, BODY_TIMEOUT, MAX_CONNECTIONS, KEEP_ALIVE = 10.0, 30.0, 1000, 5
 #: The header an operator key names its namespace with.
 NAMESPACE_HEADER = "x-ragmem-namespace"
 
@@ -109,6 +111,19 @@ class ServeSettings:
     #: Requests per second each key may make, sustained (0: no limit), and the burst above that; beyond, 429.
     rate: float = RATE
     burst: int = BURST
+    #: Seconds a connection has to send a request's headers whole (from its start or its last answer), and
+    #: then its body; past either, 408 and the connection closed.
+    header_timeout: float = HEADER_TIMEOUT
+    body_timeout: float = BODY_TIMEOUT
+    #: Connections served at once; beyond, uvicorn answers 503.
+    max_connections: int = MAX_CONNECTIONS
+    #: Seconds an idle keep-alive connection stays open.
+    keep_alive: int = KEEP_ALIVE
+    #: Host header values served besides the loopback names and ``host`` (a proxy's name, the server's own):
+    #: ``name`` (any port) or ``name:port``. Any other Host gets 421 (DNS rebinding).
+    allowed_hosts: tuple[str, ...] = ()
+    #: Origins whose pages may call the server besides those of the allowed hosts (``https://app.example``).
+    allowed_origins: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -330,18 +345,55 @@ def _bearer(raw: bytes | None) -> str | None:
     return None
 
 
-class _Gate:
-    """Every request: the key (401), its namespace (403), its rate (429) and its body's size (413), then the app."""
+#: The names of this machine a Host header may carry whatever the address the server listens on.
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
-    def __init__(self, app: ASGIApp, keys: Keys, settings: ServeSettings) -> None:
+
+def transport_security(settings: ServeSettings) -> TransportSecuritySettings:
+    """The Host and Origin values the server answers, for every route (the MCP SDK's settings, which ``/mcp``
+    checks as well): the loopback names, the address it listens on (unless every interface) and
+    ``allowed_hosts``, each with any port; Origins: pages of those hosts, and ``allowed_origins``.
+
+    Always on, ``--host 0.0.0.0`` included: there the names clients use must be given (``--allowed-host``),
+    or a page of any site could reach the server through a DNS name it rebinds to this machine.
+    """
+    names = list(LOOPBACK)
+    if settings.host not in ("0.0.0.0", "::", ""):
+        names.append(f"[{settings.host}]" if ":" in settings.host and not settings.host.startswith("[")
+                     else settings.host)
+    hosts: list[str] = []
+    for name in (*names, *settings.allowed_hosts):
+        if name.rpartition(":")[2].isdigit() and not name.endswith("]"):
+            hosts.append(name)  # name:port, exactly
+        else:
+            hosts += [name, f"{name}:*"]
+    bare = [h for h in hosts if not h.endswith(":*")]
+    origins = [f"{scheme}://{h}" for h in bare for scheme in ("http", "https")]
+    origins += [f"{scheme}://{h}" for h in hosts if h.endswith(":*") for scheme in ("http", "https")]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                     allowed_origins=origins + [o.rstrip("/") for o in settings.allowed_origins])
+
+
+class _Gate:
+    """Every request: its Host and Origin (421, 403), a JSON body (415), the key (401), its namespace (403), its
+    rate (429) and its body's size (413), then the app."""
+
+    def __init__(self, app: ASGIApp, keys: Keys, settings: ServeSettings,
+                 security: TransportSecuritySettings | None = None) -> None:
         self.app, self.keys, self.settings = app, keys, settings
         self.limiter = _Limiter(settings.rate, settings.burst)
+        # the SDK's own checks, so that every route refuses exactly what /mcp refuses
+        self.sites = TransportSecurityMiddleware(security or transport_security(settings))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])
+        refused = self._cross_site(scope, headers)
+        if refused is not None:
+            await _send_raw(send, *refused)
+            return
         try:
             if self.keys.stale():  # read the keys again (a revoke) off the event loop: the log may be remote
                 await anyio.to_thread.run_sync(self.keys.refresh)
@@ -398,6 +450,33 @@ class _Gate:
         except _TooLarge:
             if not started:
                 await _send_raw(send, 413, _too_large(limit))
+
+
+    def _cross_site(self, scope: Scope, headers: dict[bytes, bytes]) -> tuple[int, bytes] | None:
+        """A foreign Host (421) or Origin (403), or a body that is not JSON (415): what a page of another
+        site can send with a browser's stored login (a form post, a ``text/plain`` fetch), or through a
+        DNS name rebound to this machine. None: none of these."""
+        host = headers.get(b"host")
+        if not self.sites._validate_host(host.decode("latin-1") if host is not None else None):
+            return 421, _answer("MisdirectedRequest", (
+                f"this server does not answer to the Host {host.decode('latin-1') if host else '(none)'!r}; "
+                "start it with --allowed-host NAME for each name its clients (or its proxy) use"))
+        origin = headers.get(b"origin")
+        if origin is not None and not self.sites._validate_origin(origin.decode("latin-1")):
+            return 403, _answer("CrossOrigin", (
+                f"requests from pages of {origin.decode('latin-1')!r} are refused; start the server with "
+                "--allowed-origin ORIGIN for a site whose pages may call it"))
+        if scope["method"] == "POST":
+            kind = headers.get(b"content-type", b"").partition(b";")[0].strip().lower()
+            if kind != b"application/json":
+                return 415, _answer("UnsupportedMediaType", (
+                    f"a request body must be JSON sent as Content-Type: application/json, not "
+                    f"{kind.decode('latin-1') or 'none'!r} (curl: -H 'Content-Type: application/json')"))
+        return None
+
+
+def _answer(kind: str, message: str) -> bytes:
+    return json.dumps({"error": {"type": kind, "message": message}}).encode()
 
 
 def _too_large(limit: int) -> bytes:
@@ -769,13 +848,7 @@ def build_app(
                                                   "index", "trust_config") if k in memory_kwargs}
     root = Memory(store, **opening)
     keys = Keys(root.store.log)
-    security = None
-    if settings.host in ("127.0.0.1", "localhost", "::1"):
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        )
+    security = transport_security(settings)
     tenants = _Tenants(root.store, memory_kwargs, security, settings.max_body)
     api = _Api(tenants, root.store)
 
@@ -813,15 +886,16 @@ def build_app(
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})
     app.state.ragmem_memory = root  # for hosts and tests
     # the gate sits outside the router: an unknown route without a key is a 401 like any other
-    app.add_middleware(_GateMiddleware, keys=keys, settings=settings)
+    app.add_middleware(_GateMiddleware, keys=keys, settings=settings, security=security)
     return app
 
 
 class _GateMiddleware(_Gate):
     """:class:`_Gate` in Starlette's middleware form (``app.add_middleware``)."""
 
-    def __init__(self, app: ASGIApp, keys: Keys, settings: ServeSettings) -> None:
-        super().__init__(app, keys, settings)
+    def __init__(self, app: ASGIApp, keys: Keys, settings: ServeSettings,
+                 security: TransportSecuritySettings) -> None:
+        super().__init__(app, keys, settings, security)
 
 
 def _warm_up(root: Any) -> None:
@@ -832,12 +906,115 @@ def _warm_up(root: Any) -> None:
         pass
 
 
+# ------------------------------------------------------------------ connections
+
+
+_TIMED_OUT = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+              b"content-length: %d\r\n\r\n%s")
+
+
+def _bounded_protocol(header_timeout: float, body_timeout: float, parser: str = "auto") -> type:
+    """uvicorn's HTTP protocol (``parser``: httptools when installed, as uvicorn's ``auto`` picks, else h11) with
+    two deadlines.
+
+    A connection has ``header_timeout`` seconds from its start, or from its last answer, to send a request's
+    headers whole, and ``body_timeout`` seconds from then to send its body whole; past either it gets 408 and
+    is closed (uvicorn itself waits forever: 50 connections with unfinished headers were all still open after
+    12 s). A timer per connection, armed and disarmed by the parser's own events: nothing per request on the
+    event loop besides.
+    """
+    h11: Any = None
+    Base: Any
+    try:
+        if parser == "h11":
+            raise ImportError("h11 asked for")
+        import httptools  # noqa: F401 - only whether it is there: uvicorn's "auto" choice
+
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+        Base = HttpToolsProtocol
+    except ImportError:
+        import h11
+
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+
+        Base = H11Protocol
+
+    class Bounded(Base):
+        _deadline: Any = None
+        _phase = "headers"
+
+        def _arm(self, seconds: float) -> None:
+            self._disarm()
+            if seconds > 0:
+                self._deadline = self.loop.call_later(seconds, self._too_slow)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _too_slow(self) -> None:
+            self._deadline = None
+            if self.transport.is_closing():
+                return
+            cycle = getattr(self, "cycle", None)
+            if cycle is None or not cycle.response_started:  # nothing of an answer sent yet: say why
+                body = json.dumps({"error": {"type": "RequestTimeout", "message": (
+                    f"the request was not sent whole in time (headers within {header_timeout:g} s, the body "
+                    f"within {body_timeout:g} s more); send it at once")}}).encode()
+                self.transport.write(_TIMED_OUT % (len(body), body))
+            self.transport.close()
+
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm(header_timeout)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def on_response_complete(self) -> None:
+            self._phase = "headers"
+            super().on_response_complete()
+            if not self.transport.is_closing() and self._phase == "headers":
+                self._arm(header_timeout)  # the next request's headers (keep-alive's own timer ends an idle one)
+
+        if h11 is None:
+            def on_headers_complete(self) -> None:
+                self._arm(body_timeout)
+                super().on_headers_complete()
+
+            def on_message_complete(self) -> None:
+                self._disarm()
+                super().on_message_complete()
+        else:  # h11 has no such callbacks: the state of the client's side says where its request is
+            def handle_events(self) -> None:
+                super().handle_events()
+                state = self.conn.their_state
+                phase = "body" if state is h11.SEND_BODY else "done" if state is h11.DONE else "headers"
+                if phase != self._phase:
+                    self._phase = phase
+                    if phase == "body":
+                        self._arm(body_timeout)
+                    elif phase == "done":
+                        self._disarm()
+
+    return Bounded
+
+
 def uvicorn_config(app: ASGIApp, settings: ServeSettings) -> Any:
-    """The ``uvicorn.Config`` that :func:`serve` runs ``app`` with: ``settings``' address and bounds."""
+    """The ``uvicorn.Config`` that :func:`serve` runs ``app`` with: ``settings``' address and bounds.
+
+    The bounds on connections: headers and body deadlines (:func:`_bounded_protocol`), at most
+    ``max_connections`` at once (uvicorn answers 503 beyond), and an idle keep-alive connection closed after
+    ``keep_alive`` seconds.
+    """
     import uvicorn
 
     return uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
-                          lifespan="on")
+                          lifespan="on", http=_bounded_protocol(settings.header_timeout, settings.body_timeout),
+                          limit_concurrency=settings.max_connections, timeout_keep_alive=settings.keep_alive)
 
 
 def serve(store: str | None = None, *, settings: ServeSettings | None = None, **memory_kwargs: Any) -> None:

@@ -349,7 +349,8 @@ def test_oversized_bodies_get_413_and_fast_keys_429_each_key_on_its_own(tmp_path
             for _ in range(10):
                 yield b"x" * 500
 
-        r = http.post("/api/add", content=chunks(), headers={"Authorization": f"Bearer {a}"})
+        r = http.post("/api/add", content=chunks(), headers={"Authorization": f"Bearer {a}",
+                                                             "Content-Type": "application/json"})
         assert r.status_code == 413
         codes = [http.get("/api/me", headers={"Authorization": f"Bearer {a}"}).status_code for _ in range(10)]
         assert 429 in codes and codes[0] == 200

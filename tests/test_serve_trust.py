@@ -23,7 +23,7 @@ import uvicorn  # noqa: E402
 
 from ragmem import Memory  # noqa: E402
 from ragmem._keys import Keys  # noqa: E402
-from ragmem._serve import ServeSettings, build_app, uvicorn_config  # noqa: E402
+from ragmem._serve import ServeSettings, _bounded_protocol, build_app, uvicorn_config  # noqa: E402
 from ragmem.testing import HashEmbedder  # noqa: E402
 
 # a server thread, sockets and timeouts on the clock
@@ -42,14 +42,17 @@ class Live:
 
 
 @contextmanager
-def live(tmp_path, **settings) -> Iterator[Live]:
+def live(tmp_path, parser: str = "auto", **settings) -> Iterator[Live]:
     store = tmp_path / "store"
     with Memory(store, embedder=HashEmbedder()) as mem:
         keys = Keys(mem.store.log)
         made = {"a": keys.add(["tenant-a"])[0], "b": keys.add(["tenant-b"])[0], "op": keys.add(["tenant-a", "tenant-b"])[0]}
     s = ServeSettings(port=0, **{"rate": 0, **settings})
     app = build_app(str(store), settings=s, embedder=HashEmbedder(), warm=False)
-    server = uvicorn.Server(uvicorn_config(app, s))
+    config = uvicorn_config(app, s)
+    if parser != "auto":
+        config.http = _bounded_protocol(s.header_timeout, s.body_timeout, parser)
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -104,3 +107,110 @@ def test_a_client_hanging_up_mid_body_is_one_info_line_not_a_bug(tmp_path, caplo
     assert not [r for r in ours if r.levelno >= logging.WARNING], [r.getMessage() for r in ours]
     hung = [r for r in ours if "hung up" in r.getMessage()]
     assert len(hung) == 3 and all(r.levelno == logging.INFO and r.exc_info is None for r in hung)
+
+
+# ------------------------------------------------------------------ cross-site requests and foreign Hosts
+
+
+def test_cross_site_writes_are_refused_and_nothing_is_stored(tmp_path):
+    """With `Origin: http://evil.example`, a text/plain body with Basic credentials stored a message (200), and a
+    form-encoded forget of a session returned 200: what a page of any site can make a browser send."""
+    import base64
+
+    with live(tmp_path) as srv:
+        with srv.client() as c:
+            assert c.post("/api/add", json={"message": {"role": "user", "content": "kept"}, "session": "s"}).status_code == 200
+        auth = "Basic " + base64.b64encode(f":{srv.keys['a']}".encode()).decode()
+        body = '{"message": {"role": "user", "content": "planted"}, "session": "s"}'
+        with srv.client(Authorization=auth) as c:
+            evil = c.post("/api/add", content=body, headers={"Origin": "http://evil.example", "Content-Type": "text/plain"})
+            assert evil.status_code == 403 and evil.json()["error"]["type"] == "CrossOrigin"
+            assert "--allowed-origin" in evil.json()["error"]["message"]
+            # the same bodies without an Origin (a non-browser client) still need JSON
+            plain = c.post("/api/add", content=body, headers={"Content-Type": "text/plain"})
+            assert plain.status_code == 415 and "application/json" in plain.json()["error"]["message"]
+            form = c.post("/api/forget", data={"session_to_delete": "s"})
+            assert form.status_code == 415
+            foreign_form = c.post("/api/forget", data={"session_to_delete": "s"}, headers={"Origin": "http://evil.example"})
+            assert foreign_form.status_code == 403
+            assert c.post("/mcp", content="{}", headers={"Content-Type": "text/plain"}).status_code == 415
+            # the page's own requests: same origin, JSON
+            own = c.post("/api/search", json={"query": "kept", "session": "s"}, headers={"Origin": srv.url})
+            assert own.status_code == 200
+            texts = [m["content"] for m in c.get("/api/sessions/s/messages").json()["messages"]]
+        assert texts == ["kept"]
+
+
+def test_an_allowed_origin_may_call_the_server(tmp_path):
+    with live(tmp_path, allowed_origins=("https://app.example",)) as srv, srv.client() as c:
+        assert c.get("/api/me", headers={"Origin": "https://app.example"}).status_code == 200
+        assert c.get("/api/me", headers={"Origin": "https://app.example.evil"}).status_code == 403
+
+
+@pytest.mark.parametrize("path", ["/api/me", "/", "/healthz", "/openapi.json", "/mcp"])
+def test_a_foreign_host_is_refused_on_every_route(tmp_path, path):
+    """`Host: rebind.evil.example` got 200 with a key on /api and / (DNS rebinding); /mcp alone checked it."""
+    with live(tmp_path) as srv, srv.client(Host="rebind.evil.example") as c:
+        r = c.get(path) if path != "/mcp" else c.post(path, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                                      headers={"Accept": "application/json, text/event-stream"})
+        assert r.status_code == 421, r.text
+        assert r.json()["error"]["type"] == "MisdirectedRequest" and "--allowed-host" in r.text
+
+
+def test_on_every_interface_the_host_check_stays_on_with_the_allowed_hosts(tmp_path):
+    """With --host 0.0.0.0 the /mcp checks switched off as well; now the names clients use must be listed."""
+    with live(tmp_path, host="0.0.0.0", allowed_hosts=("memory.example",)) as srv:
+        with srv.client(Host="rebind.evil.example") as c:
+            assert c.get("/api/me").status_code == 421
+            mcp = c.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                         headers={"Accept": "application/json, text/event-stream"})
+            assert mcp.status_code == 421
+        with srv.client(Host=f"memory.example:{srv.port}") as c:
+            assert c.get("/api/me").status_code == 200
+            assert c.get("/api/me", headers={"Origin": f"https://memory.example:{srv.port}"}).status_code == 200
+            assert c.get("/api/me", headers={"Origin": "http://evil.example"}).status_code == 403
+        with srv.client() as c:  # the loopback names always work
+            assert c.get("/api/me").status_code == 200
+
+
+# ------------------------------------------------------------------ slow clients
+
+
+def _slow(port: int, key: str, body: bool) -> socket.socket:
+    """A connection that sends part of a request and then nothing: its headers unfinished, or its body."""
+    s = socket.create_connection(("127.0.0.1", port))
+    head = f"POST /api/add HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {key}\r\n"
+    if body:
+        head += "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"mess"
+    else:
+        head += "Content-Type: appl"
+    s.sendall(head.encode())
+    return s
+
+
+@pytest.mark.parametrize("parser", ["auto", "h11"])
+def test_slow_clients_are_cut_off_while_the_others_are_served(tmp_path, parser):
+    """50 connections with unfinished headers were all still open after 12 s (uvicorn has no header timeout).
+    Now each slow one gets 408 (or is closed) after its deadline, and requests beside them are served."""
+    with live(tmp_path, parser=parser, header_timeout=1.0, body_timeout=1.0) as srv:
+        slow = [_slow(srv.port, srv.keys["a"], body=i % 5 == 0) for i in range(50)]
+        started = time.monotonic()
+        served = 0
+        with srv.client() as c:
+            while time.monotonic() - started < 2.5:  # normal requests all along, before and after the deadlines
+                assert c.post("/api/search", json={"query": "pool", "session": "s"}).status_code == 200
+                served += 1
+        assert served >= 10
+        cut = 0
+        for s in slow:
+            s.settimeout(5)
+            try:
+                answer = s.recv(4096)  # a connection still open after its deadline times out here: a failure
+            except ConnectionResetError:
+                answer = b""
+            assert answer == b"" or answer.startswith(b"HTTP/1.1 408"), answer[:200]
+            cut += 1
+            s.close()
+        assert cut == 50
+        with srv.client() as c:
+            assert c.get("/api/me").status_code == 200
