@@ -175,6 +175,7 @@ class _Tenant:
     def __init__(self, store: "Store", namespace: str, memory_kwargs: dict[str, Any]) -> None:
         self.memories = _mcp._Memories(None, namespace, "default", {"store": store, **memory_kwargs})  # type: ignore[arg-type]
         self.server: MCPServer = _mcp.build_server(memories=self.memories)
+        self.server.call_tool = _one_namespace(self.server.call_tool, namespace)  # type: ignore[method-assign,assignment]
         self.manager: StreamableHTTPSessionManager | None = None
         self._runners: dict[str, Callable[[dict[str, Any]], tuple[Any, bytes | None]] | None] = {}
 
@@ -217,6 +218,27 @@ class _Tenant:
             return result, text.encode() if text is not None and not result.is_error else None
 
         return run
+
+
+def _one_namespace(call_tool: Callable[..., Awaitable[Any]], namespace: str) -> Callable[..., Awaitable[Any]]:
+    """``call_tool`` of a tenant's MCP server, with the JSON API's namespace rule: a ``namespace`` argument
+    other than the one this request acts on is refused with the JSON API's 403 words (the SDK would drop
+    it silently, and the call would act on the key's first namespace); the namespace itself is dropped."""
+    from mcp.types import CallToolResult, TextContent
+
+    refused = json.loads(_REFUSED)
+
+    async def checked(name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if "namespace" in arguments:
+            arguments = dict(arguments)
+            named = arguments.pop("namespace")
+            if named is not None and named != namespace:
+                text = f"{refused['error']['type']}: {refused['error']['message']}"
+                return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=refused,
+                                      is_error=True)
+        return await call_tool(name, arguments, context)
+
+    return checked
 
 
 class _Tenants:

@@ -214,3 +214,42 @@ def test_slow_clients_are_cut_off_while_the_others_are_served(tmp_path, parser):
         assert cut == 50
         with srv.client() as c:
             assert c.get("/api/me").status_code == 200
+
+
+# ------------------------------------------------------------------ one namespace rule on every door
+
+
+def test_an_mcp_namespace_argument_the_request_does_not_act_on_is_refused_as_the_json_api_refuses_it(tmp_path):
+    """With an operator key for two namespaces, an MCP add_messages naming the second stored into the first (200);
+    the JSON API answers 403 to the same field. Now both refuse it alike, and nothing is stored anywhere."""
+    import anyio
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    message = {"role": "user", "content": "meant for tenant-b"}
+
+    async def call(srv: Live, who: str, args: dict):
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {srv.keys[who]}"}) as http:
+            async with streamable_http_client(f"{srv.url}/mcp", http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    return await session.call_tool("add_messages", args)
+
+    with live(tmp_path) as srv:
+        with srv.client("op") as c:
+            api = c.post("/api/add_many", json={"messages": [message], "namespace": "tenant-b"})
+        assert api.status_code == 403
+        for who in ("op", "a"):  # a namespace of the key that this request does not act on, and one of another key
+            result = anyio.run(call, srv, who, {"messages": [message], "namespace": "tenant-b"})
+            assert result.is_error
+            assert result.content[0].text == f"Forbidden: {api.json()['error']['message']}"
+            assert result.structured_content == api.json()
+        own = anyio.run(call, srv, "op", {"messages": [{"role": "user", "content": "mine"}], "namespace": "tenant-a"})
+        assert not own.is_error  # naming the namespace the request acts on is no mistake
+        for who, namespace in (("a", "tenant-a"), ("b", "tenant-b")):
+            with srv.client(who) as c:
+                sessions = c.get("/api/sessions").json()["sessions"]
+                texts = [m["content"] for s in sessions
+                         for m in c.get(f"/api/sessions/{s['session']}/messages").json()["messages"]]
+            assert "meant for tenant-b" not in texts, (namespace, texts)
