@@ -946,16 +946,17 @@ def _bounded_protocol(header_timeout: float, body_timeout: float, parser: str = 
     event loop besides.
     """
     h11: Any = None
-    Base: Any
-    try:
-        if parser == "h11":
-            raise ImportError("h11 asked for")
-        import httptools  # noqa: F401 - only whether it is there: uvicorn's "auto" choice
+    Base: Any = None
+    if parser != "h11":
+        try:
+            import httptools  # noqa: F401 - only whether it is there: uvicorn's "auto" choice
 
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+            from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-        Base = HttpToolsProtocol
-    except ImportError:
+            Base = HttpToolsProtocol
+        except ImportError:
+            pass
+    if Base is None:
         import h11
 
         from uvicorn.protocols.http.h11_impl import H11Protocol
