@@ -41,6 +41,7 @@ from .. import _validate as validate
 from .._config import DEFAULT_STORE, load_config
 from .._consistency import Consistency, LocationLock, check_location, index_location
 from .._errors import EmbeddingMismatch, StoreError, StoredNotIndexed
+from .._lexical import TERMS_VERSION
 from .._indexing import by_namespace, index_messages, lexical_rows
 from .._messages import Message
 from .._settings import RecallSettings, as_recall_settings
@@ -605,8 +606,8 @@ class Store:
         broken = self._check_embedded_index()
         # a read-only store (a read-only mount) is searched as it is: nothing can be repaired there
         done = {} if self.log.read_only else self.repair(full=self._index_moved() or broken, purge=False)
-        if not self.log.read_only and self.log.meta.get(LEXICAL_PAIRS_KEY) is None:
-            relexed = self._relex_no_space_scripts()
+        if not self.log.read_only and self._terms_seen() < TERMS_VERSION:
+            relexed = self._relex(self._terms_seen())
             if relexed:
                 done["relexed"] = relexed
         if broken:
@@ -616,26 +617,39 @@ class Store:
         self._debt.purge = self.log.forgetting.any_pending() and not self.log.read_only
         return done
 
-    def _relex_no_space_scripts(self) -> int:
-        """Rewrite the lexical rows of messages in scripts without spaces (Chinese, Japanese, Thai...); return how many.
+    def _terms_seen(self) -> int:
+        """The version of :func:`ragmem._lexical.tokenize` whose terms the store's lexical rows hold."""
+        seen = self.log.meta.get(LEXICAL_TERMS_KEY)
+        if seen is not None:
+            return int(seen)
+        return 1 if self.log.meta.get(LEXICAL_PAIRS_KEY) is not None else 0
 
-        Stores written before character pairs (issue 26) held a whole run of such characters as one term,
-        which no question matches; their rows are rebuilt once, from the log, the first time a ragmem that
-        cuts pairs opens them (no model, no vector index). Other rows are unchanged: their terms are the same.
+    def _relex(self, since: int) -> int:
+        """Rewrite the lexical rows whose terms changed since tokenizer version ``since``; return how many.
+
+        A store written by an older ragmem holds rows of older terms: before character pairs (issue 26)
+        a whole run of a script without spaces was one term, before code words (issue 35) ``src/timer.js``
+        had no whole form, which no question of today's terms matches. Those rows are rebuilt once, from
+        the log, the first time a newer ragmem opens the store (no model, no vector index); the others
+        keep their terms (:func:`ragmem._lexical.terms_changed` names a superset of the changed ones).
         """
-        from .._lexical import has_no_space_script
+        from .._lexical import terms_changed
+        from .._messages import message_text
 
         log = self.log
         n = 0
         for ns in log.namespaces():
+            indexed = log.lexical.flags(ns)  # only an indexed message has a row (lexical_missing counts them)
             for session in _session_names(log, ns):
                 msgs = log.messages(ns, session)
-                marked = [has_no_space_script(m.text) for m in msgs]  # a row also carries the previous turn's start
-                todo = [m for i, m in enumerate(msgs) if marked[i] or (i and marked[i - 1])]
-                if todo:
-                    log.lexical.put_lexical(ns, lexical_rows(todo, log, settings=self.recall))
-                    n += len(todo)
-        log.meta.set(LEXICAL_PAIRS_KEY, "1")
+                # a tool result's row carries its call's arguments, and every row the previous turn's start
+                marked = [m.role == "tool" or terms_changed(message_text(m), since) for m in msgs]
+                todo = [m for i, m in enumerate(msgs) if (marked[i] or (i and marked[i - 1])) and indexed.get(m.id)]
+                for start in range(0, len(todo), 2000):
+                    log.lexical.put_lexical(ns, lexical_rows(todo[start : start + 2000], log, settings=self.recall))
+                n += len(todo)
+        log.meta.set(LEXICAL_PAIRS_KEY, "1")  # what a ragmem from before TERMS_VERSION reads
+        log.meta.set(LEXICAL_TERMS_KEY, str(TERMS_VERSION))
         return n
 
     def _check_embedded_index(self) -> bool:
@@ -701,6 +715,8 @@ TOKEN_COUNTER_KEY = "token_counter"
 
 #: Set once a store's lexical rows cut the scripts without spaces into character pairs (issue 26).
 LEXICAL_PAIRS_KEY = "lexical_pairs"
+#: The version of the terms a store's lexical rows hold (``ragmem._lexical.TERMS_VERSION``); unset before 2.
+LEXICAL_TERMS_KEY = "lexical_terms"
 
 
 def _reindex_key(namespace: str) -> str:
