@@ -34,7 +34,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from ._common import (NO_RESULT, ImportedSession, Parsed, digest, jsonl, project_words, scalars, session_name,
+from ._common import (NO_RESULT, ImportedSession, Parsed, as_text, digest, jsonl, project_words, scalars, session_name,
                       text_of, tool_call, unknown)
 
 FORMAT = "codex"
@@ -68,16 +68,18 @@ def detect(filename: str, text: str) -> bool:
 
 
 def _output(value: Any) -> tuple[str, dict[str, Any]]:
-    """A tool output's text and metadata: 0.3x-0.4x JSON-string outputs decoded, plain text as it is."""
+    """A tool output's text and metadata: ``{"output": ..., "metadata": {"exit_code": ...}}`` (a JSON string in
+    0.3x-0.4x, an object in 0.1x) decoded, plain text as it is."""
+    decoded: Any = value
     if isinstance(value, str) and value.startswith("{"):
         try:
             decoded = json.loads(value)
         except ValueError:
             decoded = None
-        if isinstance(decoded, dict) and "output" in decoded:
-            meta: Mapping[str, Any] = decoded["metadata"] if isinstance(decoded.get("metadata"), Mapping) else {}
-            out = {"exit_code": meta.get("exit_code")} if isinstance(meta.get("exit_code"), int) else {}
-            return text_of(decoded["output"]) or str(decoded["output"] or ""), out
+    if isinstance(decoded, dict) and "output" in decoded:
+        meta: Mapping[str, Any] = decoded["metadata"] if isinstance(decoded.get("metadata"), Mapping) else {}
+        out = {"exit_code": meta["exit_code"]} if isinstance(meta.get("exit_code"), int) else {}
+        return text_of(decoded["output"]) or as_text(decoded["output"]), out
     if isinstance(value, (dict, list)):
         return text_of(value) or json.dumps(value, ensure_ascii=False), {}
     return "" if value is None else str(value), {}
@@ -291,6 +293,8 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
             parsed.waiting += len(messages) - group["index"]
             del messages[group["index"]:]
             parsed.consumed = min(parsed.consumed, group["start"])
+    if not messages and not known:
+        parsed.consumed = 0  # the session's metadata is read again with its first message, so both land together
     if not key:
         key = "h" + digest(filename, text[:200])
     if not name:
