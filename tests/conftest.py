@@ -59,6 +59,7 @@ SLOW = {
         "test_migrations.py::test_the_periods_drop_killed_midway_leaves_the_store_of_schema_3",
         "test_public_api.py::test_importing_ragmem_loads_no_heavy_dependency",
         "test_fixtures.py::test_a_subprocess_of_a_test_uses_the_same_cache",
+        "test_import_chats.py::test_follow_through_a_kill_9_loses_nothing_and_stores_nothing_twice",  # 3 processes
     ),
     # threads and event loops under stress, or tests that wait out a delay on the clock
     "threads and clocks": (
