@@ -999,6 +999,92 @@ def mcp(**opts: Any) -> None:
           chroma_url=cfg.chroma_url, trust_config=cfg.trust_config, **extra)
 
 
+# ------------------------------------------------------------------ hook
+
+
+@cli.group()
+def hook() -> None:
+    """Hooks for coding agents: the turns compaction dropped, brought back.
+
+    `ragmem hook claude-code` and `ragmem hook codex` read the agent's hook
+    event (JSON on stdin), import the transcript's new lines and, on
+    UserPromptSubmit and SessionStart (resume, compact), print what the agent
+    no longer sees: this session's turns from before its last compaction and
+    the other sessions of the project. A failure prints nothing, exits 0 and
+    writes one line to hook.log in the store. `--install` adds the hooks to the
+    agent's settings. See docs/agents.md.
+    """
+
+
+def _hook_command(agent: str, settings_file: str) -> Callable:
+    @hook.command(agent, help=f"""The hook command {agent} runs (reads the event on stdin), or --install it.
+
+    With --install, ragmem's hooks go into {settings_file} (--project, the
+    default: of the current folder; --user: of your home), merged with the
+    hooks already there, with a backup; run twice, nothing changes.
+    --uninstall removes only ragmem's own entries. The installed command names
+    this store by its absolute path, and --server/--budget when given.
+    """)
+    @click.option("--budget", type=click.IntRange(1), default=1500, show_default=True, metavar="TOKENS",
+                  help="Most tokens of the recalled context (and at most 10,000 characters).")
+    @click.option("--server", metavar="URL", envvar="RAGMEM_SERVER", default=None,
+                  help="Go through a running `ragmem serve` at URL (its model is loaded; env RAGMEM_SERVER).")
+    @click.option("--key", metavar="KEY", envvar="RAGMEM_KEY", default=None,
+                  help="The key for --server (env RAGMEM_KEY; keep it out of settings files).")
+    @click.option("--install", "do_install", is_flag=True, help="Add ragmem's hooks to the agent's settings.")
+    @click.option("--uninstall", "do_uninstall", is_flag=True, help="Remove ragmem's hooks from the agent's settings.")
+    @click.option("--project", "scope", flag_value="project", default=True,
+                  help="With --install/--uninstall: the project's settings (the default).")
+    @click.option("--user", "scope", flag_value="user", help="With --install/--uninstall: your user settings.")
+    @_common
+    def command(budget: int, server: str | None, key: str | None, do_install: bool, do_uninstall: bool, scope: str,
+                **opts: Any) -> None:
+        from . import _hooks
+
+        if do_install or do_uninstall:
+            if do_install and do_uninstall:
+                from ragmem._errors import UsageError
+
+                raise UsageError("--install and --uninstall go one at a time")
+            cfg = _cfg(**opts)
+            path = _hooks.settings_path(agent, scope)  # type: ignore[arg-type]
+            if do_install:
+                extra = ([] if budget == 1500 else ["--budget", str(budget)]) + (["--server", server] if server else [])
+                if cfg.namespace != "default":
+                    extra = ["--namespace", cfg.namespace, *extra]
+                change = _hooks.install(agent, path, _hooks.hook_command(agent, cfg.store, extra))
+            else:
+                change = _hooks.uninstall(agent, path)
+            _emit(cfg, {"settings": str(path), "changed": change.changed, "added": change.added,
+                        "removed": change.removed, "backup": str(change.backup) if change.backup else None},
+                  change.lines)
+            return
+        raw = sys.stdin.read()
+        store = opts.get("store_") or DEFAULT_STORE
+        try:
+            cfg = _cfg(**opts)
+            store = cfg.store
+            if server:
+                if not key:
+                    from ragmem._errors import UsageError
+
+                    raise UsageError("--server needs the key of the namespace: --key or RAGMEM_KEY")
+                out = _hooks.run_remote(agent, raw, server=server, key=key, log_to=store, budget=budget)
+            else:
+                out = _hooks.run(agent, raw, open_memory=lambda: _open(cfg), store=store, budget=budget)
+        except Exception as exc:  # noqa: BLE001 - a hook never blocks the agent: logged, nothing printed
+            _hooks.log_failure(store, agent, exc)
+            out = ""
+        if out:
+            click.echo(out)
+
+    return command
+
+
+hook_claude_code = _hook_command("claude-code", ".claude/settings.json (or ~/.claude/settings.json)")
+hook_codex = _hook_command("codex", ".codex/hooks.json (or ~/.codex/hooks.json)")
+
+
 # ------------------------------------------------------------------ serve and keys
 
 

@@ -622,6 +622,20 @@ class _Api:
         tenant = self.tenants.get(self.caller(request).namespace)
         return Response(await anyio.to_thread.run_sync(_prompt, tenant.memories, args), media_type="application/json")
 
+    async def hook(self, request: Request) -> Response:
+        """A coding agent's hook event and its transcript's new text (``ragmem hook AGENT --server``):
+        imported into the caller's namespace, answered with the recalled context (:mod:`ragmem._hooks`)."""
+        from ._hooks import serve_hook
+
+        body = await self.body(request)
+        memories = self.tenants.get(self.caller(request).namespace).memories
+
+        def run() -> dict[str, Any]:
+            with memories.lock:  # one call at a time per namespace, as the tools run
+                return serve_hook(memories(None), body)
+
+        return JSONResponse(await anyio.to_thread.run_sync(run))
+
     async def openapi(self, request: Request) -> Response:
         return JSONResponse(await self._openapi(request))
 
@@ -760,6 +774,11 @@ def openapi(version: str, tool_schemas: dict[str, dict[str, Any]]) -> dict[str, 
         "sources": {"type": "boolean", "default": False,
                     "description": "also each traced message's session, date and text (`sources`)"}}}
     session_q = [{"name": "session", "in": "query", "schema": {"type": "string"}}]
+    hook = {"type": "object", "required": ["agent", "event"], "properties": {
+        "agent": {"enum": ["claude-code", "codex"]}, "event": {"type": "object", "description": "the agent's hook input"},
+        "text": {"type": ["string", "null"], "description": "the transcript from `offset` on; null: answer the offset"},
+        "offset": {"type": "integer"}, "head": {"type": "string"}, "size": {"type": ["integer", "null"]},
+        "budget": {"type": "integer", "minimum": 1}, "max_chars": {"type": "integer", "minimum": 1}}}
     return {
         "openapi": "3.1.0",
         "info": {"title": "ragmem", "version": version,
@@ -781,6 +800,8 @@ def openapi(version: str, tool_schemas: dict[str, dict[str, Any]]) -> dict[str, 
                            **post("Change the pinned state (update_pinned_state)",
                                   tool_schemas.get("update_pinned_state"))},
             "/api/forget": post("Delete a message or a session (forget)", tool_schemas.get("forget")),
+            "/api/hook": post("A coding agent's hook event and its transcript's new text (`ragmem hook AGENT "
+                              "--server`): imported, answered with the recalled context", hook),
             "/api/me": get("The key's id, the namespace this request acts on, and every namespace the key reaches"),
             "/api/tools": get("The tools, with their input schemas (as MCP lists them)"),
             "/api/tools/{tool}": post("Call any tool by name with its arguments", {"type": "object"}),
@@ -890,6 +911,7 @@ def build_app(
         Route("/readyz", _wrap(api.readyz), methods=["GET"]),
         Route("/openapi.json", _wrap(api.openapi), methods=["GET"]),
         Route("/api/prompt", _wrap(api.prompt), methods=["POST"]),
+        Route("/api/hook", _wrap(api.hook), methods=["POST"]),
         Route("/api/me", _wrap(api.me), methods=["GET"]),
         Route("/api/sessions", _wrap(api.sessions), methods=["GET"]),
         Route("/api/sessions/{session}/messages", _wrap(api.messages), methods=["GET"]),

@@ -1,0 +1,634 @@
+"""``ragmem hook claude-code`` and ``ragmem hook codex``: the turns a coding agent no longer sees, brought back.
+
+Claude Code and Codex CLI run hook commands on their lifecycle events and hand
+each one the event as JSON on stdin (``session_id``, ``transcript_path``,
+``cwd``, ``hook_event_name``, ``prompt``, ``source`` or ``trigger``). On every
+event the hook first imports the transcript's new lines (from the offset it
+keeps in the store, through :mod:`ragmem.importers`); on ``UserPromptSubmit``,
+and on ``SessionStart`` with ``source`` ``compact`` or ``resume``, it answers
+with what the agent can no longer see: this session's turns from before its
+last compaction summary, and the other sessions of the same project
+(``metadata["project"]``), recalled for the prompt, as dated episodes in
+history order, within ``--budget`` tokens and :data:`MAX_CHARS` characters.
+
+    event (stdin) -> import the transcript's new lines -> recall (before the boundary, or another
+                  session of the project) -> episodes in history order -> stdout
+
+A memory must never block the user's prompt: any failure prints nothing,
+exits 0, and writes one line to :data:`LOG_NAME` in the store folder.
+
+This module is a shell over :class:`ragmem.Memory`, the importers and the one
+recall path (:func:`ragmem._pipeline.retrieve`); the agents' settings files
+(``--install``, ``--uninstall``) are edited by :func:`install` and
+:func:`uninstall`. Through a running ``ragmem serve`` (``--server URL``), the
+event and the transcript's new text go to ``POST /api/hook`` and the server
+answers with the same :func:`answer`, its model already loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
+
+from ._errors import StoreError, UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._memory import Memory
+    from ._units import Unit
+
+__all__ = [
+    "AGENTS", "DEFAULT_BUDGET", "LOG_NAME", "MAX_CHARS", "Change", "Event", "Progress", "answer", "hook_command",
+    "import_file", "import_new", "install", "log_failure", "read_event", "recall", "render", "run", "run_remote",
+    "serve_hook", "settings_path", "uninstall",
+]
+
+#: The agents whose hooks ragmem answers, as ``ragmem hook AGENT`` names them.
+AGENTS = ("claude-code", "codex")
+#: Most characters of the recalled context: Claude Code shows a longer hook output only as a preview.
+MAX_CHARS = 10_000
+#: Tokens of the recalled context, by default (``--budget``).
+DEFAULT_BUDGET = 1500
+#: The log file in the store folder: one line per failed hook call.
+LOG_NAME = "hook.log"
+#: Candidates asked of recall; the budget keeps what fits.
+RECALL_K = 40
+#: The events the hook answers with context, and when (None: always).
+ANSWERED: dict[str, tuple[str, ...] | None] = {"UserPromptSubmit": None, "SessionStart": ("compact", "resume")}
+#: The formats whose first line names the session (Claude Code's lines each carry it).
+HEAD_FIRST = ("codex",)
+#: The header of the recalled context.
+HEADER = ("Recalled by ragmem: earlier turns of this project that are no longer in your context, oldest first, "
+          "each episode dated and naming its session (tool calls with their results):")
+
+
+# ------------------------------------------------------------------ the event
+
+
+@dataclass(frozen=True)
+class Event:
+    """One hook event, as the agent sent it on stdin (both agents use the same snake_case fields)."""
+
+    agent: str
+    name: str
+    session_id: str
+    transcript: str | None
+    cwd: str | None
+    prompt: str | None = None
+    source: str | None = None  # SessionStart: startup | resume | clear | compact
+    trigger: str | None = None  # PreCompact: manual | auto
+
+    @property
+    def answered(self) -> bool:
+        """Whether this event is answered with recalled context (the others only import)."""
+        if self.name not in ANSWERED:
+            return False
+        sources = ANSWERED[self.name]
+        return sources is None or self.source in sources
+
+    def as_dict(self) -> dict[str, Any]:
+        """The event as the agent's JSON fields (what ``--server`` sends on)."""
+        return {"session_id": self.session_id, "transcript_path": self.transcript, "cwd": self.cwd,
+                "hook_event_name": self.name, "prompt": self.prompt, "source": self.source, "trigger": self.trigger}
+
+
+def read_event(agent: str, raw: str | Mapping[str, Any]) -> Event:
+    """The event of ``agent`` from its stdin JSON; a :class:`UsageError` names what is missing or wrong."""
+    if agent not in AGENTS:
+        raise UsageError(f"unknown agent {agent!r}; ragmem answers the hooks of {', '.join(AGENTS)}")
+    if isinstance(raw, str):
+        try:
+            data = json.loads(raw) if raw.strip() else None
+        except ValueError as exc:
+            raise UsageError(f"the hook event on stdin is not JSON ({exc}); {agent} sends one JSON object") from None
+    else:
+        data = raw
+    if not isinstance(data, Mapping):
+        raise UsageError(f"the hook event on stdin must be a JSON object with session_id and hook_event_name, "
+                         f"got {type(data).__name__}")
+
+    def text(key: str, required: bool = False) -> str | None:
+        value = data.get(key)
+        if value is None or value == "":
+            if required:
+                raise UsageError(f"the hook event has no {key!r}; is this {agent}'s hook input?")
+            return None
+        if not isinstance(value, str):
+            raise UsageError(f"the hook event's {key!r} must be a string, got {type(value).__name__}")
+        return value
+
+    return Event(agent=agent, name=text("hook_event_name", True) or "", session_id=text("session_id", True) or "",
+                 transcript=text("transcript_path"), cwd=text("cwd"), prompt=text("prompt"), source=text("source"),
+                 trigger=text("trigger"))
+
+
+# ------------------------------------------------------------------ what the store keeps of a transcript
+
+
+@dataclass
+class Progress:
+    """What the store keeps of one transcript (``log.meta``, one key per namespace, agent and file).
+
+    ``offset`` is the byte offset of the first line not yet imported; ``sessions`` maps the source's
+    session key to ``{"name": ragmem session, "metadata": ...}`` as its first import gave them (the
+    importers' ``known``), so a later chunk lands in the same session; ``boundary`` maps a ragmem
+    session to the id of its last compaction summary.
+    """
+
+    offset: int = 0
+    sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    boundary: dict[str, str] = field(default_factory=dict)
+    project: str | None = None
+
+    @staticmethod
+    def key(namespace: str, agent: str, transcript: str) -> str:
+        """The meta key of a transcript: hashed, so any path is a bounded key."""
+        digest = hashlib.sha256(f"{namespace}\0{agent}\0{transcript}".encode("utf-8", "surrogatepass")).hexdigest()
+        return f"hook:{digest[:40]}"
+
+    @classmethod
+    def load(cls, mem: "Memory", agent: str, transcript: str) -> "Progress":
+        raw = mem.store.log.meta.get(cls.key(mem.namespace, agent, transcript))
+        if not raw:
+            return cls()
+        data = json.loads(raw)
+        return cls(offset=int(data.get("offset", 0)), sessions=dict(data.get("sessions", {})),
+                   boundary=dict(data.get("boundary", {})), project=data.get("project"))
+
+    def save(self, mem: "Memory", agent: str, transcript: str) -> None:
+        value = json.dumps({"offset": self.offset, "sessions": self.sessions, "boundary": self.boundary,
+                            "project": self.project}, sort_keys=True)
+        mem.store.log.meta.set(self.key(mem.namespace, agent, transcript), value)
+
+
+def _head(data: bytes) -> bytes:
+    """The file's first line, newline included (empty while it is half-written)."""
+    cut = data.find(b"\n")
+    return data[: cut + 1] if cut >= 0 else b""
+
+
+def import_new(mem: "Memory", event: Event, chunk: bytes, offset: int, head: bytes = b"") -> Progress:
+    """Import the transcript text ``chunk`` that starts at byte ``offset``; return the progress, saved.
+
+    ``head`` is the file's first line when ``offset`` is past it: for a format whose first line alone
+    says whose session it is (:data:`HEAD_FIRST`: Codex's ``session_meta``) it goes before the chunk, so
+    the chunk's messages get their session and project. Only what the importers took in is imported
+    (their ``consumed``: whole lines, and not a response still waiting for a tool's result), so a
+    half-written last line waits for the next event.
+    """
+    from .importers import parse
+
+    transcript = event.transcript or ""
+    progress = Progress.load(mem, event.agent, transcript)
+    if offset != progress.offset:
+        raise UsageError(f"the transcript text sent starts at byte {offset}, but the store has it up to byte "
+                         f"{progress.offset}; send it from there")
+    prefix = head if offset > 0 and event.agent in HEAD_FIRST else b""
+    text = (prefix + chunk).decode("utf-8", errors="replace")
+    parsed = parse(text, event.agent, filename=transcript, known=progress.sessions)
+    consumed = len(text[: parsed.consumed].encode("utf-8")) - len(prefix)
+    for s in parsed.sessions:
+        name = progress.sessions.setdefault(s.key, {"name": s.name, "metadata": s.metadata})["name"]
+        if not s.messages:
+            continue
+        session = mem.for_session(name)
+        session.add_many(s.messages, format="openai")
+        for m in s.messages:
+            meta = m.get("metadata") or {}
+            if meta.get("kind") == "compaction_summary" and isinstance(m.get("id"), str):
+                progress.boundary[name] = m["id"]
+            if s.key == event.session_id and isinstance(meta.get("project"), str):
+                progress.project = meta["project"]
+    progress.offset = offset + max(consumed, 0)
+    progress.save(mem, event.agent, transcript)
+    return progress
+
+
+def import_file(mem: "Memory", event: Event) -> Progress:
+    """Import what the transcript file holds past the store's offset (a shorter file is read again whole)."""
+    if not event.transcript:
+        raise UsageError(f"the {event.name} event names no transcript_path, so there is nothing to import")
+    path = Path(event.transcript)
+    try:
+        size = path.stat().st_size
+        progress = Progress.load(mem, event.agent, event.transcript)
+        offset = progress.offset if progress.offset <= size else 0  # truncated or replaced: from the start
+        if offset != progress.offset:
+            progress.offset = 0
+            progress.save(mem, event.agent, event.transcript)
+        with path.open("rb") as f:
+            head = _head(f.read(64 * 1024)) if offset else b""
+            f.seek(offset)
+            chunk = f.read()
+    except OSError as exc:
+        raise StoreError(f"cannot read the transcript {event.transcript} ({exc.strerror or exc})") from None
+    if not chunk:
+        return progress
+    return import_new(mem, event, chunk, offset, head)
+
+
+# ------------------------------------------------------------------ recall
+
+
+def _boundary_seq(mem: "Memory", session: str, progress: Progress) -> int | None:
+    """The sequence number of the session's last compaction summary (None: never compacted)."""
+    ident = progress.boundary.get(session)
+    if ident is None:
+        return None
+    m = mem.store.log.get(mem.namespace, ident)
+    return None if m is None else m.seq
+
+
+def _query_text(mem: "Memory", event: Event, session: str | None) -> str | None:
+    """What to recall for: the prompt; at a SessionStart, the session's latest typed prompt."""
+    if event.prompt and event.prompt.strip():
+        return event.prompt
+    if session is None:
+        return None
+    for m in mem.store.log.messages(mem.namespace, session, limit=200, newest_first=True):
+        if m.role == "user" and m.text.strip() and (m.metadata or {}).get("kind") != "compaction_summary":
+            return m.text
+    return None
+
+
+def _stamp(when: datetime) -> str:
+    from ._assemble import day
+
+    return f"{day(when)} {when:%H:%M} UTC"
+
+
+def _episode_head(first: Any, session: str | None, boundary: int | None) -> str:
+    if first.session == session:
+        where = "this session, before its compaction" if boundary is not None else "this session"
+    else:
+        where = f"session {json.dumps(first.session, ensure_ascii=False)}"
+    return f"[{where}, {_stamp(first.created_at.astimezone(timezone.utc))}]"
+
+
+def render(chosen: list[tuple["Unit", float]], session: str | None, boundary: int | None) -> str:
+    """Recalled units as text: episodes (neighbours of one session) in history order, each dated and named."""
+    from ._assemble import episodes, unit_as_text
+
+    if not chosen:
+        return ""
+    eps = episodes(chosen)
+    eps.sort(key=lambda e: (e.units[0][0].messages[0].created_at, e.units[0][0].seq))
+    blocks = []
+    for e in eps:
+        lines = [_episode_head(e.units[0][0].messages[0], session, boundary)]
+        for (u, _), note in zip(e.units, e.notes):
+            if note:
+                lines.append(note)
+            lines.append(unit_as_text(u))
+        blocks.append("\n".join(lines))
+    return HEADER + "\n\n" + "\n\n".join(blocks)
+
+
+def recall(mem: "Memory", event: Event, progress: Progress, *, budget: int = DEFAULT_BUDGET,
+           max_chars: int = MAX_CHARS) -> str:
+    """What the agent no longer sees, recalled for the event's prompt: ``""`` when there is nothing.
+
+    Candidates come from the namespace's sessions of the event's project; this session's messages from
+    its last compaction summary on (what the agent still sees, the summary included) are kept out. The
+    best units that fit go in whole, never cut, within ``budget`` tokens and ``max_chars`` characters.
+    """
+    from ._pipeline import retrieve
+    from ._store.filters import RowFilter
+
+    session = (progress.sessions.get(event.session_id) or {}).get("name")
+    project = progress.project or event.cwd
+    text = _query_text(mem, event, session)
+    if not text or not project:
+        return ""
+    log = mem.store.log
+    boundary = _boundary_seq(mem, session, progress) if session else None
+    skip: set[str] = set()
+    if session is not None:
+        last = log.messages(mem.namespace, session, limit=1, newest_first=True)
+        if last:
+            seen = last[0].seq - (boundary if boundary is not None else 0) + 1  # the summary on, or all
+            skip = {m.id for m in log.messages(mem.namespace, session, limit=seen, newest_first=True)}
+    found, _ = retrieve(mem, text, RECALL_K, grain="unit", scope="namespace",
+                        filters=RowFilter.of(where={"project": project}), skip=skip)
+    counter = mem.store.counter
+    chosen: list[tuple[Unit, float]] = []
+    for u, score in found.items:
+        if not u.complete or any(m.id in skip for m in u.messages):
+            continue
+        trial = render([*chosen, (u, score)], session, boundary)
+        if len(trial) <= max_chars and counter.count_text(trial) <= budget:
+            chosen.append((u, score))
+    return render(chosen, session, boundary)
+
+
+def answer(mem: "Memory", event: Event, progress: Progress, *, budget: int = DEFAULT_BUDGET,
+           max_chars: int = MAX_CHARS) -> str:
+    """The hook's stdout for ``event``: the recalled context in the agent's form, or ``""``."""
+    if not event.answered:
+        return ""
+    text = recall(mem, event, progress, budget=budget, max_chars=max_chars)
+    if not text:
+        return ""
+    if event.agent == "codex":  # Codex reads its hooks' stdout as JSON (codex-rs/hooks/schema)
+        return json.dumps({"hookSpecificOutput": {"hookEventName": event.name, "additionalContext": text}},
+                          ensure_ascii=False)
+    return text  # Claude Code adds a UserPromptSubmit or SessionStart hook's plain stdout to the context
+
+
+# ------------------------------------------------------------------ one call, failures logged
+
+
+def log_failure(store: str | os.PathLike[str], agent: str, exc: BaseException, event_name: str = "?") -> None:
+    """One line in the store's :data:`LOG_NAME`: when, which agent and event, what went wrong."""
+    message = " ".join(str(exc).split())[:500]
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    line = f"{when} {agent} {event_name} {type(exc).__name__}: {message}\n"
+    try:
+        folder = Path(store)
+        folder.mkdir(parents=True, exist_ok=True)
+        with (folder / LOG_NAME).open("a", encoding="utf-8") as f:
+            f.write(line)
+    except OSError:  # nowhere to write: the hook still answers nothing and exits 0
+        pass
+
+
+def run(agent: str, raw: str, *, open_memory: Callable[[], "Memory"], store: str | os.PathLike[str],
+        budget: int = DEFAULT_BUDGET, max_chars: int = MAX_CHARS) -> str:
+    """One hook call in this process: import, then answer; any failure is logged and answers ``""``."""
+    name = "?"
+    try:
+        event = read_event(agent, raw)
+        name = event.name
+        mem = open_memory()
+        try:
+            progress = import_file(mem, event)
+            return answer(mem, event, progress, budget=budget, max_chars=max_chars)
+        finally:
+            mem.close()
+    except Exception as exc:  # noqa: BLE001 - a memory must never block the prompt: every failure is logged
+        log_failure(store, agent, exc, name)
+        return ""
+
+
+# ------------------------------------------------------------------ through a running `ragmem serve`
+
+
+def _post(url: str, key: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={
+        "Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - the URL the user configured
+            data = json.loads(resp.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        detail = exc.read()[:300].decode("utf-8", "replace")
+        raise StoreError(f"ragmem serve at {url} answered {exc.code}: {detail}") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise StoreError(f"cannot reach ragmem serve at {url} ({exc}); is it running?") from None
+    if not isinstance(data, dict):
+        raise StoreError(f"ragmem serve at {url} answered {type(data).__name__}, not a JSON object")
+    return data
+
+
+def run_remote(agent: str, raw: str, *, server: str, key: str, log_to: str | os.PathLike[str],
+               budget: int = DEFAULT_BUDGET, max_chars: int = MAX_CHARS, timeout: float = 25.0) -> str:
+    """One hook call through ``ragmem serve``: the event and the transcript's new text to ``/api/hook``.
+
+    The first request learns the store's offset for this transcript (``text`` null), the second sends
+    the file from there; the server imports, recalls and answers. Failures are logged in ``log_to``.
+    """
+    name = "?"
+    try:
+        event = read_event(agent, raw)
+        name = event.name
+        url = server.rstrip("/") + "/api/hook"
+        body: dict[str, Any] = {"agent": agent, "event": event.as_dict(), "budget": budget, "max_chars": max_chars}
+        size = None
+        if event.transcript:
+            try:
+                size = os.path.getsize(event.transcript)
+            except OSError as exc:
+                raise StoreError(f"cannot read the transcript {event.transcript} ({exc.strerror or exc})") from None
+        first = _post(url, key, {**body, "size": size, "text": None}, timeout)
+        offset = int(first.get("offset", 0))
+        if event.transcript and size is not None and size > offset:
+            with open(event.transcript, "rb") as f:
+                head = _head(f.read(64 * 1024)) if offset else b""
+                f.seek(offset)
+                chunk = f.read()
+            reply = _post(url, key, {**body, "size": size, "offset": offset,
+                                     "head": head.decode("utf-8", "replace"),
+                                     "text": chunk.decode("utf-8", "replace")}, timeout)
+        else:
+            reply = first
+        out = reply.get("output", "")
+        return out if isinstance(out, str) else ""
+    except Exception as exc:  # noqa: BLE001 - as run(): never block the prompt
+        log_failure(log_to, agent, exc, name)
+        return ""
+
+
+def serve_hook(mem: "Memory", body: Mapping[str, Any]) -> dict[str, Any]:
+    """``POST /api/hook`` of ``ragmem serve``: ``{"offset": N}`` for ``text`` null, else import and answer.
+
+    The server never opens the path the event names: the client sends the transcript's text (a key
+    holder could otherwise read any file on the server's host).
+    """
+    agent = body.get("agent")
+    if not isinstance(agent, str):
+        raise UsageError("POST /api/hook takes {\"agent\": \"claude-code\" | \"codex\", \"event\": {...}, \"text\": ...}")
+    event = read_event(agent, body.get("event") or {})
+    budget, max_chars = body.get("budget", DEFAULT_BUDGET), body.get("max_chars", MAX_CHARS)
+    for name, value in (("budget", budget), ("max_chars", max_chars)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
+            raise UsageError(f"{name} must be a whole number from 1 to 1,000,000, got {value!r}")
+    transcript = event.transcript or ""
+    progress = Progress.load(mem, agent, transcript)
+    size = body.get("size")
+    if isinstance(size, int) and not isinstance(size, bool) and size < progress.offset:
+        progress.offset = 0  # the file is shorter than what was imported: replaced, read it again
+        progress.save(mem, agent, transcript)
+    text = body.get("text")
+    if text is None:
+        return {"offset": progress.offset}
+    if not isinstance(text, str):
+        raise UsageError(f"text must be the transcript's text from the offset, got {type(text).__name__}")
+    head = body.get("head") or ""
+    offset = body.get("offset", 0)
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise UsageError(f"offset must be a whole number, got {offset!r}")
+    if text:
+        progress = import_new(mem, event, text.encode("utf-8"), offset,
+                              head.encode("utf-8") if isinstance(head, str) else b"")
+    return {"offset": progress.offset, "output": answer(mem, event, progress, budget=budget, max_chars=max_chars)}
+
+
+# ------------------------------------------------------------------ --install / --uninstall
+
+
+Scope = Literal["project", "user"]
+
+#: The events ragmem installs for each agent, and their matchers (None: every occurrence).
+INSTALLED: dict[str, list[tuple[str, str | None]]] = {
+    "claude-code": [("UserPromptSubmit", None), ("SessionStart", "resume|compact"), ("PreCompact", None)],
+    "codex": [("UserPromptSubmit", None), ("SessionStart", "resume|compact"), ("PreCompact", None)],
+}
+#: Seconds the agent lets the hook run.
+TIMEOUT = 30
+#: A command that is ragmem's own hook for an agent (what --uninstall removes, and --install replaces).
+_OURS = re.compile(r"(?:^|[\s/\\])(?:ragmem|-m ragmem)\b.*\shook\s+(claude-code|codex)\b")
+
+
+def settings_path(agent: str, scope: Scope, project: str | os.PathLike[str] = ".",
+                  home: str | os.PathLike[str] | None = None) -> Path:
+    """The settings file ``--install`` edits: Claude Code's ``settings.json``, Codex's ``hooks.json``."""
+    base = Path(home) if home is not None else Path.home()
+    if agent == "claude-code":
+        return (base / ".claude" / "settings.json") if scope == "user" else Path(project) / ".claude" / "settings.json"
+    if agent == "codex":
+        return (base / ".codex" / "hooks.json") if scope == "user" else Path(project) / ".codex" / "hooks.json"
+    raise UsageError(f"unknown agent {agent!r}; ragmem installs hooks for {', '.join(AGENTS)}")
+
+
+def hook_command(agent: str, store: str | os.PathLike[str], extra: Sequence[str] = ()) -> str:
+    """The command the agent runs: this ragmem, this store (absolute), ``hook AGENT``."""
+    script = Path(sys.executable).with_name("ragmem")  # the console script of the environment running this
+    exe = [str(script)] if script.exists() else [sys.executable, "-m", "ragmem"]
+    return shlex.join([*exe, "--store", str(Path(store).resolve()), "hook", agent, *extra])
+
+
+def _ours(entry: Any, agent: str) -> bool:
+    if not isinstance(entry, Mapping) or entry.get("type", "command") != "command":
+        return False
+    found = _OURS.search(str(entry.get("command", "")))
+    return found is not None and found.group(1) == agent
+
+
+def _read_settings(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except ValueError as exc:
+        raise UsageError(f"{path} is not valid JSON ({exc}); fix it by hand first, nothing was changed") from None
+    if not isinstance(data, dict) or not isinstance(data.get("hooks", {}), dict):
+        raise UsageError(f"{path} must hold a JSON object whose 'hooks' is an object; nothing was changed")
+    return data
+
+
+def _without_ours(hooks: dict[str, Any], agent: str) -> tuple[dict[str, Any], list[str]]:
+    """The hooks with ragmem's own entries for ``agent`` taken out (a group left empty goes too)."""
+    out: dict[str, Any] = {}
+    removed: list[str] = []
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            out[event] = groups
+            continue
+        kept_groups = []
+        for g in groups:
+            if isinstance(g, Mapping) and isinstance(g.get("hooks"), list):
+                kept = [h for h in g["hooks"] if not _ours(h, agent)]
+                if len(kept) != len(g["hooks"]):
+                    removed.append(event)
+                if kept:
+                    kept_groups.append({**g, "hooks": kept})
+                continue
+            kept_groups.append(g)
+        if kept_groups:
+            out[event] = kept_groups
+    return out, removed
+
+
+def _write(path: Path, data: dict[str, Any]) -> Path | None:
+    """Write ``data`` to ``path`` (a backup of the old file beside it first); the backup's path."""
+    backup = None
+    if path.exists():
+        backup = path.with_name(f"{path.name}.ragmem-backup-{time.strftime('%Y%m%d-%H%M%S')}")
+        n = 1
+        while backup.exists():
+            backup = path.with_name(f"{path.name}.ragmem-backup-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
+            n += 1
+        shutil.copy2(path, backup)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".ragmem-tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return backup
+
+
+@dataclass
+class Change:
+    """What ``--install`` or ``--uninstall`` did to a settings file."""
+
+    path: Path
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    backup: Path | None = None
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.removed)
+
+    def lines(self) -> list[str]:
+        """The change as a person reads it."""
+        if not self.changed:
+            return [f"{self.path}: already as wanted, nothing changed"]
+        out = []
+        if self.removed:
+            out.append(f"{self.path}: removed ragmem's hook on {', '.join(dict.fromkeys(self.removed))}")
+        if self.added:
+            out.append(f"{self.path}: added ragmem's hook on {', '.join(self.added)}")
+        if self.backup:
+            out.append(f"the previous file is kept as {self.backup}")
+        return out
+
+
+def install(agent: str, path: Path, command: str) -> Change:
+    """Merge ragmem's hooks for ``agent`` into the settings file at ``path``, keeping every other hook.
+
+    Idempotent: when the file already holds exactly these entries, nothing is written. Otherwise the old
+    file is backed up beside itself and ragmem's earlier entries (another store, another path) replaced.
+    """
+    data = _read_settings(path)
+    hooks, removed = _without_ours(dict(data.get("hooks", {})), agent)
+    added = []
+    for event, matcher in INSTALLED[agent]:
+        group: dict[str, Any] = {"matcher": matcher} if matcher else {}
+        group["hooks"] = [{"type": "command", "command": command, "timeout": TIMEOUT}]
+        hooks.setdefault(event, []).append(group)
+        added.append(event)
+    new = {**data, "hooks": hooks}
+    if new == data:
+        return Change(path)
+    change = Change(path, added=added, removed=[e for e in removed if e not in added])
+    change.backup = _write(path, new)
+    return change
+
+
+def uninstall(agent: str, path: Path) -> Change:
+    """Remove ragmem's own hooks for ``agent`` from the settings file; every other entry stays as it was."""
+    data = _read_settings(path)
+    if not data:
+        return Change(path)
+    hooks, removed = _without_ours(dict(data.get("hooks", {})), agent)
+    if not removed:
+        return Change(path)
+    new = dict(data)
+    if hooks:
+        new["hooks"] = hooks
+    else:
+        new.pop("hooks", None)
+    change = Change(path, removed=removed)
+    change.backup = _write(path, new)
+    return change

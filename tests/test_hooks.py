@@ -1,0 +1,339 @@
+"""``ragmem hook claude-code|codex``: the hook as the agents run it, a fresh process fed the event on stdin.
+
+The transcript grows through a compaction boundary (tests/fixtures/agents/claude-code-compaction.jsonl: Claude
+Code 2.0.x lines, a ``compact_boundary`` system line and the ``isCompactSummary`` user line after it), and the
+hook must bring back the tool result from before the boundary, with its call, and nothing from after it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from ragmem import _hooks
+from ragmem._cli import cli
+from ragmem._errors import UsageError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.serveproc import ServeProcess, env  # noqa: E402
+
+FIXTURE = Path(__file__).parent / "fixtures" / "agents" / "claude-code-compaction.jsonl"
+CODEX = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts" / "codex" / "codex-pomodor-timer.jsonl"
+PROJECT = "/home/dev/work/payments-api"
+SESSION = "7f3c1b2e-5a4d-4c8e-9b1f-2d6e8a0c4f11"
+
+
+def hook(store: Path, agent: str, event: dict, *args: str, namespace: str | None = None,
+         extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python -m ragmem --store STORE hook AGENT`` with ``event`` on stdin, as the agent runs it."""
+    head = ["--namespace", namespace] if namespace else []
+    return subprocess.run([sys.executable, "-m", "ragmem", "--store", str(store), *head, "hook", agent, *args],
+                          input=json.dumps(event), capture_output=True, text=True, timeout=300,
+                          env={**env(), **(extra_env or {})})
+
+
+def event(name: str, transcript: Path, *, prompt: str | None = None, source: str | None = None,
+          session: str = SESSION, cwd: str = PROJECT) -> dict:
+    """A Claude Code hook input (the fields of its hooks reference)."""
+    out = {"session_id": session, "transcript_path": str(transcript), "cwd": cwd, "permission_mode": "default",
+           "hook_event_name": name}
+    if prompt is not None:
+        out["prompt"] = prompt
+    if source is not None:
+        out["source"] = source
+    return out
+
+
+def split_at_boundary(path: Path) -> tuple[str, str]:
+    """The fixture's lines before its compaction boundary, and the boundary with all after it."""
+    lines = path.read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if '"subtype":"compact_boundary"' in line)
+    return "".join(lines[:cut]), "".join(lines[cut:])
+
+
+def other_session(path: Path, session: str, cwd: str, fact: str, call: str) -> None:
+    """A short Claude Code session (one prompt, one Bash call and its result, a reply) of project ``cwd``."""
+    base = {"isSidechain": False, "userType": "external", "cwd": cwd, "sessionId": session, "version": "2.0.24",
+            "gitBranch": "main"}
+    rows = [
+        {**base, "parentUuid": None, "type": "user", "uuid": f"{session}-u1", "timestamp": "2025-10-19T14:02:00.000Z",
+         "message": {"role": "user", "content": "Check which region the read replica runs in."}},
+        {**base, "parentUuid": f"{session}-u1", "type": "assistant", "uuid": f"{session}-a1", "requestId": "req_x1",
+         "timestamp": "2025-10-19T14:02:05.000Z",
+         "message": {"model": "claude-sonnet-4-5-20250929", "id": f"msg_{session[:8]}", "type": "message",
+                     "role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_{session[:8]}",
+                                                       "name": "Bash", "input": {"command": call}}]}},
+        {**base, "parentUuid": f"{session}-a1", "type": "user", "uuid": f"{session}-u2",
+         "timestamp": "2025-10-19T14:02:07.000Z", "toolUseResult": {"stdout": fact, "stderr": ""},
+         "message": {"role": "user", "content": [{"tool_use_id": f"toolu_{session[:8]}", "type": "tool_result",
+                                                  "content": fact}]}},
+        {**base, "parentUuid": f"{session}-u2", "type": "assistant", "uuid": f"{session}-a2", "requestId": "req_x2",
+         "timestamp": "2025-10-19T14:02:09.000Z",
+         "message": {"model": "claude-sonnet-4-5-20250929", "id": f"msg_{session[:8]}b", "type": "message",
+                     "role": "assistant", "content": [{"type": "text", "text": "That is where the replica runs."}]}},
+    ]
+    path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
+
+
+def log_lines(store: Path) -> list[str]:
+    log = store / _hooks.LOG_NAME
+    return log.read_text().splitlines() if log.exists() else []
+
+
+# ------------------------------------------------------------------ the event (pure)
+
+
+def test_read_event_takes_both_agents_fields_and_names_what_is_wrong():
+    e = _hooks.read_event("claude-code", json.dumps(event("SessionStart", FIXTURE, source="compact")))
+    assert (e.name, e.session_id, e.source, e.answered) == ("SessionStart", SESSION, "compact", True)
+    assert not _hooks.read_event("codex", {"session_id": "s", "hook_event_name": "SessionStart",
+                                           "source": "startup"}).answered
+    assert not _hooks.read_event("codex", {"session_id": "s", "hook_event_name": "PreCompact", "trigger": "auto"}).answered
+    assert _hooks.read_event("codex", {"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "x"}).answered
+    for raw, words in [("", "JSON object"), ("[1]", "JSON object"), ("{", "not JSON"),
+                       ('{"hook_event_name": "UserPromptSubmit"}', "session_id"),
+                       ('{"session_id": 3, "hook_event_name": "Stop"}', "must be a string")]:
+        with pytest.raises(UsageError, match=words):
+            _hooks.read_event("claude-code", raw)
+    with pytest.raises(UsageError, match="claude-code, codex"):
+        _hooks.read_event("gemini", "{}")
+
+
+# ------------------------------------------------------------------ --install / --uninstall (in-process CLI)
+
+
+OTHER_HOOKS = {
+    "permissions": {"allow": ["Bash(npm test:*)"]},
+    "hooks": {
+        "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "~/bin/prompt-guard.sh", "timeout": 5}]}],
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "./lint-bash.sh"}]}],
+    },
+}
+
+
+@pytest.mark.parametrize("agent, rel", [("claude-code", ".claude/settings.json"), ("codex", ".codex/hooks.json")])
+def test_install_keeps_other_hooks_twice_changes_nothing_uninstall_restores(tmp_path, monkeypatch, agent, rel):
+    monkeypatch.chdir(tmp_path)
+    settings = tmp_path / rel
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps(OTHER_HOOKS, indent=2))
+    runner = CliRunner()
+    store = tmp_path / "mem"
+
+    first = runner.invoke(cli, ["--store", str(store), "hook", agent, "--install", "--project"])
+    assert first.exit_code == 0, first.output
+    assert "added ragmem's hook on UserPromptSubmit, SessionStart, PreCompact" in first.output
+    assert "previous file is kept as" in first.output
+    installed = json.loads(settings.read_text())
+    assert installed["permissions"] == OTHER_HOOKS["permissions"]
+    # the other hooks stay, first in their events; ragmem's come after them
+    assert installed["hooks"]["PreToolUse"] == OTHER_HOOKS["hooks"]["PreToolUse"]
+    ups = installed["hooks"]["UserPromptSubmit"]
+    assert ups[0] == OTHER_HOOKS["hooks"]["UserPromptSubmit"][0] and len(ups) == 2
+    ours = ups[1]["hooks"][0]["command"]
+    assert f"--store {store.resolve()}" in ours and ours.endswith(f"hook {agent}")
+    assert installed["hooks"]["SessionStart"] == [{"matcher": "resume|compact", "hooks": [
+        {"type": "command", "command": ours, "timeout": _hooks.TIMEOUT}]}]
+    backups = sorted(settings.parent.glob(settings.name + ".ragmem-backup-*"))
+    assert len(backups) == 1 and json.loads(backups[0].read_text()) == OTHER_HOOKS
+
+    again = runner.invoke(cli, ["--store", str(store), "hook", agent, "--install", "--project", "--json"])
+    assert again.exit_code == 0 and json.loads(again.output)["changed"] is False
+    assert json.loads(settings.read_text()) == installed
+    assert len(list(settings.parent.glob(settings.name + ".ragmem-backup-*"))) == 1  # nothing written, no backup
+
+    gone = runner.invoke(cli, ["--store", str(store), "hook", agent, "--uninstall"])
+    assert gone.exit_code == 0 and "removed ragmem's hook" in gone.output
+    assert json.loads(settings.read_text()) == OTHER_HOOKS
+    assert "nothing changed" in runner.invoke(cli, ["hook", agent, "--uninstall"]).output
+
+
+def test_install_moves_an_earlier_install_to_the_new_store_and_refuses_a_broken_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    assert runner.invoke(cli, ["--store", "a", "hook", "claude-code", "--install"]).exit_code == 0
+    moved = runner.invoke(cli, ["--store", "b", "--namespace", "team", "hook", "claude-code", "--install",
+                                "--budget", "900"])
+    assert moved.exit_code == 0, moved.output
+    data = json.loads((tmp_path / ".claude/settings.json").read_text())
+    commands = [h["command"] for groups in data["hooks"].values() for g in groups for h in g["hooks"]]
+    assert len(commands) == 3 and all(f"--store {tmp_path / 'b'}" in c and "--namespace team" in c
+                                      and "--budget 900" in c for c in commands)
+    (tmp_path / ".claude/settings.json").write_text("{not json")
+    broken = runner.invoke(cli, ["hook", "claude-code", "--install"])
+    assert broken.exit_code == 1 and "not valid JSON" in str(broken.exception)
+    assert (tmp_path / ".claude/settings.json").read_text() == "{not json"
+
+
+def test_user_scope_is_the_home_settings(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(cli, ["hook", "codex", "--install", "--user"])
+    assert out.exit_code == 0, out.output
+    assert json.loads((tmp_path / "home/.codex/hooks.json").read_text())["hooks"]["UserPromptSubmit"]
+    assert not (tmp_path / ".codex").exists()
+
+
+# ------------------------------------------------------------------ failures: nothing printed, exit 0, one log line
+
+
+@pytest.mark.slow
+def test_a_missing_transcript_and_a_broken_store_print_nothing_exit_0_and_log_one_line(tmp_path):
+    store = tmp_path / "store"
+    missing = hook(store, "claude-code", event("UserPromptSubmit", tmp_path / "nope.jsonl", prompt="hi"))
+    assert (missing.returncode, missing.stdout) == (0, "")
+    assert len(log_lines(store)) == 1 and "nope.jsonl" in log_lines(store)[0]
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "log.sqlite3").write_bytes(b"this is not a database" * 100)
+    out = hook(broken, "claude-code", event("UserPromptSubmit", FIXTURE, prompt="hi"))
+    assert (out.returncode, out.stdout) == (0, "")
+    lines = log_lines(broken)
+    assert len(lines) == 1 and " claude-code UserPromptSubmit " in lines[0]
+
+    garbage = subprocess.run([sys.executable, "-m", "ragmem", "--store", str(store), "hook", "codex"],
+                             input="not json", capture_output=True, text=True, env=env(), timeout=120)
+    assert (garbage.returncode, garbage.stdout) == (0, "")
+    assert len(log_lines(store)) == 2 and "not JSON" in log_lines(store)[1]
+
+
+# ------------------------------------------------------------------ the transcript through a compaction
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_the_hook_brings_back_the_pre_compaction_tool_result_and_nothing_after_the_boundary(tmp_path):
+    store, transcript = tmp_path / "store", tmp_path / f"{SESSION}.jsonl"
+    before, after = split_at_boundary(FIXTURE)
+    other = tmp_path / "other.jsonl"  # another session of the same project, and one of another project
+    other_session(other, "0b1c2d3e-0000-4000-8000-00000000aaaa", PROJECT,
+                  "replica: read-replica-1 region=eu-west-3 lag=40ms", "aws rds describe-db-instances --region eu")
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    other_session(elsewhere, "0b1c2d3e-0000-4000-8000-00000000bbbb", "/home/dev/work/other-project",
+                  "ELSEWHERE-9090 region=ap-south-1", "aws rds describe-db-instances --region ap")
+    for path, sid in ((other, "0b1c2d3e-0000-4000-8000-00000000aaaa"), (elsewhere, "0b1c2d3e-0000-4000-8000-00000000bbbb")):
+        r = hook(store, "claude-code", event("PreCompact", path, session=sid, cwd="/x") | {"trigger": "auto"})
+        assert (r.returncode, r.stdout) == (0, ""), r.stderr
+
+    transcript.write_text(before)
+    first = hook(store, "claude-code", event("UserPromptSubmit", transcript, prompt="What was the p99 of the load test?"))
+    assert first.returncode == 0 and log_lines(store) == [], log_lines(store)
+    assert "4870ms" not in first.stdout  # before any compaction the agent still sees its own turns
+    assert "eu-west-3" in first.stdout and "ELSEWHERE" not in first.stdout  # another session of the project only
+
+    with transcript.open("a") as f:
+        f.write(after)
+    compact = hook(store, "claude-code", event("SessionStart", transcript, source="compact"))
+    assert compact.returncode == 0 and log_lines(store) == []
+    ask = hook(store, "claude-code", event("UserPromptSubmit", transcript,
+                                           prompt="What p99 latency did the staging load test measure before?"))
+    out = ask.stdout
+    assert ask.returncode == 0 and log_lines(store) == [], log_lines(store)
+    assert "p99 4870ms" in out  # the tool result asked about ...
+    assert "./scripts/loadtest.sh --target staging --rps 400" in out  # ... with its call
+    assert out.index("loadtest.sh") < out.index("p99 4870ms")
+    assert "AFTERBOUNDARY" not in out and "continued from a previous conversation" not in out
+    assert "ELSEWHERE" not in out
+    assert "this session, before its compaction" in out and "Tue 21 Oct 2025" in out
+    assert len(out) <= _hooks.MAX_CHARS and out.startswith(_hooks.HEADER)
+    tiny = hook(store, "claude-code", event("UserPromptSubmit", transcript, prompt="load test p99?"), "--budget", "120")
+    assert tiny.returncode == 0 and len(tiny.stdout) < len(out)
+
+    # a further event imports only what is new: nothing stored twice
+    again = hook(store, "claude-code", event("UserPromptSubmit", transcript, prompt="and the pool size?"))
+    assert again.returncode == 0 and "pool_size: 8" in again.stdout and "AFTERBOUNDARY" not in again.stdout
+    from ragmem import Memory
+
+    with Memory(store) as mem:
+        ids = [m.id for s in mem.sessions() for m in mem.messages(s.session)]
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_two_tenants_over_the_hook_never_see_each_other(tmp_path):
+    store = tmp_path / "store"
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    other_session(a, "aaaaaaaa-0000-4000-8000-000000000001", PROJECT, "TENANT-A-SECRET region=eu-north-1",
+                  "aws rds describe-db-instances")
+    other_session(b, "bbbbbbbb-0000-4000-8000-000000000002", PROJECT, "TENANT-B-VALUE region=us-east-2",
+                  "aws rds describe-db-instances")
+    assert hook(store, "claude-code", event("PreCompact", a, session="aaaaaaaa-0000-4000-8000-000000000001"),
+                namespace="tenant-a").returncode == 0
+    assert hook(store, "claude-code", event("PreCompact", b, session="bbbbbbbb-0000-4000-8000-000000000002"),
+                namespace="tenant-b").returncode == 0
+    new = tmp_path / "new.jsonl"
+    new.write_text("")
+    ask = event("UserPromptSubmit", new, prompt="Which region does the read replica run in?",
+                session="cccccccc-0000-4000-8000-000000000003")
+    seen_b = hook(store, "claude-code", ask, namespace="tenant-b")
+    seen_a = hook(store, "claude-code", ask, namespace="tenant-a")
+    assert "TENANT-B-VALUE" in seen_b.stdout and "TENANT-A" not in seen_b.stdout
+    assert "TENANT-A-SECRET" in seen_a.stdout and "TENANT-B" not in seen_a.stdout
+    assert log_lines(store) == []
+
+
+# ------------------------------------------------------------------ Codex, on the shared real rollout
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.skipif(not CODEX.exists(), reason="the shared Codex transcript is not beside the clone")
+def test_codex_hook_imports_the_real_rollout_and_answers_another_session_as_codex_json(tmp_path):
+    store = tmp_path / "store"
+    meta = json.loads(CODEX.read_text().splitlines()[0])["payload"]
+    cwd, sid = meta["cwd"], meta["id"]
+    start = hook(store, "codex", {"session_id": sid, "transcript_path": str(CODEX), "cwd": cwd,
+                                  "hook_event_name": "SessionStart", "source": "startup", "model": "gpt-5-codex"})
+    assert (start.returncode, start.stdout) == (0, ""), log_lines(store)
+    empty = tmp_path / "rollout-new.jsonl"
+    empty.write_text("")
+    ask = hook(store, "codex", {"session_id": "019a0000-0000-7000-8000-000000000000", "transcript_path": str(empty),
+                                "cwd": cwd, "hook_event_name": "UserPromptSubmit", "turn_id": "t1",
+                                "prompt": "How did we make the timer switch from work to break?"})
+    assert ask.returncode == 0 and log_lines(store) == [], log_lines(store)
+    out = json.loads(ask.stdout)["hookSpecificOutput"]
+    assert out["hookEventName"] == "UserPromptSubmit"
+    assert out["additionalContext"].startswith(_hooks.HEADER) and "session " in out["additionalContext"]
+    assert len(out["additionalContext"]) <= _hooks.MAX_CHARS
+
+
+# ------------------------------------------------------------------ through a running `ragmem serve`
+
+
+@pytest.mark.model
+@pytest.mark.server
+@pytest.mark.slow
+def test_through_ragmem_serve_the_answer_is_the_local_one(tmp_path):
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    transcript = tmp_path / f"{SESSION}.jsonl"
+    transcript.write_text(FIXTURE.read_text())
+    srv = ServeProcess(remote, "--rate", "0")
+    key = srv.make_key("default")
+    question = event("UserPromptSubmit", transcript, prompt="What p99 did the staging load test measure?")
+    with srv:
+        # this run's cache is new: the server's first embeddings export the model (seconds); done before the hook
+        with httpx.Client(base_url=srv.url, timeout=600, headers={"Authorization": f"Bearer {key}"}) as http:
+            http.post("/api/add_many", json={"session": "warm", "messages": [
+                {"role": "user", "content": f"warm up {i}"} for i in range(40)]}).raise_for_status()
+            http.post("/api/search", json={"query": "warm"}).raise_for_status()
+        via = hook(tmp_path / "client-log", "claude-code", question, "--server", srv.url,
+                   extra_env={"RAGMEM_KEY": key})
+        again = hook(tmp_path / "client-log", "claude-code", question, "--server", srv.url,
+                     extra_env={"RAGMEM_KEY": key})
+        wrong = hook(tmp_path / "client-log", "claude-code", question, "--server", srv.url,
+                     extra_env={"RAGMEM_KEY": "rk_wrong"})
+    here = hook(local, "claude-code", question)
+    assert via.returncode == 0 and "p99 4870ms" in via.stdout, "\n".join(log_lines(tmp_path / "client-log"))
+    assert via.stdout == here.stdout == again.stdout
+    assert (wrong.returncode, wrong.stdout) == (0, "")
+    assert len(log_lines(tmp_path / "client-log")) == 1 and "401" in log_lines(tmp_path / "client-log")[0]
+    assert not os.path.exists(remote / _hooks.LOG_NAME)
