@@ -1016,8 +1016,8 @@ def hook() -> None:
     """
 
 
-def _hook_command(agent: str, settings_file: str) -> Callable:
-    @hook.command(agent, help=f"""The hook command {agent} runs (reads the event on stdin), or --install it.
+def _hook_command(agent: str, title: str, settings_file: str) -> Callable:
+    @hook.command(agent, help=f"""The command {title} runs on its hook events (the event on stdin), or --install it.
 
     With --install, ragmem's hooks go into {settings_file} (--project, the
     default: of the current folder; --user: of your home), merged with the
@@ -1081,8 +1081,8 @@ def _hook_command(agent: str, settings_file: str) -> Callable:
     return command
 
 
-hook_claude_code = _hook_command("claude-code", ".claude/settings.json (or ~/.claude/settings.json)")
-hook_codex = _hook_command("codex", ".codex/hooks.json (or ~/.codex/hooks.json)")
+hook_claude_code = _hook_command("claude-code", "Claude Code", ".claude/settings.json (or ~/.claude/settings.json)")
+hook_codex = _hook_command("codex", "Codex CLI", ".codex/hooks.json (or ~/.codex/hooks.json)")
 
 
 # ------------------------------------------------------------------ serve and keys
