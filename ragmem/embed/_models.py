@@ -19,7 +19,7 @@ import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from .._errors import UsageError
 from ._bundled import DEFAULT_MODEL, DEFAULT_MODEL_SHA256, MAX_TOKENS, bundled_model_path
@@ -40,12 +40,13 @@ class BundledModel:
     prompts: Mapping[str, str] = field(default_factory=dict)
     pad_id: int = 0
     pad_token: str = "[PAD]"
-    #: The sentence-transformers folder, its source weights checked (``verify``) first.
-    folder: Callable[[bool], Path] = bundled_model_path
+    #: The sentence-transformers folder, its files checked against their pins (``verify``) first.
+    folder: Callable[[bool, Iterable[str] | None], Path] = bundled_model_path
 
-    def path(self, verify: bool = True) -> Path:
-        """The model's sentence-transformers folder (built or checked as the model requires)."""
-        return self.folder(verify)
+    def path(self, verify: bool = True, files: Iterable[str] | None = None) -> Path:
+        """The model's sentence-transformers folder (built or checked as the model requires); ``files`` names
+        the files the caller loads, the ones checked (None: every file the engines may read)."""
+        return self.folder(verify, files)
 
     @property
     def dimension(self) -> int:

@@ -27,7 +27,7 @@ from typing import Any, Literal, Sequence
 
 from .._errors import EmbedderError, MissingDependency, ModelIntegrityError, UsageError
 from ._base import Embedder, Kind, split_by_offsets
-from ._bundled import INT8_PROBE, PROBE, cache_dir, file_sha256, notice
+from ._bundled import INT8_PROBE, PROBE, cache_dir, check_file, check_signed, file_sha256, notice, sign, signed
 from ._models import MINILM, BundledFacts, BundledModel, bundled_model
 
 MIN_PROBE_COSINE = 0.9999
@@ -125,9 +125,9 @@ def export_onnx(target: Path, model: BundledModel = MINILM) -> dict[str, Any]:
         tmp.unlink(missing_ok=True)
         raise EmbedderError(f"the exported ONNX model disagrees with fp32 (probe cosine {cos:.6f}), so it is not used; "
                             f"embed with torch only: {TORCH_ONLY}")
+    record = sign({"onnx_sha256": file_sha256(tmp), "weights_sha256": spec.sha256, "probe_cosine": cos})
     os.replace(tmp, target)
-    record = {"onnx_sha256": file_sha256(target), "weights_sha256": spec.sha256, "probe_cosine": cos}
-    target.with_suffix(".json").write_text(json.dumps(record))
+    _write_record(target, record)
     return record
 
 
@@ -164,11 +164,24 @@ def quantize_int8(source: Path, target: Path, model: BundledModel = MINILM) -> d
             f"the int8 model disagrees with fp32 (probe cosine min {cos.min():.4f}, mean {cos.mean():.4f}), "
             f"so it is not used; keep bulk ingest on fp32: {NO_INT8}"
         )
+    record = sign({"onnx_sha256": file_sha256(tmp), "weights_sha256": model.sha256,
+                   "probe_cosine": float(cos.min()), "probe_mean_cosine": float(cos.mean()), "precision": "int8"})
     os.replace(tmp, target)
-    record = {"onnx_sha256": file_sha256(target), "weights_sha256": model.sha256,
-              "probe_cosine": float(cos.min()), "probe_mean_cosine": float(cos.mean()), "precision": "int8"}
-    target.with_suffix(".json").write_text(json.dumps(record))
+    _write_record(target, record)
     return record
+
+
+def _write_record(target: Path, record: dict[str, Any]) -> None:
+    """The signed record of the graph at ``target`` (``model.json`` beside ``model.onnx``), written atomically."""
+    tmp = target.with_suffix(f".json.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record))
+    os.replace(tmp, target.with_suffix(".json"))
+
+
+def _exported(graph: Path) -> bool:
+    """Whether the graph at ``graph`` is there with a signed record (an unsigned one is an older ragmem's:
+    exported again)."""
+    return graph.exists() and signed(graph.with_suffix(".json"))
 
 
 def _quiet_weight_loading() -> None:
@@ -230,24 +243,24 @@ class OnnxEmbedder(BundledFacts, Embedder):
             raise MissingDependency("the ONNX path needs onnxruntime and tokenizers: pip install onnxruntime") from exc
         spec = self.bundled
         fp32, int8 = default_onnx_path(model=spec.name), default_onnx_path("int8", spec.name)
-        if not self.onnx_path.exists() and self.onnx_path in (fp32, int8):
+        if self.onnx_path in (fp32, int8) and not _exported(self.onnx_path):
             from filelock import FileLock
 
             self.onnx_path.parent.mkdir(parents=True, exist_ok=True)
             with FileLock(str(self.onnx_path.parent / "export.lock")):  # one exporter per machine at a time
-                if not fp32.exists():
+                if not _exported(fp32):
                     spec.path()  # built (and its weights checked) before the notice: its own notice says so
                     notice(f"first use of {spec.name} on this machine: exporting the embedding model to ONNX, once "
                            f"(about {15 if spec is MINILM else 40} s; cached in {fp32.parent})")
                     _quiet_weight_loading()
                     export_onnx(fp32, spec)
-                if not self.onnx_path.exists():
+                if not _exported(self.onnx_path):
                     notice(f"first bulk ingest with {spec.name} on this machine: quantizing the embedding model "
                            "to int8, once (a few seconds)")
                     quantize_int8(fp32, self.onnx_path, spec)
         if self.verify:
             self._check_graph()
-        tokenizer_file = str(spec.path(verify=self.verify) / "tokenizer.json")
+        tokenizer_file = str(spec.path(verify=self.verify, files=("tokenizer.json",)) / "tokenizer.json")
         tok = Tokenizer.from_file(tokenizer_file)
         tok.enable_truncation(spec.max_tokens)
         tok.no_padding()  # embed_batch pads each batch to its own longest text
@@ -270,19 +283,15 @@ class OnnxEmbedder(BundledFacts, Embedder):
         self._tokenizer = tok
 
     def _check_graph(self) -> None:
-        """The graph must have the sha256 recorded when it was exported and checked against fp32."""
-        record = self.onnx_path.with_suffix(".json")
-        try:
-            expected = json.loads(record.read_text())["onnx_sha256"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ModelIntegrityError(
-                f"{record} (the sha256 recorded when {self.onnx_path.name} was exported and checked) is missing or "
-                f"unreadable ({exc}); delete {self.onnx_path} to export it again"
-            ) from None
-        if file_sha256(self.onnx_path) != expected:
-            raise ModelIntegrityError(
-                f"{self.onnx_path} changed since it was exported and checked; delete it to export it again"
-            )
+        """The graph must have the sha256 of its signed record (made when it was exported from the pinned
+        weights and checked against fp32), hashed again now; the record must name this model's weights."""
+        rebuild = (f"delete {self.onnx_path} and {self.onnx_path.with_suffix('.json')} and ragmem exports it again "
+                   "from the pinned weights on next use")
+        record = check_signed(self.onnx_path.with_suffix(".json"), rebuild)
+        if record.get("weights_sha256") != self.bundled.sha256:
+            raise ModelIntegrityError(f"{self.onnx_path} was exported from other weights than {self.bundled.name}'s "
+                                      f"({record.get('weights_sha256')!r}); {rebuild}")
+        check_file(self.onnx_path, record.get("onnx_sha256"), rebuild)
 
     def _ready(self) -> tuple[Any, Any]:
         if self._session is None:
