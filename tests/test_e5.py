@@ -218,12 +218,12 @@ def test_swapped_converted_weights_with_their_record_rewritten_are_refused(tmp_p
 def test_a_file_added_to_the_converted_folder_or_a_changed_tokenizer_is_refused(tmp_path, monkeypatch):
     folder = _folder_copy(tmp_path, monkeypatch)
     (folder / "added_tokens.json").write_text('{"pool": 5}')  # transformers would load it beside the tokenizer
-    with pytest.raises(ModelIntegrityError, match="added_tokens.json is not one of the files ragmem built"):
+    with pytest.raises(ModelIntegrityError, match=r"added_tokens\.json is not one of the files ragmem built"):
         _e5.e5_model_path()
     (folder / "added_tokens.json").unlink()
     tokenizer = folder / "tokenizer.json"
     tokenizer.write_bytes(tokenizer.read_bytes() + b" ")
-    with pytest.raises(ModelIntegrityError, match="tokenizer.json changed since ragmem made and checked it"):
+    with pytest.raises(ModelIntegrityError, match=r"tokenizer\.json changed since ragmem made and checked it"):
         OnnxEmbedder(model="multilingual-e5-small").embed_batch(["tampered"])
 
 
