@@ -185,6 +185,7 @@ def import_new(mem: "Memory", event: Event, chunk: bytes, offset: int, head: byt
     (their ``consumed``: whole lines, and not a response still waiting for a tool's result), so a
     half-written last line waits for the next event.
     """
+    from ._importing import store_sessions
     from .importers import parse
 
     transcript = event.transcript or ""
@@ -196,16 +197,13 @@ def import_new(mem: "Memory", event: Event, chunk: bytes, offset: int, head: byt
     text = (prefix + chunk).decode("utf-8", errors="replace")
     parsed = parse(text, event.agent, filename=transcript, known=progress.sessions)
     consumed = len(text[: parsed.consumed].encode("utf-8")) - len(prefix)
+    store_sessions(mem, parsed.sessions, transcript)  # import-chats' one path: all checked, then stored
     for s in parsed.sessions:
-        name = progress.sessions.setdefault(s.key, {"name": s.name, "metadata": s.metadata})["name"]
-        if not s.messages:
-            continue
-        session = mem.for_session(name)
-        session.add_many(s.messages, format="openai")
+        progress.sessions[s.key] = {"name": s.name, "metadata": s.metadata}
         for m in s.messages:
             meta = m.get("metadata") or {}
             if meta.get("kind") == "compaction_summary" and isinstance(m.get("id"), str):
-                progress.boundary[name] = m["id"]
+                progress.boundary[s.name] = m["id"]
             if s.key == event.session_id and isinstance(meta.get("project"), str):
                 progress.project = meta["project"]
     progress.offset = offset + max(consumed, 0)
