@@ -231,8 +231,9 @@ class AsyncMemory:
         return await self._worker.run(self._mem.get, message_id)
 
     @_mirrors(Memory.messages)
-    async def messages(self, session: str | None = None, *, last: int | None = None) -> list[Message]:
-        return await self._worker.run(self._mem.messages, session, last=last)
+    async def messages(self, session: str | None = None, *, last: int | None = None,
+                       before: int | None = None) -> list[Message]:
+        return await self._worker.run(self._mem.messages, session, last=last, before=before)
 
     @_mirrors(Memory.export)
     async def export(self, session: str | None = None) -> list[dict[str, Any]]:

@@ -124,7 +124,8 @@ class SessionsResult(BaseModel):
 
 class RecentResult(BaseModel):
     session: str
-    messages: list[dict[str, Any]] = Field(description="Oldest first: id, role, content, tool_calls/tool_call_id, at.")
+    messages: list[dict[str, Any]] = Field(
+        description="Oldest first: id, role, content, tool_calls/tool_call_id, at, seq.")
 
 
 class StateResult(BaseModel):
@@ -156,6 +157,7 @@ def _brief(m: Any) -> dict[str, Any]:
     if m.tool_call_id:
         out["tool_call_id"] = m.tool_call_id
     out["at"] = _iso(m.created_at)
+    out["seq"] = m.seq  # its place in the session (read_recent's `before` pages back from the oldest one)
     return out
 
 
@@ -383,11 +385,13 @@ def build_server(
     @server.tool(annotations=ToolAnnotations(title="Read recent messages", read_only_hint=True))
     def read_recent(
         n: Annotated[int, Field(description="How many of the latest messages to return.", ge=1, le=200)] = 10,
+        before: Annotated[int | None, Field(description="Only messages before this seq (the oldest seq of the "
+                                            "page before, to read further back).", ge=0)] = None,
         session: Session = None,
     ) -> RecentResult:
         """Read the latest `n` messages of a session verbatim, oldest first (to catch up on a conversation)."""
         with _guard(memories):
-            msgs = memories(session).messages(last=n)
+            msgs = memories(session).messages(last=n, before=before)
             return _compact(RecentResult(session=session or memories.default, messages=[_brief(m) for m in msgs]))
 
     @server.tool(annotations=ToolAnnotations(title="Read pinned state", read_only_hint=True))

@@ -264,16 +264,22 @@ class Memory:
                                   "(search hits, messages(last=...) and export() give the stored ones)")
         return m
 
-    def messages(self, session: str | None = None, *, last: int | None = None) -> list[Message]:
+    def messages(self, session: str | None = None, *, last: int | None = None,
+                 before: int | None = None) -> list[Message]:
         """The messages of a session of this namespace (this session by default), oldest first.
 
-        ``last=n`` gives only the last ``n`` (read from the end of the log, however long the session).
+        ``last=n`` gives only the last ``n`` (read from the end of the log, however long the session);
+        ``before=seq`` only those before that sequence number, so ``last`` and ``before`` page back through a
+        session (``before`` = the oldest ``seq`` of the page before).
         """
         session = self.session if session is None else validate.name(session, "session")
+        if before is not None:
+            validate.count(before, "before", lo=0, hi=2**62)
         if last is not None:
             validate.count(last, "last", lo=0, hi=10**9)
-            return list(reversed(self.store.log.messages(self.namespace, session, limit=last, newest_first=True)))
-        return self.store.log.messages(self.namespace, session)
+            return list(reversed(self.store.log.messages(self.namespace, session, limit=last, newest_first=True,
+                                                         before_seq=before)))
+        return self.store.log.messages(self.namespace, session, before_seq=before)
 
     def export(self, session: str | None = None) -> list[dict[str, Any]]:
         """A session as lossless JSON-able records, in order (one JSONL line each)."""

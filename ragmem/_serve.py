@@ -30,6 +30,7 @@ import functools
 import json
 import logging
 import math
+import shlex
 import sys
 import threading
 import time
@@ -90,6 +91,10 @@ _UNAVAILABLE = json.dumps({"error": {
     "message": "the service is unavailable (its store does not answer); retry in a moment. The server's log "
                "says why",
 }}).encode()
+#: The 401's challenges, one header each and Basic first: a browser shows its own login only for a Basic
+#: challenge it can read, and Chromium reads none after a Bearer one in the same header.
+_CHALLENGES = [(b"www-authenticate", b'Basic realm="ragmem", charset="UTF-8"'),
+               (b"www-authenticate", b'Bearer realm="ragmem"')]
 _REFUSED = json.dumps({"error": {
     "type": "Forbidden",
     "message": "this key does not reach that namespace; a key acts only on the namespaces it is bound to "
@@ -429,7 +434,7 @@ class _Gate:
             await _send_raw(send, 503, _UNAVAILABLE)
             return
         if info is None:
-            await _send_raw(send, 401, _UNAUTHORIZED, [(b"www-authenticate", b'Bearer realm="ragmem", Basic realm="ragmem"')])
+            await _send_raw(send, 401, _UNAUTHORIZED, _CHALLENGES)
             return
         named = headers.get(NAMESPACE_HEADER.encode())
         namespace = _choose(info, named.decode("utf-8", "replace") if named is not None else None)
@@ -608,7 +613,13 @@ class _Api:
         last = request.query_params.get("last", "200")
         if not last.isdigit():
             raise UsageError(f"last must be a whole number from 1 to 200, got {last!r}")
-        return await self.tool(request, "read_recent", {"session": request.path_params["session"], "n": int(last)})
+        args: dict[str, Any] = {"session": request.path_params["session"], "n": int(last)}
+        before = request.query_params.get("before")
+        if before is not None:  # a page further back: the messages before this seq
+            if not before.isdigit():
+                raise UsageError(f"before must be a message's seq (a whole number), got {before!r}")
+            args["before"] = int(before)
+        return await self.tool(request, "read_recent", args)
 
     async def state(self, request: Request) -> Response:
         session = request.query_params.get("session")
@@ -795,7 +806,9 @@ def openapi(version: str, tool_schemas: dict[str, dict[str, Any]]) -> dict[str, 
             "/api/sessions": get("The namespace's sessions (list_sessions)"),
             "/api/sessions/{session}/messages": get("A session's latest messages (read_recent)", [
                 {"name": "session", "in": "path", "required": True, "schema": {"type": "string"}},
-                {"name": "last", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 200}}]),
+                {"name": "last", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 200}},
+                {"name": "before", "in": "query", "schema": {"type": "integer", "minimum": 0},
+                 "description": "only messages before this seq (the oldest seq of the page before)"}]),
             "/api/state": {**get("The pinned state (get_pinned_state)", session_q),
                            **post("Change the pinned state (update_pinned_state)",
                                   tool_schemas.get("update_pinned_state"))},
@@ -929,6 +942,7 @@ def build_app(
 
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})
     app.state.ragmem_memory = root  # for hosts and tests
+    app.state.ragmem_keys = keys
     # the gate sits outside the router: an unknown route without a key is a 401 like any other
     app.add_middleware(_GateMiddleware, keys=keys, settings=settings, security=security)
     return app
@@ -1062,6 +1076,46 @@ def uvicorn_config(app: ASGIApp, settings: ServeSettings) -> Any:
                           limit_concurrency=settings.max_connections, timeout_keep_alive=settings.keep_alive)
 
 
+def overview(store: "Store", keys: Keys, where: str) -> list[str]:
+    """What the server serves, as the lines ``ragmem serve`` prints at start: the namespaces that hold data,
+    the ones keys reach, and a warning for each way a request would find nothing.
+
+    ``where`` is the store option to repeat in the commands it suggests (``--store PATH``). A store with no key
+    answers 401 to everything; a namespace with data that no key reaches cannot be read; a key to a namespace
+    with no data reads an empty page (docs/serve.md's walkthrough once made that one).
+    """
+    data: dict[str, list[int]] = {}
+    for row in store.log.sessions():
+        if row["messages"]:
+            sessions, messages = data.setdefault(row["namespace"], [0, 0])
+            data[row["namespace"]] = [sessions + 1, messages + row["messages"]]
+    reached: dict[str, int] = {}
+    infos = keys.list()
+    for info in infos:
+        for ns in info.namespaces:
+            reached[ns] = reached.get(ns, 0) + 1
+
+    def plural(n: int, word: str) -> str:
+        return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+    held = ", ".join(f"{ns} ({plural(s, 'session')}, {plural(m, 'message')})" for ns, (s, m) in sorted(data.items()))
+    keyed = ", ".join(f"{ns} ({plural(n, 'key')})" for ns, n in sorted(reached.items()))
+    lines = [f"ragmem serve: namespaces with data: {held or 'none yet'}",
+             f"ragmem serve: namespaces with keys: {keyed or 'none'}"]
+    if not infos:
+        first = next(iter(sorted(data)), "NAMESPACE")
+        lines.append(f"ragmem serve: warning: the store has no key, so every request gets 401; make one with "
+                     f"`ragmem {where} keys add {first}` (it works at once, no restart)")
+        return lines
+    for ns in sorted(set(data) - set(reached)):
+        lines.append(f"ragmem serve: warning: namespace {ns!r} holds data that no key reaches; "
+                     f"`ragmem {where} keys add {ns}` makes one")
+    for ns in sorted(set(reached) - set(data)):
+        lines.append(f"ragmem serve: note: namespace {ns!r} has a key but no data yet: its page and searches are "
+                     f"empty until something is stored there (`ragmem --namespace {ns} ingest ...`, or the API)")
+    return lines
+
+
 def serve(store: str | None = None, *, settings: ServeSettings | None = None, **memory_kwargs: Any) -> None:
     """Run ``ragmem serve`` until interrupted: uvicorn on ``settings.host:settings.port``.
 
@@ -1072,6 +1126,17 @@ def serve(store: str | None = None, *, settings: ServeSettings | None = None, **
     settings = settings or ServeSettings()
     app = build_app(store, settings=settings, **memory_kwargs)
     server = uvicorn.Server(uvicorn_config(app, settings))
+
+
+    root = app.state.ragmem_memory
+    where = f"--store {shlex.quote(str(root.store.path))}"
+    if memory_kwargs.get("log_url"):
+        where += " --log-url URL"  # the keys live in the log: the same one (never printed: it may hold a password)
+    for line in overview(root.store, app.state.ragmem_keys, where):
+        print(line, file=sys.stderr, flush=True)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
+                            lifespan="on")
+    server = uvicorn.Server(config)
 
     original = server.startup
 

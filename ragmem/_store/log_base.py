@@ -304,11 +304,16 @@ class LogBase:
 
     def messages(
         self, namespace: str, session: str, *, after_seq: int = -1, limit: int | None = None,
-        newest_first: bool = False,
+        newest_first: bool = False, before_seq: int | None = None,
     ) -> list[Message]:
-        """A session's messages in order (newest first if asked), optionally only those after a sequence number."""
-        sql = f"SELECT {self._COLS} FROM messages WHERE namespace=? AND session=? AND seq>? AND deleted=0 ORDER BY seq"
+        """A session's messages in order (newest first if asked), optionally only those after a sequence number
+        (and before another: a page of an older stretch)."""
+        sql = f"SELECT {self._COLS} FROM messages WHERE namespace=? AND session=? AND seq>? AND deleted=0"
         args: list[Any] = [namespace, session, after_seq]
+        if before_seq is not None:
+            sql += " AND seq<?"
+            args.append(before_seq)
+        sql += " ORDER BY seq"
         if newest_first:
             sql += " DESC"
         if limit is not None:
