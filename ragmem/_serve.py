@@ -1119,24 +1119,20 @@ def overview(store: "Store", keys: Keys, where: str) -> list[str]:
 def serve(store: str | None = None, *, settings: ServeSettings | None = None, **memory_kwargs: Any) -> None:
     """Run ``ragmem serve`` until interrupted: uvicorn on ``settings.host:settings.port``.
 
-    It prints ``ragmem serve: listening on http://HOST:PORT`` on stderr once it accepts connections.
+    It prints what it serves (:func:`overview`) at start, then ``ragmem serve: listening on http://HOST:PORT``
+    on stderr once it accepts connections.
     """
     import uvicorn
 
     settings = settings or ServeSettings()
     app = build_app(store, settings=settings, **memory_kwargs)
-    server = uvicorn.Server(uvicorn_config(app, settings))
-
-
     root = app.state.ragmem_memory
     where = f"--store {shlex.quote(str(root.store.path))}"
     if memory_kwargs.get("log_url"):
         where += " --log-url URL"  # the keys live in the log: the same one (never printed: it may hold a password)
     for line in overview(root.store, app.state.ragmem_keys, where):
         print(line, file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
-                            lifespan="on")
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn_config(app, settings))
 
     original = server.startup
 
