@@ -369,8 +369,7 @@ def _check_mandatory(counter: TokenCounter, sys_msgs: list, user: dict, limit: i
     if need > limit:
         raise BudgetTooSmall(
             f"the mandatory parts (system prompt, pinned state, user turn) need {need} tokens, but the budget "
-            f"allows {limit} (total {budget.total}, reserve {budget.total - limit}); raise the budget, shorten "
-            "the system prompt or the pinned state, or lower the reserve"
+            f"allows {limit} (total {budget.total}, reserve {budget.total - limit})", fix="budget.mandatory",
         )
     return need
 
@@ -461,8 +460,8 @@ def _finish(
             u = window_units.pop(0)
             dropped.append(_drop("window", u, costs.unit(u), "over budget after rendering"))
     if total > budget.limit:  # only the mandatory parts are left, and they were checked to fit
-        raise BudgetTooSmall(f"the prompt needs {total} tokens, over the limit of {budget.limit}; raise the budget, "
-                             "or shorten the system prompt, pinned state or user turn")
+        raise BudgetTooSmall(f"the prompt needs {total} tokens, over the limit of {budget.limit}",
+                             fix="budget.rendered")
     trace = Trace(strategy=strategy, format=fmt, budget=budget.total, limit=budget.limit, total_tokens=total)
     trace.sections = {
         "system": fixed["system"],

@@ -147,22 +147,15 @@ def _when(value: str | None, option: str) -> datetime | None:
     return validate.when(value, option)
 
 
-def _require_session(mem: Memory, cfg: Config, name: str) -> None:
+def _require_session(mem: Memory, name: str, *, search: bool = False) -> None:
     """Refuse a session that does not exist, on stderr with exit status 1, instead of an empty answer.
 
-    The hint lists only this namespace's sessions (never another namespace's names).
+    The refusal is every door's (:func:`ragmem._doors.require_session`): its hint lists only this namespace's
+    sessions, never another namespace's names.
     """
-    import difflib
+    from ._doors import require_session
 
-    names = [s.session for s in mem.sessions()]
-    if name in names:
-        return
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
-    hint = (f"did you mean {', '.join(repr(c) for c in close)}? " if close else "") + (
-        "`ragmem sessions` lists them" if names else "it holds no sessions yet; `ragmem ingest FILE` adds some")
-    from ragmem._errors import UsageError
-
-    raise UsageError(f"session {name!r} does not exist in namespace {cfg.namespace!r} of {cfg.store}; {hint}")
+    require_session(mem, name, search=search)
 
 
 def _short(text: str, width: int = 100) -> str:
@@ -287,17 +280,19 @@ def ingest(file: str, fmt: str, progress: bool | None, max_chars: int | None, **
                                clip_tool_results=root.settings.clip_tool_results, origins=conv.origins)
             plans.append((session, msgs, conv.origins))
         stored: dict[str, int] = {}
+        base = root.store.progress.indexed  # what the opening's repair indexed is not this ingest's
         for session, msgs, origins in plans:
             mem = root if session == cfg.session else root.for_session(session)
             try:
                 stored[session] = len(mem.add_many(msgs, format="openai"))
             except InvalidMessage as exc:
-                raise type(exc)(relabel(exc, origins)) from None
+                raise exc.reworded(relabel(exc, origins)) from None
         total = sum(stored.values())
         show = progress if progress is not None else (total > PROGRESS_MIN and sys.stderr.isatty())
-        with _progress(total, show) as bar:
-            _follow_indexing(root, set(stored), total, bar)
-            root.store.flush()  # what the worker could not index is indexed here, or its error raised
+        if show:
+            with _progress(total, "ingesting") as bar:
+                follow_indexing(root.store, total, base, bar)
+        root.store.flush()  # what the worker could not index is indexed here, or its error raised
     finally:
         root.close()
     n_in = sum(len(m) for _, m, _ in plans)
@@ -317,42 +312,36 @@ def ingest(file: str, fmt: str, progress: bool | None, max_chars: int | None, **
     _emit(cfg, data, human)
 
 
-def _follow_indexing(mem: Memory, sessions: set[str], total: int, bar: Any) -> None:
-    """Advance the bar as the background indexer works through the new messages of ``sessions``."""
+def follow_indexing(store: Any, total: int, base: int, bar: Any, *, every: float = 0.1) -> None:
+    """Advance ``bar`` to the ``total`` messages the background indexer of ``store`` is embedding, with their rate.
+
+    It reads :attr:`Store.progress <ragmem._store.store.Store.progress>` (no query: the bar costs the ingest
+    nothing it can measure), which moves within each batch as its blocks are embedded. ``base`` is what the
+    progress said before these messages were stored. It returns once they are indexed, or when the indexer
+    fails (the store is flagged behind) or stops moving; the caller's ``flush()`` then says why.
+    """
     import time
 
-    def pending() -> int:
-        return sum(s.messages - s.indexed for s in mem.sessions() if s.session in sessions)
-
-    done, last_change = 0, time.monotonic()
+    started = last_change = time.monotonic()
+    shown = 0
     while True:
-        left = pending()
-        now = total - min(left, total)
-        if now > done:
-            bar.update(now - done)
-            done, last_change = now, time.monotonic()
-        # the worker failed (the index is down, say; it flags the store behind) or is stuck: flush() says why
-        failing = mem.store.index_behind or time.monotonic() - last_change > 300
-        if left == 0 or failing:
+        now_at = store.progress
+        reached = min(total, int(now_at.messages) - base)
+        if reached > shown:
+            elapsed = time.monotonic() - started
+            bar.update(reached - shown, f"{reached / elapsed:,.0f} msg/s" if elapsed > 0 else "")
+            shown, last_change = reached, time.monotonic()
+        stuck = time.monotonic() - last_change > 300
+        if now_at.indexed - base >= total or store.index_behind or stuck:
             return
-        time.sleep(0.1)
+        time.sleep(every)
 
 
-class _NoBar:
-    def update(self, n: int) -> None:
-        pass
+def _progress(total: int, label: str = "indexing") -> Any:
+    """The bar of a long ingest or import on stderr: position, rate (what :func:`follow_indexing` passes) and ETA."""
+    return click.progressbar(length=total, label=label, file=sys.stderr, show_pos=True, show_eta=True,
+                             item_show_func=lambda rate: rate)
 
-    def __enter__(self) -> "_NoBar":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        pass
-
-
-def _progress(total: int, show: bool) -> Any:
-    if not show:
-        return _NoBar()
-    return click.progressbar(length=total, label="ingesting", file=sys.stderr, show_pos=True, show_eta=True)
 
 # ------------------------------------------------------------------ search
 
@@ -373,22 +362,26 @@ def search(query: str, k: int, role: str | None, since: str | None, until: str |
     """Search the history semantically for QUERY, best hits first."""
     cfg = _cfg(**opts)
     lo, hi, asked = _when(since, "--since"), _when(until, "--until"), _when(asked_at, "--asked-at")
-    mem = _open(cfg)
+    mem = _open(cfg, create=False)
     try:
         if not all_sessions:
-            _require_session(mem, cfg, cfg.session)
+            _require_session(mem, cfg.session, search=True)
         hits = mem.search(query, k=k, role=role, since=lo, until=hi, min_score=min_score,
                           scope="namespace" if all_sessions else "session", asked_at=asked)
     finally:
         mem.close()
-    data = [{"score": h.score, "session": h.session, "message": h.message.to_record()} for h in hits]
+    data = [{"score": h.score, "similarity": h.similarity, "session": h.session, "message": h.message.to_record()}
+            for h in hits]
 
     def human() -> Iterator[str]:
         if not hits:
-            yield "no matches"
+            yield "no matches" + (f" with a similarity of {min_score} or more" if min_score is not None else "")
+            return
+        yield "score   sim  (score ranks this query's hits; sim, the cosine similarity, is what --min-score filters)"
         for h in hits:
             where = f"{h.session} " if all_sessions else ""
-            yield f"{h.score:6.3f}  {where}{_msg_line(h.message)}"
+            sim = f"{h.similarity:5.2f}" if h.similarity is not None else "    -"
+            yield f"{h.score:5.2f} {sim}  {where}{_msg_line(h.message)}"
 
     _emit(cfg, data, human)
 
@@ -408,9 +401,9 @@ def show() -> None:
 def show_session(name: str | None, limit: int | None, **opts: Any) -> None:
     """Print the messages of session NAME (default: --session) in order."""
     cfg = _cfg(**opts)
-    mem = _open(cfg)
+    mem = _open(cfg, create=False)
     try:
-        _require_session(mem, cfg, name or cfg.session)
+        _require_session(mem, name or cfg.session)
         msgs = mem.messages(name or cfg.session)
     finally:
         mem.close()
@@ -425,7 +418,7 @@ def show_session(name: str | None, limit: int | None, **opts: Any) -> None:
 def show_message(message_id: str, **opts: Any) -> None:
     """Print one message by ID, in full."""
     cfg = _cfg(**opts)
-    mem = _open(cfg)
+    mem = _open(cfg, create=False)
     try:
         m = mem.get(message_id)
     finally:
@@ -464,9 +457,9 @@ def export_(output: str | None, **opts: Any) -> None:
     array instead of JSONL.
     """
     cfg = _cfg(**opts)
-    mem = _open(cfg)
+    mem = _open(cfg, create=False)
     try:
-        _require_session(mem, cfg, cfg.session)
+        _require_session(mem, cfg.session)
         records = mem.export(cfg.session)
     finally:
         mem.close()
@@ -579,9 +572,29 @@ def import_chats(paths: tuple[str, ...], fmt: str | None, follow: bool, interval
 # ------------------------------------------------------------------ prompt
 
 
+class _Tokens(click.ParamType):
+    """A number of tokens as people write it: 2000, 2,000, 2_000 or 2k (a thousand tokens: 1.5k is 1500)."""
+
+    name = "TOKENS"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().lower().replace(",", "").replace("_", "")
+        try:
+            n = float(text[:-1]) * 1000 if text.endswith("k") else float(text)
+        except ValueError:
+            n = -1.0
+        if not 1 <= n <= 10_000_000 or n != int(n):  # validate.MAX_BUDGET; NaN and inf fail the range
+            self.fail(f"{value!r} is not a number of tokens; write a whole number from 1 to 10,000,000: "
+                      "2000, 2,000 or 2k", param, ctx)
+        return int(n)
+
+
 @cli.command()
 @click.argument("turn")
-@click.option("--budget", type=click.IntRange(1), default=4000, show_default=True, help="Token budget for the whole prompt.")
+@click.option("--budget", type=_Tokens(), default=4000, show_default=True, metavar="TOKENS",
+              help="Token budget for the whole prompt: 4000, 4,000 or 4k.")
 @click.option("--system", "system_", metavar="TEXT", help="System prompt.")
 @click.option("--format", "fmt", type=click.Choice(["openai", "anthropic"]), default="openai", show_default=True)
 @click.option(
@@ -604,10 +617,14 @@ def prompt(turn: str, budget: int, system_: str | None, fmt: Literal["openai", "
     """
     cfg = _cfg(**opts)
     asked = _when(asked_at, "--asked-at")
-    mem = _open(cfg)
+    mem = _open(cfg, create=False)
     try:
-        _require_session(mem, cfg, cfg.session)
+        _require_session(mem, cfg.session)
         ctx = mem.prompt(turn, system=system_, budget=budget, format=fmt, strategy=strategy, k=k, asked_at=asked)
+        # each traced unit's first words, for the human trace (the JSON has the ids; `ragmem show message`)
+        ids = [i for part in (ctx.trace.included, ctx.trace.dropped) for u in part for i in u.message_ids]
+        found = mem.store.log.get_many(mem.namespace, ids) if ids and not cfg.json else {}
+        texts = {i: m.text or "; ".join(f"{c.name}({c.arguments})" for c in m.tool_calls) for i, m in found.items()}
     finally:
         mem.close()
     data = _jsonable(ctx.to_dict())
@@ -625,7 +642,7 @@ def prompt(turn: str, budget: int, system_: str | None, fmt: Literal["openai", "
             for c in m.get("tool_calls") or []:
                 yield f"→ {c['id']} {c['function']['name']}({c['function']['arguments']})"
         yield "=== trace"
-        yield str(ctx.trace)
+        yield ctx.trace.render(texts)
 
     _emit(cfg, data, human)
 
@@ -648,8 +665,9 @@ def state() -> None:
 def state_get(key: str | None, **opts: Any) -> None:
     """Print the pinned state, or one KEY of it."""
     cfg = _cfg(**opts)
-    mem = _open(cfg)
+    mem = _open(cfg, create=False)
     try:
+        _require_session(mem, cfg.session)
         current = mem.state.get()
     finally:
         mem.close()
@@ -733,7 +751,7 @@ def sessions(**opts: Any) -> None:
     """List the namespace's sessions with their stats (and, for imported agent sessions, the agent, its version,
     the model, the project and the git branch)."""
     cfg = _cfg(**opts)
-    mem = _open(cfg)
+    mem = _open(cfg, create=False)
     try:
         infos = mem.sessions()
         about = {s.session: _session_about(mem, s.session) for s in infos}
@@ -868,7 +886,7 @@ def forget_session(name: str, wait: bool, **opts: Any) -> None:
     cfg = _cfg(**opts)
     mem = _open(cfg)
     try:
-        _require_session(mem, cfg, name)
+        _require_session(mem, name)
         n = mem.forget_session(name, wait=wait)
     finally:
         mem.close()
@@ -981,22 +999,36 @@ def migrate(to: str, **opts: Any) -> None:
 # ------------------------------------------------------------------ mcp
 
 
-@cli.command()
+class _McpCommand(click.Command):
+    """``ragmem mcp``, whose help lists the tools as the server itself offers them (no list kept by hand)."""
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_help_text(ctx, formatter)
+        from ._mcp import tool_summaries  # the SDK: imported only for this help
+
+        with formatter.section("Tools"):
+            formatter.write_dl(tool_summaries())
+
+
+@cli.command(cls=_McpCommand)
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="warning",
+              show_default=True, help="The MCP SDK's logging on stderr (info: a line per request).")
 @_common
-def mcp(**opts: Any) -> None:
+def mcp(log_level: str, **opts: Any) -> None:
     """Serve the store as an MCP server on stdio.
 
     For Claude Desktop, IDEs and agents.
 
-    Tools: add_messages, search_memory, get_context, get_pinned_state,
-    update_pinned_state, forget. See docs/mcp.md for client configuration.
+    The tools, as the server lists them, follow. See docs/mcp.md for client
+    configuration.
     """
     cfg = _cfg(**opts)
     from ._mcp import serve
 
     extra: dict[str, Any] = {"embedder": cfg.embedder} if cfg.embedder else {}
     serve(store=cfg.store, namespace=cfg.namespace, session=cfg.session, log_url=cfg.log_url,
-          chroma_url=cfg.chroma_url, trust_config=cfg.trust_config, **extra)
+          chroma_url=cfg.chroma_url, trust_config=cfg.trust_config, log_level=log_level.upper(),  # type: ignore[arg-type]
+          **extra)
 
 
 # ------------------------------------------------------------------ hook
@@ -1131,7 +1163,7 @@ def serve(host: str, port: int, max_body: int, rate: float, burst: int, allowed_
                              allowed_hosts=allowed_hosts, allowed_origins=allowed_origins,
                              header_timeout=header_timeout, body_timeout=body_timeout,
                              max_connections=max_connections, keep_alive=keep_alive)
-    run(cfg.store, settings=settings, log_url=cfg.log_url, chroma_url=cfg.chroma_url, **extra)
+    run(cfg.store, settings=settings, log_url=cfg.log_url, chroma_url=cfg.chroma_url, create=False, **extra)
 
 
 @cli.group()
@@ -1210,13 +1242,15 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(1)
+    except click.UsageError as exc:  # a bad option: a UsageError, as every door says one (exit 2, click's)
+        _fail(f"UsageError: {_usage_error(exc)}", status=exc.exit_code)
     except click.ClickException as exc:  # usage errors: click's own message, exit 2
         exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except RagmemError as exc:
-        _fail(f"{type(exc).__name__}: {exc}")
+        _fail(f"{type(exc).__name__}: {exc.for_door('cli')}")
     except BrokenPipeError:  # `ragmem export | head`: the reader left; not an error worth a message
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -1236,10 +1270,27 @@ def _bug(exc: BaseException) -> None:
     sys.exit(BUG_EXIT)
 
 
-def _fail(message: str) -> None:
+def _fail(message: str, status: int = 1) -> None:
     first = " ".join(str(message).split())  # one line, whatever the message held
     click.echo(f"ragmem: error: {first}", err=True)
-    sys.exit(1)
+    sys.exit(status)
+
+
+def _usage_error(exc: click.UsageError) -> str:
+    """Click's refusal of an option, with the way to the command's help; an unknown option in the words every
+    door refuses an unknown argument with (:func:`ragmem._doors.unknown_arguments`: the known ones listed)."""
+    from ._doors import unknown_arguments
+
+    ctx = exc.ctx
+    if ctx is None:  # pragma: no cover - click gives the context of the command it parsed
+        return exc.format_message()
+    if isinstance(exc, click.NoSuchOption):
+        known = [o for p in ctx.command.get_params(ctx) if isinstance(p, click.Option)
+                 for o in p.opts + p.secondary_opts]
+        refused = unknown_arguments([exc.option_name], known, "cli", f"`{ctx.command_path}`")
+        if refused is not None:
+            return str(refused)
+    return f"{exc.format_message().rstrip('.')}; `{ctx.command_path} --help` shows the options"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,7 +17,7 @@ and doubles the encoder's work, so the vectors keep the message alone.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from . import _lexical as lexical
 from .embed import Embedder, chunk_text
@@ -130,6 +130,7 @@ def chunk_metadata(m: Message, unit_id: str, chunk: int) -> dict[str, Any]:
 def index_messages(
     messages: Sequence[Message], *, log: MessageLog, index: VectorIndex, embedder: Embedder,
     settings: RecallSettings = DEFAULT_RECALL, mark: bool = True, counter: TokenCounter | None = None,
+    progress: Callable[[float], None] | None = None,
 ) -> int:
     """Embed and index stored messages (any mix of sessions of one store), then mark them indexed.
 
@@ -141,13 +142,15 @@ def index_messages(
     With ``counter`` (the one the log keeps counts by), what each message costs
     in a prompt is counted here, while the last upsert runs, and kept with it, so
     assembly never counts a stored message (``log.lexical.mark_indexed(tokens=...)``).
+    ``progress`` is called with the share of the texts embedded so far (after each block), so that a
+    progress bar moves within one call.
     """
     if not messages:
         return 0
     groups = by_namespace(messages)
     if len(groups) > 1:
         return sum(index_messages(g, log=log, index=index, embedder=embedder, settings=settings, mark=mark,
-                                  counter=counter)
+                                  counter=counter, progress=progress)
                    for g in groups.values())
     namespace = messages[0].namespace
     units = log.units.ids_of(namespace, [m.id for m in messages])
@@ -174,13 +177,21 @@ def index_messages(
     def count() -> dict[str, int] | None:
         return {m.id: count_message(counter, m.to_openai()) for m in messages} if counter is not None else None
 
+    def embedded(block: list[int]) -> tuple[list[list[float]], str | None]:
+        vectors = _embed(embedder, texts, block)
+        if progress is not None:
+            done[0] += len(block)
+            progress(done[0] / len(texts))
+        return vectors
+
+    done = [0]
     if len(blocks) == 1:
-        _upsert_block(index, blocks[0], rows, units, _embed(embedder, texts, blocks[0]))
+        _upsert_block(index, blocks[0], rows, units, embedded(blocks[0]))
         if mark:
             lex, tokens = lexical_rows(messages, log, call_of, settings), count()
     else:
         with ThreadPoolExecutor(1, thread_name_prefix="ragmem-upsert") as writer:
-            pending = [writer.submit(_upsert_block, index, block, rows, units, _embed(embedder, texts, block))
+            pending = [writer.submit(_upsert_block, index, block, rows, units, embedded(block))
                        for block in blocks]
             if mark:  # meanwhile, the last upsert runs
                 lex, tokens = lexical_rows(messages, log, call_of, settings), count()

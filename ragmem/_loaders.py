@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ._errors import InvalidMessage, UsageError
+from ._errors import InvalidMessage, RagmemError, UsageError
+from ._exports import detect_export
 from ._messages import MAX_CHARS, from_anthropic, looks_anthropic, parse_message
 
 
@@ -169,6 +170,11 @@ def load_history(file: str, fmt: str = "auto", *, default_session: str = "defaul
     data, items = _parse(text, file)
     if items is not None:
         data = [v for v, _ in items]
+    export = detect_export(data) if fmt == "auto" else None
+    if export is not None:  # its conversations are trees of nodes, not messages: say which command reads them
+        source = {"chatgpt": "ChatGPT", "claude": "Claude"}.get(export, export)
+        raise InvalidMessage(f"{file} is a {source} data export, not a list of messages; "
+                             f"import it with `ragmem import-chats {file}`, one session per conversation")
     if fmt == "locomo" or (fmt == "auto" and _looks_locomo(data)):
         return _from_locomo(data, file, default_session)
     system = None
@@ -298,9 +304,10 @@ def content_ids(
 _MESSAGE_N = re.compile(r"^message (\d+)\b")
 
 
-def relabel(error: Exception, origins: list[str]) -> str:
-    """An add_many error that names ``message i`` of a batch, re-worded to name its ``file:line``."""
-    text = str(error)
+def relabel(error: RagmemError, origins: list[str]) -> str:
+    """What is wrong in an add_many error that names ``message i`` of a batch, re-worded to name its ``file:line``
+    (its fix left to the door: :meth:`RagmemError.reworded`)."""
+    text = error.problem
     m = _MESSAGE_N.match(text)
     if m and int(m.group(1)) < len(origins):
         return f"{origins[int(m.group(1))]}: {text}"

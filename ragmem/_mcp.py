@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import json
 import os
 import re
@@ -27,7 +28,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragmem._config import DEFAULT_STORE
-from ragmem._errors import MissingDependency
+from ragmem._doors import refusal, require_session, unknown_arguments
+from ragmem._errors import MissingDependency, UsageError
 from ragmem._jsonable import plain as _plain
 
 try:
@@ -94,7 +96,10 @@ class SearchHit(BaseModel):
     id: str
     role: str
     content: str = Field(description="The message text (a tool call shows as name(arguments)).")
-    score: float = Field(description="Relevance to the query, higher is better (see docs/recall.md, 'Scores').")
+    score: float = Field(description="Relevance to the query, higher is better; ranks this query's hits only "
+                         "(docs/api.md, 'Scores').")
+    similarity: float | None = Field(default=None, description="Cosine similarity to the query, comparable across "
+                                     "queries (what min_score filters on); absent if only the keyword search found it.")
     at: str = Field(description="When the message was added, ISO 8601 UTC to the minute.")
 
 
@@ -161,6 +166,10 @@ def _brief(m: Any) -> dict[str, Any]:
     return out
 
 
+#: The SDK's log levels (``ragmem mcp --log-level``).
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+LOG_LEVELS: tuple[LogLevel, ...] = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
 Session = Annotated[
     str | None,
     Field(description="Session (conversation) to act on; omit for the server's default session."),
@@ -217,19 +226,72 @@ class _Memories:
 
 @contextlib.contextmanager
 def _guard(memories: _Memories):
-    """Serialise access; keep stray prints off stdout (the protocol channel); report ragmem errors."""
+    """Serialise access; keep stray prints off stdout (the protocol channel); report ragmem errors.
+
+    A ragmem error leaves as a :class:`ToolError` whose cause it is: :meth:`_Server.call_tool` (and the
+    JSON API) find it there and answer with it (:func:`refused`).
+    """
     from ragmem._errors import RagmemError
 
     with memories.lock, contextlib.redirect_stdout(sys.stderr):
         try:
             yield
         except RagmemError as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+            raise ToolError(exc.for_door("mcp")) from exc
+
+
+def as_refusal(exc: BaseException, tool: str) -> Any:
+    """The ragmem error a failed tool call comes to, or None when it is not the caller's to fix (a bug).
+
+    The SDK wraps what a tool raises in a ``ToolError`` (``Error executing tool X: ...``): the ragmem
+    error is found under it, and a rejection of the arguments by their schema (pydantic's
+    ``ValidationError``) becomes a :class:`~ragmem._errors.UsageError` naming each argument.
+    """
+    from pydantic import ValidationError
+
+    from ragmem._errors import RagmemError
+
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, (RagmemError, ValidationError)):
+        cause = cause.__cause__ or (cause.__context__ if isinstance(cause, ToolError) else None)
+    if isinstance(cause, ValidationError):
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+            + (f", got {e['input']!r:.60}" if e.get("type") != "missing" else "")
+            for e in cause.errors())
+        return UsageError(f"{tool}: {problems}")
+    return cause
+
+
+def refused(error: Any) -> CallToolResult:
+    """A ragmem error as MCP answers it: the SDK's error result (``isError``), the text ragmem's message in the
+    MCP door's words, the structured content ``{"error": {"type", "message"}}`` as the JSON API's body."""
+    body = refusal(error, "mcp")
+    return CallToolResult(content=[TextContent(type="text", text=body["message"])], structured_content={"error": body},
+                          is_error=True)
+
+
+class _Server(MCPServer):
+    """The SDK's server, whose tool calls refuse an unknown argument and answer a ragmem error as
+    :func:`refused` does (the SDK's own answer reads ``Error executing tool X: ...``)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            unknown = unknown_arguments(arguments, tool.parameters.get("properties", {}), "mcp", name)
+            if unknown is not None:
+                return refused(unknown)
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            error = as_refusal(exc, name)
+            if error is None:
+                raise
+            return refused(error)
 
 
 def _when(value: str | None, name: str) -> datetime | None:
     """The library's one time parser: ISO 8601, or an age such as 7d (the CLI's --since forms)."""
-    from ._errors import UsageError
     from ._validate import when
 
     if not value:
@@ -237,7 +299,7 @@ def _when(value: str | None, name: str) -> datetime | None:
     try:
         return when(value, name)
     except UsageError as exc:
-        raise ToolError(str(exc)) from None
+        raise ToolError(exc.for_door("mcp")) from exc
 
 
 def build_server(
@@ -246,6 +308,7 @@ def build_server(
     namespace: str | None = None,
     session: str | None = None,
     memories: _Memories | None = None,
+    log_level: LogLevel = "WARNING",
     **memory_kwargs: Any,
 ) -> MCPServer:
     """Create the MCP server (not yet running) for a store; ``memory_kwargs`` go to every ``Memory``.
@@ -255,7 +318,8 @@ def build_server(
     ``namespace`` and ``session`` left at None come from ``RAGMEM_NAMESPACE`` /
     ``RAGMEM_SESSION``, else the store's ``ragmem.toml``, else ``"default"``; a
     given ``"default"`` is kept. ``trust_config=True`` (a ``Memory`` option)
-    lets the store's file name import paths and servers.
+    lets the store's file name import paths and servers. ``log_level`` is the SDK's logging on stderr:
+    ``INFO`` logs a line per request, so the default says only warnings and errors.
     """
     if memories is None:
         store = store or os.environ.get("RAGMEM_STORE") or DEFAULT_STORE
@@ -266,7 +330,7 @@ def build_server(
         memories = _Memories(store, namespace, session, memory_kwargs)
     from ragmem import __version__
 
-    server = MCPServer("ragmem", version=__version__, instructions=INSTRUCTIONS)
+    server = _Server("ragmem", version=__version__, instructions=INSTRUCTIONS, log_level=log_level)
     server._ragmem_memories = memories  # type: ignore[attr-defined]  # for tests and hosts that want to close it
 
     @server.tool(
@@ -285,7 +349,8 @@ def build_server(
     ) -> AddResult:
         """Store messages in the session's memory (durable once this returns) and index them for search.
 
-        Returns the stored ids and the session's new message count.
+        Returns the session, how many messages were newly stored (an id already stored is skipped),
+        and their ids.
         """
         with _guard(memories):
             mem = memories(session)
@@ -313,7 +378,10 @@ def build_server(
         """
         lo, hi, asked = _when(since, "since"), _when(until, "until"), _when(asked_at, "asked_at")
         with _guard(memories):
-            hits = memories(session).search(
+            mem = memories(session)
+            if not all_sessions:
+                require_session(mem, search=True)
+            hits = mem.search(
                 query, k=k, role=role, since=lo, until=hi, min_score=min_score,
                 scope="namespace" if all_sessions else "session", asked_at=asked,
             )
@@ -321,7 +389,9 @@ def build_server(
             for h in hits:
                 m = h.message
                 text = m.text or "; ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
-                row = {"id": m.id, "role": m.role, "content": text, "score": round(float(h.score), 2), "at": _iso(m.created_at)}
+                row = {"id": m.id, "role": m.role, "content": text, "score": round(float(h.score), 2),
+                       "similarity": None if h.similarity is None else round(float(h.similarity), 2),
+                       "at": _iso(m.created_at)}
                 if all_sessions:
                     row["session"] = h.session
                 rows.append(row)
@@ -350,6 +420,7 @@ def build_server(
         asked = _when(asked_at, "asked_at")
         with _guard(memories):
             mem = memories(session)
+            require_session(mem)
             result, inner = None, budget
             # the JSON result costs more than the chat messages it holds: shrink until it fits
             for _ in range(6):
@@ -391,14 +462,18 @@ def build_server(
     ) -> RecentResult:
         """Read the latest `n` messages of a session verbatim, oldest first (to catch up on a conversation)."""
         with _guard(memories):
-            msgs = memories(session).messages(last=n, before=before)
+            mem = memories(session)
+            require_session(mem)
+            msgs = mem.messages(last=n, before=before)
             return _compact(RecentResult(session=session or memories.default, messages=[_brief(m) for m in msgs]))
 
     @server.tool(annotations=ToolAnnotations(title="Read pinned state", read_only_hint=True))
     def get_pinned_state(session: Session = None) -> StateResult:
         """Read the session's pinned state: goals, preferences and key facts that go into every prompt."""
         with _guard(memories):
-            return _compact(StateResult(state=memories(session).state.get()))
+            mem = memories(session)
+            require_session(mem)
+            return _compact(StateResult(state=mem.state.get()))
 
     @server.tool(annotations=ToolAnnotations(title="Update pinned state", read_only_hint=False, idempotent_hint=True))
     def update_pinned_state(
@@ -433,16 +508,26 @@ def build_server(
         Deleting a message of a tool exchange removes the whole exchange, so no orphan is left;
         `forgotten` lists every id removed.
         """
-        if (message_id is None) == (session_to_delete is None):
-            raise ToolError("pass exactly one of message_id or session_to_delete")
         with _guard(memories):
+            if (message_id is None) == (session_to_delete is None):
+                raise UsageError("pass exactly one of message_id or session_to_delete")
             if message_id is not None:
                 return _compact(ForgetResult(forgotten=memories(session).forget(message_id)))
+            require_session(memories(session), session_to_delete)
             ids = [m.id for m in memories(session).messages(session_to_delete)]
             memories(session).forget_session(session_to_delete)
             return _compact(ForgetResult(forgotten=ids, forgotten_session=session_to_delete))
 
+    for listed in server._tool_manager.list_tools():  # a docstring's indentation is no part of what a model reads
+        listed.description = inspect.cleandoc(listed.description or "")
     return server
+
+
+def tool_summaries() -> list[tuple[str, str]]:
+    """Each tool's name and the first sentence of its description, from a server built for the purpose (no
+    store is opened): what ``ragmem mcp --help`` lists."""
+    server = build_server(memories=_Memories(None, "default", "default", {}))
+    return [(t.name, (t.description or "").split("\n\n")[0].replace("\n", " ")) for t in server._tool_manager.list_tools()]
 
 
 #: The top-level id of a JSON-RPC request, read from the text when the request is too deep to parse.
@@ -539,14 +624,14 @@ def _warm_up(memories: _Memories) -> None:
 
 def serve(
     store: str | None = None, *, namespace: str | None = None, session: str | None = None, warm: bool = True,
-    **memory_kwargs: Any,
+    log_level: LogLevel = "WARNING", **memory_kwargs: Any,
 ) -> None:
     """Run the server on stdio until the client disconnects.
 
     ``warm`` loads the embedding model in a background thread at start-up;
     the server answers ``initialize`` and ``tools/list`` meanwhile.
     """
-    server = build_server(store, namespace=namespace, session=session, **memory_kwargs)
+    server = build_server(store, namespace=namespace, session=session, log_level=log_level, **memory_kwargs)
     if warm:
         threading.Thread(target=_warm_up, args=(server._ragmem_memories,), daemon=True).start()  # type: ignore[attr-defined]
     try:
@@ -571,10 +656,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="embedding model by name (all-MiniLM-L6-v2, multilingual-e5-small); default: the store's own")
     parser.add_argument("--trust-store-config", action="store_const", const=True, default=None,
                         help="let the store's ragmem.toml name import paths and servers (env RAGMEM_TRUST_STORE_CONFIG=1)")
+    parser.add_argument("--log-level", default="warning", choices=[v.lower() for v in LOG_LEVELS],
+                        help="the SDK's logging on stderr (info: a line per request) [default: warning]")
     args = parser.parse_args(argv)
     extra: dict[str, Any] = {"embedder": args.embedder} if args.embedder else {}
     serve(args.store, namespace=args.namespace, session=args.session, log_url=args.log_url, chroma_url=args.chroma_url,
-          trust_config=args.trust_store_config, **extra)
+          trust_config=args.trust_store_config, log_level=args.log_level.upper(), **extra)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -260,8 +260,7 @@ class Memory:
         """
         m = self.store.log.get(self.namespace, message_id) if isinstance(message_id, str) else None
         if m is None:
-            raise MessageNotFound(f"no message with id {message_id!r} in namespace {self.namespace!r}; check the id "
-                                  "(search hits, messages(last=...) and export() give the stored ones)")
+            raise MessageNotFound(f"no message with id {message_id!r} in namespace {self.namespace!r}", fix="message.id")
         return m
 
     def messages(self, session: str | None = None, *, last: int | None = None,

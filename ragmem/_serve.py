@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 
+from ._doors import refusal, require_session, unknown_arguments
 from ._errors import (
     BudgetTooSmall,
     MessageNotFound,
@@ -209,8 +210,8 @@ class _Tenant:
         def run(args: dict[str, Any]) -> tuple[Any, bytes | None]:
             try:
                 validated = tool.fn_metadata.validate_arguments(args)
-            except ValidationError as exc:  # as call_tool says it: the caller's mistake, with pydantic's words
-                raise ToolError(f"Error executing tool {name}: {exc}") from exc
+            except ValidationError as exc:  # the caller's mistake, argument by argument, as over MCP
+                raise _mcp.as_refusal(exc, name) from exc
             try:
                 result = tool.fn(**validated)
             except ToolError:
@@ -325,6 +326,9 @@ def _status(exc: BaseException) -> int:
 def _tool_result(result: Any, body: bytes | None) -> Response:
     """A tool's result as the JSON API answers it: its structured content (``body``, if already encoded)."""
     if getattr(result, "is_error", False):
+        refused = (getattr(result, "structured_content", None) or {}).get("error")  # _mcp.refused's
+        if refused:
+            return JSONResponse({"error": refused}, status_code=400)
         text = " ".join(getattr(c, "text", "") for c in result.content)
         return _error(400, "ToolError", text)
     if body is not None:
@@ -332,16 +336,21 @@ def _tool_result(result: Any, body: bytes | None) -> Response:
     return JSONResponse(getattr(result, "structured_content", None))
 
 
-def _tool_error(exc: ToolError) -> JSONResponse:
-    cause: BaseException | None = exc
-    while cause is not None and not isinstance(cause, RagmemError):  # the tool's own error, under the SDK's wrapper
-        cause = cause.__cause__
+def _tool_error(exc: ToolError, tool: str) -> JSONResponse:
+    """A failed tool call as the JSON API answers it: the ragmem error under the SDK's wrapper, in the JSON
+    door's words (an argument its schema refuses is a ``UsageError``, as over MCP: :func:`_mcp.as_refusal`)."""
+    cause = _mcp.as_refusal(exc, tool)
     if isinstance(cause, RagmemError):
-        return _error(_status(cause), type(cause).__name__, str(cause))
+        return _refusal(cause)
     text = str(exc)
     if text.startswith("Unknown tool"):
         return _error(404, "UnknownTool", f"{text}; GET /api/tools lists the tools")
     return _error(400, "InvalidArguments", text)
+
+
+def _refusal(exc: RagmemError) -> JSONResponse:
+    """A ragmem error as the JSON API answers it: its status, ``{"error": {"type", "message"}}`` (the JSON door's fix)."""
+    return JSONResponse({"error": refusal(exc, "http")}, status_code=_status(exc))
 
 
 async def _send_raw(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
@@ -582,10 +591,10 @@ class _Api:
         if self.fields is None:  # every tenant has the same tools: read their arguments once
             self.fields = {t.name: set(t.input_schema.get("properties", {})) for t in await tenant.server.list_tools()}
         known = self.fields.get(name)
-        unknown = sorted(set(args) - known) if known is not None else []
-        if unknown:  # the SDK would drop them silently; a misspelt option should not pass unnoticed
-            raise UsageError(f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} for "
-                             f"{name}; the fields are {', '.join(sorted(known or ()))} (see /openapi.json)")
+        # the SDK would drop them silently; a misspelt option should not pass unnoticed (as over MCP)
+        unknown = unknown_arguments(args, known, "http", name) if known is not None else None
+        if unknown is not None:
+            raise unknown
         run = tenant.runner(name)
         if run is None:  # a tool the SDK's own path must run (none of ragmem's today)
             result = await tenant.server.call_tool(name, args)
@@ -707,6 +716,10 @@ class _PromptArgs:
         try:
             m = _prompt_model().model_validate(body)
         except ValidationError as exc:
+            extra = [str(e["loc"][0]) for e in exc.errors() if e["type"] == "extra_forbidden" and e["loc"]]
+            refused = unknown_arguments(extra, _prompt_model().model_fields, "http", "POST /api/prompt")
+            if refused is not None:  # refused as every tool refuses an unknown argument
+                raise refused from None
             problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors())
             raise UsageError(f"POST /api/prompt: {problems}") from None
         return cls(**m.model_dump())
@@ -736,6 +749,7 @@ def _prompt(memories: "_mcp._Memories", args: _PromptArgs) -> bytes:
 
     with memories.lock:
         mem = memories(args.session)
+        require_session(mem)
         ctx = mem.prompt(args.user_turn, system=args.system, budget=args.budget, format=args.format,  # type: ignore[arg-type]
                          asked_at=when(args.asked_at, "asked_at"))
         found = None
@@ -864,9 +878,9 @@ def _wrap(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Reques
         except _TooLarge:
             raise
         except ToolError as exc:
-            return _tool_error(exc)
+            return _tool_error(exc, request.path_params.get("tool") or TOOL_ROUTES.get(request.url.path, ("",))[0])
         except RagmemError as exc:
-            return _error(_status(exc), type(exc).__name__, str(exc))
+            return _refusal(exc)
         except HTTPException:
             raise
         except ClientDisconnect:  # the client hung up mid-body: nobody to answer, and no bug of ragmem's
@@ -901,7 +915,7 @@ def build_app(
     settings = settings or ServeSettings()
     store = store or os.environ.get("RAGMEM_STORE") or DEFAULT_STORE
     opening = {k: memory_kwargs.pop(k) for k in ("log_url", "chroma_url", "embedder", "counter", "summarizer",
-                                                  "index", "trust_config") if k in memory_kwargs}
+                                                  "index", "trust_config", "create") if k in memory_kwargs}
     root = Memory(store, **opening)
     keys = Keys(root.store.log)
     security = transport_security(settings)

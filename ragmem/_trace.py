@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 Level = Literal["ok", "warn", "critical"]
 
@@ -107,10 +107,23 @@ class Trace:
         return d
 
     def __str__(self) -> str:
+        return self.render()
+
+    def render(self, texts: Mapping[str, str] | None = None) -> str:
+        """The trace as lines for a person: ``str(trace)``; with ``texts`` (message id -> text), each unit also
+        shows its first words, so a reader sees what went in and what was dropped, not only ids.
+
+        Token counts are ``tok`` and timings milliseconds, on every line.
+        """
+        def words(ids: list[str]) -> str:
+            first = next((texts[i] for i in ids if texts and texts.get(i)), "") if texts else ""
+            first = " ".join(first.split())
+            return f' "{first[:60]}…"' if len(first) > 60 else f' "{first}"' if first else ""
+
         lines = [
             (f"strategy={self.strategy} format={self.format} tokens={self.total_tokens}/{self.limit} "
             f"(budget {self.budget}, {self.utilisation:.0%}, {self.level})"),
-            "sections: " + ", ".join(f"{k}={v}" for k, v in self.sections.items()),
+            "sections (tok): " + ", ".join(f"{k}={v}" for k, v in self.sections.items()),
         ]
         if self.episodes:
             lines.append(f"episodes, least to most relevant ({self.marker_tokens} marker tokens):")
@@ -122,14 +135,16 @@ class Trace:
                          f"{marker}")
         for u in self.included:
             score = f" score={u.score:.3f}" if u.score is not None else ""
-            lines.append(f"  + {u.section:<6} {u.unit_id} ({len(u.message_ids)} msg, {u.tokens} tok){score}")
+            lines.append(f"  + {u.section:<6} {u.unit_id} ({len(u.message_ids)} msg, {u.tokens} tok){score}"
+                         f"{words(u.message_ids)}")
         for d in self.dropped:
             score = f" score={d.score:.3f}" if d.score is not None else ""
-            lines.append(f"  - {d.section:<6} {d.unit_id} ({d.tokens} tok){score}: {d.reason}")
+            lines.append(f"  - {d.section:<6} {d.unit_id} ({len(d.message_ids)} msg, {d.tokens} tok){score}: "
+                         f"{d.reason}{words(d.message_ids)}")
         if self.queries:
             lines.append("queries: " + " | ".join(self.queries))
-        if self.timings:
-            lines.append("timings ms: " + ", ".join(f"{k}={v * 1000:.1f}" for k, v in self.timings.items()))
+        if self.timings:  # Timings records seconds: shown in ms, the unit on each figure
+            lines.append("timings: " + ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in self.timings.items()))
         return "\n".join(lines)
 
 

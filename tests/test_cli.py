@@ -187,6 +187,32 @@ def test_ingest_locomo(store, tmp_path):
     assert js("ingest", str(g), "--format", "locomo", "--session", "named")["sessions"] == ["named"]
 
 
+class _Terminal(io.StringIO):
+    """stderr as a terminal: click draws its bar only on one."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_ingest_progress_bar_moves_with_its_rate(store, tmp_path):
+    """The bar sat at 0/2000 for 13 s, then jumped to 2000/2000: the indexer marked its one batch at the end. It
+    now follows the store's progress, which moves as each block of texts is embedded."""
+    f = tmp_path / "long.jsonl"
+    f.write_text("".join(json.dumps({"role": "user", "content": f"note {i} about the pool and the deploy"}) + "\n"
+                         for i in range(600)))
+    err = _Terminal()
+    status = 0
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            main(["ingest", str(f), "--progress", "--session", "long"])
+        except SystemExit as exc:
+            status = exc.code or 0
+    assert status == 0, err.getvalue()
+    shown = sorted({int(n) for n in re.findall(r"(\d+)/600", err.getvalue())})
+    assert len(shown) >= 3 and shown[-1] == 600 and 0 < shown[1] < 600, shown  # it moved on the way
+    assert re.search(r"\d[\d,]* msg/s", err.getvalue())
+
+
 def test_ingest_progress_bar_goes_to_stderr(store, tmp_path):
     f = tmp_path / "long.jsonl"
     f.write_text("".join(json.dumps({"role": "user", "content": f"note {i}"}) + "\n" for i in range(40)))
@@ -302,7 +328,8 @@ def test_prompt_budget_too_small_is_one_line_error(loaded):
 
 
 def test_state_get_set_clear(store):
-    assert js("state", "get", "--session", "st") == {}
+    status, _, err = run("state", "get", "--session", "st")  # a read: no store yet, and none made
+    assert status == 1 and "no ragmem store at" in err and not Path(store).exists()
     assert js("state", "set", "goal=fix login 500s", "retries=3", "tags=[\"db\",\"auth\"]", "--session", "st") == {
         "goal": "fix login 500s", "retries": 3, "tags": ["db", "auth"],
     }
@@ -352,7 +379,7 @@ def test_forget_message_and_session(loaded):
         (("ingest", "/nonexistent/file.jsonl"), "no such file"),
         (("import", "/nonexistent/file.jsonl"), "no such file"),
         (("search", "x", "--since", "yesterday-ish"), "--since"),
-        (("show", "message", "does-not-exist"), "MessageNotFound"),
+        (("show", "message", "does-not-exist"), "StoreError: no ragmem store at"),  # a read makes no store
         (("sessions", "--session", ""), "session"),
     ],
 )
@@ -619,7 +646,6 @@ def test_unknown_session_hint_stays_in_the_namespace(loaded):
     (("search", "pool", "--session", "s1", "--since", "99999999d"), "--since '99999999d' reaches back before year 1"),
     (("search", "pool", "--session", "s1", "--since", "yesterday"), "--since 'yesterday' is not a time"),
     (("search", "pool", "--session", "s1", "--until", "1e20"), "--until '1e20' is not a time"),
-    (("prompt", "pool?", "--session", "s1", "--budget", str(10**12)), "budget must be at most 10,000,000"),
     (("--store", "", "sessions"), "the store path is empty"),
     (("sessions", "--store", ""), "the store path is empty"),
     (("search", "pool", "--store", "", "--session", "s1"), "the store path is empty"),
@@ -647,3 +673,87 @@ def test_ingest_into_a_store_of_another_model_stores_nothing(store, history_file
     status, out, err = run("ingest", str(history_file), "--session", "h")
     assert status == 1 and out == "" and err.count("\n") == 1 and "EmbeddingMismatch" in err
     assert _count("h") == 1
+
+
+# ------------------------------------------------------------------ a new user's first hour (issue 36)
+
+
+READS = [("search", "pool"), ("sessions",), ("show", "session", "s1"), ("show", "message", "some-id"),
+         ("prompt", "hello"), ("export",), ("state", "get"), ("serve", "--port", "0")]
+
+
+@pytest.mark.parametrize("command", READS, ids=lambda c: " ".join(c[:2]))
+def test_a_read_command_on_a_path_without_a_store_says_so_and_writes_nothing(tmp_path, command):
+    """`ragmem --store /mistyped/dir search pool` made the folder, its log and its locks, then said the store held
+    no sessions: a typo read as data lost. A read now opens with create=False."""
+    path = tmp_path / "mistyped" / "store"
+    status, out, err = run("--store", str(path), *command)
+    assert (status, out) == (1, ""), err
+    assert f"ragmem: error: StoreError: no ragmem store at {path}; check --store (or RAGMEM_STORE)" in err
+    assert "`ragmem ingest FILE`" in err and "create=True" not in err  # the CLI's fix, not the Python one
+    assert not path.exists() and not path.parent.exists()
+    # a folder that is there but holds no store is left as it was
+    status, _, err = run("--store", str(tmp_path), *command)
+    assert status == 1 and f"no ragmem store at {tmp_path} (the folder holds no log.sqlite3)" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_writing_command_still_creates_the_store(tmp_path):
+    path = tmp_path / "new" / "store"
+    assert js("--store", str(path), "state", "set", "goal=ship it") == {"goal": "ship it"}
+    assert js("--store", str(path), "state", "get") == {"goal": "ship it"}
+
+
+@pytest.mark.parametrize("given, tokens", [("2k", 2000), ("2000", 2000), ("2,000", 2000), ("1.5k", 1500)])
+def test_budget_takes_tokens_as_people_write_them(loaded, given, tokens):
+    assert js("prompt", "What pool size?", "--session", "s1", "--budget", given)["trace"]["budget"] == tokens
+
+
+@pytest.mark.parametrize("given", ["2x", "0", "2.5", "inf", "20000k", str(10**12)])
+def test_a_budget_that_is_no_number_of_tokens_says_what_is_wanted(loaded, given):
+    status, out, err = run("prompt", "What pool size?", "--session", "s1", "--budget", given)
+    assert (status, out) == (2, "")
+    assert err.strip() == (f"ragmem: error: UsageError: Invalid value for '--budget': {given!r} is not a number of "
+                           "tokens; write a whole number from 1 to 10,000,000: 2000, 2,000 or 2k; `ragmem prompt "
+                           "--help` shows the options")
+
+
+def test_budget_too_small_names_the_clis_options(loaded):
+    status, _, err = run("prompt", "word " * 300, "--session", "s1", "--budget", "50")
+    assert status == 1 and "BudgetTooSmall: the mandatory parts" in err
+    assert "raise --budget, or shorten --system or the pinned state (`ragmem state get`)" in err
+    assert "lower the" not in err  # the reserve is the Python Budget's; the CLI has no option for it
+
+
+def test_ingest_of_a_chat_export_points_at_import_chats(store, tmp_path):
+    from test_exports import CHATGPT
+
+    f = tmp_path / "conversations.json"
+    f.write_text(json.dumps(CHATGPT))
+    status, out, err = run("ingest", str(f))
+    assert (status, out) == (1, "")
+    assert err.strip() == (f"ragmem: error: InvalidMessage: {f} is a ChatGPT data export, not a list of messages; "
+                           f"import it with `ragmem import-chats {f}`, one session per conversation")
+    assert not store.exists()
+
+
+def test_the_prompt_trace_shows_each_units_first_words_and_its_units(loaded):
+    out = ok("prompt", "What pool size?", "--session", "s1", "--budget", "300")
+    trace = out.split("=== trace\n", 1)[1].splitlines()
+    units = [line for line in trace if line.startswith(("  + ", "  - "))]
+    assert units and all(re.search(r"\(\d+ msg, \d+ tok\)", line) for line in units), units
+    texts = {m["id"]: m["content"] for m in js("show", "session", "s1") if isinstance(m.get("content"), str)}
+    shown = [line for line in units if '"' in line]
+    assert shown, units
+    for line in shown:  # the words are the unit's own
+        words = line.split('"')[1].rstrip("…")
+        assert any(" ".join(t.split()).startswith(words) for t in texts.values()), line
+    timings = next(line for line in trace if line.startswith("timings: "))
+    assert re.fullmatch(r"timings: (\w+ \d+\.\d ms(, )?)+", timings), timings
+
+
+def test_an_unknown_option_lists_the_known_ones(loaded):
+    status, out, err = run("search", "pool", "--top-k", "3")
+    assert (status, out) == (2, "")
+    assert err.startswith("ragmem: error: UsageError: unknown option '--top-k' for `ragmem search` (did you mean "
+                          "'-k'?); the options are --all-sessions, --asked-at, --help, --json, --min-score, ")

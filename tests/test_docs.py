@@ -359,6 +359,21 @@ def test_cli_reference_is_current():
     assert cli_help.updated(doc) == doc, "docs/cli.md is stale: run `python scripts/cli_help.py` and commit it"
 
 
+def test_mcp_tool_reference_is_the_servers_own_list():
+    """docs/mcp.md's tools are what the server lists now: names, dedented descriptions, arguments, results."""
+    pytest.importorskip("mcp")
+    cli_help = _cli_help()
+    doc = cli_help.MCP_DOC.read_text(encoding="utf-8")
+    assert cli_help.mcp_updated(doc) == doc, "docs/mcp.md is stale: run `python scripts/cli_help.py` and commit it"
+    from ragmem._mcp import tool_summaries
+
+    section = doc[doc.index(cli_help.MCP_START):doc.index(cli_help.MCP_END)]
+    assert re.findall(r"^### `(\w+)`", section, re.M) == [name for name, _ in tool_summaries()]
+    assert "\n    " not in section.split("| argument |")[0]  # no docstring indentation reaches a client
+    help_text = cli_help.help_text(("mcp",))  # `ragmem mcp --help` lists the same tools, from the same server
+    assert [n for n, _ in tool_summaries() if f"  {n}  " in help_text] == [n for n, _ in tool_summaries()]
+
+
 def test_cli_reference_check_catches_a_stale_section():
     cli_help = _cli_help()
     doc = cli_help.DOC.read_text(encoding="utf-8")

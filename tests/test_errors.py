@@ -61,9 +61,12 @@ ALLOWED = {
     # the MCP protocol's own error, raised at the edge: the client sees it as a tool error
     ("_mcp.py", "_guard", "ToolError"): "turns a RagmemError into the protocol's tool error",
     ("_mcp.py", "_when", "ToolError"): "turns a UsageError into the protocol's tool error",
-    ("_mcp.py", "forget", "ToolError"): "an argument check of the tool itself, in the protocol's error",
     ("_serve.py", "_runner", "ToolError"): "an unknown tool, as MCPServer.call_tool says it; answered as a 404",
     ("_serve.py", "run", "ToolError"): "a tool's failure, as MCPServer.call_tool wraps it; answered as a 4xx",
+    # the ragmem error a refused call comes to (ragmem._mcp.as_refusal, ragmem._doors.unknown_arguments)
+    ("_serve.py", "run", "_mcp.as_refusal"): "the UsageError of arguments pydantic refused",
+    ("_serve.py", "tool", "unknown"): "the UsageError of ragmem._doors.unknown_arguments",
+    ("_serve.py", "check", "refused"): "the UsageError of ragmem._doors.unknown_arguments",
     # a StoreError re-raised with its own class and a longer message (the isinstance check is just above)
     ("_store/store.py", "add", "type(exc)"): "re-raises a StoreError subclass, guarded by isinstance",
     # a variable holding the StoreError of resource_fault(), which the scan cannot type
@@ -351,7 +354,7 @@ def _tool(server, name, **arguments):
 
 def test_mcp_guard_maps_ragmem_errors_only(mcp_server, tmp_path, monkeypatch):
     """A RagmemError becomes the tool error the agent reads; anything else stays the SDK's unexpected error."""
-    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+    from mcp.server.mcpserver.exceptions import UnexpectedToolError
 
     from ragmem import Memory
 
@@ -360,17 +363,17 @@ def test_mcp_guard_maps_ragmem_errors_only(mcp_server, tmp_path, monkeypatch):
     def usage(self, *a, **k):
         raise UsageError("k must be from 1 to 10,000, got 0")
 
-    monkeypatch.setattr(Memory, "messages", usage)
-    with pytest.raises(ToolError, match=r"UsageError: k must be from 1 to 10,000, got 0$") as told:
-        _tool(server, "read_recent")
-    assert not isinstance(told.value, UnexpectedToolError)  # the agent's mistake, told in full
+    monkeypatch.setattr(Memory, "sessions", usage)
+    told = _tool(server, "list_sessions")  # the agent's mistake, told in full: ragmem's error result
+    assert told.is_error and told.content[0].text == "k must be from 1 to 10,000, got 0"
+    assert told.structured_content == {"error": {"type": "UsageError", "message": "k must be from 1 to 10,000, got 0"}}
 
     def bug(self, *a, **k):
         raise ValueError("a bug, not the agent's mistake")
 
-    monkeypatch.setattr(Memory, "messages", bug)
+    monkeypatch.setattr(Memory, "sessions", bug)
     with pytest.raises(UnexpectedToolError) as caught:  # the SDK's "internal error", logged with its traceback
-        _tool(server, "read_recent")
+        _tool(server, "list_sessions")
     assert isinstance(caught.value.__cause__, ValueError) and "a bug" not in str(caught.value)
     server._ragmem_memories.close()
 
@@ -379,9 +382,10 @@ def test_mcp_guard_passes_other_errors_through(mcp_server, tmp_path):
     from mcp.server.mcpserver.exceptions import ToolError
 
     memories = mcp_server._Memories(str(tmp_path / "s"), "default", "default", {})
-    with pytest.raises(ToolError, match=r"^StoreError: gone$"):
+    with pytest.raises(ToolError, match=r"^gone$") as told:
         with mcp_server._guard(memories):
             raise StoreError("gone")
+    assert isinstance(told.value.__cause__, StoreError)  # what _Server.call_tool and the JSON API answer with
     with pytest.raises(ZeroDivisionError):
         with mcp_server._guard(memories):
             1 / 0
@@ -389,11 +393,10 @@ def test_mcp_guard_passes_other_errors_through(mcp_server, tmp_path):
 
 def test_mcp_core_value_errors_now_arrive_as_usage_errors(mcp_server, tmp_path):
     """A core argument check reaches the agent as a tool error naming UsageError."""
-    from mcp.server.mcpserver.exceptions import ToolError
-
     server = mcp_server.build_server(str(tmp_path / "s"), window=-1)  # a bad Memory option, checked on first use
-    with pytest.raises(ToolError, match="UsageError: window must be from 0"):
-        _tool(server, "list_sessions")
+    told = _tool(server, "list_sessions")
+    assert told.is_error and told.structured_content["error"]["type"] == "UsageError"
+    assert told.content[0].text.startswith("window must be from 0")
 
 
 # ----------------------------------------------------------------- each converted site

@@ -516,12 +516,15 @@ def test_mcp_tools_stay_in_their_namespace(tmp_path, embedder):
                 hits = (await call(s, "search_memory", query="vault code", k=20, all_sessions=all_sessions))["hits"]
                 _no_leak(json.dumps(hits))
                 assert {h["id"] for h in hits} == {"m1", "call-unit", "tool-res"}
-            billing = (await call(s, "search_memory", query="invoice", session="billing"))["hits"]
-            assert billing == []
+            # the victim's session name is no session of the attacker's: refused as any unknown session, and the
+            # refusal names only the attacker's own sessions
+            billing = await call_error(s, "search_memory", query="invoice", session="billing")
+            assert "session 'billing' does not exist in namespace" in billing
+            _no_leak(billing, ("billing",))
             ctx = await call(s, "get_context", user_turn="what is my vault code?", budget=2000)
             _no_leak(json.dumps(ctx))
             assert (await call(s, "get_pinned_state"))["state"] == {}
-            assert (await call(s, "get_pinned_state", session="billing"))["state"] == {}
+            _no_leak(await call_error(s, "get_pinned_state", session="billing"), ("billing",))
             added = await call(s, "add_messages", messages=[
                 {"role": "user", "content": "globex's own a-only", "id": "a-only"}], session="billing")
             assert added["ids"] == ["a-only"]

@@ -60,9 +60,14 @@ async def call(session: ClientSession, tool: str, /, **arguments):
 
 
 async def call_error(session: ClientSession, tool: str, /, **arguments) -> str:
+    """The refusal's text, ragmem's message as it is (no "Error executing tool" before it); its class is the
+    structured content's ``error.type``, returned before the text as ``Class: text``."""
     result = await session.call_tool(tool, arguments)
     assert result.is_error
-    return result.content[0].text
+    text = result.content[0].text
+    assert result.structured_content == {"error": {"type": result.structured_content["error"]["type"], "message": text}}
+    assert not text.startswith("Error executing tool"), text
+    return f"{result.structured_content['error']['type']}: {text}"
 
 
 def test_mcp_server_end_to_end(tmp_path):
@@ -91,7 +96,7 @@ def test_mcp_server_end_to_end(tmp_path):
 
             hits = (await call(s, "search_memory", query="redis memory eviction", k=3))["hits"]
             assert len(hits) == 3
-            assert set(hits[0]) == {"id", "role", "content", "score", "at"}
+            assert set(hits[0]) == {"id", "role", "content", "score", "similarity", "at"}
             assert any("64mb" in h["content"] for h in hits)
             users = (await call(s, "search_memory", query="slow builds", role="user"))["hits"]
             assert users and all(h["role"] == "user" for h in users)
@@ -111,7 +116,8 @@ def test_mcp_server_end_to_end(tmp_path):
             state = await call(s, "update_pinned_state", updates={"scratch": None})
             assert state["state"] == {"goal": "stop early Redis evictions", "deadline": "friday"}
             assert (await call(s, "get_pinned_state"))["state"] == state["state"]
-            assert (await call(s, "get_pinned_state", session="elsewhere"))["state"] == {}
+            assert "UsageError: session 'elsewhere' does not exist" in await call_error(
+                s, "get_pinned_state", session="elsewhere")
 
             ctx = await call(s, "get_context", user_turn="What maxmemory did we recommend?", budget=700, system="Be brief.")
             msgs = ctx["messages"]
@@ -151,7 +157,7 @@ def test_mcp_server_end_to_end(tmp_path):
             assert recent["session"] == "ops" and all({"id", "role", "content", "at"} <= set(m) for m in recent["messages"])
             dropped = await call(s, "forget", session_to_delete="data")
             assert dropped["forgotten_session"] == "data" and dropped["forgotten"] == other["ids"]
-            assert (await call(s, "search_memory", query="kafka", session="data"))["hits"] == []
+            assert "session 'data' does not exist" in await call_error(s, "search_memory", query="kafka", session="data")
 
             bad = await s.call_tool("add_messages", {"messages": [{"role": "wizard", "content": "hi"}]})
             assert bad.is_error

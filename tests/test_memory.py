@@ -98,7 +98,7 @@ def test_pending_tool_call_is_kept_out_of_prompts_until_complete(mem):
 
 def test_orphan_tool_result_raises_by_default_and_stores_nothing(mem):
     mem.add({"role": "user", "content": "hi"})
-    with pytest.raises(OrphanToolResult, match="orphans='keep'"):
+    with pytest.raises(OrphanToolResult, match="orphans='keep'"):  # the Python door's fix
         mem.add_many([{"role": "user", "content": "before"}, {"role": "tool", "tool_call_id": "nope", "content": "x"}])
     assert [m.content for m in mem.messages()] == ["hi"]  # the whole batch was refused
 

@@ -62,7 +62,8 @@ def test_a_tool_route_answers_what_the_mcp_tool_gives(api, path, tool, args):
 
 def test_a_tool_routes_errors_are_the_mcp_tools_errors_as_4xx(api):
     bad = api.post("/api/search", json={"query": "x", "k": 0})
-    assert bad.status_code == 400 and bad.json()["error"]["type"] == "InvalidArguments" and "k" in bad.text
+    assert bad.status_code == 400 and bad.json()["error"] == {
+        "type": "UsageError", "message": "search_memory: k: Input should be greater than or equal to 1, got 0"}
     wrong_type = api.post("/api/search", json={"query": ["not", "text"]})
     assert wrong_type.status_code == 400 and "query" in wrong_type.text
     gone = api.post("/api/forget", json={"message_id": "no-such-id"})

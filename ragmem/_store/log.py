@@ -73,9 +73,7 @@ class MessageLog(Fts5Rows, LogBase):
         new = not self.folder.exists()
         if new:
             if not create:
-                raise StoreError(
-                    f"no ragmem store at {self.folder}; check the path, or open it with create=True to make a new one"
-                )
+                raise StoreError(f"no ragmem store at {self.folder}", fix="store.missing")
             # exist_ok: another process or thread may create the same new store at the same moment
             try:
                 private_folder(self.folder)
@@ -86,7 +84,7 @@ class MessageLog(Fts5Rows, LogBase):
             raise StoreError(f"{self.folder} is a file, not a ragmem store folder; pass a folder path")
         self._path = self.folder / LOG_FILE
         if not create and not self._path.exists():
-            raise StoreError(f"{self.folder} holds no ragmem log ({LOG_FILE}); is this the right folder?")
+            raise StoreError(f"no ragmem store at {self.folder} (the folder holds no {LOG_FILE})", fix="store.missing")
         refuse_links(self.folder, (LOG_FILE, f"{LOG_FILE}-wal", f"{LOG_FILE}-shm", LOCK_FILE))
         self._lock = threading.RLock()
         #: True when the folder cannot be written (a read-only mount): reads work, writes raise ReadOnlyStore

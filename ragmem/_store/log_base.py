@@ -255,9 +255,8 @@ class LogBase:
                 elif orphans == "raise":
                     raise OrphanToolResult(
                         f"message {i} is a tool result for call {m.tool_call_id!r}, but no assistant message "
-                        f"in session {session!r} made that call (or it was already answered). Add the "
-                        "assistant message with the matching tool_calls first, or open the Memory with "
-                        "orphans='keep' to store it flagged and out of prompts. Nothing of this batch was stored."
+                        f"in session {session!r} made that call (or it was already answered), so nothing of "
+                        "this batch was stored", fix="orphan",
                     )
             for c in m.tool_calls:
                 if cur.execute(
@@ -337,6 +336,17 @@ class LogBase:
             sql += " AND session=?"
             args.append(session)
         return int(self._read(sql, args)[0][0])
+
+    def has_session(self, namespace: str, session: str) -> bool:
+        """Whether a session exists: messages were added to it (and it was not forgotten), or it has a pinned state.
+
+        Two primary-key lookups, where :meth:`sessions` counts the whole namespace: the doors ask it on every read.
+        """
+        row = self._read(
+            "SELECT EXISTS (SELECT 1 FROM sessions s WHERE s.namespace=? AND s.session=? AND NOT EXISTS (SELECT 1 "
+            "FROM forgotten_sessions f WHERE f.namespace=s.namespace AND f.session=s.session)) OR EXISTS (SELECT 1 "
+            "FROM state WHERE namespace=? AND session=?)", (namespace, session, namespace, session))
+        return bool(row[0][0])
 
     def sessions(self, namespace: str | None = None) -> list[dict[str, Any]]:
         """The sessions of the store (or of a namespace) not forgotten, with counts and first and last times."""

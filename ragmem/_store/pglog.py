@@ -243,8 +243,7 @@ class PostgresLog(LogBase):
         s = self._schema
         exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname=%s", (s,)).fetchone()
         if not exists and not create:
-            raise StoreError(f"no ragmem store in schema {s!r} of {self.folder}; check the URL, or open it with "
-                             "create=True to make a new one")
+            raise StoreError(f"no ragmem store in schema {s!r} of {self.folder}", fix="store.missing_url")
         with conn.transaction():
             # openers of one new store take turns: the lock is per schema name, held to the commit
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"ragmem-migrate:{s}",))

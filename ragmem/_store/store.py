@@ -133,6 +133,8 @@ class Store:
         self.token_cache: dict[str, dict[str, int]] = {}
         self._lock = threading.RLock()  # index writes and the forget purge, one at a time
         self._debt = IndexDebt()
+        #: How far this process's indexing has come (:class:`IndexProgress`): what ``ragmem ingest``'s bar shows.
+        self.progress = IndexProgress()
         #: True when the log keeps token counts by this store's counter (``meta.token_counter``): then
         #: indexing counts each message once and every read of the log fills :attr:`token_cache`.
         self.counts_kept = self._keeps_counts()
@@ -422,8 +424,15 @@ class Store:
                 todo = log.lexical.pending(limit=2000)
                 if not todo:
                     break
+                indexed = self.progress.indexed
+                self.progress = IndexProgress(indexed, len(todo))  # one assignment: a reader sees one whole record
+
+                def embedded(share: float, indexed: int = indexed, batch: int = len(todo)) -> None:
+                    self.progress = IndexProgress(indexed, batch, share)
+
                 index_messages(todo, log=log, index=self.index, embedder=self.embedder, settings=self.recall,
-                               counter=self._kept_counter)
+                               counter=self._kept_counter, progress=embedded)
+                self.progress = IndexProgress(indexed + len(todo))
                 done["indexed"] += len(todo)
             while True:  # the lexical index is rebuilt from the log alone (no model, no vector index)
                 todo = log.lexical.lexical_missing(limit=2000)
@@ -694,6 +703,25 @@ class Store:
             self._index = None
             with opening_lock(self.path, name=CHROMA_LOCK_FILE):
                 self._index_broken("corrupt", set_aside(self.path / "chroma"))
+
+
+@dataclass(frozen=True)
+class IndexProgress:
+    """How far this process's indexing of the log has come (:attr:`Store.progress`), for a progress bar.
+
+    ``indexed`` messages are indexed and marked so; of the batch in flight (``batch`` messages), ``share``
+    of the texts are embedded. The store replaces the whole record at each step, so a reader in another
+    thread always sees one consistent record, and reading it costs nothing (no query).
+    """
+
+    indexed: int = 0
+    batch: int = 0
+    share: float = 0.0
+
+    @property
+    def messages(self) -> float:
+        """Messages indexed, counting the batch in flight by its share embedded."""
+        return self.indexed + self.batch * self.share
 
 
 @dataclass
