@@ -158,6 +158,21 @@ def _messages_key_start(text: str, start: int) -> int | None:
 # ------------------------------------------------------------------ shapes
 
 
+#: What ``ragmem import-chats`` reads, by the format :func:`ragmem.importers.detect` names.
+_SOURCES = {"chatgpt": "ChatGPT data export", "claude": "Claude data export", "claude-code": "Claude Code transcript",
+            "codex": "Codex CLI transcript", "gemini": "Gemini CLI transcript"}
+
+
+def _import_chats_format(file: str, text: str, data: Any) -> str | None:
+    """The format of a file that ``ragmem import-chats`` reads (a chat export, an agent's transcript), or None."""
+    from .importers import detect
+
+    found = detect(file, text)
+    if found is None:  # the exports' own detector, while ragmem.importers has none for them (issue 34)
+        found = detect_export(data)
+    return found
+
+
 def load_history(file: str, fmt: str = "auto", *, default_session: str = "default") -> list[Conversation]:
     """Read ``file`` into conversations of OpenAI message dicts, each message with its ``file:line``.
 
@@ -170,10 +185,9 @@ def load_history(file: str, fmt: str = "auto", *, default_session: str = "defaul
     data, items = _parse(text, file)
     if items is not None:
         data = [v for v, _ in items]
-    export = detect_export(data) if fmt == "auto" else None
-    if export is not None:  # its conversations are trees of nodes, not messages: say which command reads them
-        source = {"chatgpt": "ChatGPT", "claude": "Claude"}.get(export, export)
-        raise InvalidMessage(f"{file} is a {source} data export, not a list of messages; "
+    found = _import_chats_format(file, text, data) if fmt == "auto" else None
+    if found is not None:  # records of another shape than messages: say which command reads them
+        raise InvalidMessage(f"{file} is a {_SOURCES.get(found, found)}, not a list of messages; "
                              f"import it with `ragmem import-chats {file}`, one session per conversation")
     if fmt == "locomo" or (fmt == "auto" and _looks_locomo(data)):
         return _from_locomo(data, file, default_session)
