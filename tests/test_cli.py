@@ -757,3 +757,20 @@ def test_an_unknown_option_lists_the_known_ones(loaded):
     assert (status, out) == (2, "")
     assert err.startswith("ragmem: error: UsageError: unknown option '--top-k' for `ragmem search` (did you mean "
                           "'-k'?); the options are --all-sessions, --asked-at, --help, --json, --min-score, ")
+
+
+def test_search_hits_carry_the_cosine_similarity_and_min_score_drops_unrelated_ones(loaded):
+    """Scores above 1 for unrelated hits, with nothing beside them to judge by: each hit now shows its cosine
+    similarity too, absolute, and --min-score (min_score on every door) keeps the ones that reach it."""
+    hits = js("search", "database pool size", "--session", "s1", "-k", "9")
+    assert all(-1 <= h["similarity"] <= 1 for h in hits if h["similarity"] is not None)
+    assert max(h["similarity"] for h in hits if h["similarity"] is not None) > 0.3
+    unrelated = js("search", "volcanoes on Io", "--session", "s1", "-k", "9")
+    assert unrelated and max(h["score"] for h in unrelated) > 0.25  # the fused score alone cannot tell
+    assert js("search", "volcanoes on Io", "--session", "s1", "--min-score", "0.3") == []
+    kept = js("search", "database pool size", "--session", "s1", "--min-score", "0.3")
+    assert kept and all(h["similarity"] >= 0.3 for h in kept) and len(kept) < len(hits)
+    human = ok("search", "database pool size", "--session", "s1", "-k", "2").splitlines()
+    assert human[0].startswith("score   sim") and re.match(r"\s*\d\.\d\d\s+\d\.\d\d\s+\d+ ", human[1]), human
+    assert ok("search", "volcanoes on Io", "--session", "s1", "--min-score", "0.3").strip() == (
+        "no matches with a similarity of 0.3 or more")

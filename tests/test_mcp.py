@@ -278,3 +278,26 @@ def test_the_mcp_server_keeps_a_bounded_number_of_session_views(tmp_path):
     assert len(memories._views) == _Memories.MAX_VIEWS and "s1" in memories._views and "s0" not in memories._views
     assert memories("s0") is not first and memories("s0").session == "s0"
     memories.close()
+
+
+@pytest.mark.parametrize("level, logged", [(None, False), ("info", True)])
+def test_the_sdks_per_request_log_lines_show_only_at_log_level_info(tmp_path, level, logged):
+    """The SDK logged a boxed INFO line for every request on stderr; they show only with --log-level info."""
+    log = tmp_path / "stderr.txt"
+    args = ["-m", "ragmem", "mcp", *(["--log-level", level] if level else [])]
+    params = StdioServerParameters(command=sys.executable, args=args, env={
+        "RAGMEM_STORE": str(tmp_path / "store"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(sys.path)})
+
+    async def scenario():
+        with open(log, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    await session.list_tools()
+                    await session.call_tool("forget", {})  # ragmem's refusal: the SDK logs nothing of it
+                    await session.call_tool("no_such_tool", {})  # the SDK's own refusal, which it logs at INFO
+
+    anyio.run(scenario)
+    text = log.read_text()
+    assert ("INFO" in text) is logged and ("no_such_tool" in text) is logged, text
+    assert "forget" not in text
