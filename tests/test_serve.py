@@ -62,9 +62,9 @@ def served(tmp_path_factory):
                 srv.a_ids += r.json()["ids"]
             assert http.post("/api/state", json={"updates": {"goal": f"{SECRET} keep rotating"},
                                                  "session": "shared-name"}).status_code == 200
-        with client(srv, "b") as http:  # a session of B's own, for B's reads (an unknown session is refused)
+        with client(srv, "b") as http:  # a session of B's own for its reads (an unknown one is refused); no test forgets it
             assert http.post("/api/add", json={"message": {"role": "user", "content": "b keeps a note"},
-                                               "session": "b-own"}).status_code == 200
+                                               "session": "b-kept"}).status_code == 200
         yield srv
 
 
@@ -245,7 +245,7 @@ def test_a_request_naming_another_namespace_is_refused_alike_whether_it_exists_o
         real = http.post("/api/search", json={"query": "x", "namespace": "tenant-a"})
         none = http.post("/api/search", json={"query": "x", "namespace": "no-such-tenant"})
         by_header = http.get("/api/sessions", headers={"X-Ragmem-Namespace": "tenant-a"})
-        own = http.post("/api/search", json={"query": "x", "namespace": "tenant-b", "session": "b-own"})
+        own = http.post("/api/search", json={"query": "x", "namespace": "tenant-b", "session": "b-kept"})
     assert real.status_code == none.status_code == by_header.status_code == 403
     assert real.text == none.text == by_header.text and "tenant-a" not in real.text
     assert own.status_code == 200
@@ -294,8 +294,8 @@ def test_bad_input_gets_a_clear_4xx_with_ragmems_message(served):
         ("POST", "/api/search", json.dumps({"query": "x", "top_k": 3}).encode(), 400, "unknown field 'top_k'"),
         ("POST", "/api/search", json.dumps({"query": "x", "since": "last tuesday-ish"}).encode(), 400, "since"),
         ("POST", "/api/prompt", json.dumps({"user_turn": "x", "budget": "big"}).encode(), 400, "budget"),
-        ("POST", "/api/prompt", json.dumps({"user_turn": "x", "budget": 1, "session": "b-own"}).encode(), 400, "budget"),
-        ("POST", "/api/prompt", json.dumps({"user_turn": "x", "session": "b-owm"}).encode(), 400, "did you mean 'b-own'"),
+        ("POST", "/api/prompt", json.dumps({"user_turn": "x", "budget": 1, "session": "b-kept"}).encode(), 400, "budget"),
+        ("POST", "/api/prompt", json.dumps({"user_turn": "x", "session": "b-kep"}).encode(), 400, "did you mean 'b-kept'"),
         ("POST", "/api/prompt", json.dumps({"budget": 100}).encode(), 400, "user_turn"),
         ("POST", "/api/prompt", json.dumps({"user_turn": "x", "sources": 1}).encode(), 400, "sources"),
         ("POST", "/api/add", json.dumps({"message": {"role": "robot", "content": "x"}}).encode(), 400, "role"),
