@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ._errors import InvalidMessage, RagmemError, UsageError
-from ._exports import detect_export
 from ._messages import MAX_CHARS, from_anthropic, looks_anthropic, parse_message
 
 
@@ -163,14 +162,11 @@ _SOURCES = {"chatgpt": "ChatGPT data export", "claude": "Claude data export", "c
             "codex": "Codex CLI transcript", "gemini": "Gemini CLI transcript"}
 
 
-def _import_chats_format(file: str, text: str, data: Any) -> str | None:
+def _import_chats_format(file: str, text: str) -> str | None:
     """The format of a file that ``ragmem import-chats`` reads (a chat export, an agent's transcript), or None."""
     from .importers import detect
 
-    found = detect(file, text)
-    if found is None:  # the exports' own detector, while ragmem.importers has none for them (issue 34)
-        found = detect_export(data)
-    return found
+    return detect(file, text)
 
 
 def load_history(file: str, fmt: str = "auto", *, default_session: str = "default") -> list[Conversation]:
@@ -185,7 +181,7 @@ def load_history(file: str, fmt: str = "auto", *, default_session: str = "defaul
     data, items = _parse(text, file)
     if items is not None:
         data = [v for v, _ in items]
-    found = _import_chats_format(file, text, data) if fmt == "auto" else None
+    found = _import_chats_format(file, text) if fmt == "auto" else None
     if found is not None:  # records of another shape than messages: say which command reads them
         raise InvalidMessage(f"{file} is a {_SOURCES.get(found, found)}, not a list of messages; "
                              f"import it with `ragmem import-chats {file}`, one session per conversation")
