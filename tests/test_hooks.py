@@ -339,7 +339,7 @@ def test_through_ragmem_serve_the_answer_is_the_local_one(tmp_path):
         with httpx.Client(base_url=srv.url, timeout=600, headers={"Authorization": f"Bearer {key}"}) as http:
             http.post("/api/add_many", json={"session": "warm", "messages": [
                 {"role": "user", "content": f"warm up {i}"} for i in range(40)]}).raise_for_status()
-            http.post("/api/search", json={"query": "warm"}).raise_for_status()
+            http.post("/api/search", json={"query": "warm", "session": "warm"}).raise_for_status()
         via = hook(tmp_path / "client-log", "claude-code", question, "--server", srv.url,
                    extra_env={"RAGMEM_KEY": key})
         again = hook(tmp_path / "client-log", "claude-code", question, "--server", srv.url,
