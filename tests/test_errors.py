@@ -67,7 +67,6 @@ ALLOWED = {
     ("_serve.py", "run", "_mcp.as_refusal"): "the UsageError of arguments pydantic refused",
     ("_serve.py", "tool", "unknown"): "the UsageError of ragmem._doors.unknown_arguments",
     ("_serve.py", "check", "refused"): "the UsageError of ragmem._doors.unknown_arguments",
-    ("_serve.py", "_bounded_protocol", "ImportError"): "caught just below it: the h11 parser asked for by name",
     # a StoreError re-raised with its own class and a longer message (the isinstance check is just above)
     ("_store/store.py", "add", "type(exc)"): "re-raises a StoreError subclass, guarded by isinstance",
     # a variable holding the StoreError of resource_fault(), which the scan cannot type
