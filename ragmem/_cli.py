@@ -34,6 +34,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Ingests with more messages than this show a progress bar (on stderr, when it is a terminal).
 PROGRESS_MIN = 200
+#: Imports of at least this many new messages show one (a coding agent's session of 50 turns embeds for seconds).
+IMPORT_PROGRESS_MIN = 50
 
 
 # ------------------------------------------------------------------ options
@@ -535,15 +537,16 @@ def import_chats(paths: tuple[str, ...], fmt: str | None, follow: bool, interval
 
     cfg = _cfg(**opts)
     targets = list(paths) or _importing.default_paths(fmt)
-    mem = _open(cfg, **_max_chars(max_chars))
+    # stored in the log first, then indexed in the background, with the bar following the indexer (as ingest)
+    mem = _open(cfg, **({} if follow else {"index": "background"}), **_max_chars(max_chars))
     try:
         if follow:
             if not cfg.json:
                 click.echo(f"following {', '.join(targets)} into namespace {cfg.namespace} (Ctrl-C stops)", err=True)
-            stopped = _importing.Report()
+            report = _importing.Report()
 
             def shown(result: Any) -> None:
-                stopped.files.append(result)
+                report.files.append(result)
                 if not cfg.json:
                     for name, n in result.stored.items():
                         if n:
@@ -554,16 +557,14 @@ def import_chats(paths: tuple[str, ...], fmt: str | None, follow: bool, interval
                 _importing.follow(mem, targets, fmt, skip_bad_lines=skip_bad_lines, interval=interval, on_file=shown)
             except KeyboardInterrupt:
                 pass
-            report = stopped
         else:
-            total = _importing.total_bytes(targets)
-            if sys.stderr.isatty() and not cfg.json:
-                with click.progressbar(length=total, label="importing", file=sys.stderr, show_pos=False,
-                                       show_eta=True) as bar:
-                    report = _importing.import_paths(mem, targets, fmt, skip_bad_lines=skip_bad_lines,
-                                                     progress=bar.update)
-            else:
-                report = _importing.import_paths(mem, targets, fmt, skip_bad_lines=skip_bad_lines)
+            base = mem.store.progress.indexed  # what the opening's repair indexed is not this import's
+            report = _importing.import_paths(mem, targets, fmt, skip_bad_lines=skip_bad_lines)
+            total = report.stored
+            if total >= IMPORT_PROGRESS_MIN and sys.stderr.isatty() and not cfg.json:
+                with _progress(total, "importing") as bar:
+                    follow_indexing(mem.store, total, base, bar)
+            mem.store.flush()  # what the worker could not index is indexed here, or its error raised
     finally:
         mem.close()
     _emit(cfg, report.to_dict(), lambda: _importing.summary_lines(report, cfg.namespace))

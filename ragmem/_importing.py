@@ -254,9 +254,9 @@ def store_sessions(memory: Any, sessions: Sequence[ImportedSession], source: str
                 "those", exc.ids) from exc
         except RagmemError as exc:
             done = ", ".join(repr(n) for n in counts) or "none"
-            raise type(exc)(f"{source}: {label} was not imported: {exc}. Stored before it, whole: {done}; not "
-                            f"stored: this one and the {len(sessions) - i - 1} after it. Importing the file again "
-                            "after the fix stores only what is missing") from exc
+            raise exc.reworded(f"{source}: {label} was not imported: {exc}. Stored before it, whole: {done}; not "
+                               f"stored: this one and the {len(sessions) - i - 1} after it. Importing the file again "
+                               "after the fix stores only what is missing") from exc
     return counts
 
 
@@ -368,11 +368,6 @@ def _size(src: Source) -> int:
         return src.path.stat().st_size
     except (OSError, KeyError, zipfile.BadZipFile):
         return 0
-
-
-def total_bytes(paths: Sequence[str]) -> int:
-    """The bytes an import of ``paths`` reads at most (for its progress bar)."""
-    return sum(_size(src) for src, _ in sources(paths))
 
 
 # ------------------------------------------------------------------ following
