@@ -647,3 +647,101 @@ def test_openai_agents_run_config_keeps_the_model_input_within_budget(tmp_path):
     log = session.memory.messages()
     assert sum(1 for m in log if m.role == "user") == TURNS  # the SDK stored every turn once
     assert asyncio.run(session.get_items())[0] == {"content": _fact(0), "role": "user"}
+
+
+# ------------------------------------------------------------------ what reaches each provider
+
+
+def _recalling_memory(path):
+    """A session long enough that a prompt recalls old turns: its recall block has a header and date markers."""
+    from datetime import datetime, timedelta, timezone
+
+    mem = Memory(path, session="ops")
+    start = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "created_at": (start + timedelta(hours=6 * i)).isoformat(),
+              "content": ("The staging database pool was set to 32 connections." if i == 4 else
+                          f"Routine note {i} about lunch menus, weather and weekend plans.")} for i in range(80)]
+    mem.add_many(turns)
+    return mem
+
+
+def _providers():
+    anthropic = pytest.importorskip("langchain_anthropic")
+    openai = pytest.importorskip("langchain_openai")
+    # their own request builders, offline: the payload each would send (no call is made)
+    return (anthropic.ChatAnthropic(model="claude-sonnet-4-5", api_key="sk-offline"),
+            openai.ChatOpenAI(model="gpt-4.1", api_key="sk-offline"))
+
+
+def test_langchain_prompts_have_one_system_message_and_reach_anthropic_and_openai(tmp_path):
+    from ragmem.integrations.langchain import RagmemChatMessageHistory, prompt_messages, to_langchain
+
+    claude, gpt = _providers()
+    mem = _recalling_memory(tmp_path / "p")
+    history = RagmemChatMessageHistory(memory=mem)
+    question = "What did we set the staging pool to?"
+    ctx = mem.prompt(question, system="You are an SRE.", budget=500)
+    markers = [e.marker for e in ctx.trace.episodes if e.marker]
+    assert markers and sum(1 for m in ctx.messages if m["role"] == "system") >= 3  # the shape that broke
+    # as the adapter sent it before: one LangChain message per prompt message, system ones between turns
+    with pytest.raises(ValueError, match="non-consecutive system messages"):
+        claude._get_request_payload([to_langchain(m) for m in ctx.messages])
+    for msgs in (prompt_messages(ctx.messages), history.context(question, budget=500, system="You are an SRE.")):
+        assert msgs[0].type == "system" and "You are an SRE." in msgs[0].content
+        assert all(m.type != "system" for m in msgs[1:])
+        payload = claude._get_request_payload(msgs)
+        assert payload["system"] == msgs[0].content  # nothing hoisted into it
+        assert payload["messages"][0]["role"] == "user"
+        text = json.dumps(payload["messages"], ensure_ascii=False)
+        assert all(json.dumps(f"[note] {mk}", ensure_ascii=False) in text for mk in markers), (markers, text[:600])
+        last = payload["messages"][-1]["content"]
+        assert "32 connections" in text and (last if isinstance(last, str) else last[-1]["text"]) == question
+        sent = gpt._get_request_payload(msgs)["messages"]
+        assert [m["role"] for m in sent].count("system") == 1 and sent[0]["role"] == "system"
+    kept = prompt_messages(ctx.messages, later_system="keep")  # for a model that takes them in place
+    assert kept[0].type == "system" and sum(m.type == "system" for m in kept) == len(
+        [m for m in ctx.messages if m["role"] == "system"]) - (len(ctx.messages) - len(kept))
+    mem.close()
+
+
+def test_langchain_agent_middleware_requests_reach_anthropic_and_openai(tmp_path):
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+    from ragmem.integrations.langgraph import RagmemMiddleware
+
+    claude, gpt = _providers()
+    seen: list = []
+
+    class RecordingModel(GenericFakeChatModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kw):
+            seen.append(list(messages))
+            return super()._generate(messages, stop=stop, run_manager=run_manager, **kw)
+
+    mem = _recalling_memory(tmp_path / "m")
+    agent = create_agent(RecordingModel(messages=iter([AIMessage("It is 32.")])), tools=[],
+                         system_prompt="You are an SRE.", middleware=[RagmemMiddleware(memory=mem, budget=500)])
+    agent.invoke({"messages": [{"role": "user", "content": "What did we set the staging pool to?"}]})
+    (msgs,) = seen
+    assert msgs[0].type == "system" and "You are an SRE." in msgs[0].content
+    assert all(m.type != "system" for m in msgs[1:]), [m.type for m in msgs]
+    text = json.dumps(claude._get_request_payload(msgs)["messages"], ensure_ascii=False)
+    assert "[note]" in text and "32 connections" in text  # the recall block arrived, its markers as notes
+    assert [m["role"] for m in gpt._get_request_payload(msgs)["messages"]].count("system") == 1
+    mem.close()
+
+
+def test_llamaindex_memory_sends_one_system_message_with_the_markers_as_notes(tmp_path):
+    from ragmem.integrations.llamaindex import RagmemMemory
+
+    mem = _recalling_memory(tmp_path / "li")
+    ctx = mem.prompt("What did we set the staging pool to?", system="You are an SRE.", budget=500)
+    markers = [e.marker for e in ctx.trace.episodes if e.marker]
+    assert markers
+    got = RagmemMemory.from_defaults(memory=mem, token_limit=500, system="You are an SRE.").get(
+        input="What did we set the staging pool to?")
+    roles = [m.role.value for m in got]
+    assert roles[0] == "system" and "system" not in roles[1:], roles
+    notes = [m.content for m in got if m.role.value == "user" and (m.content or "").startswith("[note] ")]
+    assert all(f"[note] {mk}" in notes for mk in markers) and any("32 connections" in (m.content or "") for m in got)
+    mem.close()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal, Sequence
 
-from ragmem.integrations import _jsonable, _memory, _missing
+from ragmem.integrations import LaterSystem, _jsonable, _memory, _missing, _one_system, _prompt_within
 
 try:
     from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -39,7 +39,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise _missing("langchain", "langchain-core", exc) from exc
 
-__all__ = ["RagmemChatMessageHistory", "RagmemRetriever", "from_langchain", "to_langchain"]
+__all__ = ["RagmemChatMessageHistory", "RagmemRetriever", "from_langchain", "prompt_messages", "to_langchain"]
 
 _KEY = "langchain"
 _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
@@ -123,6 +123,20 @@ def to_langchain(message: Any) -> BaseMessage:
     return ChatMessage(content=text, role=role, id=ident)
 
 
+def prompt_messages(messages: Sequence[Any], *, later_system: LaterSystem = "notes") -> list[BaseMessage]:
+    """An assembled prompt (``ctx.messages``, OpenAI format) as LangChain messages that every chat model accepts.
+
+    One ``SystemMessage``, first (the system prompt, pinned state and summary); the recall block's header and
+    date markers, system messages between turns in ragmem's OpenAI format, become ``[note] TEXT`` user
+    messages where they stand (``later_system="keep"`` leaves them system messages, for a model that takes
+    them). langchain-anthropic raises "Received multiple non-consecutive system messages" for the shape
+    with system messages between turns; other providers move or drop them. See ``_one_system`` in
+    :mod:`ragmem.integrations`.
+    """
+    rows = [m if isinstance(m, dict) else m.to_openai() for m in messages]
+    return [to_langchain(m) for m in _one_system(rows, later_system)]
+
+
 class RagmemChatMessageHistory(BaseChatMessageHistory):
     """A LangChain chat history stored in ragmem: durable, searchable, token-budgeted.
 
@@ -159,14 +173,18 @@ class RagmemChatMessageHistory(BaseChatMessageHistory):
         """Forget the session: messages, pinned state and summary."""
         self.memory.forget_session()
 
-    def context(self, user_turn: str, *, budget: int = 4000, system: str | None = None, **prompt_kwargs: Any) -> list[BaseMessage]:
+    def context(self, user_turn: str, *, budget: int = 4000, system: str | None = None,
+                later_system: LaterSystem = "notes", **prompt_kwargs: Any) -> list[BaseMessage]:
         """The ragmem-assembled prompt for ``user_turn`` as LangChain messages, within ``budget`` tokens.
 
         Recalled old turns, the recent window and the pinned state, never
-        splitting a tool call from its result; the user turn comes last.
+        splitting a tool call from its result; the user turn comes last. One
+        system message, first; the recall block's markers are user notes in
+        place (``later_system``: :func:`prompt_messages`), so any chat model takes it.
         """
-        ctx = self.memory.prompt(user_turn, system=system, budget=budget, **prompt_kwargs)
-        return [to_langchain(m) for m in ctx.messages]
+        _, rows = _prompt_within(self.memory, user_turn, budget=budget, later_system=later_system, system=system,
+                                 **prompt_kwargs)
+        return [to_langchain(m) for m in rows]
 
 
 class RagmemRetriever(BaseRetriever):

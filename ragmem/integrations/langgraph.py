@@ -23,7 +23,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
-from ragmem.integrations import _memory, _missing
+from ragmem.integrations import _memory, _missing, _prompt_within
 
 try:
     from langchain.agents.middleware import AgentMiddleware
@@ -40,7 +40,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise _missing("langgraph", "langgraph and langchain", exc) from exc
 
-from ragmem.integrations.langchain import from_langchain, to_langchain
+from ragmem.integrations.langchain import LaterSystem, from_langchain, to_langchain
 
 __all__ = ["RagmemMiddleware", "RagmemStore"]
 
@@ -62,6 +62,13 @@ class RagmemMiddleware(AgentMiddleware):
     LangGraph ``thread_id`` (or ``"default"``). ``budget`` caps the messages
     sent to the model, system prompt and the current turn's tool exchange
     included (tool schemas are not counted: leave room for them).
+
+    The model gets one system message (the agent's system prompt, the pinned
+    state folded in) and then turns only: the recall block's markers (its
+    header, each episode's date) go in as user notes where they stand, so
+    every provider takes the request (``later_system="keep"`` sends them as
+    system messages in place, for a model that accepts that: see
+    :func:`ragmem.integrations.langchain.prompt_messages`).
     """
 
     def __init__(
@@ -72,12 +79,14 @@ class RagmemMiddleware(AgentMiddleware):
         session_id: str | None = None,
         namespace: str | None = None,
         budget: int = 4000,
+        later_system: LaterSystem = "notes",
         **memory_kwargs: Any,
     ) -> None:
         super().__init__()
         self.memory = _memory(memory, store=store, session=session_id, namespace=namespace, **memory_kwargs)
         self.session_id = session_id
         self.budget = budget
+        self.later_system = later_system
         self._stored: set[str] = set()  # LangChain message ids already in ragmem (the log dedups too)
 
     def _session(self) -> Any:
@@ -109,11 +118,12 @@ class RagmemMiddleware(AgentMiddleware):
 
         spent = sum(count_message(mem.store.counter, from_langchain(m)) for m in inflight)
         system = request.system_message.text if request.system_message is not None else None
-        ctx = mem.prompt(msgs[turn].text, system=system, budget=max(1, self.budget - spent))
-        out = [to_langchain(m) for m in ctx.messages[:-1]]  # the turn itself: the caller's own message
+        _, rows = _prompt_within(mem, msgs[turn].text, system=system, budget=max(1, self.budget - spent),
+                                 later_system=self.later_system)
+        out = [to_langchain(m) for m in rows[:-1]]  # the turn itself: the caller's own message
         sys_msg = request.system_message
-        if out and isinstance(out[0], SystemMessage) and system is not None:
-            sys_msg = SystemMessage(content=out[0].content)  # the system prompt, pinned state folded in
+        if out and isinstance(out[0], SystemMessage):
+            sys_msg = out[0]  # the system prompt, pinned state folded in: the request's one system message
             out = out[1:]
         return request.override(messages=[*out, msgs[turn], *inflight], system_message=sys_msg)
 

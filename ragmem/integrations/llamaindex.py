@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any, List, Optional
 
-from ragmem.integrations import _jsonable, _memory, _missing
+from ragmem.integrations import _jsonable, _memory, _missing, _prompt_within
 
 try:
     from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
@@ -198,7 +198,8 @@ class RagmemMemory(BaseMemory):
         stored = last[-1].role == "user" and (input is None or last[-1].text == input)
         if input is None and not stored:
             return [to_llamaindex(m) for m in _recent_within(mem, budget, self.system)]
-        messages = mem.prompt(input, system=self.system, budget=budget, turn_stored=stored, **kwargs).messages
+        # one system message, first; the recall block's markers as user notes in place (any provider takes it)
+        _, messages = _prompt_within(mem, input, system=self.system, budget=budget, turn_stored=stored, **kwargs)
         if not stored:
             messages = messages[:-1]  # the engine appends the question itself
         return [to_llamaindex(m) for m in messages]
