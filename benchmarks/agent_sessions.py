@@ -27,12 +27,17 @@ results to the size of real dumps (~400 tokens, so a 2,000-token prompt holds
 only a few) and makes sessions three times as long: the default variant is
 too easy (even dense-only recall puts every probe's evidence in the prompt).
 
-Run: ``python -m benchmarks.agent_sessions [--sessions N] [--hard] [--quick]``.
+``--transcripts`` runs the real sessions instead: the three coding-agent transcripts of
+``shared/data/transcripts`` imported by :mod:`ragmem.importers`, and the questions of
+``benchmarks/data/agent_transcripts.json`` (see :func:`run_transcripts`).
+
+Run: ``python -m benchmarks.agent_sessions [--sessions N] [--hard] [--transcripts] [--quick]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import statistics
@@ -308,7 +313,15 @@ def main(argv: list[str] | None = None) -> None:
                    help="three near-identical decoys per fact, results of real dump size, longer sessions")
     p.add_argument("--configs", default="dense,default")
     p.add_argument("--quick", action="store_true", help="two short sessions")
+    p.add_argument("--transcripts", action="store_true",
+                   help="the real transcripts and their questions instead (benchmarks/data/agent_transcripts.json)")
     args = p.parse_args(argv)
+    if args.transcripts:
+        res = suite(args.quick)
+        print(transcripts_table(res))
+        print(f"monotone in budget: {res['monotone']}; prompt p50 {res['prompt_p50_ms']:.1f} ms; "
+              f"broken tool pairs / over budget: {len(res['problems'])} {res['problems'][:5]}")
+        return
     turns = args.turns or (HARD["turns"] if args.hard else 400)
     sessions, turns = (2, 150) if args.quick else (args.sessions, turns)
     start = time.perf_counter()
@@ -318,6 +331,243 @@ def main(argv: list[str] | None = None) -> None:
     print(table(res))
     print(f"broken tool pairs / over budget: {len(res['problems'])} {res['problems'][:5]}")
     print(f"took {time.perf_counter() - start:.0f} s")
+
+
+# -- real transcripts ------------------------------------------------------------------------------------------------
+#
+# The three real sessions of ``shared/data/transcripts`` (Claude Code, Codex CLI, Gemini CLI building one Pomodoro
+# timer), imported by :mod:`ragmem.importers`, and the questions of ``benchmarks/data/agent_transcripts.json``: written
+# in a developer's words, not the evidence's, each with its evidence given as (role, a substring of the message's
+# text) and resolved to exactly one stored message after import, so the questions survive a change of importer ids.
+
+#: The questions over the real transcripts, with their evidence and kind.
+TRANSCRIPT_QUESTIONS = Path(__file__).resolve().parent / "data" / "agent_transcripts.json"
+#: The budgets of the transcripts' table.
+TRANSCRIPT_BUDGETS = (1000, 2000, 4000, 8000)
+#: How a question is asked: late in its own session (the whole session stored, the question at its end), and from a
+#: new session of the same namespace (``recall_scope="namespace"``, no window of its own).
+MODES = ("late", "new session")
+#: The baselines beside ragmem: its sliding window, and BM25 alone (:class:`benchmarks.baselines.BM25Turns`).
+TRANSCRIPT_METHODS = ("ragmem", "sliding_window", "bm25")
+
+
+def transcripts_dir() -> Path:
+    """Where the real transcripts are: ``$RAGMEM_TRANSCRIPTS`` or the shared default (as :func:`benchmarks.locomo.data_dir`)."""
+    import os
+
+    from .common import REPO_ROOT
+
+    env = os.environ.get("RAGMEM_TRANSCRIPTS")
+    path = Path(env) if env else REPO_ROOT / ".." / "shared" / "data" / "transcripts"
+    return (path if path.is_absolute() else REPO_ROOT / path).resolve()
+
+
+def half_of(index: int) -> str:
+    """The protocol's halves: the questions of each file alternate, tuning (even places) and check (odd)."""
+    return "tuning" if index % 2 == 0 else "check"
+
+
+def evidence_text(m: dict) -> str:
+    """The text a question's evidence substring is looked up in: the content, then each tool call as
+    ``name(values)``, its arguments' string values in order (escaping differs between importers, values do not)."""
+    from ragmem._messages import content_text
+
+    def leaves(v) -> list[str]:
+        if isinstance(v, str):
+            return [v]
+        if isinstance(v, dict):
+            return [s for x in v.values() for s in leaves(x)]
+        if isinstance(v, list):
+            return [s for x in v for s in leaves(x)]
+        return [json.dumps(v)]
+
+    parts = [content_text(m.get("content"))]
+    for c in m.get("tool_calls") or []:
+        args = c["function"].get("arguments") or ""
+        try:
+            values = leaves(json.loads(args))
+        except ValueError:
+            values = [args]
+        parts.append(f"{c['function']['name']}({' '.join(values)})")
+    return "\n".join(parts)
+
+
+def resolve(spec: dict, messages: list[dict]) -> list[str]:
+    """The ids of the messages of ``spec``'s role whose :func:`evidence_text` holds its text."""
+    return [m["id"] for m in messages if m["role"] == spec["role"] and spec["text"] in evidence_text(m)]
+
+
+def load_transcripts(root: Path | None = None) -> dict[str, list[dict]]:
+    """Each question file's transcript, imported: file key -> the messages of its one session."""
+    from ragmem.importers import parse
+
+    root = root or transcripts_dir()
+    spec = json.loads(TRANSCRIPT_QUESTIONS.read_text())
+    out = {}
+    for key, rel in spec["files"].items():
+        path = root / rel
+        parsed = parse(path.read_text(encoding="utf-8"), filename=path.name)
+        if len(parsed.sessions) != 1:
+            raise SystemExit(f"{rel}: expected one session, the importer gave {len(parsed.sessions)}")
+        out[key] = parsed.sessions[0].messages
+    return out
+
+
+def transcript_questions(sessions: dict[str, list[dict]]) -> list[dict]:
+    """The questions with their evidence resolved to message ids, their half and their place in the session.
+
+    Raises when a piece of evidence resolves to no message or to several: the question file and the import
+    disagree, and a figure over them would mean nothing.
+    """
+    spec = json.loads(TRANSCRIPT_QUESTIONS.read_text())
+    out, seen = [], dict.fromkeys(sessions, 0)
+    for q in spec["questions"]:
+        msgs = sessions[q["file"]]
+        ids = []
+        for e in q["evidence"]:
+            got = resolve(e, msgs)
+            if len(got) != 1:
+                raise SystemExit(f"{q['file']}: evidence {e} of {q['question']!r} resolves to {len(got)} messages")
+            ids.append(got[0])
+        pos = {m["id"]: i for i, m in enumerate(msgs)}
+        out.append({**q, "ids": ids, "half": half_of(seen[q["file"]]), "match": q.get("match", "all"),
+                    "place": min(pos[i] for i in ids) / len(msgs)})
+        seen[q["file"]] += 1
+    return out
+
+
+def shown(q: dict, ctx, texts: dict[str, str]) -> list[str]:
+    """The ids of ``ctx``'s prompt, less the evidence it shows as an excerpt that leaves the evidence's text out."""
+    cut = {x.message_id: x for x in getattr(ctx.trace, "excerpts", ())}
+    missed = {i for i, e in zip(q["ids"], q["evidence"])
+              if i in cut and e["text"] not in texts[i][cut[i].start:cut[i].end]}
+    return [i for i in ctx.message_ids() if i not in missed]
+
+
+def _found(q: dict, got) -> float:
+    got = set(got)
+    hits = [i in got for i in q["ids"]]
+    return float(any(hits)) if q["match"] == "any" else sum(hits) / len(hits)
+
+
+def run_transcripts(store: Path, budgets: tuple[int, ...] = TRANSCRIPT_BUDGETS,
+                    limit: int | None = None) -> dict:
+    """Every question of every transcript, in both :data:`MODES`, by every method at every budget.
+
+    Each file's session is stored in its own namespace (one project each, as a developer's store would hold it);
+    ``late`` asks in that session, ``new session`` from a fresh session of the namespace with namespace recall.
+    ``limit`` keeps each file's first questions only (the quick slice).
+    """
+    from ragmem import Memory
+
+    from .baselines import BM25Turns, BudgetPacker
+    from .recall_locomo import token_counter
+
+    sessions = load_transcripts()
+    questions = transcript_questions(sessions)
+    count = token_counter()
+    per: list[dict] = []
+    problems: list[str] = []
+    lat: list[float] = []
+    base = None
+    try:
+        for key, msgs in sessions.items():
+            qs = [q for q in questions if q["file"] == key]
+            qs = qs[:limit] if limit else qs
+            mem = Memory(path=str(store), namespace=key, session=key, window=WINDOW) if base is None else \
+                base.for_session(key, namespace=key)
+            base = base or mem
+            mem.add_many(msgs)
+            for q in qs:  # every piece of evidence is stored under the id it resolved to
+                for i in q["ids"]:
+                    mem.get(i)
+            ids = [m["id"] for m in msgs]
+            texts = [evidence_text(m) for m in msgs]
+            texts_by_id = dict(zip(ids, texts))
+            plain = [{"role": m["role"], "content": t} for m, t in zip(msgs, texts)]
+            bm25, packer = BM25Turns(ids, texts), BudgetPacker(ids, plain, count)
+            fresh = mem.for_session(f"{key}-new", namespace=key)
+            for q in qs:
+                ranked = bm25.rank(q["question"])
+                for mode, m, scope, window in (("late", mem, None, WINDOW), ("new session", fresh, "namespace", 0)):
+                    hits = m.search(q["question"], k=10, scope=scope or "session")
+                    rec = {"file": key, "kind": q["kind"], "half": q["half"], "mode": mode, "question": q["question"],
+                           "@10": _found(q, [h.message.id for h in hits]), "@10 bm25": _found(q, ranked[:10]),
+                           "ev": {}}
+                    for method in TRANSCRIPT_METHODS:
+                        for b in budgets:
+                            if method == "bm25":
+                                got = packer.pack(q["question"], ranked, b, window).message_ids
+                            else:
+                                t = time.perf_counter()
+                                ctx = m.prompt(q["question"], budget=b, strategy=method, recall_scope=scope)
+                                lat.append(time.perf_counter() - t) if method == "ragmem" else None
+                                problems += check_prompt(ctx, b)
+                                got = shown(q, ctx, texts_by_id)
+                            rec["ev"][f"{method}@{b}"] = _found(q, got)
+                    per.append(rec)
+            log(f"[agent_sessions] transcript {key}: {len(msgs)} messages, {len(qs)} questions")
+    finally:
+        if base is not None:
+            base.close()
+    return {"per": per, "problems": problems, "budgets": list(budgets),
+            "prompt_p50_ms": 1000 * statistics.median(lat) if lat else None,
+            "questions": len({(r["file"], r["question"]) for r in per})}
+
+
+def _mean(rs: list[dict], get) -> float:
+    return statistics.fmean(get(r) for r in rs) if rs else float("nan")
+
+
+def monotone(res: dict, method: str = "ragmem") -> dict:
+    """Whether evidence never falls as the budget grows: in each question set's mean (each half in each mode),
+    and how many single questions lose evidence from one budget to the next."""
+    b = res["budgets"]
+    sets = {}
+    for half in ("tuning", "check"):
+        for mode in MODES:
+            rs = [r for r in res["per"] if r["half"] == half and r["mode"] == mode]
+            means = [_mean(rs, lambda r, x=x: r["ev"][f"{method}@{x}"]) for x in b]
+            sets[f"{half}, {mode}"] = all(x <= y + 1e-9 for x, y in itertools.pairwise(means))
+    falls = sum(r["ev"][f"{method}@{x}"] > r["ev"][f"{method}@{y}"] for r in res["per"] for x, y in itertools.pairwise(b))
+    return {"sets": sets, "all_sets": all(sets.values()), "question_falls": falls}
+
+
+def transcripts_table(res: dict) -> str:
+    """Evidence in the prompt per method and budget, and search recall@10, by half, mode and kind."""
+    b = res["budgets"]
+    rows = []
+    for half in ("tuning", "check"):
+        for mode in MODES:
+            rs = [r for r in res["per"] if r["half"] == half and r["mode"] == mode]
+            kinds = sorted({r["kind"] for r in rs})
+            for kind in kinds + ["all"]:
+                ks = [r for r in rs if kind in ("all", r["kind"])]
+                rows.append([half, mode, kind, len(ks)]
+                            + [_mean(ks, lambda r, x=x: r["ev"][f"ragmem@{x}"]) for x in b]
+                            + [_mean(ks, lambda r: r["ev"][f"sliding_window@{b[1]}"]),
+                               _mean(ks, lambda r: r["ev"][f"bm25@{b[1]}"]),
+                               _mean(ks, lambda r: r["@10"]), _mean(ks, lambda r: r["@10 bm25"])])
+    heads = ["half", "asked", "kind", "n"] + [f"ragmem@{x}" for x in b] + [
+        f"window@{b[1]}", f"bm25@{b[1]}", "recall@10", "bm25 recall@10"]
+    return markdown_table(heads, rows)
+
+
+#: The quick slice: each file's first four questions, at two budgets.
+QUICK_TRANSCRIPTS = {"limit": 4, "budgets": (1000, 2000)}
+
+
+def suite(quick: bool = False, out_dir: Path | None = None) -> dict:
+    """The transcripts benchmark of record (``run_all``): its JSON in ``agent_transcripts.json``."""
+    from .common import invocation, ragmem_version, result_path, write_json
+
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="ragmem-transcripts-") as tmp:
+        res = run_transcripts(Path(tmp), **(QUICK_TRANSCRIPTS if quick else {}))
+    res.update({"command": invocation(), "ragmem": ragmem_version(), "monotone": monotone(res),
+                "elapsed_s": round(time.perf_counter() - start, 1)})
+    write_json(result_path("agent_transcripts", quick, out_dir=out_dir), res)
+    return res
 
 
 if __name__ == "__main__":

