@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .._errors import InvalidMessage
 
@@ -186,3 +186,67 @@ def unknown(parsed: Parsed, filename: str, kind: str) -> None:
         parsed.warnings.append(f"{filename or 'the file'}: record type {kind!r} is not one this importer knows; "
                                "its records were skipped (counted as " + key + ")")
     parsed.skipped[key] += 1
+
+
+@dataclass(frozen=True)
+class ExportShape:
+    """What sets one chat export's ``conversations.json`` apart from another's (ChatGPT's, Claude.ai's), so that
+    both are read, checked and named in errors by one piece of code: ``product`` names the export to a person,
+    ``id_keys`` are the conversation's id fields (the first one set wins), ``title_key`` its title field,
+    ``carries`` what its conversations hold (said when a file is not one), ``looks`` the detector of the parsed
+    JSON, and ``messages(conversation, id, parsed)`` its conversion to OpenAI chat dicts."""
+
+    fmt: str
+    product: str
+    id_keys: tuple[str, ...]
+    title_key: str
+    carries: str
+    looks: Callable[[Any], bool]
+    messages: Callable[[Mapping[str, Any], str, Parsed], list[dict[str, Any]]]
+
+    def ident(self, conv: Mapping[str, Any]) -> str:
+        """The conversation's id: the first of :attr:`id_keys` that is set, or ``""``."""
+        return next((str(conv[k]) for k in self.id_keys if conv.get(k)), "")
+
+    def bad(self, i: int, conv: Any, problem: str) -> InvalidMessage:
+        """The error for a malformed conversation, naming it."""
+        ident = self.ident(conv) if isinstance(conv, Mapping) else ""
+        named = f" (id {ident[:80]!r})" if ident else ""
+        return InvalidMessage(f"{self.product} conversation {i}{named}: {problem}; is this the conversations.json "
+                              f"of a {self.product} export? Nothing of the file was imported")
+
+    def sessions(self, data: Any, parsed: Parsed) -> list[ImportedSession]:
+        """Every conversation of a parsed export, converted; a malformed one raises, naming it."""
+        out = []
+        for i, conv in enumerate(data):
+            if not isinstance(conv, Mapping):
+                raise self.bad(i, conv, f"it is not a JSON object (got {type(conv).__name__})")
+            ident = self.ident(conv) or str(i)
+            try:
+                rows = self.messages(conv, ident, parsed)
+            except InvalidMessage as exc:  # the converters say what is wrong; this names the conversation
+                raise self.bad(i, conv, str(exc)) from None
+            if rows:
+                title = conv.get(self.title_key)
+                shown = f", {title[:60]!r}" if isinstance(title, str) and title else ""
+                out.append(ImportedSession(ident, session_name(self.fmt, title, ident), rows,
+                                           {"source": self.fmt, "title": title if isinstance(title, str) else None},
+                                           label=f"conversation {i} (id {ident[:80]!r}{shown})"))
+        return out
+
+    def parse(self, text: str, filename: str) -> Parsed:
+        """The export's conversations from a file's whole text (an export is read whole each time)."""
+        parsed = Parsed(self.fmt, [], consumed=len(text))
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidMessage(f"{filename or 'the file'}: not JSON ({exc.msg} at line {exc.lineno}); is this a "
+                                 f"{self.product} export's conversations.json? Nothing of it was imported") from None
+        if not self.looks(data):
+            raise InvalidMessage(f"{filename or 'the file'}: not a {self.product} export: expected the "
+                                 f"conversations.json list whose conversations carry {self.carries}")
+        try:
+            parsed.sessions = self.sessions(data, parsed)
+        except InvalidMessage as exc:
+            raise InvalidMessage(f"{filename or 'the file'}: {exc}") from None
+        return parsed

@@ -20,11 +20,10 @@ Message ids are the export's (``claude:<uuid>``); sessions are named
 
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping
 
 from .._errors import InvalidMessage
-from ._common import NO_RESULT, ImportedSession, Parsed, as_text, session_name, text_of, tool_call
+from ._common import ExportShape, NO_RESULT, ImportedSession, Parsed, as_text, text_of, tool_call
 
 FORMAT = "claude"
 
@@ -122,48 +121,15 @@ def _messages(conv: Mapping[str, Any], ident: str, parsed: Parsed) -> list[dict[
     return messages
 
 
+_SHAPE = ExportShape(FORMAT, "Claude", ("uuid",), "name", "'uuid' and 'chat_messages'", detect_data, _messages)
+
+
 def sessions(data: Any, parsed: Parsed) -> list[ImportedSession]:
     """Every conversation of a parsed export, converted; a malformed one raises, naming it."""
-    out = []
-    for i, conv in enumerate(data):
-        if not isinstance(conv, Mapping):
-            raise bad(i, conv, f"it is not a JSON object (got {type(conv).__name__})")
-        ident = str(conv.get("uuid") or "") or str(i)
-        try:
-            rows = _messages(conv, ident, parsed)
-        except InvalidMessage as exc:
-            raise bad(i, conv, str(exc)) from None
-        if rows:
-            title = conv.get("name")
-            shown = f", {title[:60]!r}" if isinstance(title, str) and title else ""
-            out.append(ImportedSession(ident, session_name(FORMAT, title, ident), rows,
-                                       {"source": FORMAT, "title": title if isinstance(title, str) else None},
-                                       label=f"conversation {i} (id {ident[:80]!r}{shown})"))
-    return out
-
-
-def bad(i: int, conv: Any, problem: str) -> InvalidMessage:
-    """The error for a malformed conversation, naming it."""
-    ident = conv.get("uuid") if isinstance(conv, Mapping) else None
-    named = f" (id {str(ident)[:80]!r})" if ident else ""
-    return InvalidMessage(f"Claude conversation {i}{named}: {problem}; is this the conversations.json of a "
-                          "Claude export? Nothing of the file was imported")
+    return _SHAPE.sessions(data, parsed)
 
 
 def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
           known: Mapping[str, Mapping[str, Any]] | None = None, first_line: int = 1) -> Parsed:
     """A Claude.ai export's conversations (see the module's docstring); read whole each time."""
-    parsed = Parsed(FORMAT, [], consumed=len(text))
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidMessage(f"{filename or 'the file'}: not JSON ({exc.msg} at line {exc.lineno}); is this a "
-                             "Claude export's conversations.json? Nothing of it was imported") from None
-    if not detect_data(data):
-        raise InvalidMessage(f"{filename or 'the file'}: not a Claude export: expected the conversations.json "
-                             "list whose conversations carry 'uuid' and 'chat_messages'")
-    try:
-        parsed.sessions = sessions(data, parsed)
-    except InvalidMessage as exc:
-        raise InvalidMessage(f"{filename or 'the file'}: {exc}") from None
-    return parsed
+    return _SHAPE.parse(text, filename)
