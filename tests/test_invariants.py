@@ -209,7 +209,7 @@ def test_grouping_partitions_the_log(history):
 
 
 def test_mandatory_parts_too_big_raise_clearly():
-    with pytest.raises(BudgetTooSmall, match="raise the budget"):
+    with pytest.raises(BudgetTooSmall, match="raise budget="):
         assemble("hello " * 200, budget=50, counter=COUNTER)
 
 
