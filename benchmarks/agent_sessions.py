@@ -319,6 +319,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.transcripts:
         res = suite(args.quick)
         print(transcripts_table(res))
+        print(f"\nWhere the missed evidence went:\n\n{fates_table(res)}")
         print(f"monotone in budget: {res['monotone']}; prompt p50 {res['prompt_p50_ms']:.1f} ms; "
               f"broken tool pairs / over budget: {len(res['problems'])} {res['problems'][:5]}")
         return
@@ -444,6 +445,41 @@ def shown(q: dict, ctx, texts: dict[str, str]) -> list[str]:
     return [i for i in ctx.message_ids() if i not in missed]
 
 
+#: Where a piece of evidence went in a prompt (:func:`fate`), the rows of :func:`fates_table`.
+FATES = ("placed", "cut out of an excerpt", "not found", "too big: its call", "too big: its result", "crowded out")
+
+
+def fate(evidence_id: str, unit, ctx, shown_ids: set[str], counter) -> str:
+    """Where ``evidence_id`` (of ``unit``) went in ``ctx``, one of :data:`FATES` (or another drop's reason).
+
+    Placed, or placed as an excerpt that leaves it out; not found (not among recall's candidates); or a
+    candidate dropped as over budget: too big when its unit costs more than the whole room recall had
+    (named by what is big in it, the call or a result), crowded out when it would have fit that room alone
+    but better-ranked units had taken it.
+    """
+    from ragmem._assemble import RECALL_HEADER, note_cost
+    from ragmem._tokens import count_message
+
+    if evidence_id in shown_ids:
+        return "placed"
+    if evidence_id in set(ctx.message_ids()):
+        return "cut out of an excerpt"
+    drop = next((d for d in ctx.trace.dropped if d.unit_id == unit.id and d.section == "recall"), None)
+    if drop is None:
+        return "not found"
+    if drop.reason != "over budget":
+        return drop.reason
+    sections = ctx.trace.sections
+    room = (ctx.trace.limit - sum(v for k, v in sections.items() if k != "recall")
+            - note_cost(counter, RECALL_HEADER))
+    if drop.tokens <= room:
+        return "crowded out"
+    sizes = [(m.role, count_message(counter, m.to_openai())) for m in unit.messages]
+    call = sizes[0][1] if unit.messages[0].tool_calls else 0
+    return "too big: its call" if call >= max((n for r, n in sizes if r == "tool"), default=0) else \
+        "too big: its result"
+
+
 def _found(q: dict, got) -> float:
     got = set(got)
     hits = [i in got for i in q["ids"]]
@@ -459,6 +495,7 @@ def run_transcripts(store: Path, budgets: tuple[int, ...] = TRANSCRIPT_BUDGETS,
     ``limit`` keeps each file's first questions only (the quick slice).
     """
     from ragmem import Memory
+    from ragmem._units import group_units
 
     from .baselines import BM25Turns, BudgetPacker
     from .recall_locomo import token_counter
@@ -481,6 +518,7 @@ def run_transcripts(store: Path, budgets: tuple[int, ...] = TRANSCRIPT_BUDGETS,
             for q in qs:  # every piece of evidence is stored under the id it resolved to
                 for i in q["ids"]:
                     mem.get(i)
+            unit_of = {m.id: u for u in group_units(mem.get(m["id"]) for m in msgs) for m in u.messages}
             ids = [m["id"] for m in msgs]
             texts = [evidence_text(m) for m in msgs]
             texts_by_id = dict(zip(ids, texts))
@@ -493,7 +531,7 @@ def run_transcripts(store: Path, budgets: tuple[int, ...] = TRANSCRIPT_BUDGETS,
                     hits = m.search(q["question"], k=10, scope=scope or "session")
                     rec = {"file": key, "kind": q["kind"], "half": q["half"], "mode": mode, "question": q["question"],
                            "@10": _found(q, [h.message.id for h in hits]), "@10 bm25": _found(q, ranked[:10]),
-                           "ev": {}}
+                           "ev": {}, "fate": {}}
                     for method in TRANSCRIPT_METHODS:
                         for b in budgets:
                             if method == "bm25":
@@ -504,6 +542,9 @@ def run_transcripts(store: Path, budgets: tuple[int, ...] = TRANSCRIPT_BUDGETS,
                                 lat.append(time.perf_counter() - t) if method == "ragmem" else None
                                 problems += check_prompt(ctx, b)
                                 got = shown(q, ctx, texts_by_id)
+                                if method == "ragmem":
+                                    rec["fate"][f"ragmem@{b}"] = [fate(i, unit_of[i], ctx, set(got), m.store.counter)
+                                                                  for i in q["ids"]]
                             rec["ev"][f"{method}@{b}"] = _found(q, got)
                     per.append(rec)
             log(f"[agent_sessions] transcript {key}: {len(msgs)} messages, {len(qs)} questions")
@@ -551,6 +592,21 @@ def transcripts_table(res: dict) -> str:
     heads = ["half", "asked", "kind", "n"] + [f"ragmem@{x}" for x in b] + [
         f"window@{b[1]}", f"bm25@{b[1]}", "recall@10", "bm25 recall@10"]
     return markdown_table(heads, rows)
+
+
+def fates_table(res: dict) -> str:
+    """Where the evidence of the questions that missed some went (:func:`fate`), by half, mode and budget."""
+    missed = [f for f in FATES if f != "placed"]
+    rows = []
+    for half in ("tuning", "check"):
+        for mode in MODES:
+            rs = [r for r in res["per"] if r["half"] == half and r["mode"] == mode]
+            for b in res["budgets"]:
+                key = f"ragmem@{b}"
+                lost = [f for r in rs if r["ev"][key] < 1 for f in r["fate"][key] if f != "placed"]
+                rows.append([half, mode, b, sum(r["ev"][key] < 1 for r in rs)] + [lost.count(f) for f in missed]
+                            + [sum(f not in FATES for f in lost)])
+    return markdown_table(["half", "asked", "budget", "questions missing evidence"] + missed + ["other"], rows)
 
 
 #: The quick slice: each file's first four questions, at two budgets.

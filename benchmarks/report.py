@@ -341,8 +341,12 @@ def transcripts_section(result: dict) -> str:
         "(`benchmarks.baselines`, the window then the best BM25 messages) at 2,000 tokens, and search "
         f"recall@10 by ragmem and by BM25. Evidence never falls as the budget grows in every question set: "
         f"{mono['all_sets']} ({mono['question_falls']} single questions lose evidence from one budget to the "
-        f"next); `prompt()` p50 {result['prompt_p50_ms']:.1f} ms.",
-        agent_sessions.transcripts_table)
+        f"next); `prompt()` p50 {result['prompt_p50_ms']:.1f} ms. The second table says where the evidence of the "
+        "questions that missed some went (`agent_sessions.fate`): not among recall's candidates, too big for "
+        "the whole room recall had (by what is big in its unit, the call or a result), crowded out by "
+        "better-ranked units, or left out of an excerpt.",
+        lambda r: agent_sessions.transcripts_table(r) + (
+            "\n\n" + agent_sessions.fates_table(r) if all("fate" in x for x in r["per"]) else ""))
 
 
 def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float | None = None,

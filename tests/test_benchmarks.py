@@ -112,3 +112,8 @@ def test_the_transcripts_quick_slice_asks_each_question_both_ways(tmp_path, monk
                for r in res["per"])
     assert json.loads((tmp_path / "agent_transcripts-quick.json").read_text())["monotone"]["sets"]
     assert "| check | late | all |" in agent_sessions.transcripts_table(res)
+    # where each piece of evidence went, at each budget, from the prompt's trace
+    assert all(len(r["fate"][f"ragmem@{b}"]) == len(r["fate"]["ragmem@1000"]) and r["fate"][f"ragmem@{b}"]
+               for r in res["per"] for b in (1000, 2000))
+    assert {f for r in res["per"] for fs in r["fate"].values() for f in fs} <= set(agent_sessions.FATES)
+    assert "| check | late | 2000 |" in agent_sessions.fates_table(res)
