@@ -1064,14 +1064,16 @@ def _hook_command(agent: str, title: str, settings_file: str) -> Callable:
                   help="Go through a running `ragmem serve` at URL (its model is loaded; env RAGMEM_SERVER).")
     @click.option("--key", metavar="KEY", envvar="RAGMEM_KEY", default=None,
                   help="The key for --server (env RAGMEM_KEY; keep it out of settings files).")
+    @click.option("--no-daemon", "no_daemon", is_flag=True,
+                  help="Work in this process: neither ask nor start the store's background hook worker.")
     @click.option("--install", "do_install", is_flag=True, help="Add ragmem's hooks to the agent's settings.")
     @click.option("--uninstall", "do_uninstall", is_flag=True, help="Remove ragmem's hooks from the agent's settings.")
     @click.option("--project", "scope", flag_value="project", default=True,
                   help="With --install/--uninstall: the project's settings (the default).")
     @click.option("--user", "scope", flag_value="user", help="With --install/--uninstall: your user settings.")
     @_common
-    def command(budget: int, server: str | None, key: str | None, do_install: bool, do_uninstall: bool, scope: str,
-                **opts: Any) -> None:
+    def command(budget: int, server: str | None, key: str | None, no_daemon: bool, do_install: bool,
+                do_uninstall: bool, scope: str, **opts: Any) -> None:
         from . import _hooks
 
         if do_install or do_uninstall:
@@ -1083,6 +1085,7 @@ def _hook_command(agent: str, title: str, settings_file: str) -> Callable:
             path = _hooks.settings_path(agent, scope)  # type: ignore[arg-type]
             if do_install:
                 extra = ([] if budget == 1500 else ["--budget", str(budget)]) + (["--server", server] if server else [])
+                extra += ["--no-daemon"] if no_daemon else []
                 if cfg.namespace != "default":
                     extra = ["--namespace", cfg.namespace, *extra]
                 change = _hooks.install(agent, path, _hooks.hook_command(agent, cfg.store, extra))
@@ -1094,6 +1097,7 @@ def _hook_command(agent: str, title: str, settings_file: str) -> Callable:
             return
         raw = sys.stdin.read()
         store = opts.get("store_") or DEFAULT_STORE
+        start_worker = False
         try:
             cfg = _cfg(**opts)
             store = cfg.store
@@ -1104,14 +1108,45 @@ def _hook_command(agent: str, title: str, settings_file: str) -> Callable:
                     raise UsageError("--server needs the key of the namespace: --key or RAGMEM_KEY")
                 out = _hooks.run_remote(agent, raw, server=server, key=key, log_to=store, budget=budget)
             else:
-                out = _hooks.run(agent, raw, open_memory=lambda: _open(cfg), store=store, budget=budget)
+                out, start_worker = _hook_here(agent, raw, cfg, budget, daemon=not no_daemon)
         except Exception as exc:  # noqa: BLE001 - a hook never blocks the agent: logged, nothing printed
             _hooks.log_failure(store, agent, exc)
             out = ""
         if out:
             click.echo(out)
+        if start_worker:  # after the answer is out: the agent is not kept waiting for the fork
+            sys.stdout.flush()
+            from . import _hookd
+
+            _hookd.spawn(cfg.store, _opening(cfg))
 
     return command
+
+
+def _opening(cfg: Config) -> dict[str, Any]:
+    """The options that open ``cfg``'s store, as the hook's worker must open it too."""
+    return {"log_url": cfg.log_url, "chroma_url": cfg.chroma_url, "embedder": cfg.embedder,
+            "trust_config": cfg.trust_config}
+
+
+def _hook_here(agent: str, raw: str, cfg: Config, budget: int, *, daemon: bool) -> tuple[str, bool]:
+    """The hook's answer on this machine, and whether to start the store's worker once it is printed.
+
+    With ``daemon``, the store's worker answers when one is running (this process then imports neither
+    Chroma nor the model, see ``_hookd.py``); otherwise, or on any failure of it, the work is done here
+    as always, and a worker is started for the next call, if this one worked.
+    """
+    from . import _hookd, _hooks
+
+    if daemon:
+        request = {"v": _hookd.VERSION, "store": os.path.abspath(cfg.store),
+                   "fingerprint": _hookd.fingerprint(cfg.store, _opening(cfg)), "agent": agent, "event": raw,
+                   "namespace": cfg.namespace, "session": cfg.session, "budget": budget, "max_chars": _hooks.MAX_CHARS}
+        answered = _hookd.ask(cfg.store, request)
+        if answered is not None:
+            return answered, False
+    out, ok = _hooks.run_status(agent, raw, open_memory=lambda: _open(cfg), store=cfg.store, budget=budget)
+    return out, daemon and ok
 
 
 hook_claude_code = _hook_command("claude-code", "Claude Code", ".claude/settings.json (or ~/.claude/settings.json)")

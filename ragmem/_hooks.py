@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "AGENTS", "DEFAULT_BUDGET", "LOG_NAME", "MAX_CHARS", "Change", "Event", "Progress", "answer", "hook_command",
     "import_file", "import_new", "install", "log_failure", "read_event", "recall", "render", "run", "run_remote",
-    "serve_hook", "settings_path", "uninstall",
+    "run_status", "serve_hook", "settings_path", "uninstall",
 ]
 
 #: The agents whose hooks ragmem answers, as ``ragmem hook AGENT`` names them.
@@ -359,9 +359,13 @@ def log_failure(store: str | os.PathLike[str], agent: str, exc: BaseException, e
         pass
 
 
-def run(agent: str, raw: str, *, open_memory: Callable[[], "Memory"], store: str | os.PathLike[str],
-        budget: int = DEFAULT_BUDGET, max_chars: int = MAX_CHARS) -> str:
-    """One hook call in this process: import, then answer; any failure is logged and answers ``""``."""
+def run_status(agent: str, raw: str, *, open_memory: Callable[[], "Memory"], store: str | os.PathLike[str],
+               budget: int = DEFAULT_BUDGET, max_chars: int = MAX_CHARS) -> tuple[str, bool]:
+    """One hook call: import, then answer; ``(stdout, True)``, or ``("", False)`` with the failure logged.
+
+    The one logic of a hook call, wherever it runs: in the hook's own process (:func:`run`) and in the
+    store's background worker (:mod:`ragmem._hookd`), which passes a view of the store it keeps open.
+    """
     name = "?"
     try:
         event = read_event(agent, raw)
@@ -369,12 +373,18 @@ def run(agent: str, raw: str, *, open_memory: Callable[[], "Memory"], store: str
         mem = open_memory()
         try:
             progress = import_file(mem, event)
-            return answer(mem, event, progress, budget=budget, max_chars=max_chars)
+            return answer(mem, event, progress, budget=budget, max_chars=max_chars), True
         finally:
             mem.close()
     except Exception as exc:  # noqa: BLE001 - a memory must never block the prompt: every failure is logged
         log_failure(store, agent, exc, name)
-        return ""
+        return "", False
+
+
+def run(agent: str, raw: str, *, open_memory: Callable[[], "Memory"], store: str | os.PathLike[str],
+        budget: int = DEFAULT_BUDGET, max_chars: int = MAX_CHARS) -> str:
+    """One hook call in this process: import, then answer; any failure is logged and answers ``""``."""
+    return run_status(agent, raw, open_memory=open_memory, store=store, budget=budget, max_chars=max_chars)[0]
 
 
 # ------------------------------------------------------------------ through a running `ragmem serve`

@@ -52,6 +52,9 @@ RAISABLE = _tree()
 
 #: Raises that are not a class of the tree, on purpose: (file, function, exception) -> why.
 ALLOWED = {
+    # the hook worker's own control flow: a signal ends its loop, and `python -m ragmem._hookd` misused exits
+    ("_hookd.py", "stop", "_Stop"): "SIGTERM/SIGINT leave the worker's loop; caught in run_worker",
+    ("_hookd.py", "main", "SystemExit"): "a usage line for `python -m ragmem._hookd` run by hand",
     # pydantic turns a validator's ValueError into a ValidationError, which parse_message re-raises as InvalidMessage
     ("_messages.py", "_parts_have_type", "ValueError"): "pydantic validator; the caller gets InvalidMessage",
     ("_messages.py", "_role_rules", "ValueError"): "pydantic validator; the caller gets InvalidMessage",

@@ -7,12 +7,27 @@ imported by a hook the worker answered, and every way a worker can be missing, s
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import socket
+import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
+
+from ragmem import _hookd
+from ragmem._errors import StoreError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.serveproc import env  # noqa: E402
+from tests import test_hooks as th  # noqa: E402
+from tests.test_hooks import no_worker_left, workers  # noqa: E402, F401 (the fixture kills what a test started)
+
+IDLE = _hookd.IDLE_ENV
 
 #: What a hook the worker answers must never import: the index, the model and the tokenizer.
 HEAVY = ("chromadb", "torch", "sentence_transformers", "transformers", "onnxruntime", "tiktoken")
@@ -35,3 +50,195 @@ def test_the_hook_commands_import_chain_loads_no_heavy_library():
                          env=env(), timeout=120, check=True)
     found = imported(run.stderr)
     assert "ragmem" in found and not found & set(HEAVY), sorted(found & set(HEAVY))
+
+
+# ------------------------------------------------------------------ helpers: workers waited for
+
+
+def listening(store: Path) -> bool:
+    """Whether a process listens on the store's worker socket."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        try:
+            s.connect(str(_hookd.socket_path(store)))
+        except OSError:
+            return False
+    return True
+
+
+def wait_for(cond, what: str, timeout: float = 240.0) -> None:
+    """Poll ``cond`` until it holds (the worker loads a model: up to minutes on a loaded machine)."""
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            pytest.fail(f"gave up waiting ({timeout:.0f} s) for {what}")
+        time.sleep(0.2)
+
+
+def wait_worker(store: Path) -> int:
+    """The pid of the store's worker, once it listens."""
+    wait_for(lambda: listening(store) and _hookd.worker_pid(store) is not None, f"a worker of {store}")
+    pid = _hookd.worker_pid(store)
+    assert pid is not None
+    return pid
+
+
+def lock_held(store: Path) -> bool:
+    import fcntl
+
+    path = store / _hookd.LOCK_NAME
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def ev(transcript: Path, prompt: str = "What p99 latency did the staging load test measure before?") -> dict:
+    return th.event("UserPromptSubmit", transcript, prompt=prompt)
+
+
+def run_hook(store: Path, event: dict, *args: str, importtime: bool = False,
+             extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python [-X importtime] -m ragmem --store STORE hook claude-code ARGS`` with the event on stdin."""
+    head = ["-X", "importtime"] if importtime else []
+    return subprocess.run([sys.executable, *head, "-m", "ragmem", "--store", str(store), "hook", "claude-code", *args],
+                          input=json.dumps(event), capture_output=True, text=True, timeout=300,
+                          env={**env(), IDLE: "300", **(extra_env or {})})
+
+
+# ------------------------------------------------------------------ the client alone (no model)
+
+
+def test_a_long_store_path_gets_a_short_socket_in_a_private_folder(tmp_path, monkeypatch):
+    import shutil
+    import tempfile
+
+    run = Path(tempfile.mkdtemp(prefix="rm-", dir="/tmp"))  # a short runtime folder, as $XDG_RUNTIME_DIR is
+    try:
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
+        short = tmp_path / "s"
+        assert _hookd.socket_path(short) == short / _hookd.SOCKET_NAME
+        deep = tmp_path / ("d" * 60) / ("e" * 60)
+        a, b = _hookd.socket_path(deep), _hookd.socket_path(deep / "other")
+        assert a.parent == b.parent == run / "ragmem" and a != b and a == _hookd.socket_path(deep)
+        assert len(os.fsencode(a)) <= _hookd.SUN_PATH_MAX
+        assert stat.S_IMODE(os.stat(run / "ragmem").st_mode) == 0o700
+        os.chmod(run / "ragmem", 0o755)  # open to others: not private, so no socket there
+        with pytest.raises(StoreError, match="not a private folder"):
+            _hookd.socket_path(deep)
+        assert _hookd.ask(deep, {"v": 1}) is None
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / ("r" * 90)))  # too long itself: the temporary folder's
+        assert len(os.fsencode(_hookd.socket_path(deep))) <= _hookd.SUN_PATH_MAX
+        assert _hookd.socket_path(deep).parent.name == f"ragmem-{os.getuid()}"
+    finally:
+        shutil.rmtree(run)
+
+
+def _request(store: Path) -> dict:
+    return {"v": _hookd.VERSION, "store": str(store), "fingerprint": _hookd.fingerprint(store, {}), "agent":
+            "claude-code", "event": "{}", "namespace": "default", "session": "default", "budget": 10, "max_chars": 10}
+
+
+def test_the_client_never_connects_to_a_stale_socket_a_link_or_a_file_and_gives_up_at_its_deadline(tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    path = _hookd.socket_path(store)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(path))
+    stale.close()  # the file stays, nobody listens: a worker killed -9
+    assert path.exists() and _hookd.ask(store, _request(store)) is None
+
+    os.unlink(path)
+    elsewhere = tmp_path / "elsewhere.sock"  # a live listener the store's file would name
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as live:
+        live.bind(str(elsewhere))
+        live.listen(1)
+        live.settimeout(0.5)
+        os.symlink(elsewhere, path)
+        assert _hookd.ask(store, _request(store)) is None
+        with pytest.raises(socket.timeout):
+            live.accept()  # never connected to
+        os.unlink(path)
+        path.write_text("not a socket")
+        assert _hookd.ask(store, _request(store)) is None
+        os.unlink(path)
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as mute:  # accepts, never answers
+        mute.bind(str(path))
+        mute.listen(1)
+        started = time.monotonic()
+        assert _hookd.ask(store, _request(store), deadline=0.5) is None
+        assert time.monotonic() - started < 30  # it gave up (the bound is loose: this is not a timing test)
+
+
+# ------------------------------------------------------------------ the worker, a real process over a real store
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_the_worker_answers_as_the_process_does_and_the_hook_then_imports_nothing_heavy(tmp_path):
+    store, transcript = tmp_path / "store", tmp_path / f"{th.SESSION}.jsonl"
+    transcript.write_text(th.FIXTURE.read_text())
+    here = run_hook(store, ev(transcript), "--no-daemon")
+    assert here.returncode == 0 and "p99 4870ms" in here.stdout, th.log_lines(store)
+    assert not workers(tmp_path) and not lock_held(store) and not _hookd.socket_path(store).exists()  # spawns nothing
+
+    first = run_hook(store, ev(transcript))  # no worker yet: in process, then one is started
+    assert first.stdout == here.stdout
+    pid = wait_worker(store)
+    assert stat.S_IMODE(os.lstat(_hookd.socket_path(store)).st_mode) == 0o600
+    via = run_hook(store, ev(transcript), importtime=True)
+    assert via.returncode == 0 and via.stdout == here.stdout
+    found = imported(via.stderr)
+    assert "ragmem" in found and not found & set(HEAVY), sorted(found & set(HEAVY))
+    # another store's request, or one opened another way, is declined: the caller works in process
+    assert _hookd.ask(store, {**_request(store), "store": str(tmp_path / "other")}) is None
+    assert _hookd.ask(store, {**_request(store), "fingerprint": "0" * 64}) is None
+    assert [p.pid for p in workers(tmp_path)] == [pid]
+
+    os.kill(pid, signal.SIGKILL)  # mid-life: its socket file stays behind, nobody listening
+    wait_for(lambda: not workers(tmp_path) and not listening(store), "the killed worker to go")  # its files closed
+    assert _hookd.socket_path(store).exists()
+    after = run_hook(store, ev(transcript), importtime=True)
+    assert after.returncode == 0 and after.stdout == here.stdout
+    assert "chromadb" in imported(after.stderr)  # answered in process
+    new = wait_worker(store)  # and a new worker took the stale socket's place
+    assert new != pid
+    again = run_hook(store, ev(transcript), importtime=True)
+    assert again.stdout == here.stdout and not imported(again.stderr) & set(HEAVY)
+    assert th.log_lines(store) == []
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_two_hooks_at_once_start_one_worker(tmp_path):
+    store, transcript = tmp_path / "store", tmp_path / f"{th.SESSION}.jsonl"
+    transcript.write_text(th.FIXTURE.read_text())
+    assert run_hook(store, th.event("PreCompact", transcript), "--no-daemon").returncode == 0  # the store built
+    procs = [subprocess.Popen([sys.executable, "-m", "ragmem", "--store", str(store), "hook", "claude-code"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**env(), IDLE: "300"}) for _ in range(2)]
+    outs = [p.communicate(json.dumps(ev(transcript)), timeout=300)[0] for p in procs]
+    assert outs[0] == outs[1] and "p99 4870ms" in outs[0]
+    pid = wait_worker(store)
+    assert [p.pid for p in workers(tmp_path)] == [pid]
+    assert th.log_lines(store) == []
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_an_idle_worker_exits_and_takes_its_socket_with_it(tmp_path, monkeypatch):
+    store = tmp_path / "store"
+    store.mkdir()
+    monkeypatch.setenv(IDLE, "2")
+    assert _hookd.spawn(store, {}) is not None
+    assert _hookd.spawn(store, {}) is None  # the lock is the first one's
+    wait_worker(store)
+    wait_for(lambda: not workers(tmp_path) and not lock_held(store), "the idle worker to exit")
+    assert not _hookd.socket_path(store).exists()
+    assert th.log_lines(store) == []

@@ -7,6 +7,7 @@ hook must bring back the tool result from before the boundary, with its call, an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -14,10 +15,11 @@ import sys
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from click.testing import CliRunner
 
-from ragmem import _hooks
+from ragmem import _hookd, _hooks
 from ragmem._cli import cli
 from ragmem._errors import UsageError
 
@@ -34,11 +36,35 @@ SESSION = "7f3c1b2e-5a4d-4c8e-9b1f-2d6e8a0c4f11"
 
 def hook(store: Path, agent: str, event: dict, *args: str, namespace: str | None = None,
          extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """``python -m ragmem --store STORE hook AGENT`` with ``event`` on stdin, as the agent runs it."""
+    """``python -m ragmem --store STORE hook AGENT`` with ``event`` on stdin, as the agent runs it.
+
+    The store's background worker starts and answers as it would for the agent (tests/test_hookd.py
+    tests it on its own); :func:`no_worker_left` kills it when the test ends.
+    """
     head = ["--namespace", namespace] if namespace else []
     return subprocess.run([sys.executable, "-m", "ragmem", "--store", str(store), *head, "hook", agent, *args],
                           input=json.dumps(event), capture_output=True, text=True, timeout=300,
-                          env={**env(), **(extra_env or {})})
+                          env={**env(), _hookd.IDLE_ENV: "300", **(extra_env or {})})
+
+
+def workers(under: Path) -> list[psutil.Process]:
+    """The live hook workers of the stores under ``under`` (their command line names the store)."""
+    out = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        cmd = p.info["cmdline"] or []
+        if "ragmem._hookd" in cmd and any(str(under) in a for a in cmd) and p.info["status"] != psutil.STATUS_ZOMBIE:
+            out.append(p)
+    return out
+
+
+@pytest.fixture(autouse=True)
+def no_worker_left(tmp_path):
+    """Every worker a test started is killed when it ends: CI never waits on a leftover process."""
+    yield
+    for p in workers(tmp_path):
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.TimeoutExpired):
+            p.kill()
+            p.wait(30)
 
 
 def event(name: str, transcript: Path, *, prompt: str | None = None, source: str | None = None,

@@ -1,0 +1,453 @@
+"""The hook's background worker: one warm process per store that answers ``ragmem hook``.
+
+A coding agent starts ``ragmem hook claude-code|codex`` anew for every prompt. In a
+fresh process the answer costs Chroma's import and the embedding model's load
+(seconds each); a worker that keeps them loaded answers in a fraction of that. The
+hook's own process then stays light: it reads the event, asks the worker over a
+unix socket, and prints the answer, never importing chromadb, torch or tiktoken.
+
+    ragmem hook (client)  --one JSON line: event, options-->  worker (this store's)
+                          <--one JSON line: the stdout------  the same _hooks.run_status as in process
+
+* **Where.** The socket is ``hook.sock`` in the store folder, mode 0600. Its path
+  is fixed by ragmem, never read from a file (a store folder is data). When the
+  store's path is too long for ``AF_UNIX`` (:data:`SUN_PATH_MAX` bytes), it is a
+  short name, a hash of the store's path, in a private (0700, owner's) folder
+  under ``$XDG_RUNTIME_DIR`` or the temporary folder (:func:`socket_path`). The
+  client connects only to a socket (not a link, not another file) owned by its
+  own user, and checks the peer's user too (``SO_PEERCRED``).
+* **One per store.** A worker holds an ``fcntl`` lock on ``hook-worker.lock`` in
+  the store for its whole life (its pid written inside). A hook that found no
+  worker answers in process as before, prints, and then starts one: it takes the
+  lock itself and hands it to the child (the inherited descriptor), so two hooks
+  at once start one worker. A socket file nobody listens on (a worker killed -9)
+  is removed by the next worker, under the lock.
+* **How long.** The worker exits after :data:`DEFAULT_IDLE` seconds without a
+  request (``RAGMEM_HOOK_IDLE`` sets it), or as soon as its socket file is gone or
+  replaced (the store folder deleted or moved).
+* **Tenancy.** A worker answers for its own store only (the request names it and
+  the worker compares), and only requests opened the way it was: the options that
+  open a store (``--log-url``, ``--chroma-url``, ``--embedder``,
+  ``--trust-store-config``), the ``RAGMEM_*`` variables that shape one, and this
+  very ragmem (its version and location) make a :func:`fingerprint` the request
+  carries; a request of another kind is declined and answered in process. The
+  namespace, session, budget and character cap travel in each request, and the
+  worker answers through the very function the in-process hook calls
+  (:func:`ragmem._hooks.run_status`), on a :meth:`~ragmem.Memory.for_session`
+  view of its store: one logic, two doors.
+* **Failures.** The client gives the worker :data:`CONNECT_TIMEOUT` to accept and
+  :data:`DEADLINE` to answer; on any failure (no worker, refused, a wrong owner,
+  a timeout, a bad reply, declined) it answers in process, so the hook's rule
+  holds: a failure prints nothing, exits 0 and writes one line to ``hook.log``.
+  ``--no-daemon`` neither asks nor starts a worker.
+
+**How the worker holds the store.** It opens one :class:`~ragmem.Memory` when it
+starts and keeps it open, as ``ragmem serve`` does, because what ragmem's locks
+say (``_consistency.py``, ``_store/locking.py``) allows it: an open Memory holds
+only a *shared* lock on its index location, so ``import-chats``, ``import-chats
+--follow``, ``serve`` and other hooks open and write the same store beside it;
+the opening locks (``open.lock``, ``chroma-open.lock``) are held for the
+milliseconds of an open or an index refresh; ``index.lock`` is only tried, never
+waited on, by whoever indexes a dead writer's leftovers; SQLite's WAL lets
+readers and writers pass. Before every recall the store's
+:class:`~ragmem._consistency.Consistency` reloads what other processes wrote, so
+the worker sees their imports. Opening per request instead would pay Chroma's
+open and its index load on every prompt, and an embedded Chroma client cached per
+folder would not see other processes' vectors any sooner. The one thing a live
+worker does hold up is moving the store to another index location (a
+``--chroma-url`` open of an embedded store): that open is refused while any
+process has the store open, the worker as well; stop the worker (``kill`` the pid
+in ``hook-worker.lock``) or wait for its idle exit. The worker answers one
+request at a time: two hooks of one store never import one transcript at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from ._errors import StoreError
+
+__all__ = [
+    "CONNECT_TIMEOUT", "DEADLINE", "DEFAULT_IDLE", "IDLE_ENV", "LOCK_NAME", "SOCKET_NAME", "SUN_PATH_MAX",
+    "VERSION", "ask", "fingerprint", "idle_seconds", "main", "run_worker", "socket_path", "spawn", "worker_pid",
+]
+
+#: The worker's socket in the store folder.
+SOCKET_NAME = "hook.sock"
+#: The lock a store's worker holds for its life (its pid inside).
+LOCK_NAME = "hook-worker.lock"
+#: The variable that sets the worker's idle timeout, in seconds.
+IDLE_ENV = "RAGMEM_HOOK_IDLE"
+#: Seconds without a request after which the worker exits.
+DEFAULT_IDLE = 900.0
+#: Seconds the client waits for the worker to accept the connection.
+CONNECT_TIMEOUT = 1.0
+#: Seconds the client waits for the whole answer (the agents give a hook 30; in process takes 10 or so).
+DEADLINE = 10.0
+#: The longest socket path ``AF_UNIX`` takes: ``sun_path`` is 108 bytes on Linux, 104 on macOS, the NUL included.
+SUN_PATH_MAX = 103 if sys.platform == "darwin" else 107
+#: The protocol's version (a request of another is declined).
+VERSION = 1
+#: The most bytes of one request (an event is a few kilobytes).
+MAX_REQUEST = 4 * 1024 * 1024
+#: What the spawner tells the worker, in its environment.
+_OPENING_ENV, _LOCK_FD_ENV = "RAGMEM_HOOK_WORKER_OPENING", "RAGMEM_HOOK_WORKER_LOCK_FD"
+#: ``RAGMEM_*`` variables that do not shape how a store opens: the client resolves them and sends the result
+#: (namespace, session, store), or they belong to other doors (--server's) or to the worker itself.
+_NOT_OPENING = {"RAGMEM_NAMESPACE", "RAGMEM_SESSION", "RAGMEM_STORE", "RAGMEM_KEY", "RAGMEM_SERVER", IDLE_ENV,
+                _OPENING_ENV, _LOCK_FD_ENV}
+
+
+def _supported() -> bool:
+    """Unix sockets and ``fcntl`` locks (not on Windows: the hook works in process there)."""
+    try:
+        import fcntl  # noqa: F401
+    except ImportError:  # pragma: no cover - Windows
+        return False
+    return hasattr(socket, "AF_UNIX")
+
+
+# ------------------------------------------------------------------ where
+
+
+def _private_dir(base: Path) -> Path:
+    """``base``, made if missing, checked to be a folder only this user can enter (not a link)."""
+    uid = os.getuid()
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(base, 0o700)
+    st = os.lstat(base)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or st.st_mode & 0o077:
+        raise StoreError(f"{base} is not a private folder of this user (a link, another owner, or open to others)")
+    return base
+
+
+def socket_path(store: str | os.PathLike[str]) -> Path:
+    """The worker's socket for ``store``: ``hook.sock`` in it, or a short private path if that is too long.
+
+    The short one is a hash of the store's absolute path in ``$XDG_RUNTIME_DIR/ragmem``, else in
+    ``ragmem-<uid>`` of the temporary folder, else of ``/tmp``: the first that fits. A ``StoreError`` says
+    none fits, or the folder is not private: no worker then, the hook works in process.
+    """
+    folder = Path(os.path.abspath(store))
+    here = folder / SOCKET_NAME
+    if len(os.fsencode(here)) <= SUN_PATH_MAX:
+        return here
+    name = hashlib.sha256(os.fsencode(folder)).hexdigest()[:32] + ".sock"
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    uid = os.getuid()
+    bases = [Path(runtime) / "ragmem"] if runtime and os.path.isabs(runtime) else []
+    bases += [Path(tempfile.gettempdir()) / f"ragmem-{uid}", Path("/tmp") / f"ragmem-{uid}"]
+    for base in bases:
+        if len(os.fsencode(base / name)) <= SUN_PATH_MAX:
+            return _private_dir(base) / name
+    raise StoreError(f"no socket path short enough for the store {folder} (AF_UNIX takes {SUN_PATH_MAX} bytes)")
+
+
+def idle_seconds() -> float:
+    """The worker's idle timeout: ``RAGMEM_HOOK_IDLE`` seconds, else :data:`DEFAULT_IDLE`."""
+    raw = os.environ.get(IDLE_ENV, "")
+    try:
+        value = float(raw)
+    except ValueError:
+        return DEFAULT_IDLE
+    return value if value > 0 else DEFAULT_IDLE
+
+
+def fingerprint(store: str | os.PathLike[str], opening: Mapping[str, Any]) -> str:
+    """What a worker and a request must agree on: the store, how it opens, and this ragmem.
+
+    ``opening`` is the options that open the store (``log_url``, ``chroma_url``, ``embedder``,
+    ``trust_config``); the ``RAGMEM_*`` variables that shape an open join them, and the ragmem and
+    Python that run, so a worker of another install or version never answers. Hashed: the URLs (which
+    may hold a password) never cross the socket.
+    """
+    from . import __file__ as package, __version__
+
+    env = {k: v for k, v in os.environ.items() if k.startswith("RAGMEM_") and k not in _NOT_OPENING}
+    data = {"store": os.path.abspath(store), "opening": dict(opening), "env": env, "ragmem": [__version__, package],
+            "python": sys.executable, "protocol": VERSION}
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _lock_file(store: str | os.PathLike[str]) -> Path:
+    return Path(os.path.abspath(store)) / LOCK_NAME
+
+
+def _open_lock(store: str | os.PathLike[str]) -> int:
+    """The lock file's descriptor (made 0600; a link is refused: the store's files are never followed)."""
+    return os.open(_lock_file(store), os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC, 0o600)
+
+
+def _try_lock(fd: int) -> bool:
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def worker_pid(store: str | os.PathLike[str]) -> int | None:
+    """The pid of the store's live worker (None: none holds the lock)."""
+    if not _supported():  # pragma: no cover
+        return None
+    try:
+        fd = os.open(_lock_file(store), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if _try_lock(fd):
+            return None  # nobody holds it (closing the descriptor drops the probe's lock)
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        return int(text) if text.isdigit() else None
+    finally:
+        os.close(fd)
+
+
+# ------------------------------------------------------------------ the client
+
+
+def _peer_uid(sock: socket.socket) -> int | None:
+    """The user of the process at the other end (Linux ``SO_PEERCRED``; None where it cannot be asked)."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:  # pragma: no cover - macOS and the BSDs
+        return None
+    _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
+    return uid
+
+
+def _recv_line(sock: socket.socket, deadline: float, limit: int) -> bytes:
+    """Bytes up to the first newline, read before ``deadline`` (monotonic); a ``StoreError`` if not."""
+    buf = bytearray()
+    while b"\n" not in buf:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise StoreError("no whole line before the deadline")
+        sock.settimeout(left)
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise StoreError("the other end closed before a whole line")
+        buf += chunk
+        if len(buf) > limit:
+            raise StoreError(f"a line over {limit} bytes")
+    return bytes(buf[: buf.index(b"\n")])
+
+
+def ask(store: str | os.PathLike[str], request: Mapping[str, Any], *, deadline: float = DEADLINE) -> str | None:
+    """The store's worker's answer to ``request`` (the hook's stdout), or None when no worker answered.
+
+    None for every failure: no worker, a socket that is not a socket of this user, refused, another
+    user at the other end, no answer within ``deadline`` seconds, a reply that is not one, declined.
+    The caller then answers in process; nothing here raises.
+    """
+    if not _supported():  # pragma: no cover
+        return None
+    try:
+        path = socket_path(store)
+        st = os.lstat(path)
+        if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid():
+            return None  # a link or a planted file: never connect to what a store file names
+        end = time.monotonic() + deadline
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(min(CONNECT_TIMEOUT, deadline))
+            sock.connect(os.fspath(path))
+            uid = _peer_uid(sock)
+            if uid is not None and uid != os.getuid():
+                return None
+            sock.settimeout(max(end - time.monotonic(), 0.001))
+            sock.sendall(json.dumps(dict(request), ensure_ascii=False).encode("utf-8") + b"\n")
+            reply = json.loads(_recv_line(sock, end, 64 * MAX_REQUEST))
+    except (OSError, ValueError, StoreError):
+        return None
+    out = reply.get("output") if isinstance(reply, dict) else None
+    return out if isinstance(out, str) else None
+
+
+def spawn(store: str | os.PathLike[str], opening: Mapping[str, Any]) -> int | None:
+    """Start the store's worker, detached, unless one holds the lock; its pid (None: none started).
+
+    The caller takes the lock and the child inherits it (the same open file, so the same ``flock``):
+    between this call and the worker's exit no other hook can start a second one. ``opening`` goes
+    in the child's environment, where a URL's password does not show in ``ps``.
+    """
+    if not _supported():  # pragma: no cover
+        return None
+    try:
+        fd = _open_lock(store)
+    except OSError:
+        return None  # a read-only store, a link: no worker, the hook works in process
+    try:
+        if not _try_lock(fd):
+            return None  # a worker lives, or is starting
+        safe = ["-P"] if sys.version_info >= (3, 11) else []  # nothing of the working folder is imported
+        env = {**os.environ, _OPENING_ENV: json.dumps(dict(opening)), _LOCK_FD_ENV: str(fd)}
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, *safe, "-m", "ragmem._hookd", os.path.abspath(store)], env=env, cwd="/",
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                pass_fds=(fd,), start_new_session=True,  # outlives the hook; the agent's Ctrl-C does not reach it
+            )
+        except OSError:
+            return None
+        proc.returncode = 0  # detached: never waited for, and no warning that it still runs when this one exits
+        return proc.pid
+    finally:
+        os.close(fd)  # the child's copy keeps the lock
+
+
+# ------------------------------------------------------------------ the worker
+
+
+class _Stop(Exception):
+    """SIGTERM or SIGINT: leave the loop, clean up."""
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1_000_000
+
+
+def _answer(root: Any, store: str, mine: str, raw: bytes) -> dict[str, Any]:
+    """One request's reply: the hook's stdout through :func:`ragmem._hooks.run_status`, or why it is declined."""
+    from . import _hooks
+
+    try:
+        req = json.loads(raw)
+    except ValueError:
+        return {"declined": "not JSON"}
+    if not isinstance(req, dict) or req.get("v") != VERSION:
+        return {"declined": f"not a version {VERSION} request"}
+    if req.get("store") != store or req.get("fingerprint") != mine:
+        return {"declined": "another store, or a store opened another way"}
+    agent, event, namespace, session = (req.get(k) for k in ("agent", "event", "namespace", "session"))
+    budget, max_chars = req.get("budget", 0), req.get("max_chars", 0)
+    if not (isinstance(agent, str) and isinstance(event, str) and isinstance(namespace, str)
+            and isinstance(session, str) and _count(budget) and _count(max_chars)):
+        return {"declined": "a malformed request"}
+    out, _ = _hooks.run_status(agent, event, open_memory=lambda: root.for_session(session, namespace),
+                               store=store, budget=int(budget), max_chars=int(max_chars))
+    return {"output": out}
+
+
+def _serve(listener: socket.socket, path: Path, inode: int, root: Any, store: str, mine: str, idle: float) -> None:
+    """Answer requests one at a time until ``idle`` seconds pass without one, or the socket file is not ours."""
+    last = time.monotonic()
+    while True:
+        left = idle - (time.monotonic() - last)
+        if left <= 0:
+            return
+        listener.settimeout(min(left, 2.0))
+        try:
+            conn, _ = listener.accept()
+        except socket.timeout:
+            try:
+                if os.lstat(path).st_ino != inode:
+                    return  # replaced: another worker's now
+            except OSError:
+                return  # gone: the store folder was deleted or moved
+            continue
+        with conn:
+            try:
+                uid = _peer_uid(conn)
+                if uid is not None and uid != os.getuid():
+                    continue
+                raw = _recv_line(conn, time.monotonic() + 5.0, MAX_REQUEST)
+                reply = _answer(root, store, mine, raw)
+                conn.settimeout(5.0)
+                conn.sendall(json.dumps(reply, ensure_ascii=False).encode("utf-8") + b"\n")
+            except (OSError, StoreError):
+                pass  # the client left (its deadline) or sent nothing whole: it answers in process
+        last = time.monotonic()
+
+
+def run_worker(store: str, opening: Mapping[str, Any], lock_fd: int | None = None, idle: float | None = None) -> int:
+    """Be ``store``'s worker until idle: take the lock, open the store, listen, answer. The exit status."""
+    from . import _hooks
+    from ._cli import Config, _open
+
+    store = os.path.abspath(store)
+    fd = lock_fd if lock_fd is not None else _open_lock(store)
+    if not _try_lock(fd):  # the same open file as the spawner's: already ours; else another worker's
+        return 0
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+
+    def stop(signum: int, frame: Any) -> None:
+        raise _Stop
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    path: Path | None = None
+    listener: socket.socket | None = None
+    root = None
+    inode = -1
+    try:
+        cfg = Config(store=store, log_url=opening.get("log_url"), chroma_url=opening.get("chroma_url"),
+                     embedder=opening.get("embedder"), trust_config=opening.get("trust_config"))
+        root = _open(cfg)  # as the in-process hook opens it (the namespace and session come per request)
+        root.store.embedder.embed_batch(["warm"], kind="query")  # the model loaded, Chroma and tiktoken too
+        root.store.counter.count_text("warm")
+        root.store.index  # noqa: B018 - opens Chroma now, not at the first prompt
+        mine = fingerprint(store, opening)
+        path = socket_path(store)
+        with contextlib.suppress(FileNotFoundError):
+            st = os.lstat(path)
+            if not stat.S_ISSOCK(st.st_mode):
+                raise StoreError(f"{path} is not a socket; move it away so the hook's worker can listen there")
+            os.unlink(path)  # under the lock: nobody listens on it (a worker killed -9 left it)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)  # made 0600: only this user may connect
+        try:
+            listener.bind(os.fspath(path))
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)
+        inode = os.lstat(path).st_ino
+        listener.listen(16)
+        _serve(listener, path, inode, root, store, mine, idle if idle is not None else idle_seconds())
+    except _Stop:
+        pass
+    except Exception as exc:  # noqa: BLE001 - a worker that cannot start leaves the hooks to work in process
+        _hooks.log_failure(store, "worker", exc, "start")
+        return 1
+    finally:
+        if listener is not None and path is not None:
+            with contextlib.suppress(OSError):
+                if os.lstat(path).st_ino == inode:  # still ours, not a newer worker's
+                    os.unlink(path)
+            listener.close()
+        if root is not None:
+            with contextlib.suppress(Exception):
+                root.close()
+        os.close(fd)  # the lock goes last: no new worker binds before this one's socket is gone
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m ragmem._hookd STORE``: the worker, as :func:`spawn` starts it."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        raise SystemExit("usage: python -m ragmem._hookd STORE (started by `ragmem hook`, not by hand)")
+    opening = json.loads(os.environ.pop(_OPENING_ENV, "") or "{}")
+    raw_fd = os.environ.pop(_LOCK_FD_ENV, "")
+    sys.exit(run_worker(args[0], opening, int(raw_fd) if raw_fd.isdigit() else None))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from ._config import drop_working_directory
+
+    drop_working_directory()
+    main()
