@@ -315,11 +315,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--quick", action="store_true", help="two short sessions")
     p.add_argument("--transcripts", action="store_true",
                    help="the real transcripts and their questions instead (benchmarks/data/agent_transcripts.json)")
+    p.add_argument("--before", default=None, metavar="FIELD=VALUE,...",
+                   help="with --transcripts: also ask every question with these RecallSettings (as before a change), "
+                        "e.g. early_weight=0")
     args = p.parse_args(argv)
     if args.transcripts:
-        res = suite(args.quick)
+        before = None if args.before is None else {
+            k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.before.split(",") if kv)}
+        res = suite(args.quick, before=before)
         print(transcripts_table(res))
         print(f"\nWhere the missed evidence went:\n\n{fates_table(res)}")
+        if before is not None:
+            print(f"\nbefore ({args.before}) and after:\n" + before_table(res))
         print(f"monotone in budget: {res['monotone']}; prompt p50 {res['prompt_p50_ms']:.1f} ms; "
               f"broken tool pairs / over budget: {len(res['problems'])} {res['problems'][:5]}")
         return
@@ -487,14 +494,18 @@ def _found(q: dict, got) -> float:
 
 
 def run_transcripts(store: Path, budgets: tuple[int, ...] = TRANSCRIPT_BUDGETS,
-                    limit: int | None = None) -> dict:
+                    limit: int | None = None, before: dict | None = None) -> dict:
     """Every question of every transcript, in both :data:`MODES`, by every method at every budget.
 
     Each file's session is stored in its own namespace (one project each, as a developer's store would hold it);
     ``late`` asks in that session, ``new session`` from a fresh session of the namespace with namespace recall.
-    ``limit`` keeps each file's first questions only (the quick slice).
+    ``limit`` keeps each file's first questions only (the quick slice). ``before`` (fields of
+    :class:`ragmem.RecallSettings`, e.g. ``{"early_weight": 0}``) asks each question once more as ragmem did
+    before a change, on the same stores in the same run: the method ``before``, and ``@10 before``.
     """
-    from ragmem import Memory
+    from dataclasses import replace as _replace
+
+    from ragmem import Memory, RecallSettings
     from ragmem._units import group_units
 
     from .baselines import BM25Turns, BudgetPacker
@@ -546,12 +557,22 @@ def run_transcripts(store: Path, budgets: tuple[int, ...] = TRANSCRIPT_BUDGETS,
                                     rec["fate"][f"ragmem@{b}"] = [fate(i, unit_of[i], ctx, set(got), m.store.counter)
                                                                   for i in q["ids"]]
                             rec["ev"][f"{method}@{b}"] = _found(q, got)
+                    if before is not None:  # the same question, as ragmem answered it before the change
+                        now, m.settings = m.settings, _replace(m.settings, recall=RecallSettings(**before))
+                        try:
+                            rec["@10 before"] = _found(q, [h.message.id for h in
+                                                           m.search(q["question"], k=10, scope=scope or "session")])
+                            for b in budgets:
+                                ctx = m.prompt(q["question"], budget=b, recall_scope=scope)
+                                rec["ev"][f"before@{b}"] = _found(q, shown(q, ctx, texts_by_id))
+                        finally:
+                            m.settings = now
                     per.append(rec)
             log(f"[agent_sessions] transcript {key}: {len(msgs)} messages, {len(qs)} questions")
     finally:
         if base is not None:
             base.close()
-    return {"per": per, "problems": problems, "budgets": list(budgets),
+    return {"per": per, "problems": problems, "budgets": list(budgets), "before": before,
             "prompt_p50_ms": 1000 * statistics.median(lat) if lat else None,
             "questions": len({(r["file"], r["question"]) for r in per})}
 
@@ -609,17 +630,31 @@ def fates_table(res: dict) -> str:
     return markdown_table(["half", "asked", "budget", "questions missing evidence"] + missed + ["other"], rows)
 
 
+def before_table(res: dict) -> str:
+    """Evidence and search recall@10, before a change (``run_transcripts(before=...)``) and after, by half and mode."""
+    b = res["budgets"]
+    rows = []
+    for half in ("tuning", "check"):
+        for mode in MODES:
+            rs = [r for r in res["per"] if r["half"] == half and r["mode"] == mode]
+            for name, ev, at10 in (("before", "before", "@10 before"), ("after", "ragmem", "@10")):
+                rows.append([half, mode, name, len(rs)] + [_mean(rs, lambda r, x=x, ev=ev: r["ev"][f"{ev}@{x}"]) for x in b]
+                            + [_mean(rs, lambda r, at10=at10: r[at10])])
+    return markdown_table(["half", "asked", "ragmem", "n"] + [f"@{x}" for x in b] + ["recall@10"], rows)
+
+
 #: The quick slice: each file's first four questions, at two budgets.
 QUICK_TRANSCRIPTS = {"limit": 4, "budgets": (1000, 2000)}
 
 
-def suite(quick: bool = False, out_dir: Path | None = None) -> dict:
-    """The transcripts benchmark of record (``run_all``): its JSON in ``agent_transcripts.json``."""
+def suite(quick: bool = False, out_dir: Path | None = None, before: dict | None = None) -> dict:
+    """The transcripts benchmark of record (``run_all``): its JSON in ``agent_transcripts.json``; ``before``, the
+    settings of a run before a change, asked beside it (:func:`run_transcripts`)."""
     from .common import invocation, ragmem_version, result_path, write_json
 
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ragmem-transcripts-") as tmp:
-        res = run_transcripts(Path(tmp), **(QUICK_TRANSCRIPTS if quick else {}))
+        res = run_transcripts(Path(tmp), **(QUICK_TRANSCRIPTS if quick else {}), before=before)
     res.update({"command": invocation(), "ragmem": ragmem_version(), "monotone": monotone(res),
                 "elapsed_s": round(time.perf_counter() - start, 1)})
     write_json(result_path("agent_transcripts", quick, out_dir=out_dir), res)

@@ -58,6 +58,8 @@ CONFIGS: dict[str, dict] = {
     **{f"date-{w}-lag{d}": {"date_weight": w, "date_lag_days": d} for w in (0.3, 0.5) for d in (7, 62)},
     # a question asking when lifts the turns that say when: weight
     **{f"when-{w}": {"when_weight": w} for w in (0.1, 0.2, 0.3, 0.5)},
+    # a question about the start lifts the scope's earliest turns (issue 35, item 5): weight
+    **{f"early-{w}": {"early_weight": w} for w in (0.0, 0.5, 0.7, 1.0)},
 }
 
 

@@ -345,8 +345,19 @@ def transcripts_section(result: dict) -> str:
         "questions that missed some went (`agent_sessions.fate`): not among recall's candidates, too big for "
         "the whole room recall had (by what is big in its unit, the call or a result), crowded out by "
         "better-ranked units, or left out of an excerpt.",
-        lambda r: agent_sessions.transcripts_table(r) + (
-            "\n\n" + agent_sessions.fates_table(r) if all("fate" in x for x in r["per"]) else ""))
+        _transcripts_tables)
+
+
+def _transcripts_tables(result: dict) -> str:
+    """The transcripts' table, and with a run's ``--before`` settings, each question as before and after."""
+    out = agent_sessions.transcripts_table(result)
+    if all("fate" in x for x in result["per"]):
+        out += "\n\n" + agent_sessions.fates_table(result)
+    if result.get("before"):
+        fields = ", ".join(f"{k}={v}" for k, v in result["before"].items())
+        out += (f"\n\nThe same run asked every question once more as ragmem did before its last change "
+                f"(`--before {fields}`), on the same stores:\n\n{agent_sessions.before_table(result)}")
+    return out
 
 
 def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float | None = None,

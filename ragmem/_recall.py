@@ -17,7 +17,8 @@ reciprocal-rank fusion on LoCoMo because it keeps how far apart scores are.
 A message then gains a share of its best neighbour's score: the turn that
 asks is often found while the turn after it carries the answer. A question
 that names a period searches it again (:func:`date_boost`, :mod:`ragmem._when`),
-and one that asks when lifts the candidates that say when (:func:`when_boost`).
+one that asks when lifts the candidates that say when (:func:`when_boost`), and one
+about the start of its scope lifts the scope's earliest turns (:func:`early_boost`).
 Extra queries run the same round; each message keeps its best score
 (:func:`best_of`). For a prompt, every hit is expanded to its whole unit,
 an optional reranker (:mod:`ragmem._rerank`) may reorder the best, and the
@@ -60,7 +61,7 @@ class Hit:
     ``score`` is recall's relevance score, the one :func:`recall` ranks by, whatever the
     filters: the fused score of the dense and lexical rounds (:func:`fuse`, about 0 to 1.15:
     a share of the best neighbour's score may come on top), plus the gains of a period the
-    query names and of a question asking when; with a query expander, each query's round
+    query names, of a question asking when and of one about the start; with a query expander, each query's round
     divided by its best (:func:`best_of`); with a reranker, the same scores handed out again
     in the reranker's order. It is relative to its query: compare it within one result, not
     across queries. ``similarity`` is absolute.
@@ -232,9 +233,10 @@ def candidates(query: Query, *, log: MessageLog, index: VectorIndex, n: int,
 
     A round (:func:`round_of`): the dense and the lexical retrievers in the query's scope and
     filters, fused (:func:`fuse`); the messages of a period the question names gain a share
-    (:func:`date_boost`), and, for a question asking when, the messages that say when
-    (:func:`when_boost`). With extra queries, a message keeps its best score over the rounds
-    (:func:`best_of`, ``settings.expansion_weight``). ``similarity``, when given, receives each
+    (:func:`date_boost`); for a question asking when, the messages that say when
+    (:func:`when_boost`); for one about the start, the scope's earliest messages (:func:`early_boost`).
+    With extra queries, a message keeps its best score over the rounds (:func:`best_of`,
+    ``settings.expansion_weight``). ``similarity``, when given, receives each
     of the question's dense candidates' cosine similarity, by message id.
     """
     first = round_of(query.text, query.vector, query, log=log, index=index, n=n, settings=settings,
@@ -267,6 +269,8 @@ def round_of(text: str, vector: Sequence[float], query: Query, *, log: MessageLo
                            asked_at=query.asked_at)
     if settings.when_weight > 0:  # a question asking when lifts the turns that say when
         fused = when_boost(fused, log, namespace, text, settings)
+    if settings.early_weight > 0:  # a question about the start lifts the earliest turns
+        fused = early_boost(fused, log, namespace, session, text, query.filters, settings)
     return fused
 
 
@@ -366,6 +370,33 @@ def when_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, text
         m = held.get(c.message_id)
         if m is not None and c.score > 0 and when.told(m):
             gains[c.message_id] = (c, settings.when_weight * c.score / top)
+    return with_gains(first, gains) if gains else list(first)
+
+
+#: The earliest messages of a scope that a question about its start lifts.
+EARLY_TURNS = 40
+
+
+def early_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, session: str | None, text: str,
+                filters: RowFilter = RowFilter(), settings: RecallSettings = DEFAULT_RECALL) -> list[Candidate]:
+    """The first round's candidates, with the scope's earliest messages lifted, if the question asks about
+    the start (:func:`ragmem._when.asks_early`).
+
+    The first :data:`EARLY_TURNS` messages of the session (of the namespace, when ``session`` is None:
+    :meth:`~ragmem._store.log_base.LogBase.earliest`) that pass the filters gain ``settings.early_weight``
+    times the round's best score, by their place: the first all of it, each later one a step less
+    (``1 - i / EARLY_TURNS``). A gain adds to the message's own relevance, so the early turns that match
+    the question rise most; one the first round missed enters with its gain alone.
+    """
+    if settings.early_weight <= 0 or not first or first[0].score <= 0 or not when.asks_early(text):
+        return list(first)
+    rows = log.earliest(namespace, session, EARLY_TURNS)
+    if filters:  # the caller's role, time and metadata filters hold here as in every round
+        held = log.get_many(namespace, [r[0] for r in rows])
+        rows = [r for r in rows if r[0] in held and filters.matches(held[r[0]])]
+    top = first[0].score
+    gains = {mid: (Candidate(mid, uid, sess, seq, 0.0), settings.early_weight * top * (1 - i / EARLY_TURNS))
+             for i, (mid, uid, sess, seq) in enumerate(rows)}
     return with_gains(first, gains) if gains else list(first)
 
 

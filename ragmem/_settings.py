@@ -78,6 +78,13 @@ class RecallSettings:
       of its score over the round's best (:func:`ragmem._recall.when_boost`). 0 turns it off.
       Measured under the recall protocol: LoCoMo temporal recall@10 0.922 -> 0.944 (tuning half),
       0.741 -> 0.756 (check half); no LongMemEval dev question asks when, so none changes.
+    * ``early_weight``: a question about the start of its scope ("What did I ask for at the very start?",
+      "the first version", "originally", "before the fix": :func:`ragmem._when.asks_early`) lifts the
+      earliest turns of its session (of the namespace, for a namespace scope): the first ``EARLY_TURNS``
+      messages gain this share of the round's best score, falling by their place (the first the most,
+      :func:`ragmem._recall.early_boost`), so they compete with the relevant turns rather than being forced
+      in. 0 turns it off. Measured on the agent transcripts (docs/recall.md, "A question about the start");
+      no LoCoMo question asks about the start, so none changes.
     * ``expansion_weight``: with a query expander (``Memory(query_expander=...)``, :mod:`ragmem._queries`),
       each extra query runs the same retrieval as the question, every round is divided by its own
       best, and a message keeps its best score, an extra query's times this share (1: each query is
@@ -119,6 +126,7 @@ class RecallSettings:
     date_weight: float = 0.5
     date_lag_days: int = 62
     when_weight: float = 0.2
+    early_weight: float = 0.5
     dense_keep: int = 1
     dense_keep_at: int = 3
     expansion_weight: float = 1.0
@@ -137,7 +145,7 @@ class RecallSettings:
                     raise UsageError(f"RecallSettings.{f.name} must be a whole number >= 0, got {value!r}")
             elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise UsageError(f"RecallSettings.{f.name} must be a number >= 0, got {value!r}")
-        for name in ("dense_weight", "common_term_share", "date_weight", "when_weight", "expansion_weight"):
+        for name in ("dense_weight", "common_term_share", "date_weight", "when_weight", "early_weight", "expansion_weight"):
             if getattr(self, name) > 1:
                 raise UsageError(f"RecallSettings.{name} is a share between 0 and 1, got {getattr(self, name)!r}")
 

@@ -18,6 +18,8 @@ best. A question that names no date costs a few regex scans.
 
 A question that asks when (:func:`asks_when`) lifts, instead, the first
 round's candidates whose text tells a time (:func:`ragmem._recall.when_boost`).
+A question about the start (:func:`asks_early`: "at the very start", "originally", "before the fix")
+lifts the earliest turns of its scope (:func:`ragmem._recall.early_boost`).
 A question about time (:func:`about_time`: it asks when, or names a time) has
 its recall shown dated by ``recall_format="auto"``. These are the one reading
 of a question's time that recall and assembly share.
@@ -38,7 +40,7 @@ from . import _timeparse as timeparse
 from ._messages import Message
 from ._store.filters import RowFilter
 
-__all__ = ["about_time", "asks_when", "named_periods", "period_end", "refers_to", "told", "window"]
+__all__ = ["about_time", "asks_early", "asks_when", "named_periods", "period_end", "refers_to", "told", "window"]
 
 #: A question that asks for a time: "When did ...", "what day ...", "how long ago ...", "since when".
 _ASKS_WHEN = re.compile(
@@ -55,6 +57,40 @@ def asks_when(text: str) -> bool:
     (True, False)
     """
     return bool(_ASKS_WHEN.search(text))
+
+
+#: What a session's early turns are called after "the first": a turn, or what one made (a "first argument" or a
+#: "first element" does not ask about the session's start).
+_EARLY_NOUNS = (r"(?:time|thing|things|version|versions|draft|build|attempt|try|run|test run|request|question|message"
+                r"|prompt|ask|task|plan|idea|change|edit|patch|commit|command|shell command|step|pass|iteration"
+                r"|implementation|stylesheet|file|script|page|error|failure|reply|answer|response)")
+#: A question about the start of its session (or project): the beginning named, something done first, a time
+#: before a change. Conservative: "start the server", "first-class", "the first argument", "fix the start button"
+#: and "early return" say none of it (tests/test_when.py holds the table).
+_ASKS_EARLY = re.compile(
+    # "at the very start", "in the beginning", "from the outset"; "at the start of the file" is a place, not a time
+    r"\b(?:at|from|in) the (?:very )?(?:start|beginning|outset)\b(?! of (?!(?:the |this |our |my )?"
+    r"(?:session|conversation|chat|project|thread|work|day)\b))"
+    r"|\bat (?:the )?(?:very )?first\b(?=\s*[,?.!]|\s*$| (?:I|you|we)\b)"
+    r"|\bto (?:begin|start) with\b|\bearly on\b|\boriginal(?:ly)?\b|\binitially\b|\bin the first place\b"
+    rf"|\b(?:the|my|your|our) (?:very )?(?:first|initial|earliest) {_EARLY_NOUNS}\b"
+    r"|\b(?:I|you|we|was|were|got|had|have|has) first\b(?!-)"
+    r"|\bfirst (?:asked|said|told|wrote|written|added|created|made|ran|mentioned|started|began|tried|built|set up)\b"
+    r"|\bwhen (?:I|you|we) (?:first )?(?:started|began)\b"
+    r"|\bbefore (?:the|any|your|my|our|that) (?:fix|fixes|change|changes|refactor|rewrite|edit|edits|patch)\b"
+    r"|\bbefore (?:I|you|we) (?:fixed|changed|refactored|rewrote|patched|edited|switched|moved)\b",
+    re.I,
+)
+
+
+def asks_early(text: str) -> bool:
+    """Whether a question asks about the start of its session (or project): "What did I ask for at the very
+    start?", "the first thing I asked", "originally", "before we fixed the test", "in the beginning".
+
+    >>> asks_early("What did I ask for at the very start?"), asks_early("How do I start the server?")
+    (True, False)
+    """
+    return bool(_ASKS_EARLY.search(text))
 
 
 _TIME_WORDS = re.compile(

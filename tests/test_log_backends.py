@@ -505,3 +505,18 @@ def test_units_after_reads_what_three_queries_read(log):
     assert after[2] == ("m3", 3, "m2") and [m.id for m in units["m2"]] == ["m2", "m3", "m4"]
     assert 5 in after and after[5][0] == "m7" and 7 not in after
     assert log.units.units_after("ns", "s", []) == ({}, {})
+
+
+def test_earliest_reads_the_first_messages_of_a_session_or_of_the_namespace_by_time(log):
+    from datetime import datetime, timedelta, timezone
+
+    t0 = datetime(2024, 3, 1, tzinfo=timezone.utc)
+    at = lambda h: t0 + timedelta(hours=h)  # noqa: E731
+    log.append("ns", "later", [msg(i, created_at=at(10 + i)) for i in range(5)])
+    log.append("ns", "sooner", [msg(10 + i, created_at=at(i)) for i in range(5)])
+    log.append("other", "s", [msg(20, created_at=at(-5))])  # another namespace, earlier still: never read
+    assert log.earliest("ns", "later", 3) == [(f"m{i}", f"m{i}", "later", i) for i in range(3)]
+    assert [r[0] for r in log.earliest("ns", None, 7)] == ["m10", "m11", "m12", "m13", "m14", "m0", "m1"]
+    assert log.earliest("ns", "none", 3) == []
+    log.forgetting.mark_deleted("ns", ["m0"])  # a tombstoned message is no longer the first
+    assert [r[0] for r in log.earliest("ns", "later", 2)] == ["m1", "m2"]

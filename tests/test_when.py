@@ -279,3 +279,61 @@ def test_when_weight_is_a_share():
         RecallSettings(when_weight=1.5)
     with pytest.raises(UsageError, match="when_weight"):
         RecallSettings(when_weight=-0.1)
+
+
+@pytest.mark.parametrize("question, early", [
+    # about the start of the session (or the project): they lift its earliest turns
+    ("What did I ask for at the very start?", True),
+    ("What was the first thing I asked?", True),
+    ("What did we originally plan for the cache?", True),
+    ("What did the test say before we fixed the import?", True),
+    ("What did the first test run report before the fix?", True),
+    ("What did I say in the beginning?", True),
+    ("What did I want initially?", True),
+    ("What did we do at the start of the session?", True),
+    ("What was the first shell command you ran in the repo?", True),
+    ("What did the patch tool report when the script was first added?", True),
+    ("How did the first version tell the user a session had ended?", True),
+    ("What did the original HTML name the pause button?", True),
+    ("At first, which framework did you use?", True),
+    # the same words about something else
+    ("How do I start the server?", False),
+    ("Are functions first-class in Lua?", False),
+    ("What is the first argument of open()?", False),
+    ("Can you fix the start button?", False),
+    ("Why use an early return here?", False),
+    ("What is at the start of the file?", False),
+    ("What is the first element of the list?", False),
+    ("Does the next session start on its own when one ends?", False),
+    ("What does initialSeconds hold?", False),
+    ("When did Jon first meet Tim?", False),  # a life's first time, not the conversation's
+    ("Which tournament did Nate win in the beginning of November 2022?", False),
+])
+def test_a_question_asks_about_the_start_by_its_words(question, early):
+    assert when.asks_early(question) is early
+
+
+def test_a_question_about_the_start_lifts_the_earliest_turns(tmp_path, embedder):
+    first = "Build me a small timer app in plain JavaScript, with no framework."
+    later = [f"Now change the timer colour to shade number {i} and keep the layout." for i in range(30)]
+    with Memory(tmp_path / "s", embedder=embedder, window=2) as mem:
+        mem.add_many([{"role": "user", "content": t, "id": f"u{i}"} for i, t in enumerate([first, *later])])
+        q = "What did I ask for at the very start?"
+        on = mem.search(q, k=5)
+        mem.settings, on_settings = replace(mem.settings, recall=RecallSettings(early_weight=0)), mem.settings
+        off = mem.search(q, k=5)
+        plain_off = mem.search("What did I ask for?", k=5)  # not about the start: the same either way
+        mem.settings = on_settings
+        plain_on = mem.search("What did I ask for?", k=5)
+        assert "u0" in mem.prompt(q, budget=400).message_ids()
+        assert "u0" in mem.prompt(q, budget=400, recall_scope="namespace").message_ids()
+        # a filter holds on the lifted turns too: u0 is the user's, so a filter on the assistant's leaves it out
+        assert "u0" not in [h.message.id for h in mem.search(q, k=5, role="assistant")]
+    score = lambda hits: next((h.score for h in hits if h.message.id == "u0"), 0.0)  # noqa: E731
+    assert on[0].message.id == "u0" and score(on) > score(off)
+    assert [(h.message.id, h.score) for h in plain_off] == [(h.message.id, h.score) for h in plain_on]
+
+
+def test_early_weight_is_a_share():
+    with pytest.raises(UsageError, match="early_weight"):
+        RecallSettings(early_weight=1.5)

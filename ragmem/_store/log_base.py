@@ -8,7 +8,7 @@ its core, grouped below, is
   ``_change_in``, ``_insert``, ...);
 * appending: dense sequence numbers, idempotent ids, and tool results paired
   with their calls (the log's half of the unit rule, :mod:`ragmem._units`);
-* reads: messages by id, a session's tail, sessions and namespaces.
+* reads: messages by id, a session's tail and its earliest messages, sessions and namespaces.
 
 Each other concern is an object the log holds (a facet), with the same
 methods on both backends:
@@ -319,6 +319,23 @@ class LogBase:
             sql += " LIMIT ?"
             args.append(limit)
         return [self._msg(r) for r in self._read(sql, args)]
+
+    def earliest(self, namespace: str, session: str | None, n: int) -> list[tuple[str, str, str, int]]:
+        """The first ``n`` live messages of a session (by sequence number), or of a whole namespace (None: by
+        time), as (message id, unit id, session, seq), earliest first: what a question about the start reads.
+
+        A namespace's are taken among each session's first ``n`` sequence numbers (the unique index on
+        (namespace, session, seq) holds them, so no sort of the whole namespace), the earliest ``n`` by time.
+        """
+        sql = "SELECT id, unit_id, session, seq FROM messages WHERE namespace=? AND deleted=0"
+        args: list[Any] = [namespace]
+        if session is not None:
+            sql += " AND session=? ORDER BY seq LIMIT ?"
+            args += [session, n]
+        else:
+            sql += " AND seq<? ORDER BY created_at, session, seq LIMIT ?"
+            args += [n, n]
+        return [(r[0], r[1], r[2], int(r[3])) for r in self._read(sql, args)]
 
     def count(self, namespace: str | None = None, session: str | None = None) -> int:
         """Live messages in the store, a namespace, or one session of it."""
