@@ -360,6 +360,25 @@ def _transcripts_tables(result: dict) -> str:
     return out
 
 
+def hook_section(result: dict) -> str:
+    """A coding agent's hook as a fresh process, each way it can answer, against ``ragmem --version`` (``hook``)."""
+    def table(r: dict) -> str:
+        rows = ["| command | p50 ms | p95 ms | p50 / `ragmem --version` |", "|---|---|---|---|"]
+        for name, v in r["latency"].items():
+            rows.append(f"| {name} | {v['p50_ms']:.0f} | {v['p95_ms']:.0f} | {r['ratio_to_version_p50'][name]:.2f}x |")
+        return "\n".join(rows) + (f"\n\nThe same answer every way: {r['same_answer']}; the worker lived through "
+                                   f"every round: {r.get('worker_lived_through_the_rounds', '?')}.")
+
+    return _run_section(
+        result, "hook", "A coding agent's hook, as a fresh process",
+        f"`ragmem hook claude-code` on a `UserPromptSubmit` over a built store, {result['rounds']} rounds in "
+        "rotating order, each a fresh process as the agent starts it: answered by the store's warm background "
+        "worker (`ragmem/_hookd.py`), with `--no-daemon` in the process itself, and through a running "
+        "`ragmem serve`, against a `ragmem --version` process. The target (issue 34): the hook's p50 at most "
+        "2x `--version`'s. docs/agents.md.",
+        table)
+
+
 def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float | None = None,
           legacy_dir: Path | None = None) -> Path:
     """Assemble the report from the results of one run (or of the last runs); the sections that have no
@@ -402,6 +421,8 @@ def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float 
         parts.append(ingest_section(results["ingest_long"]))
     if "namespace_layout" in results:
         parts.append(namespace_section(results["namespace_layout"]))
+    if "hook" in results:
+        parts.append(hook_section(results["hook"]))
     parts.append(machine_section(info))
     path.write_text("\n\n".join(p.strip() for p in parts) + "\n")
     return path

@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 
 from . import (
-    agent_sessions, crosslingual, e5_agreement, episodes, ingest_long, longmemeval, models, namespace_layout, prompt_path, query_step,
-    recall_dev, recall_locomo, recall_longmemeval, report, speed,
+    agent_sessions, crosslingual, e5_agreement, episodes, hook, ingest_long, longmemeval, models, namespace_layout, prompt_path,
+    query_step, recall_dev, recall_locomo, recall_longmemeval, report, speed,
 )
 from .common import REPO_ROOT, RESULTS_DIR, invocation, machine_info, result_path, write_json
 
@@ -53,7 +53,7 @@ BENCHMARKS = {
     "recall_locomo": recall_locomo.run, "recall_dev": recall_dev.suite, "recall_longmemeval": recall_longmemeval.suite,
     "query_step": query_step.suite, "episodes": episodes.run, "models": models.run, "e5_agreement": e5_agreement.run,
     "crosslingual": crosslingual.run, "agent_transcripts": agent_sessions.suite, "longmemeval": longmemeval.run, "prompt_path": _prompt_path, "speed": speed.run,
-    "ingest_long": _ingest, "namespace_layout": _namespace,
+    "ingest_long": _ingest, "namespace_layout": _namespace, "hook": hook.run,
 }
 
 
