@@ -376,7 +376,7 @@ def _serve(listener: socket.socket, path: Path, inode: int, root: Any, store: st
 def run_worker(store: str, opening: Mapping[str, Any], lock_fd: int | None = None, idle: float | None = None) -> int:
     """Be ``store``'s worker until idle: take the lock, open the store, listen, answer. The exit status."""
     from . import _hooks
-    from ._cli import Config, _open
+    from ._memory import Memory  # not through ragmem._cli, which imports this module: no cycle
 
     store = os.path.abspath(store)
     fd = lock_fd if lock_fd is not None else _open_lock(store)
@@ -395,9 +395,10 @@ def run_worker(store: str, opening: Mapping[str, Any], lock_fd: int | None = Non
     root = None
     inode = -1
     try:
-        cfg = Config(store=store, log_url=opening.get("log_url"), chroma_url=opening.get("chroma_url"),
-                     embedder=opening.get("embedder"), trust_config=opening.get("trust_config"))
-        root = _open(cfg)  # as the in-process hook opens it (the namespace and session come per request)
+        extra = {"embedder": opening["embedder"]} if opening.get("embedder") is not None else {}
+        # as the in-process hook opens it (ragmem._cli._open); the namespace and session come per request
+        root = Memory(store, log_url=opening.get("log_url"), chroma_url=opening.get("chroma_url"),
+                      trust_config=opening.get("trust_config"), **extra)
         root.store.embedder.embed_batch(["warm"], kind="query")  # the model loaded, Chroma and tiktoken too
         root.store.counter.count_text("warm")
         root.store.index  # noqa: B018 - opens Chroma now, not at the first prompt
