@@ -546,17 +546,16 @@ def import_chats(paths: tuple[str, ...], fmt: str | None, follow: bool, interval
             report = _importing.Report()
 
             def shown(result: Any) -> None:
-                report.files.append(result)
+                report.add(result)
                 if not cfg.json:
                     for name, n in result.stored.items():
                         if n:
                             click.echo(f"{n:6d}  {name}")
                     for w in result.warnings:
                         click.echo(f"warning: {w}", err=True)
-            try:
-                _importing.follow(mem, targets, fmt, skip_bad_lines=skip_bad_lines, interval=interval, on_file=shown)
-            except KeyboardInterrupt:
-                pass
+            with _StopAsked() as asked:
+                _importing.follow(mem, targets, fmt, skip_bad_lines=skip_bad_lines, interval=interval, on_file=shown,
+                                  should_stop=asked.is_set)
         else:
             base = mem.store.progress.indexed  # what the opening's repair indexed is not this import's
             report = _importing.import_paths(mem, targets, fmt, skip_bad_lines=skip_bad_lines)
@@ -568,6 +567,47 @@ def import_chats(paths: tuple[str, ...], fmt: str | None, follow: bool, interval
     finally:
         mem.close()
     _emit(cfg, report.to_dict(), lambda: _importing.summary_lines(report, cfg.namespace))
+
+
+class _StopAsked:
+    """Ctrl-C (SIGINT) or SIGTERM asks a long loop to stop at its next safe point, instead of raising inside it.
+
+    A KeyboardInterrupt raised wherever the main thread happens to be (inside
+    Chroma's write, the embedder, a lock held by the store) can leave a lock
+    taken, and the close that follows then waits on it forever: a follower
+    that never exits. Here the first signal only sets a flag that the loop
+    checks between files and while it waits; a second one raises at once
+    (the user insists; nothing is lost either way, as after a kill -9).
+    """
+
+    def __init__(self) -> None:
+        self._asked = False
+        self._before: dict[int, Any] = {}
+
+    def is_set(self) -> bool:
+        """True once a stop was asked for."""
+        return self._asked
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self._asked:
+            raise KeyboardInterrupt
+        self._asked = True
+        click.echo("stopping once this file is stored (Ctrl-C again to stop at once)", err=True)
+
+    def __enter__(self) -> "_StopAsked":
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():  # signal handlers belong to the main thread
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._before[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        import signal
+
+        for sig, before in self._before.items():
+            signal.signal(sig, before)
 
 
 # ------------------------------------------------------------------ prompt

@@ -3,10 +3,10 @@
 The importers are pure; this reads the files (folders walked, zips opened),
 stores each session they return through :meth:`Memory.add_many` in the
 caller's namespace, and keeps, per namespace and file, how far a transcript was
-read (``imports.json`` in the store folder, written after what it counts is
-stored). A later import of a grown file, and ``--follow``, read on from there:
-kill the importer at any moment and the next run stores what is missing, and
-nothing twice (message ids derive from the source's ids; an id already stored
+read (in the log's ``meta`` table, written after what it counts is stored). A
+later import of a grown file, and ``--follow``, read on from there: kill the
+importer at any moment and the next run stores what is missing, and nothing
+twice (message ids derive from the source's ids; an id already stored
 is skipped).
 """
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
-import os
 import time
 import zipfile
 from dataclasses import dataclass, field
@@ -29,8 +28,12 @@ from .importers import FORMATS, ImportedSession, Parsed, chatgpt, claude_ai, det
 DEFAULT_DIRS = {"claude-code": "~/.claude/projects", "codex": "~/.codex/sessions", "gemini": "~/.gemini/tmp"}
 #: The formats read from an offset onward (one record a line); the others are read whole each time.
 LINE_FORMATS = ("claude-code", "codex")
-#: The file in the store folder that keeps how far each transcript was read.
+#: The store folder's file where earlier versions kept how far each transcript was read (moved into the log).
 OFFSETS_FILE = "imports.json"
+#: What ``--follow`` reads of a file at a time, at most (a longer record or open response reads a larger piece).
+FOLLOW_PIECE = 256 * 1024
+#: The prefix of the ``log.meta`` keys that keep how far each file was read, per namespace.
+META_PREFIX = "import:"
 _SUFFIXES = (".jsonl", ".json")
 
 
@@ -66,6 +69,8 @@ class FileResult:
     warnings: list[str] = field(default_factory=list)
     waiting: int = 0
     interrupted: int = 0
+    #: The file holds more to read now (the call read a bounded piece of it).
+    more: bool = False
 
 
 @dataclass
@@ -74,6 +79,23 @@ class Report:
 
     files: list[FileResult] = field(default_factory=list)
     unknown_files: list[str] = field(default_factory=list)
+
+    def add(self, result: FileResult) -> None:
+        """Count one more read of a file: merged with the file's earlier reads (``--follow`` reads a file many
+        times, and its report stays one entry a file however long it runs)."""
+        for f in self.files:
+            if f.source == result.source:
+                for name, n in result.stored.items():
+                    f.stored[name] = f.stored.get(name, 0) + n
+                f.messages += result.messages
+                f.calls += result.calls
+                f.results += result.results
+                f.skipped.update(result.skipped)
+                f.warnings.extend(w for w in result.warnings if w not in f.warnings)
+                f.format = result.format if result.format != "?" else f.format
+                f.waiting, f.interrupted = result.waiting, f.interrupted + result.interrupted
+                return
+        self.files.append(result)
 
     @property
     def stored(self) -> int:
@@ -143,13 +165,13 @@ def sources(paths: Sequence[str]) -> Iterator[tuple[Source, bool]]:
             raise UsageError(f"{raw}: no such file or folder")
 
 
-def _read(src: Source, start: int = 0) -> bytes:
+def _read(src: Source, start: int = 0, limit: int | None = None) -> bytes:
     if src.member is not None:
         with zipfile.ZipFile(src.path) as zf:
             return zf.read(src.member)[start:]
     with open(src.path, "rb") as fh:
         fh.seek(start)
-        return fh.read()
+        return fh.read() if limit is None else fh.read(limit)
 
 
 def _decode(data: bytes, label: str) -> str:
@@ -167,40 +189,66 @@ def _decode(data: bytes, label: str) -> str:
 
 
 class Offsets:
-    """How far each file was read, per namespace: ``imports.json`` in the store folder.
+    """How far each file was read, per namespace: records in the store's log (``log.meta``).
 
     A record is ``{"format", "offset" (bytes), "line", "check" (a hash of the
-    bytes just before the offset), "sessions": {key: {"name", "metadata"}}}``.
-    It is written (atomically) only after the messages it counts are stored.
+    bytes just before the offset), "sessions": {key: {"name", "metadata"}}}``
+    under the key ``import:<hash of namespace and file>``. It is written only
+    after the messages it counts are stored, so a kill between the two costs a
+    re-read of what the ids then skip. Kept in the log, it lives where the
+    messages do: a PostgreSQL log keeps it for every machine that imports into
+    it (a store folder's file would be one machine's, and a store with no
+    folder would keep nothing and re-read every file whole each round).
+
+    An ``imports.json`` left in the store folder by an earlier version is moved
+    into the log on first use and renamed ``imports.json.migrated``.
     """
 
-    def __init__(self, folder: Path | None) -> None:
-        self.path = folder / OFFSETS_FILE if folder is not None else None
-        self.data: dict[str, dict[str, Any]] = {}
-        if self.path is not None and self.path.exists():
-            try:
-                loaded = json.loads(self.path.read_text(encoding="utf-8"))
-                self.data = loaded if isinstance(loaded, dict) else {}
-            except (OSError, ValueError):
-                self.data = {}  # a damaged record only costs a re-read: ids keep the store free of duplicates
+    def __init__(self, memory: Any) -> None:
+        self._meta = memory.store.log.meta
+        self._migrate(getattr(memory.store, "path", None))
+
+    @staticmethod
+    def key(namespace: str, file: str) -> str:
+        """The meta key of a file's record (``file``: its :attr:`Source.key`) in a namespace: hashed, so any
+        path gives a bounded key."""
+        digest = hashlib.sha256(f"{namespace}\0{file}".encode("utf-8", "surrogatepass")).hexdigest()
+        return f"{META_PREFIX}{digest[:40]}"
 
     def get(self, namespace: str, src: Source) -> dict[str, Any] | None:
-        """The record of a file in a namespace, if any."""
-        rec = self.data.get(namespace, {}).get(src.key)
-        return rec if isinstance(rec, dict) else None
+        """The record of a file in a namespace, if any (a damaged one reads as none: a re-read, never a duplicate)."""
+        raw = self._meta.get(self.key(namespace, src.key))
+        try:
+            rec = json.loads(raw) if raw else None
+        except ValueError:
+            return None
+        return rec if isinstance(rec, dict) and rec.get("file") == src.key else None
 
     def put(self, namespace: str, src: Source, record: dict[str, Any]) -> None:
-        """Keep a file's record, on disk at once."""
-        self.data.setdefault(namespace, {})[src.key] = record
-        if self.path is None:
+        """Keep a file's record (one small transaction of its own)."""
+        self._meta.set(self.key(namespace, src.key), json.dumps({**record, "file": src.key}, ensure_ascii=False))
+
+    def _migrate(self, folder: Path | None) -> None:
+        old = folder / OFFSETS_FILE if folder is not None else None
+        if old is None or not old.is_file():
             return
-        tmp = self.path.with_name(f".{OFFSETS_FILE}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(self.data, fh, ensure_ascii=False)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
+        try:
+            data = json.loads(old.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = {}  # a damaged record only costs a re-read: ids keep the store free of duplicates
+        values: dict[str, str | None] = {}
+        for namespace, files in (data.items() if isinstance(data, dict) else ()):
+            for file, rec in (files.items() if isinstance(files, dict) else ()):
+                if isinstance(rec, dict):
+                    key = self.key(namespace, file)
+                    if self._meta.get(key) is None:  # a record the log has is newer than the file's
+                        values[key] = json.dumps({**rec, "file": file}, ensure_ascii=False)
+        if values:
+            self._meta.update(values)
+        try:
+            old.replace(old.with_name(OFFSETS_FILE + ".migrated"))
+        except OSError:
+            pass  # another importer moved it first
 
 
 def _check(data: bytes) -> str:
@@ -282,12 +330,16 @@ def import_export(memory: Any, data: Any, source: str = "the export") -> dict[st
 
 
 def import_file(memory: Any, src: Source, fmt: str | None = None, *, skip_bad_lines: bool = False,
-                offsets: Offsets | None = None, named: bool = True) -> FileResult | None:
+                offsets: Offsets | None = None, named: bool = True, max_bytes: int | None = None
+                ) -> FileResult | None:
     """Import one file into ``memory``'s namespace, from where the last import of it stopped.
 
     Returns None for a file of no known format found in a folder (``named``
     False); a named one raises. The offset is kept only for line formats, and
-    only after the messages are stored.
+    only after the messages are stored. ``max_bytes`` bounds what one call
+    reads of a line format (``--follow``: bounded memory, and a Ctrl-C waits
+    for one such piece, not a whole transcript); the result's ``more`` then
+    says the file holds more to read now.
     """
     ns = memory.namespace
     rec = offsets.get(ns, src) if offsets is not None else None
@@ -305,14 +357,29 @@ def import_file(memory: Any, src: Source, fmt: str | None = None, *, skip_bad_li
                 before = fh.read(offset - max(0, offset - 256))
             if _check(before) == rec.get("check"):
                 start, known, first_line = offset, rec.get("sessions") or {}, int(rec.get("line") or 1)
-    data = _read(src, start)
-    text = _decode(data, src.label)
-    kind = fmt or (rec.get("format") if rec is not None and start else None) or detect(src.label, text)
-    if kind is None and not named:
-        return None
-    parsed = parse(text, kind, filename=src.label, skip_bad_lines=skip_bad_lines, known=known, first_line=first_line)
+    more, limit = False, max_bytes if src.member is None else None
+    while True:
+        data = _read(src, start, limit)
+        text = _decode(data, src.label)
+        kind = fmt or (rec.get("format") if rec is not None and start else None) or detect(src.label, text)
+        if limit is None or len(data) < limit:
+            more = False
+        elif kind not in LINE_FORMATS:  # a whole-JSON file is only ever read whole
+            limit = None
+            continue
+        else:
+            more = True
+            text = text[:text.rfind("\n") + 1]  # whole lines: the piece ends where a line does
+        if kind is None and not named:
+            return None
+        parsed = parse(text, kind, filename=src.label, skip_bad_lines=skip_bad_lines, known=known,
+                       first_line=first_line)
+        if not more or parsed.consumed > 0:
+            break
+        limit = (limit or FOLLOW_PIECE) * 2  # one record (or one response still open) longer than the piece: read a larger one
     stored = store_sessions(memory, parsed.sessions, src.label)
     result = _result(src.label, parsed, stored)
+    result.more = more
     if offsets is not None and kind in LINE_FORMATS and src.member is None:
         end = start + len(text[:parsed.consumed].encode("utf-8"))
         with open(src.path, "rb") as fh:
@@ -347,7 +414,7 @@ def import_paths(memory: Any, paths: Sequence[str], fmt: str | None = None, *, s
     if fmt is not None and fmt not in FORMATS:
         raise UsageError(f"--from {fmt!r}: expected one of {', '.join(FORMATS)}")
     if offsets is None:
-        offsets = Offsets(getattr(memory.store, "path", None))
+        offsets = Offsets(memory)
     report = Report()
     for src, named in sources(paths):
         result = import_file(memory, src, fmt, skip_bad_lines=skip_bad_lines, offsets=offsets, named=named)
@@ -375,39 +442,61 @@ def _size(src: Source) -> int:
 
 def follow(memory: Any, paths: Sequence[str], fmt: str | None = None, *, skip_bad_lines: bool = False,
            interval: float = 1.0, on_file: Callable[[FileResult], None] | None = None,
-           rounds: int | None = None, should_stop: Callable[[], bool] | None = None) -> Report:
+           rounds: int | None = None, should_stop: Callable[[], bool] | None = None,
+           max_bytes: int = FOLLOW_PIECE) -> Report:
     """Keep importing ``paths`` as their files grow (and new files appear), until stopped (Ctrl-C).
 
     Each round reads only what grew since the last (from the offsets kept in
-    the store), so memory stays bounded by one round's new text; a file whose
-    size and time did not change is not opened. ``rounds`` bounds the rounds
-    (None: until interrupted or ``should_stop()``).
+    the store), at most ``max_bytes`` of a file at a time, so memory stays
+    bounded however long a transcript is; a file whose size and time did not
+    change is not opened. ``should_stop`` is asked after every piece and while
+    waiting, so a stop asked for (the CLI's Ctrl-C) ends the loop within one
+    piece's import and a tenth of a second. A malformed file does not stop the
+    others: its error (naming the file and line) is a warning, and the file is
+    tried again once it changes. ``rounds`` bounds the rounds (None: until
+    ``should_stop()``).
     """
-    offsets = Offsets(getattr(memory.store, "path", None))
+    offsets = Offsets(memory)
+    stop = should_stop or (lambda: False)
     seen: dict[str, tuple[int, float]] = {}
     report = Report()
     n = 0
     while rounds is None or n < rounds:
         n += 1
-        for src, named in sources(paths):
-            try:
-                st = src.path.stat()
-            except OSError:
-                continue
-            mark = (st.st_size, st.st_mtime)
-            if seen.get(src.label) == mark:
-                continue
-            result = import_file(memory, src, fmt, skip_bad_lines=skip_bad_lines, offsets=offsets, named=named)
-            seen[src.label] = mark
-            if result is None:
-                continue
-            report.files.append(result)
-            if on_file is not None and (any(result.stored.values()) or result.warnings):
-                on_file(result)
-        if should_stop is not None and should_stop():
-            break
+        # the first round refuses a path that does not exist (a typo); later ones pass over one that went away
+        present = paths if n == 1 else [p for p in paths if Path(p).expanduser().exists()]
+        for src, named in sources(present):
+            while not stop():
+                try:
+                    st = src.path.stat()
+                except OSError:
+                    break
+                mark = (st.st_size, st.st_mtime)
+                if seen.get(src.label) == mark:
+                    break
+                try:
+                    result = import_file(memory, src, fmt, skip_bad_lines=skip_bad_lines, offsets=offsets,
+                                         named=named, max_bytes=max_bytes)
+                except InvalidMessage as exc:  # this file is refused until it changes; the others go on
+                    result = FileResult(source=src.label, format="?", warnings=[str(exc)])
+                if result is not None and result.more:
+                    seen.pop(src.label, None)  # read on at once, without waiting a round
+                else:
+                    seen[src.label] = mark
+                if result is not None:
+                    report.add(result)
+                    if on_file is not None and (any(result.stored.values()) or result.warnings):
+                        on_file(result)
+                if result is None or not result.more:
+                    break
+            if stop():
+                return report
         if rounds is None or n < rounds:
-            time.sleep(interval)
+            waited_until = time.monotonic() + interval
+            while not stop() and time.monotonic() < waited_until:
+                time.sleep(min(0.1, interval))
+        if stop():
+            break
     return report
 
 
