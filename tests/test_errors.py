@@ -55,6 +55,7 @@ ALLOWED = {
     # the hook worker's own control flow: a signal ends its loop, and `python -m ragmem._hookd` misused exits
     ("_hookd.py", "stop", "_Stop"): "SIGTERM/SIGINT leave the worker's loop; caught in run_worker",
     ("_hookd.py", "main", "SystemExit"): "a usage line for `python -m ragmem._hookd` run by hand",
+    ("_cli.py", "_handle", "KeyboardInterrupt"): "a second Ctrl-C stops import-chats --follow at once, as Python's own",
     # pydantic turns a validator's ValueError into a ValidationError, which parse_message re-raises as InvalidMessage
     ("_messages.py", "_parts_have_type", "ValueError"): "pydantic validator; the caller gets InvalidMessage",
     ("_messages.py", "_role_rules", "ValueError"): "pydantic validator; the caller gets InvalidMessage",
