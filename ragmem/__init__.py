@@ -32,7 +32,7 @@ from ._recall import Hit
 from ._settings import RecallSettings
 from ._summary import ExtractiveSummarizer, LLMSummarizer, OpenAICompatibleSummarizer, Summarizer
 from ._tokens import TiktokenCounter, TokenCounter
-from ._trace import BudgetMonitor, Context, DropTrace, Trace, UnitTrace
+from ._trace import BudgetMonitor, Context, DropTrace, ExcerptTrace, Trace, UnitTrace
 from ._units import Unit, group_units
 
 __version__ = "0.1.0"
@@ -45,6 +45,7 @@ __all__ = [
     "BudgetTooSmall",
     "Context",
     "DropTrace",
+    "ExcerptTrace",
     "Embedder",
     "EmbedderError",
     "EmbeddingMismatch",

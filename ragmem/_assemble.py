@@ -43,12 +43,13 @@ from datetime import date, datetime
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from ._errors import BudgetTooSmall, UsageError
+from ._lexical import tokenize
 from ._messages import Message, content_text, message_text, to_anthropic
 from ._settings import Format, Placement, RecallFormat
 from ._summary import ExtractiveSummarizer, Summarizer
 from ._when import about_time
 from ._tokens import PER_MESSAGE, PER_TOOL_CALL, REPLY_PRIMING, TokenCounter, count_message
-from ._trace import BudgetMonitor, Context, DropTrace, EpisodeTrace, Trace, UnitTrace
+from ._trace import BudgetMonitor, Context, DropTrace, EpisodeTrace, ExcerptTrace, Trace, UnitTrace
 from ._units import Unit
 
 
@@ -121,8 +122,15 @@ class _Costs:
     def __init__(self, counter: TokenCounter, cache: dict[str, int] | None = None):
         self.counter = counter
         self.cache = cache if cache is not None else {}
+        #: What an excerpt placed in this assembly costs, by its message's id: never in ``cache``, which is
+        #: shared by every prompt of a namespace and holds what stored (whole) messages cost.
+        self.excerpted: dict[str, int] = {}
 
     def message(self, m: Message) -> int:
+        if self.excerpted:
+            x = self.excerpted.get(m.id)
+            if x is not None:
+                return x
         n = self.cache.get(m.id)
         if n is None:
             n = self.cache[m.id] = count_message(self.counter, m.to_openai())
@@ -393,6 +401,7 @@ def _finish(
     summary_covers: Sequence[str] = (),
     current_session: str | None = None,
     bare: bool = False,
+    excerpts: Mapping[str, ExcerptTrace] | None = None,
 ) -> Context:
     """Place and render the chosen units; drop the least relevant recall until the rendered prompt fits.
 
@@ -482,15 +491,183 @@ def _finish(
         for e, head in zip(placed, heads)
     ]
     trace.marker_tokens = marker_tokens
+    if excerpts:
+        trace.excerpts = [excerpts[m.id] for e in placed for u, _ in e.units for m in u.messages if m.id in excerpts]
     trace.dropped = dropped
     trace.level = monitor.level(total, budget.limit)
     trace.summary_covers = list(summary_covers) if summary_msgs else []
     return Context(messages=messages, trace=trace, system=system)
 
 
+# ------------------------------------------------------------------ excerpts of giant tool results
+
+#: A tool result that costs more than this share of the prompt's limit may be shown as a marked excerpt when its
+#: unit does not fit whole (invariant 3's second exception); ``RecallSettings.excerpt_share``, 0 turns it off.
+EXCERPT_SHARE = 0.25
+#: An excerpt placed at its unit's rank (a unit too big for all of recall's room) takes at most this share of
+#: that room, so one giant result cannot crowd out the units ranked after it.
+EXCERPT_ROOM = 0.5
+#: The fewest tokens of a result's text an excerpt shows: below that, a marker is most of what it says.
+EXCERPT_MIN_TOKENS = 48
+#: A line longer than this is matched in pieces of this many characters (minified files, one-line JSON).
+EXCERPT_PIECE = 400
+
+
+def excerpt_marker(message_id: str, start: int, end: int, chars: int, tokens: int) -> str:
+    """The line that opens an excerpt: which result, which part of it, and its whole size.
+
+    >>> excerpt_marker("m1", 0, 120, 9000, 2400)
+    '[excerpt of tool result m1: characters 0-120 of 9000 (2400 tokens in full); the rest is left out, ask for m1 to read it whole]'
+    """
+    return (f"[excerpt of tool result {message_id}: characters {start}-{end} of {chars} ({tokens} tokens in full); "
+            f"the rest is left out, ask for {message_id} to read it whole]")
+
+
+def _pieces(text: str) -> list[tuple[int, int]]:
+    """``text`` cut into lines (their line breaks kept), long lines into pieces of :data:`EXCERPT_PIECE`."""
+    out = []
+    at = 0
+    for line in text.splitlines(keepends=True):
+        for i in range(0, len(line), EXCERPT_PIECE):
+            out.append((at + i, at + min(len(line), i + EXCERPT_PIECE)))
+        at += len(line)
+    return out
+
+
+def excerpt_span(text: str, query: str, max_chars: int) -> tuple[int, int]:
+    """The slice of ``text`` (``start``, ``end``) of at most ``max_chars`` characters around what matches ``query``.
+
+    ``text`` is cut into lines (long ones into pieces); a piece weighs the query's terms it holds
+    (:func:`ragmem._lexical.tokenize`, so code words match as a developer writes them), each term by how
+    rare it is in ``text``; the slice is the run of whole pieces within ``max_chars`` that weighs most, the
+    earliest of equals, then grown by whole pieces on both sides while they fit. No match: the start of
+    ``text``. Pure and deterministic.
+
+    >>> t = "alpha\nbeta\nretry_limit = 5\ngamma\n"
+    >>> s, e = excerpt_span(t, "what is the retry limit?", 16); t[s:e]
+    'retry_limit = 5\n'
+    """
+    if max_chars <= 0 or not text:
+        return 0, 0
+    if len(text) <= max_chars:
+        return 0, len(text)
+    pieces = _pieces(text)
+    wanted = set(tokenize(query))
+    terms = [wanted.intersection(tokenize(text[a:b])) if wanted else set() for a, b in pieces]
+    df: dict[str, int] = {}
+    for ts in terms:
+        for t in ts:
+            df[t] = df.get(t, 0) + 1
+    weight = [sum(1.0 / df[t] for t in ts) for ts in terms]
+    best, best_at, total, i = -1.0, (0, 0), 0.0, 0
+    for j, (_, b) in enumerate(pieces):  # two pointers: pieces i..j within max_chars
+        total += weight[j]
+        while b - pieces[i][0] > max_chars and i < j:
+            total -= weight[i]
+            i += 1
+        if b - pieces[i][0] <= max_chars and total > best + 1e-12:
+            best, best_at = total, (i, j)
+    if best <= 0:  # nothing matched: the head of the result, as a reader would start
+        i = j = 0
+    else:
+        i, j = best_at
+    start, end = pieces[i][0], pieces[j][1]
+    if end - start > max_chars:  # a single piece longer than allowed (EXCERPT_PIECE > max_chars)
+        return start, start + max_chars
+    grow = True
+    while grow:  # whole pieces on both sides, the one after first (what follows a match explains it)
+        grow = False
+        if j + 1 < len(pieces) and pieces[j + 1][1] - start <= max_chars:
+            j, end, grow = j + 1, pieces[j + 1][1], True
+        if i > 0 and end - pieces[i - 1][0] <= max_chars:
+            i, start, grow = i - 1, pieces[i - 1][0], True
+    return start, end
+
+
+class _Excerpts:
+    """Marked excerpts of the giant tool results of one assembly (invariant 3's second exception).
+
+    A tool result that costs more than ``share`` of the limit may be shown, in a unit that does not fit
+    whole, as an excerpt around what matches the query (:func:`excerpt_span`), right after its call,
+    opened by :func:`excerpt_marker`. The call, the other results and every other message stay whole.
+    """
+
+    def __init__(self, counter: TokenCounter, costs: _Costs, query: str, share: float, limit: int):
+        self.counter, self.costs, self.query = counter, costs, query
+        self.giant = int(share * limit) if share > 0 else None
+        self.made: dict[str, ExcerptTrace] = {}
+
+    def giants(self, u: Unit) -> list[Message]:
+        """The results of ``u`` large enough to be excerpted (none when excerpts are off)."""
+        if self.giant is None or len(u.messages) < 2:
+            return []
+        return [m for m in u.messages[1:] if m.role == "tool" and self.costs.message(m) > self.giant]
+
+    def _excerpt(self, m: Message, room: int, unit_id: str) -> tuple[Message, ExcerptTrace] | None:
+        """``m`` as an excerpt that costs at most ``room`` tokens, or None when too little of it would show."""
+        text = m.text
+        full = self.costs.message(m)
+        framing = count_message(self.counter, m.with_(content="").to_openai())
+        body = full - framing
+        probe = excerpt_marker(m.id, len(text), len(text), len(text), full)
+        room_text = room - framing - self.counter.count_text(probe + "\n")
+        if room_text < EXCERPT_MIN_TOKENS or body <= room_text:
+            return None
+        per_token = len(text) / max(body, 1)
+        max_chars = int(room_text * per_token)
+        for _ in range(8):  # characters per token vary along a result: shrink until the count fits
+            start, end = excerpt_span(text, self.query, max_chars)
+            marked = m.with_(content=f"{excerpt_marker(m.id, start, end, len(text), full)}\n{text[start:end]}")
+            cost = count_message(self.counter, marked.to_openai())
+            if cost <= room:
+                if end - start == 0:
+                    return None
+                return marked, ExcerptTrace(m.id, unit_id, start, end, len(text), full, cost)
+            max_chars = int(max_chars * min(0.95, room / cost))
+        return None
+
+    def unit(self, u: Unit, room: int) -> tuple[Unit, list[ExcerptTrace]] | None:
+        """``u`` with its giant results as excerpts, costing at most ``room`` tokens in all, or None.
+
+        The room left by the call and the other messages is shared evenly among the giant results.
+        Nothing changes until :meth:`take` puts the excerpts in.
+        """
+        giants = self.giants(u)
+        if not giants:
+            return None
+        ids = {m.id for m in giants}
+        rest = sum(self.costs.message(m) for m in u.messages if m.id not in ids)
+        share = (room - rest) // len(giants)
+        out: list[Message] = []
+        made: list[ExcerptTrace] = []
+        for m in u.messages:
+            if m.id in ids:
+                got = self._excerpt(m, share, u.id)
+                if got is None:
+                    return None
+                out.append(got[0])
+                made.append(got[1])
+            else:
+                out.append(m)
+        return Unit(u.id, tuple(out), u.status), made
+
+    def take(self, made: Sequence[ExcerptTrace]) -> None:
+        """Excerpts made by :meth:`unit` go into the prompt: what they cost counts from now on."""
+        for x in made:
+            self.made[x.message_id] = x
+            self.costs.excerpted[x.message_id] = x.shown_tokens
+
+    def undo(self, made: Sequence[ExcerptTrace]) -> None:
+        """Excerpts taken by :meth:`take` leave the prompt again."""
+        for x in made:
+            self.made.pop(x.message_id, None)
+            self.costs.excerpted.pop(x.message_id, None)
+
+
 def _pack_recall(
     recall: Sequence[tuple[Unit, float]], companions: Mapping[str, Unit], in_window: set[str], cap: int,
     costs: _Costs, dropped: list[DropTrace], marks: _Marks | None = None, first: int = 0,
+    excerpts: _Excerpts | None = None,
 ) -> tuple[list[tuple[Unit, float]], bool]:
     """The recall units to place, and whether their one episode goes without its marker.
 
@@ -500,6 +677,12 @@ def _pack_recall(
     starts one, a gap's note when it joins one, less when it joins two), and the first unit pays
     ``first`` (the note before the window). When the best unit fits only without its markers, it goes
     in bare, and only units that join its episode may follow (another episode would need both markers).
+
+    With ``excerpts``, a unit holding a giant tool result (:class:`_Excerpts`) that does not fit whole
+    may go in with that result as a marked excerpt: at its rank when the unit is bigger than all of the
+    room (it could never go in whole), in at most :data:`EXCERPT_ROOM` of the room; after every whole unit
+    that fits, in what is left, when better-ranked units crowded it out. So whole units are packed as
+    before, and an excerpt takes only room that no whole unit ranked after it could have had whole.
 
     (Packing by score per token, kept when it held more total score, was
     measured too: +0.002 evidence on LoCoMo at 2,000 tokens, -0.008 on the hard
@@ -525,6 +708,31 @@ def _pack_recall(
         if marks:
             marks.add(u)
 
+    def excerpted(u: Unit, most: int) -> tuple[Unit, int] | None:  # u with excerpts, in at most `most` tokens
+        if excerpts is None or not excerpts.giants(u):
+            return None
+        extra = marks.delta(u, bare) if marks else 0
+        if extra is None:
+            return None
+        got = excerpts.unit(u, min(most, cap - used) - extra - (first if marks and not chosen else 0))
+        if got is None:
+            return None
+        excerpts.take(got[1])
+        cost = fits(got[0])
+        if cost is None:  # cannot happen (it was cut to fit), but never place what does not fit
+            excerpts.undo(got[1])
+            return None
+        return got[0], cost
+
+    def companion(u: Unit, score: float) -> None:
+        n = companions.get(u.id)
+        if n is None or n.id in in_window or n.id in seen or not n.complete:
+            return
+        cost = fits(n)
+        if cost is not None:
+            take(n, score, cost)
+
+    crowded: list[tuple[Unit, float]] = []
     for u, score in sorted(recall, key=lambda us: -us[1]):
         if u.id in in_window or u.id in seen:
             continue  # invariant 6: never repeat the window
@@ -536,15 +744,20 @@ def _pack_recall(
         if cost is None and marks and not chosen and costs.unit(u) <= cap:
             bare, cost = True, costs.unit(u)  # the budget has room for the unit, not for its marker
         if cost is None:
-            dropped.append(_drop("recall", u, costs.unit(u), "over budget", score))
-            continue
+            got = excerpted(u, int(EXCERPT_ROOM * cap)) if costs.unit(u) > cap else None
+            if got is None:
+                dropped.append(_drop("recall", u, costs.unit(u), "over budget", score))
+                crowded.append((u, score))
+                continue
+            u, cost = got
         take(u, score, cost)
-        n = companions.get(u.id)
-        if n is None or n.id in in_window or n.id in seen or not n.complete:
-            continue
-        cost = fits(n)
-        if cost is not None:
-            take(n, score, cost)
+        companion(u, score)
+    for u, score in crowded:  # what is left after every whole unit that fits: excerpts of the crowded out
+        got = excerpted(u, cap)
+        if got is not None:
+            dropped[:] = [d for d in dropped if not (d.unit_id == u.id and d.section == "recall")]
+            take(got[0], score, got[1])
+            companion(got[0], score)
     return chosen, bare
 
 
@@ -567,6 +780,8 @@ def assemble(
     monitor: BudgetMonitor = BudgetMonitor(),
     token_cache: dict[str, int] | None = None,
     current_session: str | None = None,
+    query: str | None = None,
+    excerpt_share: float = EXCERPT_SHARE,
 ) -> Context:
     """Assemble a prompt from its sections within ``budget``; see the module docstring for the layout.
 
@@ -583,6 +798,9 @@ def assemble(
     by a marker that says when it was and, for a session other than
     ``current_session`` (``recall_scope="namespace"``), which conversation
     (:func:`episode_marker`); gaps inside an episode are noted where they fall.
+    A recalled tool result that costs more than ``excerpt_share`` of the limit may be shown as a marked
+    excerpt around what matches ``query`` (the user turn's text by default) when its unit does not fit
+    whole (:func:`_pack_recall`); ``trace.excerpts`` says which and how much each left out. 0 turns it off.
 
     >>> from ragmem._tokens import default_counter
     >>> ctx = assemble("hi", budget=100, counter=default_counter(), system="be brief")
@@ -635,13 +853,16 @@ def assemble(
     # writes them as lines, cheaper than the messages they replace, so it reserves none)
     marks = _Marks(counter, current_session) if recall_format != "text" else None
     first = marks.cost(WINDOW_MARKER) if marks and chosen_window and placement == "before_window" else 0
+    excerpts = _Excerpts(counter, counter_costs, content_text(user.get("content")) if query is None else query,
+                         excerpt_share, budget.limit) if excerpt_share > 0 else None
     chosen_recall, bare = _pack_recall(recall, companions or {}, in_window, recall_cap, counter_costs, dropped,
-                                       marks, first)
+                                       marks, first, excerpts)
     return _finish(
         strategy="ragmem", fmt=format, budget=budget, counter=counter, costs=counter_costs, sys_msgs=sys_msgs,
         user=user, summary_msgs=summary_msgs, recall_units=list(chosen_recall), window_units=chosen_window,
         dropped=dropped, placement=placement, recall_format=recall_format, monitor=monitor,
         summary_covers=summary_covers, current_session=current_session, bare=bare,
+        excerpts=excerpts.made if excerpts else None,
     )
 
 

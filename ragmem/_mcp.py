@@ -133,6 +133,11 @@ class RecentResult(BaseModel):
         description="Oldest first: id, role, content, tool_calls/tool_call_id, at, seq.")
 
 
+class MessageResult(BaseModel):
+    message: dict[str, Any] = Field(
+        description="The stored message whole: id, role, content, tool_calls/tool_call_id, at, seq, session.")
+
+
 class StateResult(BaseModel):
     state: dict[str, Any] = Field(description="The pinned state.")
 
@@ -466,6 +471,20 @@ def build_server(
             require_session(mem)
             msgs = mem.messages(last=n, before=before)
             return _compact(RecentResult(session=session or memories.default, messages=[_brief(m) for m in msgs]))
+
+    @server.tool(annotations=ToolAnnotations(title="Read one message whole", read_only_hint=True))
+    def get_message(
+        message_id: Annotated[str, Field(description="Id of the stored message, as search_memory, read_recent or "
+                                         "an excerpt's marker in get_context names it.")],
+    ) -> MessageResult:
+        """Read one stored message of this namespace whole, by its id.
+
+        get_context may show a giant tool result as an excerpt, opened by a marker such as
+        `[excerpt of tool result ID: characters 4120-6310 of 23210 ...]`: this reads all of it.
+        """
+        with _guard(memories):
+            m = memories(None).get(message_id)
+            return _compact(MessageResult(message={**_brief(m), "session": m.session}))
 
     @server.tool(annotations=ToolAnnotations(title="Read pinned state", read_only_hint=True))
     def get_pinned_state(session: Session = None) -> StateResult:

@@ -176,7 +176,8 @@ def run(mem: Session, req: Request) -> Context:
             summary=summary[0] if summary else None, summary_covers=summary[2] if summary else (),
             window=window_units, recall=recalled, companions=beside, max_window_messages=mem.settings.window,
             format=req.format, placement=req.placement, recall_format=req.recall_format,
-            monitor=mem.settings.monitor, token_cache=mem.store.token_cache.setdefault(mem.namespace, {}), current_session=mem.session,
+            monitor=mem.settings.monitor, token_cache=mem.store.token_cache.setdefault(mem.namespace, {}),
+            current_session=mem.session, query=req.query, excerpt_share=mem.settings.recall.excerpt_share,
         )
     ctx.trace.queries = queries
     return timings.into(ctx)

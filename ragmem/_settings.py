@@ -107,6 +107,10 @@ class RecallSettings:
     * ``diversity``: weight of redundancy in the maximal-marginal-relevance re-ranking of recalled
       units; 0 turns it off.
     * ``companions``: bring the unit after a recalled question or tool result into the prompt with it.
+    * ``excerpt_share``: a recalled tool result that costs more than this share of the prompt's limit may
+      be shown as a marked excerpt around what matches the question, right after its call, when its unit
+      does not fit whole (invariant 3's second exception; :func:`ragmem._assemble._pack_recall`): the
+      marker names the result's id and full size, ``trace.excerpts`` says what was left out. 0 turns it off.
 
     Indexing (:mod:`ragmem._indexing`; it changes what is written, so it applies to messages indexed
     from then on):
@@ -132,6 +136,7 @@ class RecallSettings:
     expansion_weight: float = 1.0
     diversity: float = 0.3
     companions: bool = True
+    excerpt_share: float = 0.25
     previous_chars: int = 600
 
     def __post_init__(self) -> None:
@@ -145,7 +150,8 @@ class RecallSettings:
                     raise UsageError(f"RecallSettings.{f.name} must be a whole number >= 0, got {value!r}")
             elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise UsageError(f"RecallSettings.{f.name} must be a number >= 0, got {value!r}")
-        for name in ("dense_weight", "common_term_share", "date_weight", "when_weight", "early_weight", "expansion_weight"):
+        for name in ("dense_weight", "common_term_share", "date_weight", "when_weight", "early_weight", "expansion_weight",
+                     "excerpt_share"):
             if getattr(self, name) > 1:
                 raise UsageError(f"RecallSettings.{name} is a share between 0 and 1, got {getattr(self, name)!r}")
 

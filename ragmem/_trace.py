@@ -65,6 +65,29 @@ class EpisodeTrace:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class ExcerptTrace:
+    """A giant tool result shown as a marked excerpt (invariant 3's second exception), and what it left out.
+
+    ``start`` .. ``end`` is the slice of the stored result's text that the prompt shows, verbatim, after a
+    marker naming ``message_id`` and the full size (``chars`` characters, ``tokens`` tokens as a message);
+    ``shown_tokens`` is what the excerpt costs in the prompt, its marker included.
+    """
+
+    message_id: str
+    unit_id: str
+    start: int
+    end: int
+    chars: int
+    tokens: int
+    shown_tokens: int
+
+    @property
+    def left_out(self) -> int:
+        """Characters of the result the excerpt leaves out."""
+        return self.chars - (self.end - self.start)
+
+
 @dataclass
 class Trace:
     """What went into one prompt: tokens per section, units in and out, and timings."""
@@ -86,6 +109,8 @@ class Trace:
     episodes: list[EpisodeTrace] = field(default_factory=list)
     #: Tokens spent on markers: episodes' markers, the notes of gaps inside them, the one before the window.
     marker_tokens: int = 0
+    #: Giant tool results shown as marked excerpts, and how much each left out.
+    excerpts: list[ExcerptTrace] = field(default_factory=list)
 
     @property
     def utilisation(self) -> float:
@@ -103,6 +128,7 @@ class Trace:
         d["included"] = [_record(u, "message_ids") for u in self.included]
         d["dropped"] = [_record(u, "message_ids") for u in self.dropped]
         d["episodes"] = [_record(e, "unit_ids") for e in self.episodes]
+        d["excerpts"] = [dict(vars(x)) for x in self.excerpts]
         d["utilisation"] = round(self.utilisation, 4)
         return d
 
@@ -137,6 +163,9 @@ class Trace:
             score = f" score={u.score:.3f}" if u.score is not None else ""
             lines.append(f"  + {u.section:<6} {u.unit_id} ({len(u.message_ids)} msg, {u.tokens} tok){score}"
                          f"{words(u.message_ids)}")
+        for x in self.excerpts:
+            lines.append(f"  ~ excerpt of {x.message_id}: characters {x.start}-{x.end} of {x.chars} "
+                         f"({x.shown_tokens} of {x.tokens} tok shown, {x.left_out} characters left out)")
         for d in self.dropped:
             score = f" score={d.score:.3f}" if d.score is not None else ""
             lines.append(f"  - {d.section:<6} {d.unit_id} ({len(d.message_ids)} msg, {d.tokens} tok){score}: "

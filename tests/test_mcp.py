@@ -18,7 +18,7 @@ from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
 TOOLS = {
-    "add_messages", "search_memory", "get_context", "list_sessions", "read_recent",
+    "add_messages", "search_memory", "get_context", "list_sessions", "read_recent", "get_message",
     "get_pinned_state", "update_pinned_state", "forget",
 }
 
@@ -302,3 +302,35 @@ def test_the_sdks_per_request_log_lines_show_only_at_log_level_info(tmp_path, le
     text = log.read_text()
     assert ("INFO" in text) is logged and ("no_such_tool" in text) is logged, text
     assert "forget" not in text
+
+
+def test_an_excerpted_tool_result_is_read_whole_by_get_message(tmp_path):
+    """get_context shows a giant tool result as a marked excerpt; the id its marker names reads it whole."""
+    css = "\n".join(f".rule{i} {{ color: #{i:06x}; margin: {i}px; }}" for i in range(400)) + \
+        "\n.timer-display { font-size: 72px; color: tomato; }\n" + \
+        "\n".join(f".after{i} {{ padding: {i}px; }}" for i in range(200))
+    conversation = [
+        {"role": "user", "content": "Read the stylesheet of the timer."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_css", "type": "function", "function": {"name": "Read", "arguments": '{"path": "style.css"}'}}]},
+        {"role": "tool", "tool_call_id": "call_css", "content": css},
+        {"role": "assistant", "content": "I have read the stylesheet."},
+        *[{"role": "user", "content": f"Unrelated turn {i} about the weather in Lisbon."} for i in range(16)],
+    ]
+
+    async def scenario():
+        async with connect(tmp_path / "store", sys.executable, "-m", "ragmem", "--session", "ui", "mcp") as s:
+            ids = (await call(s, "add_messages", messages=conversation))["ids"]
+            ctx = await call(s, "get_context", user_turn="What font size did the timer display use?", budget=2000,
+                             trace=True)
+            assert ctx["tokens"] <= 2000
+            excerpts = ctx["trace"]["excerpts"]
+            assert [x["message_id"] for x in excerpts] == [ids[2]]
+            shown = next(m for m in ctx["messages"] if m["role"] == "tool")
+            assert shown["content"].startswith(f"[excerpt of tool result {ids[2]}: characters ")
+            assert ".timer-display { font-size: 72px; color: tomato; }" in shown["content"]
+            whole = (await call(s, "get_message", message_id=ids[2]))["message"]
+            assert whole["content"] == css and whole["tool_call_id"] == "call_css" and whole["session"] == "ui"
+            assert "MessageNotFound" in await call_error(s, "get_message", message_id="no-such-id")
+
+    anyio.run(scenario)

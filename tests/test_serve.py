@@ -29,7 +29,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 from benchmarks.serveproc import ServeProcess, ragmem  # noqa: E402
 
 TOOLS = {
-    "add_messages", "search_memory", "get_context", "list_sessions", "read_recent",
+    "add_messages", "search_memory", "get_context", "list_sessions", "read_recent", "get_message",
     "get_pinned_state", "update_pinned_state", "forget",
 }
 #: What only tenant A ever writes: none of it may reach tenant B.
@@ -127,6 +127,7 @@ def test_mcp_tools_over_http_act_on_the_keys_namespace(served):
                 ("get_pinned_state", {"session": "shared-name"}),
                 ("get_context", {"user_turn": "what is the password rotation day?", "session": "shared-name",
                                  "trace": True}),
+                ("get_message", {"message_id": served.a_ids[0]}),
                 ("forget", {"message_id": served.a_ids[0]}),
                 ("forget", {"session_to_delete": "a-only-incident"}),
             ]:

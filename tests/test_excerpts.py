@@ -1,0 +1,156 @@
+"""Marked excerpts of giant tool results (invariant 3's second exception; issue 35, item 3).
+
+- Property: on random histories with giant tool results, every excerpt in a prompt sits right after its
+  call, opens with its marker (the result's id, the slice, the full size), and its text is a verbatim slice
+  of the stored result; the call and every other message are whole; the prompt is within its budget and
+  valid for the API; the trace says what each excerpt left out.
+- An excerpt is taken around what matches the question, code words included, and a unit too big for all
+  of recall's room, which never went in before, now goes in with its result cut to an excerpt.
+- With ``excerpt_share=0`` nothing is excerpted: the prompt is the one of whole units.
+"""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ragmem import assemble, group_units, parse_message
+from ragmem._assemble import EXCERPT_PIECE, excerpt_marker, excerpt_span
+from ragmem._tokens import count_messages, default_counter
+
+from ragmem._assemble import count_anthropic
+from test_invariants import check_anthropic, check_openai
+
+COUNTER = default_counter()
+WORDS = st.sampled_from("pool size timeout deploy error retry the we set to 20 5 ok font timer css".split())
+TEXT = st.lists(WORDS, min_size=1, max_size=20).map(" ".join)
+
+
+def big_result(draw) -> str:
+    """A result of 300 to 3,000 tokens: lines of words, and now and then one very long line (a minified file)."""
+    lines = []
+    for i in range(draw(st.integers(30, 300))):
+        if draw(st.integers(0, 40)) == 0:
+            lines.append("x" * draw(st.integers(EXCERPT_PIECE, 3 * EXCERPT_PIECE)))
+        else:
+            lines.append(f"{i}: " + draw(TEXT))
+    return "\n".join(lines)
+
+
+@st.composite
+def histories(draw):
+    """Messages of one session in log order: turns, tool calls (parallel ones too) with small and giant results."""
+    raw: list[dict] = []
+    for n in range(draw(st.integers(1, 25))):
+        kind = draw(st.sampled_from(["user", "assistant", "call", "call", "parallel"]))
+        if kind in ("user", "assistant"):
+            raw.append({"role": kind, "content": draw(TEXT)})
+            continue
+        calls = [f"c{n}_{j}" for j in range(2 if kind == "parallel" else 1)]
+        raw.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": c, "type": "function", "function": {"name": "Read", "arguments": json.dumps({"q": draw(TEXT)})}}
+            for c in calls]})
+        for c in calls:
+            raw.append({"role": "tool", "tool_call_id": c,
+                        "content": big_result(draw) if draw(st.booleans()) else draw(TEXT)})
+    return [parse_message(r).with_(seq=i, session="s", namespace="n") for i, r in enumerate(raw)]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(history=histories(), budget=st.integers(300, 6000), fmt=st.sampled_from(["openai", "anthropic"]),
+       recall_format=st.sampled_from(["messages", "text"]), window=st.integers(0, 3), data=st.data())
+def test_every_excerpt_follows_its_call_carries_its_marker_and_is_a_verbatim_slice(
+        history, budget, fmt, recall_format, window, data):
+    units = group_units(history)
+    window_units = units[len(units) - window:] if window else []
+    recall = [(u, data.draw(st.floats(0, 1))) for u in units]
+    turn = "what did the " + data.draw(TEXT) + " say?"
+    ctx = assemble(turn, budget=budget, counter=COUNTER, window=window_units, recall=recall, format=fmt,
+                   recall_format=recall_format, excerpt_share=data.draw(st.sampled_from([0.1, 0.25, 0.5])))
+    if fmt == "openai":
+        assert count_messages(COUNTER, ctx.messages) == ctx.trace.total_tokens <= budget
+        check_openai(ctx.messages)
+    else:
+        assert count_anthropic(COUNTER, ctx.system, ctx.messages) == ctx.trace.total_tokens <= budget
+        check_anthropic(ctx.system, ctx.messages)
+    stored = {m.id: m for m in history}
+    cut = {x.message_id: x for x in ctx.trace.excerpts}
+    placed = {i for u in ctx.trace.included for i in u.message_ids}
+    assert set(cut) <= placed
+    for x in ctx.trace.excerpts:
+        m = stored[x.message_id]
+        assert m.role == "tool" and 0 <= x.start < x.end <= len(m.text) == x.chars
+        assert x.left_out == x.chars - (x.end - x.start) > 0
+        assert x.shown_tokens < x.tokens
+    if fmt != "openai" or recall_format != "messages":
+        return
+    for i, r in enumerate(ctx.messages):
+        if r["role"] != "tool" or r["tool_call_id"] not in {stored[k].tool_call_id for k in cut}:
+            continue
+        x = next(x for x in cut.values() if stored[x.message_id].tool_call_id == r["tool_call_id"])
+        text = stored[x.message_id].text
+        head, _, body = r["content"].partition("\n")
+        assert head == excerpt_marker(x.message_id, x.start, x.end, x.chars, x.tokens)
+        assert body == text[x.start:x.end]  # verbatim
+        j = i - 1  # right after its call (parallel results follow one another after it)
+        while ctx.messages[j]["role"] == "tool":
+            j -= 1
+        assert r["tool_call_id"] in {c["id"] for c in ctx.messages[j].get("tool_calls") or ()}
+    # every message that is not an excerpt is stored verbatim: the call included
+    rendered = [json.dumps(m, sort_keys=True) for m in ctx.messages]
+    for mid in ctx.message_ids():
+        if mid not in cut:
+            assert json.dumps(stored[mid].to_openai(), sort_keys=True) in rendered
+
+
+def test_an_excerpt_is_taken_around_the_words_the_question_shares_with_it():
+    text = "\n".join(f".rule{i} {{ margin: {i}px; }}" for i in range(500)) + \
+        "\n.timer-display { font-size: 72px; }\n" + "\n".join(f".after{i} {{ padding: 1px; }}" for i in range(300))
+    start, end = excerpt_span(text, "what font size did the timer display use?", 600)
+    assert ".timer-display { font-size: 72px; }" in text[start:end] and end - start <= 600
+    # a code word as the developer types it: the snake_case name and its parts
+    code = "\n".join(f"def helper_{i}(): pass" for i in range(300)) + "\nMAX_RETRY_COUNT = 7\n" + "x = 1\n" * 300
+    s, e = excerpt_span(code, "where is MAX_RETRY_COUNT set?", 200)
+    assert "MAX_RETRY_COUNT = 7" in code[s:e]
+    s, e = excerpt_span(code, "the max retry count", 200)
+    assert "MAX_RETRY_COUNT = 7" in code[s:e]
+    # nothing matches: the head of the result; a result that fits: all of it
+    assert excerpt_span(code, "unrelated question", 100)[0] == 0
+    assert excerpt_span("short", "anything", 100) == (0, 5)
+
+
+def _session_with_a_giant_result() -> tuple[list, str]:
+    css = "\n".join(f".rule{i} {{ color: #{i:06x}; margin: {i}px; }}" for i in range(400)) + \
+        "\n.timer-display { font-size: 72px; color: tomato; }\n" + \
+        "\n".join(f".after{i} {{ padding: {i}px; }}" for i in range(200))
+    raw = [{"role": "user", "content": "read the stylesheet"},
+           {"role": "assistant", "content": None, "tool_calls": [
+               {"id": "c1", "type": "function", "function": {"name": "Read", "arguments": '{"path": "style.css"}'}}]},
+           {"role": "tool", "tool_call_id": "c1", "content": css},
+           {"role": "assistant", "content": "The stylesheet is read."},
+           *[{"role": "user", "content": f"an unrelated turn {i} about the weather"} for i in range(20)]]
+    msgs = [parse_message(r).with_(seq=i, session="s", namespace="n") for i, r in enumerate(raw)]
+    return group_units(msgs), css
+
+
+def test_a_unit_too_big_for_all_of_recall_goes_in_with_its_result_excerpted():
+    units, css = _session_with_a_giant_result()
+    recall = [(u, 1.0 if u.messages[0].tool_calls else 0.1) for u in units[:-4]]
+    question = "what font size did the timer display use?"
+    whole = assemble(question, budget=2000, counter=COUNTER, window=units[-4:], recall=recall, excerpt_share=0)
+    assert not whole.trace.excerpts and units[1].id not in {u.unit_id for u in whole.trace.included}
+    assert any(d.unit_id == units[1].id and d.reason == "over budget" for d in whole.trace.dropped)
+    ctx = assemble(question, budget=2000, counter=COUNTER, window=units[-4:], recall=recall)
+    assert [x.message_id for x in ctx.trace.excerpts] == [units[1].messages[1].id]
+    x = ctx.trace.excerpts[0]
+    assert ".timer-display { font-size: 72px; color: tomato; }" in css[x.start:x.end]
+    assert not any(d.unit_id == units[1].id for d in ctx.trace.dropped)
+    # at its rank it takes at most half of recall's room, so units ranked after it still go in
+    assert x.shown_tokens <= 0.5 * 2000
+    assert {u.unit_id for u in ctx.trace.included if u.section == "recall"} == {u.id for u, _ in recall}
+    assert f"excerpt of {x.message_id}" in ctx.trace.render()
+    assert ctx.trace.to_dict()["excerpts"] == [{"message_id": x.message_id, "unit_id": units[1].id, "start": x.start,
+                                                "end": x.end, "chars": len(css), "tokens": x.tokens,
+                                                "shown_tokens": x.shown_tokens}]
