@@ -254,6 +254,7 @@ CONFIGS: dict[str, dict] = {
     "no-companions": {"companions": False},
     "no-mmr": {"diversity": 0.0},
     "mmr-0.6": {"diversity": 0.6},
+    "no-excerpts": {"excerpt_share": 0.0},
 }
 #: The hard variant: three near-identical decoys per planted fact (the sibling, the target's staging and
 #: replica), results padded to real dump sizes (~400 tokens), in sessions three times as long.
@@ -327,6 +328,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\nWhere the missed evidence went:\n\n{fates_table(res)}")
         if before is not None:
             print(f"\nbefore ({args.before}) and after:\n" + before_table(res))
+        if res.get("prompt_p50_ms_before"):
+            print(f"prompt p50 before {res['prompt_p50_ms_before']:.1f} ms, after {res['prompt_p50_ms']:.1f} ms")
         print(f"monotone in budget: {res['monotone']}; prompt p50 {res['prompt_p50_ms']:.1f} ms; "
               f"broken tool pairs / over budget: {len(res['problems'])} {res['problems'][:5]}")
         return
@@ -517,6 +520,7 @@ def run_transcripts(store: Path, budgets: tuple[int, ...] = TRANSCRIPT_BUDGETS,
     per: list[dict] = []
     problems: list[str] = []
     lat: list[float] = []
+    lat_before: list[float] = []  # the same prompts as before the change (``before``), beside them in one run
     base = None
     try:
         for key, msgs in sessions.items():
@@ -563,7 +567,9 @@ def run_transcripts(store: Path, budgets: tuple[int, ...] = TRANSCRIPT_BUDGETS,
                             rec["@10 before"] = _found(q, [h.message.id for h in
                                                            m.search(q["question"], k=10, scope=scope or "session")])
                             for b in budgets:
+                                t = time.perf_counter()
                                 ctx = m.prompt(q["question"], budget=b, recall_scope=scope)
+                                lat_before.append(time.perf_counter() - t)
                                 rec["ev"][f"before@{b}"] = _found(q, shown(q, ctx, texts_by_id))
                         finally:
                             m.settings = now
@@ -574,6 +580,7 @@ def run_transcripts(store: Path, budgets: tuple[int, ...] = TRANSCRIPT_BUDGETS,
             base.close()
     return {"per": per, "problems": problems, "budgets": list(budgets), "before": before,
             "prompt_p50_ms": 1000 * statistics.median(lat) if lat else None,
+            "prompt_p50_ms_before": 1000 * statistics.median(lat_before) if lat_before else None,
             "questions": len({(r["file"], r["question"]) for r in per})}
 
 

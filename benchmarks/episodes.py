@@ -80,19 +80,58 @@ def gap(n: int):
         a.link.__defaults__, a.episodes.__defaults__, a._Marks.__init__.__defaults__ = saved
 
 
+@contextmanager
+def unpriced():
+    """Today's assembly with packing that reserves no marker tokens (``_Marks.delta`` 0): the markers are still
+    rendered, and what then runs over is dropped, least relevant first, as rendering always did. Tells what
+    reserving the markers' tokens costs (or saves) against what they take."""
+    from ragmem import _assemble as a
+
+    saved = a._Marks.delta
+    a._Marks.delta = lambda self, u, bare=False: 0  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        a._Marks.delta = saved  # type: ignore[method-assign]
+
+
+@contextmanager
+def free():
+    """Today's assembly as if its markers cost nothing (``_Marks.cost`` 0, in packing and in the count): not a
+    prompt to send (it runs over by the markers' tokens), but the ceiling of what any cheaper marker form could
+    give back in evidence."""
+    from ragmem import _assemble as a
+
+    saved = a._Marks.cost
+    a._Marks.cost = lambda self, text: 0  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        a._Marks.cost = saved  # type: ignore[method-assign]
+
+
+#: Arms of today's assembly run beside ``after`` on every prompt (name -> context manager).
+VARIANTS = {"unpriced": unpriced, "free": free}
+
+
 class Twin:
     """Stands in for ``_pipeline.assemble``: runs both assemblies on the same arguments, timing each; and
-    today's with the other gaps of :data:`GAPS`."""
+    today's with the other gaps of :data:`GAPS` and the :data:`VARIANTS`."""
 
     def __init__(self, before):
+        import inspect
+
         from ragmem import _assemble
 
         self.now, self.before, self.budget = _assemble.assemble, before.assemble, before.Budget
+        #: what the older assembly takes: arguments added since (``query``, ``excerpt_share``) are not passed
+        self.takes = set(inspect.signature(before.assemble).parameters)
         self.last: dict = {}
 
     def __call__(self, *args, **kwargs):
         b = kwargs["budget"]  # the other module's Budget class
-        old_kwargs = {**kwargs, "budget": self.budget(**b.__dict__) if not isinstance(b, int) else b}
+        old_kwargs = {**{k: v for k, v in kwargs.items() if k in self.takes},
+                      "budget": self.budget(**b.__dict__) if not isinstance(b, int) else b}
         t = time.perf_counter()
         old = self.before(*args, **old_kwargs)
         t_old = time.perf_counter() - t
@@ -104,6 +143,11 @@ class Twin:
                 t = time.perf_counter()
                 self.last[f"gap{n}"] = self.now(*args, **kwargs)
                 self.last[f"gap{n}_s"] = time.perf_counter() - t
+        for name, variant in VARIANTS.items():
+            with variant():
+                t = time.perf_counter()
+                self.last[name] = self.now(*args, **kwargs)
+                self.last[f"{name}_s"] = time.perf_counter() - t
         return new
 
 
@@ -159,11 +203,11 @@ def measure(mem, twin: Twin, question, budget: int, evidence: set[str], pos, uni
     mem.prompt(question, budget=budget, **kw)
     total = time.perf_counter() - t
     out = {}
-    for arm in ARMS + tuple(f"gap{n}" for n in GAPS):
+    for arm in ARMS + tuple(f"gap{n}" for n in GAPS) + tuple(VARIANTS):
         ctx = twin.last[arm]
         other = sum(v for k, v in twin.last.items() if k.endswith("_s") and k != f"{arm}_s")  # the others' assembly
         got = set(ctx.message_ids())
-        assert ctx.trace.total_tokens <= budget
+        assert ctx.trace.total_tokens <= budget or arm == "free"
         out[arm] = {"ev": len(evidence & got) / len(evidence) if evidence else None,
                     "markers": getattr(ctx.trace, "marker_tokens", 0), "ms": 1000 * (total - other),
                     "episodes": len(getattr(ctx.trace, "episodes", [])),
@@ -251,7 +295,7 @@ def summarize(rows: list[dict]) -> dict:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         groups[(r["data"], r["half"], r["budget"])].append(r)
-    arms = ARMS + tuple(f"gap{n}" for n in GAPS)
+    arms = ARMS + tuple(f"gap{n}" for n in GAPS) + tuple(VARIANTS)
     out = []
     for (data, h, b), rs in sorted(groups.items()):
         per: dict[str, dict] = {}
@@ -265,7 +309,8 @@ def summarize(rows: list[dict]) -> dict:
         out.append({"data": data, "half": h, "budget": b, "prompts": len(rs), "arms": per})
     latency = {arm: {"p50_ms": round(statistics.median(r[arm]["ms"] for r in rows), 2),
                      "mean_ms": round(statistics.fmean(r[arm]["ms"] for r in rows), 2)} for arm in ARMS}
-    return {"episode_gap": EPISODE_GAP, "gaps": list(GAPS), "groups": out, "latency": latency}
+    return {"episode_gap": EPISODE_GAP, "gaps": list(GAPS), "variants": list(VARIANTS), "groups": out,
+            "latency": latency}
 
 
 def tables(summary: dict) -> str:
@@ -292,9 +337,18 @@ def tables(summary: dict) -> str:
     lat = summary["latency"]
     lat_table = markdown_table(["arm", "prompt() p50 ms", "mean ms"],
                                [[arm, lat[arm]["p50_ms"], lat[arm]["mean_ms"]] for arm in ARMS])
+    variants = summary.get("variants") or []
+    var_arms = ("after", *variants)
+    var_table = markdown_table(
+        ["data", "half", "budget"] + [f"{arm} {k}" for arm in var_arms
+                                      for k in ("evidence", "markers", "false", "replies first")],
+        [[g["data"], g["half"], f"{g['budget']:,}"] + [x for arm in var_arms for x in (
+            g["arms"][arm]["ev"], g["arms"][arm]["markers_mean"], g["arms"][arm]["false"], g["arms"][arm]["replies"])]
+         for g in summary["groups"]]) if variants else ""
     return (markdown_table(heads, out) + "\n\n" + lat_table
             + f"\n\nafter / before p50: {lat['after']['p50_ms'] / lat['before']['p50_ms']:.3f}"
-            + "\n\n**The gap an episode joins across** (today's assembly)\n\n" + markdown_table(gap_heads, gaps))
+            + "\n\n**The gap an episode joins across** (today's assembly)\n\n" + markdown_table(gap_heads, gaps)
+            + (f"\n\n**Variants of today's assembly** ({', '.join(variants)})\n\n{var_table}" if variants else ""))
 
 
 #: A quick slice (``run_all --quick``): the first conversation's first questions at one budget, one LongMemEval question.

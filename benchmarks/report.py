@@ -341,7 +341,10 @@ def transcripts_section(result: dict) -> str:
         "(`benchmarks.baselines`, the window then the best BM25 messages) at 2,000 tokens, and search "
         f"recall@10 by ragmem and by BM25. Evidence never falls as the budget grows in every question set: "
         f"{mono['all_sets']} ({mono['question_falls']} single questions lose evidence from one budget to the "
-        f"next); `prompt()` p50 {result['prompt_p50_ms']:.1f} ms. The second table says where the evidence of the "
+        f"next); `prompt()` p50 {result['prompt_p50_ms']:.1f} ms"
+        + (f" ({result['prompt_p50_ms_before']:.1f} ms as before the change, in the same run)"
+           if result.get("prompt_p50_ms_before") else "")
+        + ". The second table says where the evidence of the "
         "questions that missed some went (`agent_sessions.fate`): not among recall's candidates, too big for "
         "the whole room recall had (by what is big in its unit, the call or a result), crowded out by "
         "better-ranked units, or left out of an excerpt.",
