@@ -154,3 +154,27 @@ def test_a_unit_too_big_for_all_of_recall_goes_in_with_its_result_excerpted():
     assert ctx.trace.to_dict()["excerpts"] == [{"message_id": x.message_id, "unit_id": units[1].id, "start": x.start,
                                                 "end": x.end, "chars": len(css), "tokens": x.tokens,
                                                 "shown_tokens": x.shown_tokens}]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(history=histories(), budget=st.integers(300, 6000), window=st.integers(0, 3), data=st.data())
+def test_excerpts_never_take_the_room_of_a_whole_unit_ranked_above_them(history, budget, window, data):
+    """Whole units are packed as without excerpts: an excerpt goes in at its rank (its unit too big for all of
+    the room) or after every whole unit, so each unit placed whole without excerpts and ranked above every
+    excerpted one is placed whole with them too; and with no excerpt placed, the prompt is the same."""
+    units = group_units(history)
+    window_units = units[len(units) - window:] if window else []
+    scores = data.draw(st.lists(st.floats(0, 1), min_size=len(units), max_size=len(units), unique=True))
+    recall = list(zip(units, scores))
+    turn = "what did the " + data.draw(TEXT) + " say?"
+    off = assemble(turn, budget=budget, counter=COUNTER, window=window_units, recall=recall, excerpt_share=0)
+    on = assemble(turn, budget=budget, counter=COUNTER, window=window_units, recall=recall)
+    if not on.trace.excerpts:
+        assert on.messages == off.messages
+        return
+    score = {u.id: s for u, s in recall}
+    highest = max(score[x.unit_id] for x in on.trace.excerpts)
+    whole_on = {u.unit_id for u in on.trace.included} - {x.unit_id for x in on.trace.excerpts}
+    for u in off.trace.included:
+        if u.section == "recall" and score[u.unit_id] > highest:
+            assert u.unit_id in whole_on
