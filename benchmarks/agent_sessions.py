@@ -540,29 +540,36 @@ def run_transcripts(store: Path, budgets: tuple[int, ...] = TRANSCRIPT_BUDGETS,
             plain = [{"role": m["role"], "content": t} for m, t in zip(msgs, texts)]
             bm25, packer = BM25Turns(ids, texts), BudgetPacker(ids, plain, count)
             fresh = mem.for_session(f"{key}-new", namespace=key)
-            for q in qs:
+            for qi, q in enumerate(qs):
                 ranked = bm25.rank(q["question"])
                 for mode, m, scope, window in (("late", mem, None, WINDOW), ("new session", fresh, "namespace", 0)):
                     hits = m.search(q["question"], k=10, scope=scope or "session")
                     rec = {"file": key, "kind": q["kind"], "half": q["half"], "mode": mode, "question": q["question"],
                            "@10": _found(q, [h.message.id for h in hits]), "@10 bm25": _found(q, ranked[:10]),
                            "ev": {}, "fate": {}}
-                    for method in TRANSCRIPT_METHODS:
-                        for b in budgets:
-                            if method == "bm25":
-                                got = packer.pack(q["question"], ranked, b, window).message_ids
-                            else:
-                                t = time.perf_counter()
-                                ctx = m.prompt(q["question"], budget=b, strategy=method, recall_scope=scope)
-                                lat.append(time.perf_counter() - t) if method == "ragmem" else None
-                                problems += check_prompt(ctx, b)
-                                got = shown(q, ctx, texts_by_id)
-                                if method == "ragmem":
-                                    rec["fate"][f"ragmem@{b}"] = [fate(i, unit_of[i], ctx, set(got), m.store.counter)
-                                                                  for i in q["ids"]]
-                            rec["ev"][f"{method}@{b}"] = _found(q, got)
-                    if before is not None:  # the same question, as ragmem answered it before the change
-                        now, m.settings = m.settings, _replace(m.settings, recall=RecallSettings(**before))
+
+                    # before and after in turns, each first for every other question: a question asked again finds
+                    # warm caches, which must not favour one side
+                    arms = ["now"] if before is None else ["then", "now"] if qi % 2 else ["now", "then"]
+                    for arm in arms:
+                        if arm == "now":
+                            for method in TRANSCRIPT_METHODS:
+                                for b in budgets:
+                                    if method == "bm25":
+                                        got = packer.pack(q["question"], ranked, b, window).message_ids
+                                    else:
+                                        t = time.perf_counter()
+                                        ctx = m.prompt(q["question"], budget=b, strategy=method, recall_scope=scope)
+                                        lat.append(time.perf_counter() - t) if method == "ragmem" else None
+                                        problems += check_prompt(ctx, b)
+                                        got = shown(q, ctx, texts_by_id)
+                                        if method == "ragmem":
+                                            rec["fate"][f"ragmem@{b}"] = [
+                                                fate(i, unit_of[i], ctx, set(got), m.store.counter) for i in q["ids"]]
+                                    rec["ev"][f"{method}@{b}"] = _found(q, got)
+                            continue
+                        # the same question, as ragmem answered it before the change
+                        saved, m.settings = m.settings, _replace(m.settings, recall=RecallSettings(**before or {}))
                         try:
                             rec["@10 before"] = _found(q, [h.message.id for h in
                                                            m.search(q["question"], k=10, scope=scope or "session")])
@@ -572,7 +579,7 @@ def run_transcripts(store: Path, budgets: tuple[int, ...] = TRANSCRIPT_BUDGETS,
                                 lat_before.append(time.perf_counter() - t)
                                 rec["ev"][f"before@{b}"] = _found(q, shown(q, ctx, texts_by_id))
                         finally:
-                            m.settings = now
+                            m.settings = saved
                     per.append(rec)
             log(f"[agent_sessions] transcript {key}: {len(msgs)} messages, {len(qs)} questions")
     finally:

@@ -534,6 +534,23 @@ def _pieces(text: str) -> list[tuple[int, int]]:
     return out
 
 
+#: The pieces of the results excerpted lately and their terms, by text: a giant result comes back prompt after
+#: prompt, and its terms do not depend on the question (bounded: it starts over rather than track recency).
+_PIECE_TERMS: dict[str, tuple[list[tuple[int, int]], list[frozenset[str]]]] = {}
+_PIECE_TERMS_MAX = 64
+
+
+def _piece_terms(text: str) -> tuple[list[tuple[int, int]], list[frozenset[str]]]:
+    """``text``'s pieces (:func:`_pieces`) and the lexical terms of each, cached."""
+    got = _PIECE_TERMS.get(text)
+    if got is None:
+        if len(_PIECE_TERMS) >= _PIECE_TERMS_MAX:
+            _PIECE_TERMS.clear()
+        pieces = _pieces(text)
+        got = _PIECE_TERMS[text] = (pieces, [frozenset(tokenize(text[a:b])) for a, b in pieces])
+    return got
+
+
 def excerpt_span(text: str, query: str, max_chars: int) -> tuple[int, int]:
     """The slice of ``text`` (``start``, ``end``) of at most ``max_chars`` characters around what matches ``query``.
 
@@ -551,9 +568,9 @@ def excerpt_span(text: str, query: str, max_chars: int) -> tuple[int, int]:
         return 0, 0
     if len(text) <= max_chars:
         return 0, len(text)
-    pieces = _pieces(text)
+    pieces, piece_terms = _piece_terms(text)
     wanted = set(tokenize(query))
-    terms = [wanted.intersection(tokenize(text[a:b])) if wanted else set() for a, b in pieces]
+    terms = [wanted.intersection(ts) if wanted else set() for ts in piece_terms]
     df: dict[str, int] = {}
     for ts in terms:
         for t in ts:
