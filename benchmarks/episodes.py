@@ -110,8 +110,24 @@ def free():
         a._Marks.cost = saved  # type: ignore[method-assign]
 
 
+@contextmanager
+def text_unpriced():
+    """Today's assembly as it was before text recall was packed by what it costs (``recall_format="text"``, which
+    ``auto`` picks for a question about time): units counted as messages and markers as free, so rendering
+    dropped what ran over, least relevant first."""
+    from ragmem import _assemble as a
+
+    saved, lines = a._Marks.cost, a._Costs.text_unit
+    a._Marks.cost = lambda self, text: 0 if self.lines else saved(self, text)  # type: ignore[method-assign]
+    a._Costs.text_unit = a._Costs.unit  # type: ignore[method-assign]  # units counted as messages, as then
+    try:
+        yield
+    finally:
+        a._Marks.cost, a._Costs.text_unit = saved, lines  # type: ignore[method-assign]
+
+
 #: Arms of today's assembly run beside ``after`` on every prompt (name -> context manager).
-VARIANTS = {"unpriced": unpriced, "free": free}
+VARIANTS = {"unpriced": unpriced, "free": free, "text_unpriced": text_unpriced}
 
 
 class Twin:

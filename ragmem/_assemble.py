@@ -125,6 +125,8 @@ class _Costs:
         #: What an excerpt placed in this assembly costs, by its message's id: never in ``cache``, which is
         #: shared by every prompt of a namespace and holds what stored (whole) messages cost.
         self.excerpted: dict[str, int] = {}
+        #: What messages cost as lines of text recall, by id, for this assembly (text recall is the rarer form).
+        self.lines: dict[str, int] = {}
 
     def message(self, m: Message) -> int:
         if self.excerpted:
@@ -138,6 +140,20 @@ class _Costs:
 
     def unit(self, u: Unit) -> int:
         return sum(self.message(m) for m in u.messages)
+
+    def line(self, m: Message) -> int:
+        """Tokens of ``m`` as a line of dated text recall (:func:`unit_as_text`) and its line break; an excerpt
+        counts what it costs as a message, a little more than its line."""
+        n = self.excerpted.get(m.id) if self.excerpted else None
+        if n is None:
+            n = self.lines.get(m.id)
+            if n is None:
+                n = self.lines[m.id] = self.counter.count_text(message_text(m, calls="called")) + 1
+        return n
+
+    def text_unit(self, u: Unit) -> int:
+        """Tokens of ``u`` as lines of dated text recall: what packing counts for ``recall_format="text"``."""
+        return sum(self.line(m) for m in u.messages)
 
 
 def render_state(state: Mapping[str, Any]) -> str:
@@ -279,15 +295,17 @@ class _Marks:
     episode's marker when it does not; so a unit changes them only beside its neighbours.
     """
 
-    def __init__(self, counter: TokenCounter, current_session: str | None, gap: int = EPISODE_GAP):
-        self.counter, self.current_session, self.gap = counter, current_session, gap
+    def __init__(self, counter: TokenCounter, current_session: str | None, gap: int = EPISODE_GAP, *,
+                 lines: bool = False):
+        self.counter, self.current_session, self.gap, self.lines = counter, current_session, gap, lines
         self.chains: dict[str, list[Unit]] = {}  # the packed units of each session, in sequence order
 
     def cost(self, text: str | None) -> int:
-        """Tokens of a marker note (a system message), 0 for none."""
+        """Tokens of a marker note: a system message, or with ``lines`` a line of the recall block's text
+        (``recall_format="text"``: its text and a line break); 0 for none."""
         if text is None:
             return 0
-        return note_cost(self.counter, text)
+        return self.counter.count_text(text) + 1 if self.lines else note_cost(self.counter, text)
 
     def head(self, u: Unit) -> int:
         return self.cost(episode_marker(u.messages[0], self.current_session))
@@ -709,12 +727,14 @@ def _pack_recall(
     chosen: list[tuple[Unit, float]] = []
     used = 0
     bare = False
+    # what a unit costs where it goes: its messages, or its lines when recall is dated text (marks.lines)
+    size = costs.text_unit if marks is not None and marks.lines else costs.unit
 
     def fits(u: Unit) -> int | None:  # what u costs with its markers, or None when it cannot go in
         extra = marks.delta(u, bare) if marks else 0
         if extra is None:
             return None
-        cost = costs.unit(u) + extra + (first if marks and not chosen else 0)
+        cost = size(u) + extra + (first if marks and not chosen else 0)
         return cost if used + cost <= cap else None
 
     def take(u: Unit, score: float, cost: int) -> None:
@@ -758,10 +778,10 @@ def _pack_recall(
             _split_incomplete([u], "recall", dropped, costs)
             continue
         cost = fits(u)
-        if cost is None and marks and not chosen and costs.unit(u) <= cap:
-            bare, cost = True, costs.unit(u)  # the budget has room for the unit, not for its marker
+        if cost is None and marks and not chosen and size(u) <= cap:
+            bare, cost = True, size(u)  # the budget has room for the unit, not for its marker
         if cost is None:
-            got = excerpted(u, int(EXCERPT_ROOM * cap)) if costs.unit(u) > cap else None
+            got = excerpted(u, int(EXCERPT_ROOM * cap)) if size(u) > cap else None
             if got is None:
                 dropped.append(_drop("recall", u, costs.unit(u), "over budget", score))
                 crowded.append((u, score))
@@ -866,10 +886,12 @@ def assemble(
 
     # Recall: into what is left (at least its share); see _pack_recall.
     recall_cap = free - w_tokens - s_tokens - note_cost(counter, RECALL_HEADER)
-    # markers cost tokens: packing reserves them, so that rendering rarely has to drop a unit (text recall
-    # writes them as lines, cheaper than the messages they replace, so it reserves none)
-    marks = _Marks(counter, current_session) if recall_format != "text" else None
-    first = marks.cost(WINDOW_MARKER) if marks and chosen_window and placement == "before_window" else 0
+    # markers cost tokens: packing reserves them, so that rendering rarely has to drop a unit. Text recall
+    # writes them as lines: it reserves what a line costs, for the units' lines save only a token or two a
+    # message against the messages packing counts, less than a marker on long messages (reserving nothing,
+    # LongMemEval's time questions lost their least relevant unit after rendering, often the evidence)
+    marks = _Marks(counter, current_session, lines=recall_format == "text")
+    first = marks.cost(WINDOW_MARKER) if chosen_window and placement == "before_window" else 0
     excerpts = _Excerpts(counter, counter_costs, content_text(user.get("content")) if query is None else query,
                          excerpt_share, budget.limit) if excerpt_share > 0 else None
     chosen_recall, bare = _pack_recall(recall, companions or {}, in_window, recall_cap, counter_costs, dropped,

@@ -231,3 +231,23 @@ def test_the_trace_lists_episodes_as_plain_data():
     d = ctx.trace.to_dict()["episodes"]
     assert [(e["first_seq"], e["last_seq"], e["skipped"], e["marker"]) for e in d] == [(0, 2, 1, "[Mon 4 Mar 2024]")]
     assert "episodes, least to most relevant" in str(ctx.trace) and "~ s seq 0-2 (2 units, 1 skipped)" in str(ctx.trace)
+
+
+def test_text_recall_reserves_its_markers_lines_so_rendering_drops_nothing():
+    """Text recall (``recall_format="text"``, what ``auto`` gives a question about time) prices each marker as the
+    line it is. It reserved none, on the ground that a unit's lines cost a little less than its messages; over
+    long messages that saving is a token or two a message against ten or so a marker, so the rendered block ran
+    over and its least relevant unit was dropped after rendering (often the evidence, on LongMemEval)."""
+    words = "the trip to Lisbon was planned for the spring and we booked the hotel near the river".split()
+    msgs = [parse_message({"role": "user" if i % 2 == 0 else "assistant",
+                           "content": f"{i} " + " ".join(words[(i + j) % len(words)] for j in range(120)),
+                           "created_at": (START + timedelta(days=i // 2 * 3)).isoformat()}
+                          ).with_(seq=i, session="s", namespace="n") for i in range(40)]
+    units = group_units(msgs)
+    recall = [(u, 1.0 - i / 100) for i, u in enumerate(units[:-2][::3])]
+    ctx = assemble("When did we book the hotel?", budget=2000, counter=COUNTER, window=units[-2:], recall=recall,
+                   recall_format="text")
+    assert ctx.messages[0]["content"].startswith(RECALL_HEADER + "\n\n[")  # dated text, opened by a marker
+    assert not [d for d in ctx.trace.dropped if d.reason == "over budget after rendering"]
+    assert count_messages(COUNTER, ctx.messages) == ctx.trace.total_tokens <= 2000
+    assert sum(u.section == "recall" for u in ctx.trace.included) >= 10
