@@ -570,7 +570,7 @@ def _piece_terms(text: str) -> tuple[list[tuple[int, int]], list[frozenset[str]]
 
 
 def excerpt_span(text: str, query: str, max_chars: int) -> tuple[int, int]:
-    """The slice of ``text`` (``start``, ``end``) of at most ``max_chars`` characters around what matches ``query``.
+    r"""The slice of ``text`` (``start``, ``end``) of at most ``max_chars`` characters around what matches ``query``.
 
     ``text`` is cut into lines (long ones into pieces); a piece weighs the query's terms it holds
     (:func:`ragmem._lexical.tokenize`, so code words match as a developer writes them), each term by how

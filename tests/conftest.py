@@ -60,6 +60,7 @@ SLOW = {
         "test_public_api.py::test_importing_ragmem_loads_no_heavy_dependency",
         "test_fixtures.py::test_a_subprocess_of_a_test_uses_the_same_cache",
         "test_import_chats.py::test_follow_through_a_kill_9_loses_nothing_and_stores_nothing_twice",  # 3 processes
+        "test_hookd.py::test_the_hook_commands_import_chain_loads_no_heavy_library",  # python -X importtime
     ),
     # threads and event loops under stress, or tests that wait out a delay on the clock
     "threads and clocks": (
