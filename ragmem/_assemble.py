@@ -721,6 +721,22 @@ class _Excerpts:
             self.costs.excerpted.pop(x.message_id, None)
 
 
+def excerpt_unit(u: Unit, room: int, *, counter: TokenCounter, query: str, limit: int,
+                 share: float = EXCERPT_SHARE, token_cache: dict[str, int] | None = None) -> Unit | None:
+    """``u`` with its tool results over ``share`` of ``limit`` shown as marked excerpts around what matches
+    ``query``, costing at most ``room`` tokens as messages; None when it holds no such result or too little of
+    one would show. For a door that packs recall itself (the agents' hook, :func:`ragmem._hooks.recall`).
+
+    >>> from ragmem._tokens import default_counter
+    >>> excerpt_unit(Unit("u", ()), 100, counter=default_counter(), query="q", limit=1000) is None
+    True
+    """
+    if share <= 0:
+        return None
+    got = _Excerpts(counter, _Costs(counter, token_cache), query, share, limit).unit(u, room)
+    return got[0] if got else None
+
+
 def _pack_recall(
     recall: Sequence[tuple[Unit, float]], companions: Mapping[str, Unit], in_window: set[str], cap: int,
     costs: _Costs, dropped: list[DropTrace], marks: _Marks | None = None, first: int = 0,

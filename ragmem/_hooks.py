@@ -297,7 +297,9 @@ def recall(mem: "Memory", event: Event, progress: Progress, *, budget: int = DEF
 
     Candidates come from the namespace's sessions of the event's project; this session's messages from
     its last compaction summary on (what the agent still sees, the summary included) are kept out. The
-    best units that fit go in whole, never cut, within ``budget`` tokens and ``max_chars`` characters.
+    best units that fit go in whole, within ``budget`` tokens and ``max_chars`` characters; a unit that does
+    not, its tool result too big, goes in with that result as a marked excerpt when one fits (as prompts show
+    them: its id and full size named, so the agent can ask MCP's ``get_message`` for the rest).
     """
     from ._pipeline import retrieve
     from ._store.filters import RowFilter
@@ -318,6 +320,7 @@ def recall(mem: "Memory", event: Event, progress: Progress, *, budget: int = DEF
     found, _ = retrieve(mem, text, RECALL_K, grain="unit", scope="namespace",
                         filters=RowFilter.of(where={"project": project}), skip=skip)
     counter = mem.store.counter
+    share = mem.settings.recall.excerpt_share
     chosen: list[tuple[Unit, float]] = []
     for u, score in found.items:
         if not u.complete or any(m.id in skip for m in u.messages):
@@ -325,7 +328,37 @@ def recall(mem: "Memory", event: Event, progress: Progress, *, budget: int = DEF
         trial = render([*chosen, (u, score)], session, boundary)
         if len(trial) <= max_chars and counter.count_text(trial) <= budget:
             chosen.append((u, score))
+            continue
+        cut = _excerpted(mem, u, text, chosen, session, boundary, budget=budget, max_chars=max_chars, share=share)
+        if cut is not None:
+            chosen.append((cut, score))
     return render(chosen, session, boundary)
+
+
+def _excerpted(mem: "Memory", u: "Unit", query: str, chosen: list[tuple["Unit", float]], session: str | None,
+               boundary: int | None, *, budget: int, max_chars: int, share: float) -> "Unit | None":
+    """``u`` with its giant tool results as marked excerpts (as a prompt shows them:
+    :func:`ragmem._assemble.excerpt_unit`), in what ``chosen`` leaves of the budget and the characters; None
+    when it holds none, or too little would show. The excerpt is cut to the tokens left, then smaller while
+    the rendered text runs over either bound (a line costs fewer tokens than a message, characters vary)."""
+    from ._assemble import excerpt_unit
+
+    counter = mem.store.counter
+    now = render(chosen, session, boundary) if chosen else HEADER
+    room = budget - counter.count_text(now) - 40  # its episode's head and the line breaks
+    for _ in range(4):
+        if room <= 0:
+            return None
+        cut = excerpt_unit(u, room, counter=counter, query=query, limit=budget, share=share,
+                           token_cache=mem.store.token_cache.setdefault(mem.namespace, {}))
+        if cut is None:
+            return None
+        trial = render([*chosen, (cut, 0.0)], session, boundary)
+        tokens = counter.count_text(trial)
+        if len(trial) <= max_chars and tokens <= budget:
+            return cut
+        room = int(room * min(0.9, budget / tokens, max_chars / len(trial)))
+    return None
 
 
 def answer(mem: "Memory", event: Event, progress: Progress, *, budget: int = DEFAULT_BUDGET,

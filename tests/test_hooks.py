@@ -378,3 +378,32 @@ def test_through_ragmem_serve_the_answer_is_the_local_one(tmp_path):
     assert (wrong.returncode, wrong.stdout) == (0, "")
     assert len(log_lines(tmp_path / "client-log")) == 1 and "401" in log_lines(tmp_path / "client-log")[0]
     assert not os.path.exists(remote / _hooks.LOG_NAME)
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_a_giant_pre_compaction_tool_result_comes_back_as_a_marked_excerpt(tmp_path):
+    """A file read whole before the compaction (thousands of tokens, over the hook's 1,500) never fit the hook's
+    answer; now the line asked about comes back, in an excerpt after its call that names the result's id."""
+    rows = [json.loads(line) for line in split_at_boundary(FIXTURE)[0].splitlines()]
+    config = "\n".join(f"  setting_{i}: value-{i}-" + "x" * 30 for i in range(300)) + \
+        "\n  statement_timeout_ms: 7345\n" + "\n".join(f"  tail_{i}: {i}" for i in range(200))
+    for row in rows:  # the Read of config/db.yaml returns the giant file
+        for block in (row.get("message") or {}).get("content") or []:
+            if isinstance(block, dict) and block.get("type") == "tool_result" and "pool_size: 8" in str(block["content"]):
+                block["content"] = "database:\n" + config
+    store, transcript = tmp_path / "store", tmp_path / f"{SESSION}.jsonl"
+    _, after = split_at_boundary(FIXTURE)
+    transcript.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows) + after)
+    ask = hook(store, "claude-code", event("UserPromptSubmit", transcript,
+                                           prompt="What statement timeout does the database config set?"))
+    out = ask.stdout
+    assert ask.returncode == 0 and log_lines(store) == [], log_lines(store)
+    assert "[excerpt of tool result " in out and "statement_timeout_ms: 7345" in out
+    assert "config/db.yaml" in out and out.index("config/db.yaml") < out.index("statement_timeout_ms: 7345")
+    assert len(out) <= _hooks.MAX_CHARS and "AFTERBOUNDARY" not in out
+    from ragmem import Memory
+
+    with Memory(store) as mem:  # the marker's id reads the whole result
+        mid = out.split("[excerpt of tool result ", 1)[1].split(": characters ", 1)[0]
+        assert mem.get(mid).text.endswith(config.split("\n")[-1]) and "statement_timeout_ms: 7345" in mem.get(mid).text
