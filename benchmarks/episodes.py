@@ -34,6 +34,7 @@ import time
 from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
+from unittest.mock import patch
 
 from ragmem._assemble import EPISODE_GAP
 
@@ -80,34 +81,22 @@ def gap(n: int):
         a.link.__defaults__, a.episodes.__defaults__, a._Marks.__init__.__defaults__ = saved
 
 
-@contextmanager
 def unpriced():
     """Today's assembly with packing that reserves no marker tokens (``_Marks.delta`` 0): the markers are still
     rendered, and what then runs over is dropped, least relevant first, as rendering always did. Tells what
     reserving the markers' tokens costs (or saves) against what they take."""
     from ragmem import _assemble as a
 
-    saved = a._Marks.delta
-    a._Marks.delta = lambda self, u, bare=False: 0  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        a._Marks.delta = saved  # type: ignore[method-assign]
+    return patch.object(a._Marks, "delta", lambda self, u, bare=False: 0)
 
 
-@contextmanager
 def free():
     """Today's assembly as if its markers cost nothing (``_Marks.cost`` 0, in packing and in the count): not a
     prompt to send (it runs over by the markers' tokens), but the ceiling of what any cheaper marker form could
     give back in evidence."""
     from ragmem import _assemble as a
 
-    saved = a._Marks.cost
-    a._Marks.cost = lambda self, text: 0  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        a._Marks.cost = saved  # type: ignore[method-assign]
+    return patch.object(a._Marks, "cost", lambda self, text: 0)
 
 
 @contextmanager
@@ -117,13 +106,10 @@ def text_unpriced():
     dropped what ran over, least relevant first."""
     from ragmem import _assemble as a
 
-    saved, lines = a._Marks.cost, a._Costs.text_unit
-    a._Marks.cost = lambda self, text: 0 if self.lines else saved(self, text)  # type: ignore[method-assign]
-    a._Costs.text_unit = a._Costs.unit  # type: ignore[method-assign]  # units counted as messages, as then
-    try:
+    cost = a._Marks.cost
+    with patch.object(a._Marks, "cost", lambda self, text: 0 if self.lines else cost(self, text)), \
+            patch.object(a._Costs, "text_unit", a._Costs.unit):  # units counted as messages, as then
         yield
-    finally:
-        a._Marks.cost, a._Costs.text_unit = saved, lines  # type: ignore[method-assign]
 
 
 #: Arms of today's assembly run beside ``after`` on every prompt (name -> context manager).

@@ -327,7 +327,7 @@ class _Marks:
         (``recall_format="text"``: its text and a line break); 0 for none."""
         if text is None:
             return 0
-        return self.counter.count_text(text) + 1 if self.lines else note_cost(self.counter, text)
+        return line_cost(self.counter, text) if self.lines else note_cost(self.counter, text)
 
     def head(self, u: Unit) -> int:
         return self.cost(episode_marker(u.messages[0], self.current_session))
@@ -476,7 +476,7 @@ def _finish(
             recall_msgs = [{"role": "system", "content": f"{RECALL_HEADER}\n\n{body}"}]
             recall_tokens = c(recall_msgs)
             # as lines of the text, a marker costs its text and a line break (not a message's framing)
-            marker_tokens = sum(counter.count_text(t) + 1 for t in [*heads, *(n for e in placed for n in e.notes),
+            marker_tokens = sum(line_cost(counter, t) for t in [*heads, *(n for e in placed for n in e.notes),
                                                                     WINDOW_MARKER if seam else None] if t)
         elif placed:
             recall_msgs = [{"role": "system", "content": RECALL_HEADER}]
