@@ -27,11 +27,14 @@ results to the size of real dumps (~400 tokens, so a 2,000-token prompt holds
 only a few) and makes sessions three times as long: the default variant is
 too easy (even dense-only recall puts every probe's evidence in the prompt).
 
-``--transcripts`` runs the real sessions instead: the three coding-agent transcripts of
-``shared/data/transcripts`` imported by :mod:`ragmem.importers`, and the questions of
-``benchmarks/data/agent_transcripts.json`` (see :func:`run_transcripts`).
+``--transcripts`` runs the real sessions instead: the nine coding-agent transcripts of
+``shared/data/transcripts``, imported as ``ragmem import-chats`` does (cached between runs), the questions of
+that folder's ``qa.jsonl`` (the ``long`` set) and of ``benchmarks/data/agent_transcripts.json`` (``pomodoro``);
+``--neutral TREE`` asks them of the same messages fed through ``add_many`` under an older tree's code and this
+one's (see :func:`run_transcripts` and :func:`neutral`).
 
-Run: ``python -m benchmarks.agent_sessions [--sessions N] [--hard] [--transcripts] [--quick]``.
+Run: ``python -m benchmarks.agent_sessions [--sessions N] [--hard] [--transcripts [--sets long] [--neutral TREE]]
+[--quick]``.
 """
 
 from __future__ import annotations
@@ -315,23 +318,44 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--configs", default="dense,default")
     p.add_argument("--quick", action="store_true", help="two short sessions")
     p.add_argument("--transcripts", action="store_true",
-                   help="the real transcripts and their questions instead (benchmarks/data/agent_transcripts.json)")
+                   help="the real transcripts of shared/data/transcripts and their questions (qa.jsonl there, and "
+                        "benchmarks/data/agent_transcripts.json) instead")
+    p.add_argument("--sets", default=None, metavar="SET,...",
+                   help=f"with --transcripts: the question sets ({', '.join(QUESTION_SETS)}; default all, --quick long)")
+    p.add_argument("--budgets", default=None, metavar="N,...", help="with --transcripts: the budgets (1000,2000,4000,8000)")
+    p.add_argument("--limit", type=int, default=None, help="with --transcripts: each file's first N questions of a set")
+    p.add_argument("--refresh", action="store_true", help="with --transcripts: import again, not from the cache")
     p.add_argument("--before", default=None, metavar="FIELD=VALUE,...",
                    help="with --transcripts: also ask every question with these RecallSettings (as before a change), "
                         "e.g. early_weight=0")
+    p.add_argument("--neutral", default=None, metavar="TREE",
+                   help="with --transcripts: the imported sessions exported and fed through Memory.add_many to the "
+                        "code of TREE (a worktree of an older commit) and to this tree's, each question asked of both")
+    p.add_argument("--neutral-child", nargs=4, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.neutral_child:
+        code, records, out, options = args.neutral_child
+        opts = json.loads(options)
+        _neutral_child(code, Path(records), Path(out), {k: tuple(v) if isinstance(v, list) else v
+                                                        for k, v in opts.items()})
+        return
     if args.transcripts:
+        options: dict = {}
+        if args.sets:
+            options["sets"] = tuple(args.sets.split(","))
+        if args.budgets:
+            options["budgets"] = tuple(int(x) for x in args.budgets.split(","))
+        if args.limit is not None:
+            options["limit"] = args.limit
+        if args.neutral:
+            res = neutral(args.neutral, args.quick, args.refresh, **options)
+            print(f"Evidence in the prompt, {args.neutral} -> this tree, the same messages through add_many:\n")
+            print(neutral_table(res))
+            print(f"prompt p50 {res['old']['prompt_p50_ms']:.1f} ms -> {res['new']['prompt_p50_ms']:.1f} ms")
+            return
         before = None if args.before is None else {
             k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.before.split(",") if kv)}
-        res = suite(args.quick, before=before)
-        print(transcripts_table(res))
-        print(f"\nWhere the missed evidence went:\n\n{fates_table(res)}")
-        if before is not None:
-            print(f"\nbefore ({args.before}) and after:\n" + before_table(res))
-        if res.get("prompt_p50_ms_before"):
-            print(f"prompt p50 before {res['prompt_p50_ms_before']:.1f} ms, after {res['prompt_p50_ms']:.1f} ms")
-        print(f"monotone in budget: {res['monotone']}; prompt p50 {res['prompt_p50_ms']:.1f} ms; "
-              f"broken tool pairs / over budget: {len(res['problems'])} {res['problems'][:5]}")
+        print_transcripts(suite(args.quick, before=before, refresh=args.refresh, **options))
         return
     turns = args.turns or (HARD["turns"] if args.hard else 400)
     sessions, turns = (2, 150) if args.quick else (args.sessions, turns)
@@ -346,13 +370,24 @@ def main(argv: list[str] | None = None) -> None:
 
 # -- real transcripts ------------------------------------------------------------------------------------------------
 #
-# The three real sessions of ``shared/data/transcripts`` (Claude Code, Codex CLI, Gemini CLI building one Pomodoro
-# timer), imported by :mod:`ragmem.importers`, and the questions of ``benchmarks/data/agent_transcripts.json``: written
-# in a developer's words, not the evidence's, each with its evidence given as (role, a substring of the message's
-# text) and resolved to exactly one stored message after import, so the questions survive a change of importer ids.
+# The nine real sessions of ``shared/data/transcripts`` (Claude Code, Codex CLI and Gemini CLI: three short ones
+# building one Pomodoro timer, six long ones of real project work), each imported as ``ragmem import-chats`` does
+# (:func:`ragmem._importing.import_paths`) into a namespace of its own project, and two sets of questions:
+#
+# * ``long``: ``qa.jsonl`` of that folder, read as it is: 50 questions over the six long sessions, each piece of
+#   evidence a string verbatim in one record of the source file, resolved here to the one imported message that
+#   holds it (its kinds spelled ``file-content``, ``tool-result``...);
+# * ``pomodoro``: ``benchmarks/data/agent_transcripts.json``, 54 questions in a developer's words over the three
+#   short sessions, each piece of evidence a role and a piece of the message's text.
+#
+# Importing embeds about 1,500 messages: the imported store is cached (``$RAGMEM_BENCH_CACHE``, by default
+# ``~/.cache/ragmem-bench``) under a key of the files' bytes and the source of every module that decides what a store
+# holds, and each run asks its questions of a fresh copy (a prompt writes the running summary).
 
-#: The questions over the real transcripts, with their evidence and kind.
+#: The questions over the three short Pomodoro transcripts, with their evidence and kind.
 TRANSCRIPT_QUESTIONS = Path(__file__).resolve().parent / "data" / "agent_transcripts.json"
+#: The question sets, in the order of the tables.
+QUESTION_SETS = ("long", "pomodoro")
 #: The budgets of the transcripts' table.
 TRANSCRIPT_BUDGETS = (1000, 2000, 4000, 8000)
 #: How a question is asked: late in its own session (the whole session stored, the question at its end), and from a
@@ -360,6 +395,11 @@ TRANSCRIPT_BUDGETS = (1000, 2000, 4000, 8000)
 MODES = ("late", "new session")
 #: The baselines beside ragmem: its sliding window, and BM25 alone (:class:`benchmarks.baselines.BM25Turns`).
 TRANSCRIPT_METHODS = ("ragmem", "sliding_window", "bm25")
+#: Modules that only answer questions (they never change what a store holds): a change to them keeps the cache.
+QUERY_ONLY = {"_assemble.py", "_recall.py", "_queries.py", "_rerank.py", "_trace.py", "_when.py", "_cli.py",
+              "_mcp.py", "_serve.py", "_hooks.py", "_hookd.py", "_aio.py", "_doors.py", "_summary.py"}
+#: The session each question's ``new session`` is asked from (namespace recall, nothing of its own).
+FRESH_SESSION = "benchmark-new-session"
 
 
 def transcripts_dir() -> Path:
@@ -373,14 +413,113 @@ def transcripts_dir() -> Path:
     return (path if path.is_absolute() else REPO_ROOT / path).resolve()
 
 
+def cache_dir() -> Path:
+    """Where imported stores are kept between runs: ``$RAGMEM_BENCH_CACHE`` or ``~/.cache/ragmem-bench``."""
+    import os
+
+    return Path(os.environ.get("RAGMEM_BENCH_CACHE") or Path.home() / ".cache" / "ragmem-bench")
+
+
 def half_of(index: int) -> str:
     """The protocol's halves: the questions of each file alternate, tuning (even places) and check (odd)."""
     return "tuning" if index % 2 == 0 else "check"
 
 
+def transcript_files(root: Path | None = None) -> list[str]:
+    """Every session file of the transcripts folder, relative to it (``claude-code/....jsonl``), sorted."""
+    root = root or transcripts_dir()
+    return sorted(str(p.relative_to(root)) for p in root.glob("*/*") if p.suffix in (".json", ".jsonl"))
+
+
+def namespace_of(rel: str, root: Path | None = None) -> str:
+    """The namespace a file is imported into: its project's. Each session file is a project of its own, but a
+    Claude Code subagent file (``agent-<id>.jsonl``, every line ``isSidechain``) joins the session that started it
+    (its lines' ``sessionId``, the parent file beside it), as a developer's store of that project holds both."""
+    root = root or transcripts_dir()
+    path = root / rel
+    if path.name.startswith("agent-") and path.suffix == ".jsonl":
+        with path.open(encoding="utf-8") as fh:
+            parent = json.loads(fh.readline()).get("sessionId")
+        if parent and (path.parent / f"{parent}.jsonl").exists():
+            path = path.parent / f"{parent}.jsonl"
+    return path.stem.replace(".", "-")[:60]
+
+
+def _source_hash(tree: Path, skip: set[str] = frozenset()) -> str:  # type: ignore[assignment]
+    import hashlib
+
+    h = hashlib.sha256()
+    for p in sorted((tree / "ragmem").rglob("*.py")):
+        if p.name not in skip:
+            h.update(str(p.relative_to(tree)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _fresh_copy(cached: Path, tmp: Path) -> Path:
+    import shutil
+
+    out = tmp / "store"
+    shutil.copytree(cached, out)
+    return out
+
+
+def import_transcripts(tmp: Path, root: Path | None = None, refresh: bool = False) -> tuple[Path, dict]:
+    """A fresh copy (under ``tmp``) of the store holding every transcript file imported, and its manifest:
+    ``{file: {"namespace", "session", "stored", "skipped"}}``.
+
+    Each file is imported by :func:`ragmem._importing.import_paths`, what ``ragmem import-chats FILE`` calls, into
+    its project's namespace (:func:`namespace_of`). The store is built once per key (the files' bytes, the source of
+    the modules that decide what a store holds) and cached; ``refresh`` builds it again.
+    """
+    import hashlib
+    import shutil
+
+    from .common import REPO_ROOT
+
+    root = root or transcripts_dir()
+    files = transcript_files(root)
+    h = hashlib.sha256(_source_hash(REPO_ROOT, QUERY_ONLY).encode())
+    for rel in files:
+        h.update(rel.encode() + b"\0" + (root / rel).read_bytes())
+    cached = cache_dir() / f"transcripts-{h.hexdigest()[:16]}"
+    manifest_path = cached / "manifest.json"
+    if refresh or not manifest_path.exists():
+        from ragmem import Memory
+        from ragmem._importing import import_paths
+
+        shutil.rmtree(cached, ignore_errors=True)
+        building = cached.with_name(cached.name + ".building")
+        shutil.rmtree(building, ignore_errors=True)
+        start = time.perf_counter()
+        manifest = {}
+        mem = Memory(path=str(building / "store"), window=WINDOW)
+        try:
+            for rel in files:
+                ns = namespace_of(rel, root)
+                report = import_paths(mem.for_session("import", namespace=ns), [str(root / rel)])
+                (res,) = report.files
+                if len(res.stored) != 1:
+                    raise SystemExit(f"{rel}: expected one session, the import stored {res.stored}")
+                (session,) = res.stored
+                manifest[rel] = {"namespace": ns, "session": session, "stored": res.stored[session],
+                                 "skipped": dict(res.skipped)}
+        finally:
+            mem.close()
+        (building / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        building.rename(cached)
+        log(f"[agent_sessions] imported {len(files)} transcripts in {time.perf_counter() - start:.0f} s: {cached}")
+    manifest = json.loads(manifest_path.read_text())
+    return _fresh_copy(cached / "store", tmp), manifest
+
+
+def stored_sessions(mem, manifest: dict) -> dict[str, list[dict]]:
+    """Each file's imported session as stored, oldest first: file -> its messages as export records."""
+    return {rel: mem.for_session(v["session"], namespace=v["namespace"]).export() for rel, v in manifest.items()}
+
+
 def evidence_text(m: dict) -> str:
-    """The text a question's evidence substring is looked up in: the content, then each tool call as
-    ``name(values)``, its arguments' string values in order (escaping differs between importers, values do not)."""
+    """The text a question's evidence is looked up in: the content, then each tool call as ``name(values)``, its
+    arguments' string values in order (escaping differs between importers and the source files, values do not)."""
     from ragmem._messages import content_text
 
     def leaves(v) -> list[str]:
@@ -403,47 +542,45 @@ def evidence_text(m: dict) -> str:
     return "\n".join(parts)
 
 
-def resolve(spec: dict, messages: list[dict]) -> list[str]:
-    """The ids of the messages of ``spec``'s role whose :func:`evidence_text` holds its text."""
+def resolve(spec: dict | str, messages: list[dict]) -> list[str]:
+    """The ids of the messages whose :func:`evidence_text` holds a piece of evidence: a string (``qa.jsonl``), or
+    ``{"role", "text"}`` (the Pomodoro questions: a message of that role)."""
+    if isinstance(spec, str):
+        return [m["id"] for m in messages if spec in evidence_text(m)]
     return [m["id"] for m in messages if m["role"] == spec["role"] and spec["text"] in evidence_text(m)]
 
 
-def load_transcripts(root: Path | None = None) -> dict[str, list[dict]]:
-    """Each question file's transcript, imported: file key -> the messages of its one session."""
-    from ragmem.importers import parse
+def _text_of(spec: dict | str) -> str:
+    return spec if isinstance(spec, str) else spec["text"]
 
+
+def transcript_questions(sessions: dict[str, list[dict]], root: Path | None = None) -> list[dict]:
+    """Both question sets, each question with its evidence resolved to message ids, its half and its place.
+
+    A piece of evidence that no imported message holds (a record the importer skips, e.g. Gemini CLI's own
+    notices) resolves to None: the question is asked and counts it as missed (``not imported``). One that several
+    messages hold resolves to the first, and is counted in the result's ``ambiguous``.
+    """
     root = root or transcripts_dir()
     spec = json.loads(TRANSCRIPT_QUESTIONS.read_text())
-    out = {}
-    for key, rel in spec["files"].items():
-        path = root / rel
-        parsed = parse(path.read_text(encoding="utf-8"), filename=path.name)
-        if len(parsed.sessions) != 1:
-            raise SystemExit(f"{rel}: expected one session, the importer gave {len(parsed.sessions)}")
-        out[key] = parsed.sessions[0].messages
-    return out
-
-
-def transcript_questions(sessions: dict[str, list[dict]]) -> list[dict]:
-    """The questions with their evidence resolved to message ids, their half and their place in the session.
-
-    Raises when a piece of evidence resolves to no message or to several: the question file and the import
-    disagree, and a figure over them would mean nothing.
-    """
-    spec = json.loads(TRANSCRIPT_QUESTIONS.read_text())
-    out, seen = [], dict.fromkeys(sessions, 0)
-    for q in spec["questions"]:
+    raw = [{**q, "set": "pomodoro", "file": spec["files"][q["file"]]} for q in spec["questions"]]
+    qa = root / "qa.jsonl"
+    if qa.exists():
+        raw += [{**json.loads(line), "set": "long"} for line in qa.read_text(encoding="utf-8").splitlines() if line]
+    out, seen = [], {}
+    for q in raw:
         msgs = sessions[q["file"]]
-        ids = []
+        pos = {m["id"]: i for i, m in enumerate(msgs)}
+        ids, ambiguous = [], 0
         for e in q["evidence"]:
             got = resolve(e, msgs)
-            if len(got) != 1:
-                raise SystemExit(f"{q['file']}: evidence {e} of {q['question']!r} resolves to {len(got)} messages")
-            ids.append(got[0])
-        pos = {m["id"]: i for i, m in enumerate(msgs)}
-        out.append({**q, "ids": ids, "half": half_of(seen[q["file"]]), "match": q.get("match", "all"),
-                    "place": min(pos[i] for i in ids) / len(msgs)})
-        seen[q["file"]] += 1
+            ambiguous += len(got) > 1
+            ids.append(got[0] if got else None)
+        place = [pos[i] / len(msgs) for i in ids if i is not None]
+        n = seen.setdefault((q["set"], q["file"]), 0)
+        out.append({**q, "evidence": [_text_of(e) for e in q["evidence"]], "ids": ids, "half": half_of(n),
+                    "match": q.get("match", "all"), "ambiguous": ambiguous, "place": min(place, default=None)})
+        seen[(q["set"], q["file"])] += 1
     return out
 
 
@@ -451,25 +588,31 @@ def shown(q: dict, ctx, texts: dict[str, str]) -> list[str]:
     """The ids of ``ctx``'s prompt, less the evidence it shows as an excerpt that leaves the evidence's text out."""
     cut = {x.message_id: x for x in getattr(ctx.trace, "excerpts", ())}
     missed = {i for i, e in zip(q["ids"], q["evidence"])
-              if i in cut and e["text"] not in texts[i][cut[i].start:cut[i].end]}
+              if i in cut and e not in _excerpted(texts[i], cut[i])}
     return [i for i in ctx.message_ids() if i not in missed]
 
 
+def _excerpted(text: str, x) -> str:
+    """What an excerpt shows of a message's evidence text (an argument's excerpt names its slice of that argument)."""
+    arg = getattr(x, "argument", None)
+    return text[x.start:x.end] if arg is None else getattr(x, "shown", "")
+
+
 #: Where a piece of evidence went in a prompt (:func:`fate`), the rows of :func:`fates_table`.
-FATES = ("placed", "cut out of an excerpt", "not found", "too big: its call", "too big: its result", "crowded out")
+FATES = ("placed", "cut out of an excerpt", "not imported", "not found", "too big: its call", "too big: its result",
+         "crowded out")
 
 
-def fate(evidence_id: str, unit, ctx, shown_ids: set[str], counter) -> str:
+def fate(evidence_id: str | None, unit, ctx, shown_ids: set[str], counter) -> str:
     """Where ``evidence_id`` (of ``unit``) went in ``ctx``, one of :data:`FATES` (or another drop's reason).
 
-    Placed, or placed as an excerpt that leaves it out; not found (not among recall's candidates); or a
-    candidate dropped as over budget: too big when its unit costs more than the whole room recall had
-    (named by what is big in it, the call or a result), crowded out when it would have fit that room alone
-    but better-ranked units had taken it.
+    Placed, or placed as an excerpt that leaves it out; not imported (no stored message holds it); not found (not
+    among recall's candidates); or a candidate dropped as over budget: too big when its unit costs more than the
+    whole room recall had (named by what is big in it, the call or a result), crowded out when it would have fit
+    that room alone but better-ranked units had taken it.
     """
-    from ragmem._assemble import RECALL_HEADER, note_cost
-    from ragmem._tokens import count_message
-
+    if evidence_id is None:
+        return "not imported"
     if evidence_id in shown_ids:
         return "placed"
     if evidence_id in set(ctx.message_ids()):
@@ -479,6 +622,11 @@ def fate(evidence_id: str, unit, ctx, shown_ids: set[str], counter) -> str:
         return "not found"
     if drop.reason != "over budget":
         return drop.reason
+    try:
+        from ragmem._assemble import RECALL_HEADER, note_cost
+        from ragmem._tokens import count_message
+    except ImportError:  # the code of an older round (``--neutral``): no finer fate than the drop's
+        return "over budget"
     sections = ctx.trace.sections
     room = (ctx.trace.limit - sum(v for k, v in sections.items() if k != "recall")
             - note_cost(counter, RECALL_HEADER))
@@ -492,68 +640,68 @@ def fate(evidence_id: str, unit, ctx, shown_ids: set[str], counter) -> str:
 
 def _found(q: dict, got) -> float:
     got = set(got)
-    hits = [i in got for i in q["ids"]]
+    hits = [i is not None and i in got for i in q["ids"]]
     return float(any(hits)) if q["match"] == "any" else sum(hits) / len(hits)
 
 
-def run_transcripts(store: Path, budgets: tuple[int, ...] = TRANSCRIPT_BUDGETS,
-                    limit: int | None = None, before: dict | None = None) -> dict:
-    """Every question of every transcript, in both :data:`MODES`, by every method at every budget.
+def run_transcripts(store: Path, manifest: dict, budgets: tuple[int, ...] = TRANSCRIPT_BUDGETS,
+                    limit: int | None = None, sets: tuple[str, ...] = QUESTION_SETS, before: dict | None = None,
+                    methods: tuple[str, ...] = TRANSCRIPT_METHODS) -> dict:
+    """Every question of the chosen ``sets``, in both :data:`MODES`, by every method at every budget.
 
-    Each file's session is stored in its own namespace (one project each, as a developer's store would hold it);
-    ``late`` asks in that session, ``new session`` from a fresh session of the namespace with namespace recall.
-    ``limit`` keeps each file's first questions only (the quick slice). ``before`` (fields of
-    :class:`ragmem.RecallSettings`, e.g. ``{"early_weight": 0}``) asks each question once more as ragmem did
-    before a change, on the same stores in the same run: the method ``before``, and ``@10 before``.
+    ``store`` holds each file's session (``manifest``: file -> namespace and session), as :func:`import_transcripts`
+    or ``--neutral``'s ``add_many`` built it. ``late`` asks in the file's session, ``new session`` from a fresh
+    session of its namespace with namespace recall. ``limit`` keeps each file's first questions of each set only
+    (the quick slice). ``before`` (fields of :class:`ragmem.RecallSettings`, e.g. ``{"early_weight": 0}``) asks each
+    question once more as ragmem did before a change, on the same stores in the same run: the method ``before``,
+    and ``@10 before``.
     """
     from dataclasses import replace as _replace
 
-    from ragmem import Memory, RecallSettings
+    from ragmem import Memory
     from ragmem._units import group_units
 
     from .baselines import BM25Turns, BudgetPacker
     from .recall_locomo import token_counter
 
-    sessions = load_transcripts()
-    questions = transcript_questions(sessions)
     count = token_counter()
     per: list[dict] = []
     problems: list[str] = []
     lat: list[float] = []
     lat_before: list[float] = []  # the same prompts as before the change (``before``), beside them in one run
-    base = None
+    base = Memory(path=str(store), window=WINDOW)
     try:
+        sessions = stored_sessions(base, manifest)
+        questions = [q for q in transcript_questions(sessions) if q["set"] in sets]
         for key, msgs in sessions.items():
             qs = [q for q in questions if q["file"] == key]
-            qs = qs[:limit] if limit else qs
-            mem = Memory(path=str(store), namespace=key, session=key, window=WINDOW) if base is None else \
-                base.for_session(key, namespace=key)
-            base = base or mem
-            mem.add_many(msgs)
-            for q in qs:  # every piece of evidence is stored under the id it resolved to
-                for i in q["ids"]:
-                    mem.get(i)
-            unit_of = {m.id: u for u in group_units(mem.get(m["id"]) for m in msgs) for m in u.messages}
+            if limit:
+                qs = [q for s in sets for q in [x for x in qs if x["set"] == s][:limit]]
+            if not qs:
+                continue
+            ns, session = manifest[key]["namespace"], manifest[key]["session"]
+            mem = base.for_session(session, namespace=ns)
+            got_units = group_units(mem.get(m["id"]) for m in msgs)
+            unit_of = {m.id: u for u in got_units for m in u.messages}
             ids = [m["id"] for m in msgs]
             texts = [evidence_text(m) for m in msgs]
             texts_by_id = dict(zip(ids, texts))
             plain = [{"role": m["role"], "content": t} for m, t in zip(msgs, texts)]
             bm25, packer = BM25Turns(ids, texts), BudgetPacker(ids, plain, count)
-            fresh = mem.for_session(f"{key}-new", namespace=key)
+            fresh = mem.for_session(FRESH_SESSION, namespace=ns)
             for qi, q in enumerate(qs):
                 ranked = bm25.rank(q["question"])
                 for mode, m, scope, window in (("late", mem, None, WINDOW), ("new session", fresh, "namespace", 0)):
                     hits = m.search(q["question"], k=10, scope=scope or "session")
-                    rec = {"file": key, "kind": q["kind"], "half": q["half"], "mode": mode, "question": q["question"],
-                           "@10": _found(q, [h.message.id for h in hits]), "@10 bm25": _found(q, ranked[:10]),
-                           "ev": {}, "fate": {}}
-
+                    rec = {"set": q["set"], "file": key, "kind": q["kind"], "half": q["half"], "mode": mode,
+                           "question": q["question"], "@10": _found(q, [h.message.id for h in hits]),
+                           "@10 bm25": _found(q, ranked[:10]), "ev": {}, "fate": {}}
                     # before and after in turns, each first for every other question: a question asked again finds
                     # warm caches, which must not favour one side
                     arms = ["now"] if before is None else ["then", "now"] if qi % 2 else ["now", "then"]
                     for arm in arms:
                         if arm == "now":
-                            for method in TRANSCRIPT_METHODS:
+                            for method in methods:
                                 for b in budgets:
                                     if method == "bm25":
                                         got = packer.pack(q["question"], ranked, b, window).message_ids
@@ -565,10 +713,13 @@ def run_transcripts(store: Path, budgets: tuple[int, ...] = TRANSCRIPT_BUDGETS,
                                         got = shown(q, ctx, texts_by_id)
                                         if method == "ragmem":
                                             rec["fate"][f"ragmem@{b}"] = [
-                                                fate(i, unit_of[i], ctx, set(got), m.store.counter) for i in q["ids"]]
+                                                fate(i, unit_of.get(i), ctx, set(got), m.store.counter)
+                                                for i in q["ids"]]
                                     rec["ev"][f"{method}@{b}"] = _found(q, got)
                             continue
                         # the same question, as ragmem answered it before the change
+                        from ragmem import RecallSettings
+
                         saved, m.settings = m.settings, _replace(m.settings, recall=RecallSettings(**before or {}))
                         try:
                             rec["@10 before"] = _found(q, [h.message.id for h in
@@ -583,96 +734,238 @@ def run_transcripts(store: Path, budgets: tuple[int, ...] = TRANSCRIPT_BUDGETS,
                     per.append(rec)
             log(f"[agent_sessions] transcript {key}: {len(msgs)} messages, {len(qs)} questions")
     finally:
-        if base is not None:
-            base.close()
-    return {"per": per, "problems": problems, "budgets": list(budgets), "before": before,
+        base.close()
+    return {"per": per, "problems": problems, "budgets": list(budgets), "before": before, "sets": list(sets),
             "prompt_p50_ms": 1000 * statistics.median(lat) if lat else None,
             "prompt_p50_ms_before": 1000 * statistics.median(lat_before) if lat_before else None,
-            "questions": len({(r["file"], r["question"]) for r in per})}
+            "questions": len({(r["file"], r["question"]) for r in per}),
+            "unresolved": sorted({f"{q['file']}: {q['question']}" for q in questions if None in q["ids"]}),
+            "ambiguous": sum(q["ambiguous"] for q in questions)}
 
 
 def _mean(rs: list[dict], get) -> float:
     return statistics.fmean(get(r) for r in rs) if rs else float("nan")
 
 
+def _groups(res: dict):
+    """(set, half, mode, records) of each question set, in table order."""
+    for qset in QUESTION_SETS:
+        for half in ("tuning", "check"):
+            for mode in MODES:
+                rs = [r for r in res["per"] if r.get("set", "pomodoro") == qset and r["half"] == half
+                      and r["mode"] == mode]
+                if rs:
+                    yield qset, half, mode, rs
+
+
 def monotone(res: dict, method: str = "ragmem") -> dict:
-    """Whether evidence never falls as the budget grows: in each question set's mean (each half in each mode),
-    and how many single questions lose evidence from one budget to the next."""
+    """Whether evidence never falls as the budget grows: in each question set's mean (each set's half in each
+    mode), and how many single questions lose evidence from one budget to the next."""
     b = res["budgets"]
     sets = {}
-    for half in ("tuning", "check"):
-        for mode in MODES:
-            rs = [r for r in res["per"] if r["half"] == half and r["mode"] == mode]
-            means = [_mean(rs, lambda r, x=x: r["ev"][f"{method}@{x}"]) for x in b]
-            sets[f"{half}, {mode}"] = all(x <= y + 1e-9 for x, y in itertools.pairwise(means))
+    for qset, half, mode, rs in _groups(res):
+        means = [_mean(rs, lambda r, x=x: r["ev"][f"{method}@{x}"]) for x in b]
+        sets[f"{qset}, {half}, {mode}"] = all(x <= y + 1e-9 for x, y in itertools.pairwise(means))
     falls = sum(r["ev"][f"{method}@{x}"] > r["ev"][f"{method}@{y}"] for r in res["per"] for x, y in itertools.pairwise(b))
     return {"sets": sets, "all_sets": all(sets.values()), "question_falls": falls}
 
 
 def transcripts_table(res: dict) -> str:
-    """Evidence in the prompt per method and budget, and search recall@10, by half, mode and kind."""
+    """Evidence in the prompt per method and budget, and search recall@10, by set, half, mode and kind."""
     b = res["budgets"]
+    at = 2000 if 2000 in b else b[-1]
     rows = []
-    for half in ("tuning", "check"):
-        for mode in MODES:
-            rs = [r for r in res["per"] if r["half"] == half and r["mode"] == mode]
-            kinds = sorted({r["kind"] for r in rs})
-            for kind in kinds + ["all"]:
-                ks = [r for r in rs if kind in ("all", r["kind"])]
-                rows.append([half, mode, kind, len(ks)]
-                            + [_mean(ks, lambda r, x=x: r["ev"][f"ragmem@{x}"]) for x in b]
-                            + [_mean(ks, lambda r: r["ev"][f"sliding_window@{b[1]}"]),
-                               _mean(ks, lambda r: r["ev"][f"bm25@{b[1]}"]),
-                               _mean(ks, lambda r: r["@10"]), _mean(ks, lambda r: r["@10 bm25"])])
-    heads = ["half", "asked", "kind", "n"] + [f"ragmem@{x}" for x in b] + [
-        f"window@{b[1]}", f"bm25@{b[1]}", "recall@10", "bm25 recall@10"]
+    for qset, half, mode, rs in _groups(res):
+        kinds = sorted({r["kind"] for r in rs})
+        for kind in kinds + ["all"]:
+            ks = [r for r in rs if kind in ("all", r["kind"])]
+            rows.append([qset, half, mode, kind, len(ks)]
+                        + [_mean(ks, lambda r, x=x: r["ev"][f"ragmem@{x}"]) for x in b]
+                        + [_mean(ks, lambda r: r["ev"].get(f"sliding_window@{at}", float("nan"))),
+                           _mean(ks, lambda r: r["ev"].get(f"bm25@{at}", float("nan"))),
+                           _mean(ks, lambda r: r["@10"]), _mean(ks, lambda r: r["@10 bm25"])])
+    heads = ["set", "half", "asked", "kind", "n"] + [f"ragmem@{x}" for x in b] + [
+        f"window@{at}", f"bm25@{at}", "recall@10", "bm25 recall@10"]
     return markdown_table(heads, rows)
 
 
+def files_table(res: dict) -> str:
+    """Evidence in the prompt per file (both halves), by mode and budget, and search recall@10."""
+    b = res["budgets"]
+    rows = []
+    for key in sorted({r["file"] for r in res["per"]}):
+        for mode in MODES:
+            rs = [r for r in res["per"] if r["file"] == key and r["mode"] == mode]
+            rows.append([key.split("/")[-1][:36], mode, len(rs)] + [_mean(rs, lambda r, x=x: r["ev"][f"ragmem@{x}"])
+                                                                   for x in b] + [_mean(rs, lambda r: r["@10"])])
+    return markdown_table(["file", "asked", "n"] + [f"ragmem@{x}" for x in b] + ["recall@10"], rows)
+
+
 def fates_table(res: dict) -> str:
-    """Where the evidence of the questions that missed some went (:func:`fate`), by half, mode and budget."""
+    """Where the evidence of the questions that missed some went (:func:`fate`), by set, half, mode and budget;
+    and how many of those questions search had found (all their evidence in its top 10)."""
     missed = [f for f in FATES if f != "placed"]
     rows = []
-    for half in ("tuning", "check"):
-        for mode in MODES:
-            rs = [r for r in res["per"] if r["half"] == half and r["mode"] == mode]
-            for b in res["budgets"]:
-                key = f"ragmem@{b}"
-                lost = [f for r in rs if r["ev"][key] < 1 for f in r["fate"][key] if f != "placed"]
-                rows.append([half, mode, b, sum(r["ev"][key] < 1 for r in rs)] + [lost.count(f) for f in missed]
-                            + [sum(f not in FATES for f in lost)])
-    return markdown_table(["half", "asked", "budget", "questions missing evidence"] + missed + ["other"], rows)
+    for qset, half, mode, rs in _groups(res):
+        for b in res["budgets"]:
+            key = f"ragmem@{b}"
+            short = [r for r in rs if r["ev"][key] < 1]
+            lost = [f for r in short for f in r["fate"][key] if f != "placed"]
+            rows.append([qset, half, mode, b, len(short), sum(r["@10"] >= 1 for r in short)]
+                        + [lost.count(f) for f in missed] + [sum(f not in FATES for f in lost)])
+    return markdown_table(["set", "half", "asked", "budget", "questions missing evidence", "of them in top 10"]
+                          + missed + ["other"], rows)
 
 
 def before_table(res: dict) -> str:
-    """Evidence and search recall@10, before a change (``run_transcripts(before=...)``) and after, by half and mode."""
+    """Evidence and search recall@10, before a change (``run_transcripts(before=...)``) and after, by set, half and
+    mode."""
     b = res["budgets"]
     rows = []
-    for half in ("tuning", "check"):
-        for mode in MODES:
-            rs = [r for r in res["per"] if r["half"] == half and r["mode"] == mode]
-            for name, ev, at10 in (("before", "before", "@10 before"), ("after", "ragmem", "@10")):
-                rows.append([half, mode, name, len(rs)] + [_mean(rs, lambda r, x=x, ev=ev: r["ev"][f"{ev}@{x}"]) for x in b]
-                            + [_mean(rs, lambda r, at10=at10: r[at10])])
-    return markdown_table(["half", "asked", "ragmem", "n"] + [f"@{x}" for x in b] + ["recall@10"], rows)
+    for qset, half, mode, rs in _groups(res):
+        for name, ev, at10 in (("before", "before", "@10 before"), ("after", "ragmem", "@10")):
+            rows.append([qset, half, mode, name, len(rs)] + [_mean(rs, lambda r, x=x, ev=ev: r["ev"][f"{ev}@{x}"])
+                                                            for x in b] + [_mean(rs, lambda r, at10=at10: r[at10])])
+    return markdown_table(["set", "half", "asked", "ragmem", "n"] + [f"@{x}" for x in b] + ["recall@10"], rows)
 
 
-#: The quick slice: each file's first four questions, at two budgets.
-QUICK_TRANSCRIPTS = {"limit": 4, "budgets": (1000, 2000)}
+#: The quick slice: the long sessions only, each file's first four questions, at 1,000 and 2,000 tokens.
+QUICK_TRANSCRIPTS = {"limit": 4, "budgets": (1000, 2000), "sets": ("long",)}
 
 
-def suite(quick: bool = False, out_dir: Path | None = None, before: dict | None = None) -> dict:
+def suite(quick: bool = False, out_dir: Path | None = None, before: dict | None = None, refresh: bool = False,
+          **options) -> dict:
     """The transcripts benchmark of record (``run_all``): its JSON in ``agent_transcripts.json``; ``before``, the
-    settings of a run before a change, asked beside it (:func:`run_transcripts`)."""
+    settings of a run before a change, asked beside it (:func:`run_transcripts`); ``options`` override the quick
+    slice's or the full run's (``limit``, ``budgets``, ``sets``, ``methods``)."""
     from .common import invocation, ragmem_version, result_path, write_json
 
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ragmem-transcripts-") as tmp:
-        res = run_transcripts(Path(tmp), **(QUICK_TRANSCRIPTS if quick else {}), before=before)
+        store, manifest = import_transcripts(Path(tmp), refresh=refresh)
+        res = run_transcripts(store, manifest, **{**(QUICK_TRANSCRIPTS if quick else {}), **options}, before=before)
     res.update({"command": invocation(), "ragmem": ragmem_version(), "monotone": monotone(res),
-                "elapsed_s": round(time.perf_counter() - start, 1)})
+                "elapsed_s": round(time.perf_counter() - start, 1), "manifest": manifest})
     write_json(result_path("agent_transcripts", quick, out_dir=out_dir), res)
     return res
+
+
+# -- the neutral comparison: the same messages through add_many, under two trees of code ---------------------------
+
+
+def _neutral_child(code: str, records: Path, out: Path, options: dict) -> None:
+    """In a child process: ragmem from ``code`` (a tree: a worktree of an older commit, or this one), a store built
+    by ``Memory.add_many`` from the exported ``records`` (cached by the tree's source and the records), every
+    question asked; the result written to ``out``."""
+    import hashlib
+    import shutil
+    import sys
+
+    sys.path.insert(0, code)
+    for name in [n for n in sys.modules if n == "ragmem" or n.startswith("ragmem.")]:
+        del sys.modules[name]
+    import ragmem
+    from ragmem import Memory
+
+    if not Path(ragmem.__file__).resolve().is_relative_to(Path(code).resolve()):
+        raise SystemExit(f"ragmem came from {ragmem.__file__}, not {code}")
+    data = json.loads(records.read_text())
+    h = hashlib.sha256((_source_hash(Path(code), QUERY_ONLY) + hashlib.sha256(records.read_bytes()).hexdigest())
+                       .encode()).hexdigest()[:16]
+    cached = cache_dir() / f"neutral-{h}"
+    if not (cached / "done").exists():
+        shutil.rmtree(cached, ignore_errors=True)
+        mem = Memory(path=str(cached / "store"), window=WINDOW)
+        try:
+            for v in data.values():
+                clean = [{k: x for k, x in r.items() if k not in ("seq", "session", "namespace")}
+                         for r in v["records"]]
+                mem.for_session(v["session"], namespace=v["namespace"]).add_many(clean, format="openai")
+        finally:
+            mem.close()
+        (cached / "done").write_text("")
+    manifest = {rel: {"namespace": v["namespace"], "session": v["session"]} for rel, v in data.items()}
+    with tempfile.TemporaryDirectory(prefix="ragmem-neutral-") as tmp:
+        res = run_transcripts(_fresh_copy(cached / "store", Path(tmp)), manifest, **options)
+    res["code"] = code
+    write_json_plain(out, res)
+
+
+def write_json_plain(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, default=str))
+
+
+def neutral(old: str, quick: bool = False, refresh: bool = False, **options) -> dict:
+    """The neutral comparison (issue 42, item 3): the imported sessions exported, then fed through
+    ``Memory.add_many`` to the code of ``old`` (a worktree of an earlier commit) and to this tree, each in a child
+    process with its code first on the path, and every question asked of both. Returns ``{"old": result, "new":
+    result}``, each a :func:`run_transcripts` result."""
+    import os
+    import subprocess
+    import sys
+
+    from .common import REPO_ROOT
+
+    opts = {**(QUICK_TRANSCRIPTS if quick else {}), **options, "methods": ("ragmem",)}
+    with tempfile.TemporaryDirectory(prefix="ragmem-neutral-") as tmp:
+        store, manifest = import_transcripts(Path(tmp), refresh=refresh)
+        from ragmem import Memory
+
+        mem = Memory(path=str(store), window=WINDOW)
+        try:
+            data = {rel: {**v, "records": mem.for_session(v["session"], namespace=v["namespace"]).export()}
+                    for rel, v in manifest.items()}
+        finally:
+            mem.close()
+        records = Path(tmp) / "export.json"
+        records.write_text(json.dumps(data, default=str))
+        out = {}
+        for name, code in (("old", old), ("new", str(REPO_ROOT))):
+            dest = Path(tmp) / f"{name}.json"
+            env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+            subprocess.run([sys.executable, "-m", "benchmarks.agent_sessions", "--neutral-child", code, str(records),
+                            str(dest), json.dumps(opts)], check=True, env=env, cwd=str(REPO_ROOT))
+            out[name] = json.loads(dest.read_text())
+            log(f"[agent_sessions] neutral: {name} ({code}) asked {out[name]['questions']} questions")
+    return out
+
+
+def neutral_table(res: dict) -> str:
+    """Evidence in the prompt at each budget, the old tree's code against this one's, by set, half and mode, on the
+    same messages; then per file (both halves) at each budget."""
+    old, new = res["old"], res["new"]
+    b = new["budgets"]
+    rows = []
+    for (qset, half, mode, ro), (_, _, _, rn) in zip(_groups(old), _groups(new)):
+        rows.append([qset, half, mode, len(rn)] + [f"{_mean(ro, lambda r, x=x: r['ev'][f'ragmem@{x}']):.3f} -> "
+                                                   f"{_mean(rn, lambda r, x=x: r['ev'][f'ragmem@{x}']):.3f}"
+                                                   for x in b]
+                    + [f"{_mean(ro, lambda r: r['@10']):.3f} -> {_mean(rn, lambda r: r['@10']):.3f}"])
+    head = markdown_table(["set", "half", "asked", "n"] + [f"@{x}" for x in b] + ["recall@10"], rows)
+    rows = []
+    for key in sorted({r["file"] for r in new["per"]}):
+        ro = [r for r in old["per"] if r["file"] == key]
+        rn = [r for r in new["per"] if r["file"] == key]
+        rows.append([key.split("/")[-1][:36], len(rn)] + [
+            f"{_mean(ro, lambda r, x=x: r['ev'][f'ragmem@{x}']):.3f} -> {_mean(rn, lambda r, x=x: r['ev'][f'ragmem@{x}']):.3f}"
+            for x in b])
+    return head + "\n\nPer file, both halves and both ways of asking:\n\n" + markdown_table(
+        ["file", "n"] + [f"@{x}" for x in b], rows)
+
+
+def print_transcripts(res: dict) -> None:
+    """The transcripts' tables, as ``--transcripts`` prints them."""
+    print(transcripts_table(res))
+    print(f"\nPer file:\n\n{files_table(res)}")
+    print(f"\nWhere the missed evidence went:\n\n{fates_table(res)}")
+    if res.get("before") is not None:
+        print("\nbefore ({}) and after:\n{}".format(res["before"], before_table(res)))
+    if res.get("prompt_p50_ms_before"):
+        print(f"prompt p50 before {res['prompt_p50_ms_before']:.1f} ms, after {res['prompt_p50_ms']:.1f} ms")
+    print(f"monotone in budget: {res['monotone']}; prompt p50 {res['prompt_p50_ms']:.1f} ms; "
+          f"broken tool pairs / over budget: {len(res['problems'])} {res['problems'][:5]}; "
+          f"evidence no import holds: {res['unresolved']}; evidence several messages hold: {res['ambiguous']}; "
+          f"took {res['elapsed_s']} s")
 
 
 if __name__ == "__main__":

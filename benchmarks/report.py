@@ -330,11 +330,13 @@ def transcripts_section(result: dict) -> str:
     mono = result["monotone"]
     return _run_section(
         result, "agent_sessions --transcripts", "Recall over real agent sessions",
-        f"{result['questions']} questions in a developer's words over the three real transcripts of "
-        "`shared/data/transcripts` (Claude Code, Codex CLI, Gemini CLI building one Pomodoro timer), imported by "
-        "`ragmem.importers`, each session in its own namespace; the questions and their evidence (a role and a "
-        "piece of the message's text, resolved to exactly one stored message) are in "
-        "`benchmarks/data/agent_transcripts.json`, each file's questions alternating tuning and check. Each is "
+        f"{result['questions']} questions over the nine real coding-agent sessions of `shared/data/transcripts`, "
+        "each imported as `ragmem import-chats` does (`ragmem._importing.import_paths`) into its project's namespace "
+        "(a subagent's file with its parent session): the `long` set is that folder's `qa.jsonl` over the six long "
+        "sessions, each piece of evidence a string verbatim in one record of the source file, resolved to the one "
+        "imported message that holds it (Gemini CLI's own notices are not imported: that question counts as "
+        "missed); the `pomodoro` set is `benchmarks/data/agent_transcripts.json`, questions in a developer's words "
+        "over the three short sessions. Each file's questions alternate tuning and check. Each is "
         "asked at the end of its session (`late`, the whole session stored) and from a new session of the "
         "namespace (`recall_scope=\"namespace\"`). Evidence in the prompt by budget (a tool result shown as an "
         "excerpt counts only when the excerpt holds the evidence), the sliding window and BM25 alone "

@@ -82,38 +82,68 @@ TRANSCRIPTS = Path(os.environ.get("RAGMEM_TRANSCRIPTS") or ROOT / ".." / "shared
 
 @pytest.mark.skipif(not TRANSCRIPTS.is_dir(), reason="no transcripts (set RAGMEM_TRANSCRIPTS)")
 def test_every_transcript_question_has_its_evidence_in_exactly_one_imported_message():
-    from benchmarks.agent_sessions import load_transcripts, resolve, transcript_questions, TRANSCRIPT_QUESTIONS
+    from ragmem.importers import parse
 
-    sessions = load_transcripts(TRANSCRIPTS)
+    from benchmarks.agent_sessions import (TRANSCRIPT_QUESTIONS, namespace_of, resolve, transcript_files,
+                                           transcript_questions)
+
+    files = transcript_files(TRANSCRIPTS)
+    assert len(files) >= 9
+    sessions = {}
+    for rel in files:  # what import-chats stores of each file: one session, its messages as parsed
+        (s,) = parse((TRANSCRIPTS / rel).read_text(encoding="utf-8"), filename=rel.split("/")[-1]).sessions
+        sessions[rel] = s.messages
     spec = json.loads(TRANSCRIPT_QUESTIONS.read_text())
     kinds = {"error", "command", "tool result", "file content", "user statement", "decision"}
-    assert len(spec["questions"]) >= 45 and set(spec["files"]) == set(sessions)
+    assert len(spec["questions"]) >= 45
     for q in spec["questions"]:
         assert q["kind"] in kinds and q["evidence"] and q.get("match", "all") in ("all", "any"), q
         for e in q["evidence"]:  # the importer and the question file agree on every piece of evidence
-            assert len(resolve(e, sessions[q["file"]])) == 1, (q["question"], e)
-    qs = transcript_questions(sessions)  # raises on any evidence that resolves to none or several
+            assert len(resolve(e, sessions[spec["files"][q["file"]]])) == 1, (q["question"], e)
+    qs = transcript_questions(sessions, TRANSCRIPTS)
+    long = [q for q in qs if q["set"] == "long"]
+    assert len(long) >= 50 and {q["kind"] for q in long} >= {"file-content", "tool-result", "error"}
+    assert sum(q["ambiguous"] for q in qs) == 0
+    # only the records an importer says it skips hold no evidence: Gemini CLI's own notices (one question)
+    assert [q["file"] for q in qs if None in q["ids"]] == ["gemini/session-2025-12-30T01-31-271ace30.json"]
     ids = {m["id"] for ms in sessions.values() for m in ms}
-    assert all(set(q["ids"]) <= ids for q in qs)
-    halves = [q["half"] for q in qs]
-    assert abs(halves.count("tuning") - halves.count("check")) <= len(sessions)  # alternating within each file
+    assert all({i for i in q["ids"] if i is not None} <= ids for q in qs)
+    for qset in ("long", "pomodoro"):  # alternating within each file, the first of each to the tuning half
+        for rel in files:
+            halves = [q["half"] for q in qs if q["set"] == qset and q["file"] == rel]
+            assert halves == ["tuning", "check"] * (len(halves) // 2) + ["tuning"] * (len(halves) % 2)
+    # a subagent's file is imported into its parent session's namespace
+    assert namespace_of("claude-code/agent-5bd334ae.jsonl", TRANSCRIPTS) == \
+        namespace_of("claude-code/ce3dbbb4-29e8-46ff-8659-ebabb07f2db8.jsonl", TRANSCRIPTS)
 
 
 @pytest.mark.skipif(not TRANSCRIPTS.is_dir(), reason="no transcripts (set RAGMEM_TRANSCRIPTS)")
 @pytest.mark.model
-def test_the_transcripts_quick_slice_asks_each_question_both_ways(tmp_path, monkeypatch):
+def test_the_transcripts_slice_asks_each_question_both_ways_from_a_cached_import(tmp_path, monkeypatch):
+    import shutil
+
     from benchmarks import agent_sessions
 
-    monkeypatch.setenv("RAGMEM_TRANSCRIPTS", str(TRANSCRIPTS))
-    res = agent_sessions.suite(quick=True, out_dir=tmp_path)
+    root = tmp_path / "transcripts"  # the three short sessions only: importing them takes seconds
+    for rel in json.loads(agent_sessions.TRANSCRIPT_QUESTIONS.read_text())["files"].values():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(TRANSCRIPTS / rel, root / rel)
+    monkeypatch.setenv("RAGMEM_TRANSCRIPTS", str(root))
+    monkeypatch.setenv("RAGMEM_BENCH_CACHE", str(tmp_path / "cache"))
+    res = agent_sessions.suite(quick=True, out_dir=tmp_path, sets=("pomodoro",))
     assert res["problems"] == [] and res["questions"] == 12  # four a file, no broken pair, never over budget
     assert {r["mode"] for r in res["per"]} == {"late", "new session"}
     assert all(set(r["ev"]) == {f"{m}@{b}" for m in agent_sessions.TRANSCRIPT_METHODS for b in (1000, 2000)}
                for r in res["per"])
     assert json.loads((tmp_path / "agent_transcripts-quick.json").read_text())["monotone"]["sets"]
-    assert "| check | late | all |" in agent_sessions.transcripts_table(res)
+    assert "| pomodoro | check | late | all |" in agent_sessions.transcripts_table(res)
     # where each piece of evidence went, at each budget, from the prompt's trace
     assert all(len(r["fate"][f"ragmem@{b}"]) == len(r["fate"]["ragmem@1000"]) and r["fate"][f"ragmem@{b}"]
                for r in res["per"] for b in (1000, 2000))
     assert {f for r in res["per"] for fs in r["fate"].values() for f in fs} <= set(agent_sessions.FATES)
-    assert "| check | late | 2000 |" in agent_sessions.fates_table(res)
+    assert "| pomodoro | check | late | 2000 |" in agent_sessions.fates_table(res)
+    # the second run reads the cached import (the cache holds one store), and asks the same
+    cached = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    again = agent_sessions.suite(quick=True, out_dir=tmp_path, sets=("pomodoro",))
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == cached and len(cached) == 1
+    assert [r["ev"] for r in again["per"]] == [r["ev"] for r in res["per"]]
