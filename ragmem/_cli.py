@@ -1054,8 +1054,11 @@ class _McpCommand(click.Command):
 @cli.command(cls=_McpCommand)
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="warning",
               show_default=True, help="The MCP SDK's logging on stderr (info: a line per request).")
+@click.option("--scope", "scope", default="session", show_default=True, metavar="SCOPE",
+              help="Where search_memory looks when a call names no session: session, namespace, project (the "
+                   "sessions of the folder the server starts in) or project:/abs/path.")
 @_common
-def mcp(log_level: str, **opts: Any) -> None:
+def mcp(log_level: str, scope: str, **opts: Any) -> None:
     """Serve the store as an MCP server on stdio.
 
     For Claude Desktop, IDEs and agents.
@@ -1064,12 +1067,13 @@ def mcp(log_level: str, **opts: Any) -> None:
     configuration.
     """
     cfg = _cfg(**opts)
-    from ._mcp import serve
+    from ._mcp import Scope, serve
 
+    where = Scope.parse(scope)  # a mistaken scope refused before the server starts
     extra: dict[str, Any] = {"embedder": cfg.embedder} if cfg.embedder else {}
     serve(store=cfg.store, namespace=cfg.namespace, session=cfg.session, log_url=cfg.log_url,
           chroma_url=cfg.chroma_url, trust_config=cfg.trust_config, log_level=log_level.upper(),  # type: ignore[arg-type]
-          **extra)
+          scope=where, **extra)
 
 
 # ------------------------------------------------------------------ hook
@@ -1123,7 +1127,11 @@ def _hook_command(agent: str, title: str, settings_file: str) -> Callable:
                 raise UsageError("--install and --uninstall go one at a time")
             cfg = _cfg(**opts)
             path = _hooks.settings_path(agent, scope)  # type: ignore[arg-type]
+            created = False
             if do_install:
+                if not server and not _store_exists(cfg):  # the user's opt-in: the hook itself never makes one
+                    _open(cfg).close()
+                    created = True
                 extra = ([] if budget == 1500 else ["--budget", str(budget)]) + (["--server", server] if server else [])
                 extra += ["--no-daemon"] if no_daemon else []
                 if cfg.namespace != "default":
@@ -1131,9 +1139,10 @@ def _hook_command(agent: str, title: str, settings_file: str) -> Callable:
                 change = _hooks.install(agent, path, _hooks.hook_command(agent, cfg.store, extra))
             else:
                 change = _hooks.uninstall(agent, path)
+            lines = ([f"created the store {os.path.abspath(cfg.store)}"] if created else []) + change.lines()
             _emit(cfg, {"settings": str(path), "changed": change.changed, "added": change.added,
-                        "removed": change.removed, "backup": str(change.backup) if change.backup else None},
-                  change.lines)
+                        "removed": change.removed, "backup": str(change.backup) if change.backup else None,
+                        "created_store": os.path.abspath(cfg.store) if created else None}, lambda: lines)
             return
         raw = sys.stdin.read()
         store = opts.get("store_") or DEFAULT_STORE
@@ -1148,9 +1157,10 @@ def _hook_command(agent: str, title: str, settings_file: str) -> Callable:
                     raise UsageError("--server needs the key of the namespace: --key or RAGMEM_KEY")
                 out = _hooks.run_remote(agent, raw, server=server, key=key, log_to=store, budget=budget)
             else:
+                _hooks.require_store(cfg.store, cfg.log_url, agent)  # never creates one: a mistyped --store is logged
                 out, start_worker = _hook_here(agent, raw, cfg, budget, daemon=not no_daemon)
         except Exception as exc:  # noqa: BLE001 - a hook never blocks the agent: logged, nothing printed
-            _hooks.log_failure(store, agent, exc)
+            _hooks.log_failure(store, agent, exc, _hooks.event_name(raw))
             out = ""
         if out:
             click.echo(out)
@@ -1161,6 +1171,18 @@ def _hook_command(agent: str, title: str, settings_file: str) -> Callable:
             _hookd.spawn(cfg.store, _opening(cfg))
 
     return command
+
+
+def _store_exists(cfg: Config) -> bool:
+    """Whether ``cfg``'s store exists (the hook's check, :func:`ragmem._hooks.require_store`)."""
+    from . import _hooks
+    from ._errors import StoreError
+
+    try:
+        _hooks.require_store(cfg.store, cfg.log_url)
+    except StoreError:
+        return False
+    return True
 
 
 def _opening(cfg: Config) -> dict[str, Any]:
@@ -1174,18 +1196,33 @@ def _hook_here(agent: str, raw: str, cfg: Config, budget: int, *, daemon: bool) 
 
     With ``daemon``, the store's worker answers when one is running (this process then imports neither
     Chroma nor the model, see ``_hookd.py``); otherwise, or on any failure of it, the work is done here
-    as always, and a worker is started for the next call, if this one worked.
+    as always, and a worker is started for the next call, if this one worked. An event that is not
+    answered (it only imports) is handed to the worker without waiting, or, with none running, starts one.
     """
     from . import _hookd, _hooks
+    from ._errors import UsageError
 
     if daemon:
         request = {"v": _hookd.VERSION, "store": os.path.abspath(cfg.store),
                    "fingerprint": _hookd.fingerprint(cfg.store, _opening(cfg)), "agent": agent, "event": raw,
                    "namespace": cfg.namespace, "session": cfg.session, "budget": budget, "max_chars": _hooks.MAX_CHARS}
-        answered = _hookd.ask(cfg.store, request)
-        if answered is not None:
-            return answered, False
-    out, ok = _hooks.run_status(agent, raw, open_memory=lambda: _open(cfg), store=cfg.store, budget=budget)
+        try:
+            only_imports = not _hooks.read_event(agent, raw).answered
+        except UsageError:
+            only_imports = False  # answered below, in process, where the mistake is logged
+        if only_imports:
+            # Stop, PostToolUse, PreCompact...: the agent waits for every hook, so the worker embeds the new
+            # lines after this process has exited; with no worker, the one started here imports them first.
+            # Only while another hook is starting one (its lock held, not yet listening) is it done here.
+            slim = {**request, "event": _hooks.slim_event(raw)}
+            if _hookd.hand_over(cfg.store, slim) or _hookd.spawn(cfg.store, _opening(cfg), first=slim) is not None:
+                return "", False
+        else:
+            answered = _hookd.ask(cfg.store, request)
+            if answered is not None:
+                return answered, False
+    out, ok = _hooks.run_status(agent, raw, open_memory=lambda: _open(cfg, create=False), store=cfg.store,
+                                budget=budget)
     return out, daemon and ok
 
 

@@ -82,7 +82,8 @@ from ._errors import StoreError
 
 __all__ = [
     "CONNECT_TIMEOUT", "DEADLINE", "DEFAULT_IDLE", "IDLE_ENV", "LOCK_NAME", "SOCKET_NAME", "SUN_PATH_MAX",
-    "VERSION", "ask", "fingerprint", "idle_seconds", "main", "run_worker", "socket_path", "spawn", "worker_pid",
+    "VERSION", "ask", "fingerprint", "hand_over", "idle_seconds", "main", "run_worker", "socket_path", "spawn",
+    "worker_pid",
 ]
 
 #: The worker's socket in the store folder.
@@ -105,10 +106,12 @@ VERSION = 1
 MAX_REQUEST = 4 * 1024 * 1024
 #: What the spawner tells the worker, in its environment.
 _OPENING_ENV, _LOCK_FD_ENV = "RAGMEM_HOOK_WORKER_OPENING", "RAGMEM_HOOK_WORKER_LOCK_FD"
+#: The request the spawning hook handed to the worker it starts (an event that only imports), in its environment.
+_FIRST_ENV = "RAGMEM_HOOK_WORKER_FIRST"
 #: ``RAGMEM_*`` variables that do not shape how a store opens: the client resolves them and sends the result
 #: (namespace, session, store), or they belong to other doors (--server's) or to the worker itself.
 _NOT_OPENING = {"RAGMEM_NAMESPACE", "RAGMEM_SESSION", "RAGMEM_STORE", "RAGMEM_KEY", "RAGMEM_SERVER", IDLE_ENV,
-                _OPENING_ENV, _LOCK_FD_ENV}
+                _OPENING_ENV, _LOCK_FD_ENV, _FIRST_ENV}
 
 
 def _supported() -> bool:
@@ -277,12 +280,43 @@ def ask(store: str | os.PathLike[str], request: Mapping[str, Any], *, deadline: 
     return out if isinstance(out, str) else None
 
 
-def spawn(store: str | os.PathLike[str], opening: Mapping[str, Any]) -> int | None:
+def hand_over(store: str | os.PathLike[str], request: Mapping[str, Any]) -> bool:
+    """Give ``request`` to the store's worker and return at once, without waiting for its answer.
+
+    For the events the hook only imports on (``Stop``, ``PostToolUse``, ``PreCompact``): the agent waits
+    for every hook, so the transcript's new lines are embedded in the worker after the hook has exited.
+    The request lands in the socket's queue even while the worker is busy with another (the kernel
+    accepts the connection and keeps the bytes); the worker reads it in its turn, imports, and its reply
+    finds nobody. False when no worker of this user listens (the caller starts one; the next event
+    imports what this one did not, from the offset the store keeps). The same checks as :func:`ask`.
+    """
+    if not _supported():  # pragma: no cover
+        return False
+    try:
+        path = socket_path(store)
+        st = os.lstat(path)
+        if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid():
+            return False
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(CONNECT_TIMEOUT)
+            sock.connect(os.fspath(path))
+            uid = _peer_uid(sock)
+            if uid is not None and uid != os.getuid():
+                return False
+            sock.sendall(json.dumps(dict(request), ensure_ascii=False).encode("utf-8") + b"\n")
+    except (OSError, StoreError):
+        return False
+    return True
+
+
+def spawn(store: str | os.PathLike[str], opening: Mapping[str, Any],
+          first: Mapping[str, Any] | None = None) -> int | None:
     """Start the store's worker, detached, unless one holds the lock; its pid (None: none started).
 
     The caller takes the lock and the child inherits it (the same open file, so the same ``flock``):
     between this call and the worker's exit no other hook can start a second one. ``opening`` goes
-    in the child's environment, where a URL's password does not show in ``ps``.
+    in the child's environment, where a URL's password does not show in ``ps``. ``first`` is a request
+    the worker handles as soon as it listens (an event :func:`hand_over` found no worker for).
     """
     if not _supported():  # pragma: no cover
         return None
@@ -295,6 +329,8 @@ def spawn(store: str | os.PathLike[str], opening: Mapping[str, Any]) -> int | No
             return None  # a worker lives, or is starting
         safe = ["-P"] if sys.version_info >= (3, 11) else []  # nothing of the working folder is imported
         env = {**os.environ, _OPENING_ENV: json.dumps(dict(opening)), _LOCK_FD_ENV: str(fd)}
+        if first is not None:
+            env[_FIRST_ENV] = json.dumps(dict(first), ensure_ascii=False)
         try:
             proc = subprocess.Popen(
                 [sys.executable, *safe, "-m", "ragmem._hookd", os.path.abspath(store)], env=env, cwd="/",
@@ -373,8 +409,11 @@ def _serve(listener: socket.socket, path: Path, inode: int, root: Any, store: st
         last = time.monotonic()
 
 
-def run_worker(store: str, opening: Mapping[str, Any], lock_fd: int | None = None, idle: float | None = None) -> int:
-    """Be ``store``'s worker until idle: take the lock, open the store, listen, answer. The exit status."""
+def run_worker(store: str, opening: Mapping[str, Any], lock_fd: int | None = None, idle: float | None = None,
+               first: bytes | None = None) -> int:
+    """Be ``store``'s worker until idle: take the lock, open the store, listen, answer. The exit status.
+
+    ``first`` is a request handled once the socket listens, before any other (see :func:`spawn`)."""
     from . import _hooks
     from ._memory import Memory  # not through ragmem._cli, which imports this module: no cycle
 
@@ -418,6 +457,8 @@ def run_worker(store: str, opening: Mapping[str, Any], lock_fd: int | None = Non
         os.chmod(path, 0o600)
         inode = os.lstat(path).st_ino
         listener.listen(16)
+        if first:
+            _answer(root, store, mine, first)  # its hook has exited: nobody waits for the reply
         _serve(listener, path, inode, root, store, mine, idle if idle is not None else idle_seconds())
     except _Stop:
         pass
@@ -444,7 +485,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("usage: python -m ragmem._hookd STORE (started by `ragmem hook`, not by hand)")
     opening = json.loads(os.environ.pop(_OPENING_ENV, "") or "{}")
     raw_fd = os.environ.pop(_LOCK_FD_ENV, "")
-    sys.exit(run_worker(args[0], opening, int(raw_fd) if raw_fd.isdigit() else None))
+    first = os.environ.pop(_FIRST_ENV, "").encode("utf-8") or None
+    sys.exit(run_worker(args[0], opening, int(raw_fd) if raw_fd.isdigit() else None, first=first))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -47,9 +47,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._units import Unit
 
 __all__ = [
-    "AGENTS", "DEFAULT_BUDGET", "LOG_NAME", "MAX_CHARS", "Change", "Event", "Progress", "answer", "hook_command",
-    "import_file", "import_new", "install", "log_failure", "read_event", "recall", "render", "run", "run_remote",
-    "run_status", "serve_hook", "settings_path", "uninstall",
+    "AGENTS", "DEFAULT_BUDGET", "LOG_NAME", "MAX_CHARS", "Change", "Event", "Progress", "answer", "event_name",
+    "hook_command", "import_file", "import_new", "install", "log_failure", "log_path", "read_event", "recall",
+    "render", "require_store", "run", "run_remote", "run_status", "serve_hook", "settings_path", "slim_event", "uninstall",
 ]
 
 #: The agents whose hooks ragmem answers, as ``ragmem hook AGENT`` names them.
@@ -212,13 +212,19 @@ def import_new(mem: "Memory", event: Event, chunk: bytes, offset: int, head: byt
 
 
 def import_file(mem: "Memory", event: Event) -> Progress:
-    """Import what the transcript file holds past the store's offset (a shorter file is read again whole)."""
+    """Import what the transcript file holds past the store's offset (a shorter file is read again whole).
+
+    A session's first prompts often come before its transcript exists (Claude Code writes the file late for
+    a new project and after ``/clear``; Codex's schema allows ``transcript_path`` null): then nothing is
+    imported and the progress is what the store holds (none, for a new session), so the hook still
+    recalls the project's other sessions by the event's ``cwd``. These are normal states, not faults.
+    """
     if not event.transcript:
-        raise UsageError(f"the {event.name} event names no transcript_path, so there is nothing to import")
+        return Progress()
     path = Path(event.transcript)
+    progress = Progress.load(mem, event.agent, event.transcript)
     try:
         size = path.stat().st_size
-        progress = Progress.load(mem, event.agent, event.transcript)
         offset = progress.offset if progress.offset <= size else 0  # truncated or replaced: from the start
         if offset != progress.offset:
             progress.offset = 0
@@ -227,6 +233,8 @@ def import_file(mem: "Memory", event: Event) -> Progress:
             head = _head(f.read(64 * 1024)) if offset else b""
             f.seek(offset)
             chunk = f.read()
+    except FileNotFoundError:
+        return progress  # not written yet: the next event imports it
     except OSError as exc:
         raise StoreError(f"cannot read the transcript {event.transcript} ({exc.strerror or exc})") from None
     if not chunk:
@@ -378,18 +386,69 @@ def answer(mem: "Memory", event: Event, progress: Progress, *, budget: int = DEF
 # ------------------------------------------------------------------ one call, failures logged
 
 
+def log_path(store: str | os.PathLike[str]) -> Path:
+    """Where a hook call's failure is written: :data:`LOG_NAME` in the store folder, or, when that folder does
+    not exist (a mistyped ``--store``), in ragmem's cache folder (``$RAGMEM_CACHE``, else ``~/.cache/ragmem``):
+    the hook never creates a store folder, not even for its log."""
+    folder = Path(store)
+    if folder.is_dir():
+        return folder / LOG_NAME
+    from .embed._bundled import cache_dir
+
+    return cache_dir() / LOG_NAME
+
+
 def log_failure(store: str | os.PathLike[str], agent: str, exc: BaseException, event_name: str = "?") -> None:
-    """One line in the store's :data:`LOG_NAME`: when, which agent and event, what went wrong."""
+    """One line in :func:`log_path`: when, which agent and event, what went wrong (the store named, when the
+    line goes to the cache folder, so several stores' lines there are told apart)."""
     message = " ".join(str(exc).split())[:500]
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     line = f"{when} {agent} {event_name} {type(exc).__name__}: {message}\n"
     try:
-        folder = Path(store)
-        folder.mkdir(parents=True, exist_ok=True)
-        with (folder / LOG_NAME).open("a", encoding="utf-8") as f:
+        path = log_path(store)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as f:
             f.write(line)
     except OSError:  # nowhere to write: the hook still answers nothing and exits 0
         pass
+
+
+def slim_event(raw: str) -> str:
+    """The event with only the fields the hook reads (a ``PostToolUse`` carries the tool's whole input and
+    response, a file read whole among them: none of it is needed, the transcript has it)."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return raw
+    if not isinstance(data, dict):
+        return raw
+    keep = ("session_id", "transcript_path", "cwd", "hook_event_name", "prompt", "source", "trigger")
+    return json.dumps({k: data[k] for k in keep if k in data}, ensure_ascii=False)
+
+
+def event_name(raw: str) -> str:
+    """The event's ``hook_event_name`` for a log line, read leniently (``?`` when there is none)."""
+    try:
+        name = json.loads(raw).get("hook_event_name")
+    except (ValueError, AttributeError):
+        return "?"
+    return name if isinstance(name, str) and name else "?"
+
+
+def require_store(store: str | os.PathLike[str], log_url: str | None = None, agent: str = "AGENT") -> None:
+    """Refuse a hook call on a store that does not exist: the hook never creates one (``--install`` does).
+
+    A mistyped ``--store`` in the agent's settings would otherwise start a second memory, silently, that
+    the imports and the MCP server never see. With ``log_url`` the log is on PostgreSQL and the store's
+    open decides.
+    """
+    from ._store.log import LOG_FILE
+
+    folder = Path(store)
+    if log_url is None and not (folder / LOG_FILE).is_file():
+        raise StoreError(f"no ragmem store at {os.path.abspath(folder)}; the hook never creates one: run "
+                         f"`ragmem --store {os.path.abspath(folder)} hook {agent} --install` to make it, or fix the "
+                         "--store of the installed hook command")
 
 
 def run_status(agent: str, raw: str, *, open_memory: Callable[[], "Memory"], store: str | os.PathLike[str],
@@ -522,8 +581,10 @@ Scope = Literal["project", "user"]
 
 #: The events ragmem installs for each agent, and their matchers (None: every occurrence).
 INSTALLED: dict[str, list[tuple[str, str | None]]] = {
-    "claude-code": [("UserPromptSubmit", None), ("SessionStart", "resume|compact"), ("PreCompact", None)],
-    "codex": [("UserPromptSubmit", None), ("SessionStart", "resume|compact"), ("PreCompact", None)],
+    "claude-code": [("UserPromptSubmit", None), ("SessionStart", "resume|compact"), ("PreCompact", None),
+                    ("PostToolUse", None), ("Stop", None)],
+    "codex": [("UserPromptSubmit", None), ("SessionStart", "resume|compact"), ("PreCompact", None),
+              ("PostToolUse", None), ("Stop", None)],
 }
 #: Seconds the agent lets the hook run.
 TIMEOUT = 30

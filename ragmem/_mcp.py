@@ -22,6 +22,7 @@ import re
 import sys
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
@@ -52,6 +53,17 @@ relevant old turns recalled, the recent turns verbatim, and the pinned state.
 Keep goals, user preferences and key facts in the pinned state
 (get_pinned_state / update_pinned_state): it goes into every prompt uncompressed.
 Every tool acts on the server's default session unless you pass `session`."""
+
+#: The help of ``--scope`` (``ragmem mcp`` and ``python -m ragmem.mcp_server``).
+SCOPE_HELP = ("where search_memory looks when a call names no session: session (the server's default session), "
+              "namespace (every session), project (the sessions of the folder the server starts in, as the agents' "
+              "imports record it) or project:/abs/path [default: session]")
+
+#: What the instructions say of a search that names no session, by the server's ``--scope``.
+SCOPE_LINES = {
+    "namespace": "search_memory with no `session` searches every session of this memory.",
+    "project": "search_memory with no `session` searches every session of the project {project}.",
+}
 
 
 # ------------------------------------------------------------------ input schemas
@@ -94,6 +106,8 @@ class AddResult(BaseModel):
 class SearchHit(BaseModel):
     model_config = ConfigDict(extra="allow")
     id: str
+    session: str = Field(description="The session the message belongs to.")
+    seq: int = Field(description="Its place in the session (read_recent's `before` reads from there back).")
     role: str
     content: str = Field(description="The message text (a tool call shows as name(arguments)).")
     score: float = Field(description="Relevance to the query, higher is better; ranks this query's hits only "
@@ -104,7 +118,29 @@ class SearchHit(BaseModel):
 
 
 class SearchResult(BaseModel):
-    hits: list[SearchHit] = Field(description="Best first. `session` is set when all_sessions was asked.")
+    hits: list[SearchHit] = Field(description="Best first.")
+
+
+def hits_text(hits: list[dict[str, Any]], sessions: bool) -> str:
+    """``search_memory``'s text content: each hit's text under a short head; with ``sessions`` (a search of
+    several), the hits grouped under their session's name, the sessions in the order of their best hit.
+
+    The structured content holds every field; this is what a model reads, so the framing costs little
+    beside the messages (issue 44: the compact JSON of five hits with 201 tokens of text cost 419, the ids
+    and field names most of it). ``[#12 tool 2025-10-21 0.88]``: the message's seq in its session (its
+    order, and where read_recent reads from), its role, its day (UTC) and its score.
+    """
+    if not hits:
+        return "no hits"
+    groups: dict[str | None, list[dict[str, Any]]] = {}
+    for h in hits:
+        groups.setdefault(h["session"] if sessions else None, []).append(h)
+    out: list[str] = []
+    for name, group in groups.items():
+        if name is not None:
+            out.append(f"session {name}:")
+        out += [f"[#{h['seq']} {h['role']} {h['at'][:10]} {h['score']:g}]\n{h['content']}" for h in group]
+    return "\n".join(out)
 
 
 class ContextResult(BaseModel):
@@ -187,6 +223,48 @@ AskedAt = Annotated[
 ]
 
 
+# ------------------------------------------------------------------ the scope of a search that names no session
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where ``search_memory`` looks when the call names no session: the server's choice, made by whoever
+    configures it (``ragmem mcp --scope``), never by the store.
+
+    ``session`` (the default) searches the server's default session, as the library does (invariant 5);
+    ``namespace`` every session of the namespace; ``project`` the sessions of one project, the folder an
+    imported agent session ran in (``metadata["project"]``, the agent's working directory): what a coding
+    agent's MCP server wants, whose own conversations are imported under their project and date.
+    """
+
+    kind: Literal["session", "namespace", "project"] = "session"
+    project: str | None = None
+
+    @classmethod
+    def parse(cls, text: str | None, cwd: str | None = None) -> "Scope":
+        """``session``, ``namespace``, ``project`` (the folder the server starts in) or ``project:/abs/path``."""
+        if text is None or text == "session":
+            return cls()
+        if text == "namespace":
+            return cls("namespace")
+        if text == "project":
+            return cls("project", cwd or os.getcwd())
+        if text.startswith("project:"):
+            path = text[len("project:"):]
+            if not path:
+                raise UsageError("--scope project:PATH takes the project's folder as the agent records it "
+                                 "(its working directory), e.g. project:/home/me/dev/app")
+            return cls("project", path)  # as recorded, compared as it is (a Windows path from another machine too)
+        raise UsageError(f"--scope takes session, namespace, project or project:/abs/path, got {text!r}")
+
+    def where(self) -> dict[str, str] | None:
+        """The metadata filter of the project scope (None for the others)."""
+        return {"project": self.project} if self.kind == "project" and self.project else None
+
+    def __str__(self) -> str:
+        return f"project:{self.project}" if self.kind == "project" else self.kind
+
+
 # ------------------------------------------------------------------ the server
 
 
@@ -201,8 +279,11 @@ class _Memories:
     #: Most per-session views kept (least recently used dropped first).
     MAX_VIEWS = 64
 
-    def __init__(self, store: str | None, namespace: str, session: str, memory_kwargs: dict[str, Any]):
+    def __init__(self, store: str | None, namespace: str, session: str, memory_kwargs: dict[str, Any],
+                 scope: Scope | None = None):
         self.store, self.namespace, self.default = store, namespace, session
+        #: Where a search that names no session looks (``ragmem mcp --scope``).
+        self.scope = scope or Scope()
         self.kwargs = memory_kwargs
         self._root: "Memory | None" = None
         self._views: OrderedDict[str, "Memory"] = OrderedDict()
@@ -314,6 +395,7 @@ def build_server(
     session: str | None = None,
     memories: _Memories | None = None,
     log_level: LogLevel = "WARNING",
+    scope: Scope | str | None = None,
     **memory_kwargs: Any,
 ) -> MCPServer:
     """Create the MCP server (not yet running) for a store; ``memory_kwargs`` go to every ``Memory``.
@@ -324,7 +406,9 @@ def build_server(
     ``RAGMEM_SESSION``, else the store's ``ragmem.toml``, else ``"default"``; a
     given ``"default"`` is kept. ``trust_config=True`` (a ``Memory`` option)
     lets the store's file name import paths and servers. ``log_level`` is the SDK's logging on stderr:
-    ``INFO`` logs a line per request, so the default says only warnings and errors.
+    ``INFO`` logs a line per request, so the default says only warnings and errors. ``scope`` is where a
+    search that names no session looks (:class:`Scope`: ``session``, the default, ``namespace`` or
+    ``project:/path``).
     """
     if memories is None:
         store = store or os.environ.get("RAGMEM_STORE") or DEFAULT_STORE
@@ -332,10 +416,14 @@ def build_server(
 
         # RAGMEM_* variables and the store's ragmem.toml fill what the caller left unset, as in the CLI
         namespace, session = load_config(store, trust=memory_kwargs.get("trust_config")).scope(namespace, session)
-        memories = _Memories(store, namespace, session, memory_kwargs)
+        memories = _Memories(store, namespace, session, memory_kwargs,
+                             scope if isinstance(scope, Scope) else Scope.parse(scope))
     from ragmem import __version__
 
-    server = _Server("ragmem", version=__version__, instructions=INSTRUCTIONS, log_level=log_level)
+    instructions = INSTRUCTIONS
+    if memories.scope.kind in SCOPE_LINES:
+        instructions += "\n" + SCOPE_LINES[memories.scope.kind].format(project=memories.scope.project)
+    server = _Server("ragmem", version=__version__, instructions=instructions, log_level=log_level)
     server._ragmem_memories = memories  # type: ignore[attr-defined]  # for tests and hosts that want to close it
 
     @server.tool(
@@ -379,16 +467,20 @@ def build_server(
     ) -> SearchResult:
         """Semantic search over stored messages, best first, each with a relevance score (higher is better).
 
-        Use it to recall what was said or decided earlier, e.g. "what port did we choose".
+        Use it to recall what was said or decided earlier, e.g. "what port did we choose". Each hit shows as
+        `[#seq role day score]` and its text (under its session's name when several are searched);
+        read_recent(session, before=seq + 1) reads it and what came before. Ids are in the structured result.
         """
         lo, hi, asked = _when(since, "since"), _when(until, "until"), _when(asked_at, "asked_at")
         with _guard(memories):
             mem = memories(session)
-            if not all_sessions:
+            wide = all_sessions or (session is None and memories.scope.kind != "session")
+            if not wide:
                 require_session(mem, search=True)
             hits = mem.search(
                 query, k=k, role=role, since=lo, until=hi, min_score=min_score,
-                scope="namespace" if all_sessions else "session", asked_at=asked,
+                scope="namespace" if wide else "session", asked_at=asked,
+                where=None if all_sessions or session is not None else memories.scope.where(),
             )
             rows: list[Any] = []  # dicts: pydantic validates them into SearchHit
             for h in hits:
@@ -396,11 +488,12 @@ def build_server(
                 text = m.text or "; ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
                 row = {"id": m.id, "role": m.role, "content": text, "score": round(float(h.score), 2),
                        "similarity": None if h.similarity is None else round(float(h.similarity), 2),
-                       "at": _iso(m.created_at)}
-                if all_sessions:
-                    row["session"] = h.session
+                       "at": _iso(m.created_at), "seq": m.seq, "session": h.session}
                 rows.append(row)
-            return _compact(SearchResult(hits=rows))
+            result = SearchResult(hits=rows)
+            data = result.model_dump(mode="json", exclude_none=True)
+            return CallToolResult(content=[TextContent(type="text", text=hits_text(data["hits"], wide))],
+                                  structured_content=data)
 
     @server.tool(annotations=ToolAnnotations(title="Get the prompt context for a turn", read_only_hint=True))
     def get_context(
@@ -643,14 +736,15 @@ def _warm_up(memories: _Memories) -> None:
 
 def serve(
     store: str | None = None, *, namespace: str | None = None, session: str | None = None, warm: bool = True,
-    log_level: LogLevel = "WARNING", **memory_kwargs: Any,
+    log_level: LogLevel = "WARNING", scope: Scope | str | None = None, **memory_kwargs: Any,
 ) -> None:
     """Run the server on stdio until the client disconnects.
 
     ``warm`` loads the embedding model in a background thread at start-up;
-    the server answers ``initialize`` and ``tools/list`` meanwhile.
+    the server answers ``initialize`` and ``tools/list`` meanwhile. ``scope``: see :func:`build_server`.
     """
-    server = build_server(store, namespace=namespace, session=session, log_level=log_level, **memory_kwargs)
+    server = build_server(store, namespace=namespace, session=session, log_level=log_level, scope=scope,
+                          **memory_kwargs)
     if warm:
         threading.Thread(target=_warm_up, args=(server._ragmem_memories,), daemon=True).start()  # type: ignore[attr-defined]
     try:
@@ -677,10 +771,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="let the store's ragmem.toml name import paths and servers (env RAGMEM_TRUST_STORE_CONFIG=1)")
     parser.add_argument("--log-level", default="warning", choices=[v.lower() for v in LOG_LEVELS],
                         help="the SDK's logging on stderr (info: a line per request) [default: warning]")
+    parser.add_argument("--scope", default="session", metavar="SCOPE", help=SCOPE_HELP)
     args = parser.parse_args(argv)
     extra: dict[str, Any] = {"embedder": args.embedder} if args.embedder else {}
+    try:
+        scope = Scope.parse(args.scope)
+    except UsageError as exc:
+        parser.error(str(exc))
     serve(args.store, namespace=args.namespace, session=args.session, log_url=args.log_url, chroma_url=args.chroma_url,
-          trust_config=args.trust_store_config, log_level=args.log_level.upper(), **extra)
+          trust_config=args.trust_store_config, log_level=args.log_level.upper(), scope=scope, **extra)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -220,7 +220,10 @@ class _Tenant:
                 raise ToolError(f"Error executing tool {name}") from exc
             content = getattr(result, "content", None) or []
             text = getattr(content[0], "text", None) if len(content) == 1 else None
-            # _mcp._compact writes the text as the compact JSON of the structured content: send it as it is
+            # _mcp._compact writes the text as the compact JSON of the structured content: send it as it is;
+            # search_memory's text is for a model to read, so its structured content is sent instead
+            if text is not None and not text.startswith("{"):
+                text = json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
             return result, text.encode() if text is not None and not result.is_error else None
 
         return run

@@ -182,7 +182,7 @@ def test_the_client_never_connects_to_a_stale_socket_a_link_or_a_file_and_gives_
 @pytest.mark.model
 @pytest.mark.slow
 def test_the_worker_answers_as_the_process_does_and_the_hook_then_imports_nothing_heavy(tmp_path):
-    store, transcript = tmp_path / "store", tmp_path / f"{th.SESSION}.jsonl"
+    store, transcript = th.new_store(tmp_path / "store"), tmp_path / f"{th.SESSION}.jsonl"
     transcript.write_text(th.FIXTURE.read_text())
     here = run_hook(store, ev(transcript), "--no-daemon")
     assert here.returncode == 0 and "p99 4870ms" in here.stdout, th.log_lines(store)
@@ -217,7 +217,7 @@ def test_the_worker_answers_as_the_process_does_and_the_hook_then_imports_nothin
 @pytest.mark.model
 @pytest.mark.slow
 def test_two_hooks_at_once_start_one_worker(tmp_path):
-    store, transcript = tmp_path / "store", tmp_path / f"{th.SESSION}.jsonl"
+    store, transcript = th.new_store(tmp_path / "store"), tmp_path / f"{th.SESSION}.jsonl"
     transcript.write_text(th.FIXTURE.read_text())
     assert run_hook(store, th.event("PreCompact", transcript), "--no-daemon").returncode == 0  # the store built
     procs = [subprocess.Popen([sys.executable, "-m", "ragmem", "--store", str(store), "hook", "claude-code"],

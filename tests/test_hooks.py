@@ -47,6 +47,14 @@ def hook(store: Path, agent: str, event: dict, *args: str, namespace: str | None
                           env={**env(), _hookd.IDLE_ENV: "300", **(extra_env or {})})
 
 
+def new_store(path: Path) -> Path:
+    """An empty store at ``path``, as ``--install`` makes one: the hook itself never creates a store."""
+    from ragmem._store import open_log
+
+    open_log(path).close()
+    return path
+
+
 def workers(under: Path) -> list[psutil.Process]:
     """The live hook workers of the stores under ``under`` (their command line names the store)."""
     out = []
@@ -169,7 +177,7 @@ def test_install_keeps_other_hooks_twice_changes_nothing_uninstall_restores(tmp_
 
     first = runner.invoke(cli, ["--store", str(store), "hook", agent, "--install", "--project"])
     assert first.exit_code == 0, first.output
-    assert "added ragmem's hook on UserPromptSubmit, SessionStart, PreCompact" in first.output
+    assert "added ragmem's hook on UserPromptSubmit, SessionStart, PreCompact, PostToolUse, Stop" in first.output
     assert "previous file is kept as" in first.output
     installed = json.loads(settings.read_text())
     assert installed["permissions"] == OTHER_HOOKS["permissions"]
@@ -204,7 +212,7 @@ def test_install_moves_an_earlier_install_to_the_new_store_and_refuses_a_broken_
     assert moved.exit_code == 0, moved.output
     data = json.loads((tmp_path / ".claude/settings.json").read_text())
     commands = [h["command"] for groups in data["hooks"].values() for g in groups for h in g["hooks"]]
-    assert len(commands) == 3 and all(f"--store {tmp_path / 'b'}" in c and "--namespace team" in c
+    assert len(commands) == 5 and all(f"--store {tmp_path / 'b'}" in c and "--namespace team" in c
                                       and "--budget 900" in c for c in commands)
     (tmp_path / ".claude/settings.json").write_text("{not json")
     broken = runner.invoke(cli, ["hook", "claude-code", "--install"])
@@ -225,12 +233,7 @@ def test_user_scope_is_the_home_settings(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_missing_transcript_and_a_broken_store_print_nothing_exit_0_and_log_one_line(tmp_path):
-    store = tmp_path / "store"
-    missing = hook(store, "claude-code", event("UserPromptSubmit", tmp_path / "nope.jsonl", prompt="hi"))
-    assert (missing.returncode, missing.stdout) == (0, "")
-    assert len(log_lines(store)) == 1 and "nope.jsonl" in log_lines(store)[0]
-
+def test_a_broken_store_and_a_garbled_event_print_nothing_exit_0_and_log_one_line(tmp_path):
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "log.sqlite3").write_bytes(b"this is not a database" * 100)
@@ -239,10 +242,63 @@ def test_a_missing_transcript_and_a_broken_store_print_nothing_exit_0_and_log_on
     lines = log_lines(broken)
     assert len(lines) == 1 and " claude-code UserPromptSubmit " in lines[0]
 
+    store = new_store(tmp_path / "store")
     garbage = subprocess.run([sys.executable, "-m", "ragmem", "--store", str(store), "hook", "codex"],
                              input="not json", capture_output=True, text=True, env=env(), timeout=120)
     assert (garbage.returncode, garbage.stdout) == (0, "")
-    assert len(log_lines(store)) == 2 and "not JSON" in log_lines(store)[1]
+    assert len(log_lines(store)) == 1 and "not JSON" in log_lines(store)[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", [(), ("--no-daemon",)])
+def test_a_mistyped_store_is_never_created_the_hook_logs_one_line_in_the_cache_folder(tmp_path, how):
+    """Issue 44, item 5: a hook whose --store names no store made one, imported into it and answered: the
+    memory silently split in two. Now nothing is created, nothing printed, one line goes to the cache folder."""
+    typo, cache = tmp_path / "ragmme", tmp_path / "cache"
+    transcript = tmp_path / f"{SESSION}.jsonl"
+    transcript.write_text(FIXTURE.read_text())
+    out = hook(typo, "claude-code", event("UserPromptSubmit", transcript, prompt="the p99?"), *how,
+               extra_env={"RAGMEM_CACHE": str(cache)})
+    assert (out.returncode, out.stdout) == (0, "")
+    assert not typo.exists() and not workers(tmp_path)
+    lines = (cache / _hooks.LOG_NAME).read_text().splitlines()
+    assert len(lines) == 1 and " claude-code UserPromptSubmit StoreError: no ragmem store at " in lines[0]
+    assert str(typo) in lines[0] and "--install" in lines[0]
+
+
+# ------------------------------------------------------------------ a session's first prompts
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_the_first_prompt_recalls_the_projects_other_sessions_before_the_transcript_exists(tmp_path):
+    """Issue 44, item 4: with no transcript yet (Claude Code writes it late for a new project and after /clear)
+    the hook logged a StoreError, with transcript_path null a UsageError, and printed nothing, although the
+    project's other sessions held the answer. Now both answer from them, by the event's cwd, and log nothing."""
+    store = new_store(tmp_path / "store")
+    other = tmp_path / "other.jsonl"
+    sid = "0b1c2d3e-0000-4000-8000-00000000aaaa"
+    other_session(other, sid, PROJECT, "replica: read-replica-1 region=eu-west-3 lag=40ms",
+                  "aws rds describe-db-instances --region eu")
+    assert hook(store, "claude-code", event("Stop", other, session=sid), "--no-daemon").returncode == 0
+    ask = "Which region does the read replica run in?"
+    transcript = tmp_path / f"{SESSION}.jsonl"  # not written yet
+    first = hook(store, "claude-code", event("UserPromptSubmit", transcript, prompt=ask))
+    assert first.returncode == 0 and "eu-west-3" in first.stdout and first.stdout.startswith(_hooks.HEADER)
+    null = hook(store, "codex", {**event("UserPromptSubmit", transcript, prompt=ask), "transcript_path": None})
+    assert null.returncode == 0
+    assert "eu-west-3" in json.loads(null.stdout)["hookSpecificOutput"]["additionalContext"]
+    elsewhere = hook(store, "claude-code", event("UserPromptSubmit", transcript, prompt=ask, cwd="/elsewhere"))
+    assert (elsewhere.returncode, elsewhere.stdout) == (0, "")  # another project's sessions: none
+    assert log_lines(store) == []
+
+    transcript.write_text(split_at_boundary(FIXTURE)[0])  # the file appears: imported from then on
+    later = hook(store, "claude-code", event("UserPromptSubmit", transcript, prompt=ask))
+    assert later.returncode == 0 and "eu-west-3" in later.stdout and log_lines(store) == []
+    from ragmem import Memory
+
+    with Memory(store) as mem:
+        assert any(m.metadata.get("agent_session") == SESSION for s in mem.sessions() for m in mem.messages(s.session))
 
 
 # ------------------------------------------------------------------ the transcript through a compaction
@@ -251,7 +307,7 @@ def test_a_missing_transcript_and_a_broken_store_print_nothing_exit_0_and_log_on
 @pytest.mark.model
 @pytest.mark.slow
 def test_the_hook_brings_back_the_pre_compaction_tool_result_and_nothing_after_the_boundary(tmp_path):
-    store, transcript = tmp_path / "store", tmp_path / f"{SESSION}.jsonl"
+    store, transcript = new_store(tmp_path / "store"), tmp_path / f"{SESSION}.jsonl"
     before, after = split_at_boundary(FIXTURE)
     other = tmp_path / "other.jsonl"  # another session of the same project, and one of another project
     other_session(other, "0b1c2d3e-0000-4000-8000-00000000aaaa", PROJECT,
@@ -260,7 +316,8 @@ def test_the_hook_brings_back_the_pre_compaction_tool_result_and_nothing_after_t
     other_session(elsewhere, "0b1c2d3e-0000-4000-8000-00000000bbbb", "/home/dev/work/other-project",
                   "ELSEWHERE-9090 region=ap-south-1", "aws rds describe-db-instances --region ap")
     for path, sid in ((other, "0b1c2d3e-0000-4000-8000-00000000aaaa"), (elsewhere, "0b1c2d3e-0000-4000-8000-00000000bbbb")):
-        r = hook(store, "claude-code", event("PreCompact", path, session=sid, cwd="/x") | {"trigger": "auto"})
+        r = hook(store, "claude-code", event("PreCompact", path, session=sid, cwd="/x") | {"trigger": "auto"},
+                 "--no-daemon")  # imported before the next line asks (through a worker, it is handed over)
         assert (r.returncode, r.stdout) == (0, ""), r.stderr
 
     transcript.write_text(before)
@@ -300,16 +357,16 @@ def test_the_hook_brings_back_the_pre_compaction_tool_result_and_nothing_after_t
 @pytest.mark.model
 @pytest.mark.slow
 def test_two_tenants_over_the_hook_never_see_each_other(tmp_path):
-    store = tmp_path / "store"
+    store = new_store(tmp_path / "store")
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     other_session(a, "aaaaaaaa-0000-4000-8000-000000000001", PROJECT, "TENANT-A-SECRET region=eu-north-1",
                   "aws rds describe-db-instances")
     other_session(b, "bbbbbbbb-0000-4000-8000-000000000002", PROJECT, "TENANT-B-VALUE region=us-east-2",
                   "aws rds describe-db-instances")
     assert hook(store, "claude-code", event("PreCompact", a, session="aaaaaaaa-0000-4000-8000-000000000001"),
-                namespace="tenant-a").returncode == 0
+                "--no-daemon", namespace="tenant-a").returncode == 0
     assert hook(store, "claude-code", event("PreCompact", b, session="bbbbbbbb-0000-4000-8000-000000000002"),
-                namespace="tenant-b").returncode == 0
+                "--no-daemon", namespace="tenant-b").returncode == 0
     new = tmp_path / "new.jsonl"
     new.write_text("")
     ask = event("UserPromptSubmit", new, prompt="Which region does the read replica run in?",
@@ -329,11 +386,12 @@ def test_two_tenants_over_the_hook_never_see_each_other(tmp_path):
 @pytest.mark.skipif(not CODEX.exists(), reason="the shared Codex transcript is not beside the clone")
 @pytest.mark.skipif(not _reads("codex"), reason="ragmem.importers has no Codex importer yet")
 def test_codex_hook_imports_the_real_rollout_and_answers_another_session_as_codex_json(tmp_path):
-    store = tmp_path / "store"
+    store = new_store(tmp_path / "store")
     meta = json.loads(CODEX.read_text().splitlines()[0])["payload"]
     cwd, sid = meta["cwd"], meta["id"]
     start = hook(store, "codex", {"session_id": sid, "transcript_path": str(CODEX), "cwd": cwd,
-                                  "hook_event_name": "SessionStart", "source": "startup", "model": "gpt-5-codex"})
+                                  "hook_event_name": "SessionStart", "source": "startup", "model": "gpt-5-codex"},
+                 "--no-daemon")
     assert (start.returncode, start.stdout) == (0, ""), log_lines(store)
     empty = tmp_path / "rollout-new.jsonl"
     empty.write_text("")
@@ -366,13 +424,12 @@ def test_through_ragmem_serve_the_answer_is_the_local_one(tmp_path):
             http.post("/api/add_many", json={"session": "warm", "messages": [
                 {"role": "user", "content": f"warm up {i}"} for i in range(40)]}).raise_for_status()
             http.post("/api/search", json={"query": "warm", "session": "warm"}).raise_for_status()
-        via = hook(tmp_path / "client-log", "claude-code", question, "--server", srv.url,
-                   extra_env={"RAGMEM_KEY": key})
-        again = hook(tmp_path / "client-log", "claude-code", question, "--server", srv.url,
-                     extra_env={"RAGMEM_KEY": key})
-        wrong = hook(tmp_path / "client-log", "claude-code", question, "--server", srv.url,
-                     extra_env={"RAGMEM_KEY": "rk_wrong"})
-    here = hook(local, "claude-code", question)
+        client = tmp_path / "client-log"
+        client.mkdir()  # the hook's --store folder, here only where its failures are logged
+        via = hook(client, "claude-code", question, "--server", srv.url, extra_env={"RAGMEM_KEY": key})
+        again = hook(client, "claude-code", question, "--server", srv.url, extra_env={"RAGMEM_KEY": key})
+        wrong = hook(client, "claude-code", question, "--server", srv.url, extra_env={"RAGMEM_KEY": "rk_wrong"})
+    here = hook(new_store(local), "claude-code", question)
     assert via.returncode == 0 and "p99 4870ms" in via.stdout, "\n".join(log_lines(tmp_path / "client-log"))
     assert via.stdout == here.stdout == again.stdout
     assert (wrong.returncode, wrong.stdout) == (0, "")
@@ -392,7 +449,7 @@ def test_a_giant_pre_compaction_tool_result_comes_back_as_a_marked_excerpt(tmp_p
         for block in (row.get("message") or {}).get("content") or []:
             if isinstance(block, dict) and block.get("type") == "tool_result" and "pool_size: 8" in str(block["content"]):
                 block["content"] = "database:\n" + config
-    store, transcript = tmp_path / "store", tmp_path / f"{SESSION}.jsonl"
+    store, transcript = new_store(tmp_path / "store"), tmp_path / f"{SESSION}.jsonl"
     _, after = split_at_boundary(FIXTURE)
     transcript.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows) + after)
     ask = hook(store, "claude-code", event("UserPromptSubmit", transcript,
@@ -407,3 +464,60 @@ def test_a_giant_pre_compaction_tool_result_comes_back_as_a_marked_excerpt(tmp_p
     with Memory(store) as mem:  # the marker's id reads the whole result
         mid = out.split("[excerpt of tool result ", 1)[1].split(": characters ", 1)[0]
         assert mem.get(mid).text.endswith(config.split("\n")[-1]) and "statement_timeout_ms: 7345" in mem.get(mid).text
+
+
+# ------------------------------------------------------------------ imports off the prompt's path
+
+
+def _hook_imports(store: Path, ev: dict, agent: str = "claude-code") -> tuple[subprocess.CompletedProcess, set[str]]:
+    """The hook as the agent runs it, with ``-X importtime``: its result and the top-level modules it imported."""
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "ragmem", "--store", str(store), "hook", agent],
+                         input=json.dumps(ev), capture_output=True, text=True, timeout=300,
+                         env={**env(), _hookd.IDLE_ENV: "300"})
+    found = {line.split("|")[-1].strip().split(".")[0] for line in out.stderr.splitlines() if line.startswith("import time:")}
+    return out, found
+
+
+def _sessions(store: Path) -> set[str]:
+    from ragmem._store import open_log
+
+    log = open_log(store, create=False)
+    try:
+        return {row["session"] for row in log.sessions("default")}
+    finally:
+        log.close()
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_events_that_only_import_are_handed_to_the_worker_and_the_hook_returns_at_once(tmp_path):
+    """Issue 44, item 8: new transcript lines were embedded inside UserPromptSubmit (3-8 s after a long turn).
+    Stop, PostToolUse and PreCompact now hand them to the store's worker (starting it when none runs) and
+    exit without importing Chroma or the model; the prompt then recalls what the worker stored."""
+    import time
+
+    store = new_store(tmp_path / "store")
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    sid1, sid2 = "0b1c2d3e-0000-4000-8000-00000000aaaa", "0b1c2d3e-0000-4000-8000-00000000cccc"
+    other_session(first, sid1, PROJECT, "replica: read-replica-1 region=eu-west-3 lag=40ms", "aws rds describe")
+    other_session(second, sid2, PROJECT, "cache: redis-7 maxmemory=6gb policy=allkeys-lfu", "redis-cli config get")
+
+    stop, found = _hook_imports(store, event("Stop", first, session=sid1))  # no worker: it starts one, handed this
+    assert (stop.returncode, stop.stdout) == (0, "") and not found & {"chromadb", "torch", "onnxruntime"}
+    worker = None
+    for _ in range(600):
+        worker = _hookd.worker_pid(store)
+        if worker and len(_sessions(store)) == 1:
+            break
+        time.sleep(0.5)
+    assert worker and len(_sessions(store)) == 1, log_lines(store)
+
+    # a PostToolUse carries the tool's whole response (a file read whole): only what the hook reads is handed on
+    big = event("PostToolUse", second, session=sid2) | {"tool_name": "Read", "tool_input": {"file_path": "/x"},
+                                                        "tool_response": {"content": "x" * (6 * 1024 * 1024)}}
+    post, found = _hook_imports(store, big)
+    assert (post.returncode, post.stdout) == (0, "") and not found & {"chromadb", "torch", "onnxruntime"}
+    ask = hook(store, "claude-code", event("UserPromptSubmit", tmp_path / "new.jsonl", prompt="Which maxmemory and "
+                                           "eviction policy does the redis cache use?", session="new-session"))
+    assert ask.returncode == 0 and "maxmemory=6gb" in ask.stdout, log_lines(store)
+    assert len(_sessions(store)) == 2 and _hookd.worker_pid(store) == worker and log_lines(store) == []

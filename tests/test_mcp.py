@@ -53,8 +53,11 @@ async def call(session: ClientSession, tool: str, /, **arguments):
     assert not result.is_error, result.content[0].text
     data = result.structured_content
     assert data is not None
-    # the text content carries the same JSON for clients that ignore structured output, compactly
     text = result.content[0].text
+    if tool == "search_memory":  # a model reads the hits' text under short heads; the structured result has all
+        assert all(h["content"] in text and f"[#{h['seq']} {h['role']} " in text for h in data["hits"]), text
+        return data
+    # the text content carries the same JSON for clients that ignore structured output, compactly
     assert json.loads(text) == data and text == json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return data
 
@@ -96,7 +99,7 @@ def test_mcp_server_end_to_end(tmp_path):
 
             hits = (await call(s, "search_memory", query="redis memory eviction", k=3))["hits"]
             assert len(hits) == 3
-            assert set(hits[0]) == {"id", "role", "content", "score", "similarity", "at"}
+            assert set(hits[0]) == {"id", "session", "seq", "role", "content", "score", "similarity", "at"}
             assert any("64mb" in h["content"] for h in hits)
             users = (await call(s, "search_memory", query="slow builds", role="user"))["hits"]
             assert users and all(h["role"] == "user" for h in users)
@@ -139,7 +142,7 @@ def test_mcp_server_end_to_end(tmp_path):
             other = await call(s, "add_messages", messages=[{"role": "user", "content": "Kafka consumer lag is growing"}], session="data")
             assert other["session"] == "data"
             only_ops = (await call(s, "search_memory", query="kafka consumer lag", k=10))["hits"]
-            assert only_ops and "Kafka" not in json.dumps(only_ops) and "session" not in only_ops[0]
+            assert only_ops and "Kafka" not in json.dumps(only_ops) and {h["session"] for h in only_ops} == {"ops"}
             everywhere = (await call(s, "search_memory", query="kafka consumer lag", k=1, all_sessions=True))["hits"]
             assert everywhere[0]["session"] == "data"
 
@@ -209,8 +212,8 @@ def test_mcp_results_are_compact_and_get_context_fits_its_budget(tmp_path):
             hits = result.structured_content["hits"]
             content = sum(counter.count_text(h["content"]) for h in hits)
             total = counter.count_text(result.content[0].text)
-            # id (~18 tokens of hex), role, score, similarity (~10 tokens), time
-            assert total <= content + 56 * len(hits), (total, content)
+            # a head per hit: seq, role, day, score (the compact JSON of each hit cost 40 more, its id most of it)
+            assert total <= content + 16 * len(hits), (total, content)
             print(f"get_context result tokens: {figures}; search k=5: {total} tokens for {content} of content")
 
     anyio.run(scenario)
@@ -332,5 +335,74 @@ def test_an_excerpted_tool_result_is_read_whole_by_get_message(tmp_path):
             whole = (await call(s, "get_message", message_id=ids[2]))["message"]
             assert whole["content"] == css and whole["tool_call_id"] == "call_css" and whole["session"] == "ui"
             assert "MessageNotFound" in await call_error(s, "get_message", message_id="no-such-id")
+
+    anyio.run(scenario)
+
+
+#: Five notes of about 40 tokens each, as the issue's probe found them (201 tokens of content in five hits).
+NOTES = [
+    ("We moved the payments worker to the eu-west-3 cluster because the old region kept throttling "
+    "the outbound webhooks during the nightly settlement batch, and three merchants complained twice."),
+    ("The settlement batch now runs at 02:30 UTC; before that it overlapped the backup window and the "
+    "database pool ran out of connections around 02:10, which failed about forty payouts a night."),
+    ("Raise the webhook retry limit from 3 to 8 and back off exponentially, starting at two seconds, so "
+    "merchants with flaky endpoints still get their payouts without anyone paging the on-call engineer."),
+    ("The payouts table gained a partial index on (merchant_id, status) where status = 'pending'; the "
+    "dashboard query went from 1.9 s to 40 ms, measured on a copy of last week's production data."),
+    ("Keep the settlement report in CSV for the finance team; they import it into their spreadsheet every "
+    "morning, and the JSON export we tried in September broke every one of their macros."),
+]
+
+
+def test_search_hits_cost_at_most_half_again_their_content(tmp_path):
+    """Issue 44, item 10: five hits with 201 tokens of content cost 419 as compact JSON (ids, field names,
+    similarities); the text a model reads now costs at most 1.5x the hits' contents (cl100k_base), and the
+    structured content still holds every field."""
+    from ragmem._tokens import TiktokenCounter
+
+    counter = TiktokenCounter("cl100k_base")
+
+    async def scenario():
+        async with connect(tmp_path / "store", sys.executable, "-m", "ragmem.mcp_server") as s:
+            await call(s, "add_messages", messages=[{"role": "user" if i % 2 else "assistant", "content": n}
+                                                    for i, n in enumerate(NOTES)])
+            result = await s.call_tool("search_memory", {"query": "settlement batch webhooks", "k": 5})
+            hits = result.structured_content["hits"]
+            assert len(hits) == 5 and all({"id", "session", "seq", "similarity", "at"} <= set(h) for h in hits)
+            content = sum(counter.count_text(h["content"]) for h in hits)
+            total = counter.count_text(result.content[0].text)
+            as_json = counter.count_text(json.dumps(result.structured_content, separators=(",", ":")))
+            assert 180 <= content <= 260 and total <= 1.5 * content < as_json, (total, content, as_json)
+
+    anyio.run(scenario)
+
+
+def test_the_first_natural_search_works_under_the_scope_the_configuration_names(tmp_path):
+    """Issue 44, item 7: imported agent sessions are named after their project and date, so a search naming no
+    session answered "session 'default' does not exist". A server started with --scope project:PATH (what
+    `hook --install` writes) or --scope namespace searches there; the default scope is still the session."""
+    from ragmem import Memory
+
+    store = tmp_path / "store"
+    with Memory(store, session="claude-code-payments-2025-10-21-7f3c") as mem:
+        mem.add_many([{"role": "user", "content": n, "metadata": {"project": "/home/dev/payments"}} for n in NOTES])
+    with Memory(store, session="claude-code-blog-2025-10-22-0a1b") as mem:
+        mem.add({"role": "user", "content": "The blog's settlement of comments: moderation queue at 02:30.",
+                 "metadata": {"project": "/home/dev/blog"}})
+
+    async def scenario():
+        async with connect(store, sys.executable, "-m", "ragmem", "mcp", "--scope", "project:/home/dev/payments") as s:
+            assert "project /home/dev/payments" in s.init_result.instructions
+            hits = (await call(s, "search_memory", query="when does the settlement batch run?"))["hits"]
+            assert hits and {h["session"] for h in hits} == {"claude-code-payments-2025-10-21-7f3c"}
+            assert "02:30 UTC" in hits[0]["content"] or any("02:30 UTC" in h["content"] for h in hits)
+            wide = (await call(s, "search_memory", query="moderation queue", k=10, all_sessions=True))["hits"]
+            assert "claude-code-blog-2025-10-22-0a1b" in {h["session"] for h in wide}
+        async with connect(store, sys.executable, "-m", "ragmem.mcp_server", "--scope", "namespace") as s:
+            hits = (await call(s, "search_memory", query="moderation queue", k=10))["hits"]
+            assert {h["session"] for h in hits} == {"claude-code-payments-2025-10-21-7f3c",
+                                                    "claude-code-blog-2025-10-22-0a1b"}
+        async with connect(store, sys.executable, "-m", "ragmem", "mcp") as s:  # the default: the session's
+            assert "session 'default' does not exist" in await call_error(s, "search_memory", query="settlement")
 
     anyio.run(scenario)
