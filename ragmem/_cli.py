@@ -165,16 +165,67 @@ def _short(text: str, width: int = 100) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _middle(text: str, width: int) -> str:
+    """``text`` on one line, cut in the middle when longer than ``width``: a path keeps its file name
+    (``/home/me/…/site/script.js`` and ``…/site/styles.css`` stay apart)."""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    tail = (width - 1) // 2
+    return text[: width - 1 - tail] + "…" + text[len(text) - tail:]
+
+
+def _args_line(arguments: str, width: int = 60) -> str:
+    """A tool call's arguments on one line: ``key=value`` for a JSON object, each value cut in the middle."""
+    try:
+        args = json.loads(arguments)
+    except ValueError:
+        args = None
+    if not isinstance(args, dict) or not args:
+        return _middle(arguments, width)
+    each = max(16, width // len(args))
+
+    def shown(v: Any) -> str:
+        text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+        path = isinstance(v, str) and not any(ch.isspace() for ch in v) and ("/" in v or "\\" in v)
+        return _middle(text, max(each, 40) if path else each)  # a path gets room for its folder and file name
+
+    return ", ".join(f"{k}={shown(v)}" for k, v in args.items())
+
+
 def _msg_line(m: Any) -> str:
-    """One message as one human line: seq, time, role, text (or tool calls)."""
+    """One message as one human line: seq, time, role, text (or tool calls, their arguments cut in the middle)."""
     body = m.text if m.content is not None else ""
     if m.tool_calls:
-        calls = ", ".join(f"{c.name}({_short(c.arguments, 60)})" for c in m.tool_calls)
-        body = (body + " " if body else "") + f"→ {calls}"
+        calls = "→ " + ", ".join(f"{c.name}({_args_line(c.arguments, max(24, 60 // len(m.tool_calls)))})"
+                                 for c in m.tool_calls)
+        body = (_short(body, max(20, 99 - len(calls))) + " " if body.strip() else "") + calls
+    else:
+        body = _short(body)
     if m.role == "tool":
         body = f"[{m.tool_call_id}] {body}"
     who = m.role + (f":{m.name}" if m.name else "")
-    return f"{m.seq:>5}  {m.created_at:%Y-%m-%d %H:%M}  {who:<10} {_short(body)}  ({m.id})"
+    return f"{m.seq:>5}  {m.created_at:%Y-%m-%d %H:%M}  {who:<10} {body}  ({m.id})"
+
+
+def _call_lines(c: Any) -> Iterator[str]:
+    """A tool call in full, its arguments one a line and a text argument's own lines as lines (a file written
+    whole reads as the file, not as one line of ``\\n`` escapes)."""
+    try:
+        args = json.loads(c.arguments)
+    except ValueError:
+        args = None
+    if not isinstance(args, dict):
+        yield f"tool call:  {c.id} {c.name}({c.arguments})"
+        return
+    yield f"tool call:  {c.id} {c.name}"
+    for k, v in args.items():
+        if isinstance(v, str) and "\n" in v:
+            yield f"  {k}:"
+            for line in v.splitlines():
+                yield f"    {line}"
+        else:
+            yield f"  {k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}"
 
 
 # ------------------------------------------------------------------ the group
@@ -379,7 +430,8 @@ def search(query: str, k: int, role: str | None, since: str | None, until: str |
         if not hits:
             yield "no matches" + (f" with a similarity of {min_score} or more" if min_score is not None else "")
             return
-        yield "score   sim  (score ranks this query's hits; sim, the cosine similarity, is what --min-score filters)"
+        yield ("score   sim  (score ranks this query's hits; sim, the cosine similarity, is what --min-score filters; "
+               "'-': found by its exact words, not by meaning)")
         for h in hits:
             where = f"{h.session} " if all_sessions else ""
             sim = f"{h.similarity:5.2f}" if h.similarity is not None else "    -"
@@ -435,7 +487,7 @@ def show_message(message_id: str, **opts: Any) -> None:
         if m.tool_call_id:
             yield f"answers:    {m.tool_call_id}"
         for c in m.tool_calls:
-            yield f"tool call:  {c.id} {c.name}({c.arguments})"
+            yield from _call_lines(c)
         if m.metadata:
             yield f"metadata:   {json.dumps(dict(m.metadata), ensure_ascii=False)}"
         if m.content is not None:
@@ -530,23 +582,23 @@ def import_chats(paths: tuple[str, ...], fmt: str | None, follow: bool, interval
     each file's format detected. Every tool call is stored with its result;
     what is left out is counted by kind. Ids come from the files, so importing
     again stores only what is new, and a grown transcript is read on from where
-    the last import stopped. A malformed file stores nothing and the error
-    names it (and the line). Sessions land in --namespace (docs/importers.md).
+    the last import stopped. A malformed file stores nothing and is refused,
+    named with its line; the other files are imported, and the command then
+    exits with status 1. Sessions land in --namespace (docs/importers.md).
     """
     from ragmem import _importing
 
     cfg = _cfg(**opts)
     targets = list(paths) or _importing.default_paths(fmt)
+    _importing.check_paths(targets)  # before the store is opened: a mistyped path creates nothing
     # stored in the log first, then indexed in the background, with the bar following the indexer (as ingest)
     mem = _open(cfg, **({} if follow else {"index": "background"}), **_max_chars(max_chars))
     try:
         if follow:
             if not cfg.json:
                 click.echo(f"following {', '.join(targets)} into namespace {cfg.namespace} (Ctrl-C stops)", err=True)
-            report = _importing.Report()
 
-            def shown(result: Any) -> None:
-                report.add(result)
+            def shown(result: Any) -> None:  # what each read stored, as it comes; the summary is follow's report
                 if not cfg.json:
                     for name, n in result.stored.items():
                         if n:
@@ -554,8 +606,8 @@ def import_chats(paths: tuple[str, ...], fmt: str | None, follow: bool, interval
                     for w in result.warnings:
                         click.echo(f"warning: {w}", err=True)
             with _StopAsked() as asked:
-                _importing.follow(mem, targets, fmt, skip_bad_lines=skip_bad_lines, interval=interval, on_file=shown,
-                                  should_stop=asked.is_set)
+                report = _importing.follow(mem, targets, fmt, skip_bad_lines=skip_bad_lines, interval=interval,
+                                           on_file=shown, should_stop=asked.is_set)
         else:
             base = mem.store.progress.indexed  # what the opening's repair indexed is not this import's
             report = _importing.import_paths(mem, targets, fmt, skip_bad_lines=skip_bad_lines)
@@ -566,7 +618,13 @@ def import_chats(paths: tuple[str, ...], fmt: str | None, follow: bool, interval
             mem.store.flush()  # what the worker could not index is indexed here, or its error raised
     finally:
         mem.close()
-    _emit(cfg, report.to_dict(), lambda: _importing.summary_lines(report, cfg.namespace))
+    failure = report.failure()
+    if failure is None or report.files or cfg.json:  # a lone refused file: its error says it all
+        _emit(cfg, report.to_dict(), lambda: _importing.summary_lines(report, cfg.namespace, warnings_shown=follow))
+    if failure is not None:
+        from ragmem._errors import InvalidMessage
+
+        raise InvalidMessage(failure)
 
 
 class _StopAsked:
@@ -819,14 +877,17 @@ def sessions(**opts: Any) -> None:
         for s in infos:
             span = f"{s.first_at:%Y-%m-%d %H:%M} → {s.last_at:%Y-%m-%d %H:%M}" if s.first_at and s.last_at else ""
             meta = about[s.session]
-            extra = "  " + " ".join(str(meta[k]) for k in _SESSION_ABOUT if k in meta) if meta else ""
+            extra = "  " + " ".join(str(meta[k]) for k in _SESSION_ABOUT if k in meta and k != "undated") if meta else ""
+            if meta.get("undated"):  # the file held no time for some messages: they carry the import's
+                extra += "  (undated: some times are the import's, the file has none)"
             yield f"{s.session:<{width}}  {s.messages:>7} msgs  {span}{extra}"
 
     _emit(cfg, data, human)
 
 
-#: What `ragmem sessions` shows of an imported agent session, read from its first messages' metadata.
-_SESSION_ABOUT = ("agent", "agent_version", "model", "project", "git_branch")
+#: What `ragmem sessions` shows of an imported agent session, read from its first messages' metadata
+#: (``undated``: the file held no time for them, so they carry the import's).
+_SESSION_ABOUT = ("agent", "agent_version", "model", "project", "git_branch", "undated")
 
 
 def _session_about(mem: "Memory", session: str) -> dict[str, Any]:

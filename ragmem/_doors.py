@@ -35,7 +35,9 @@ def require_session(mem: "Memory", session: str | None = None, *, search: bool =
     if mem.store.log.has_session(mem.namespace, name):
         return name
     names = [s.session for s in mem.sessions()]  # only on the way to the refusal: this namespace's, counted
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+    # an agent's own session id (``ce3dbbb4`` or the whole uuid) is part of an imported session's name
+    holding = [n for n in names if len(name) >= 6 and name.lower() in n.lower()] if name else []
+    close = (holding + [c for c in difflib.get_close_matches(name, names, n=3, cutoff=0.5) if c not in holding])[:3]
     problem = f"session {name!r} does not exist in namespace {mem.namespace!r}"
     if close:
         problem += f"; did you mean {', '.join(repr(c) for c in close)}?"

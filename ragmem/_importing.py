@@ -13,6 +13,7 @@ is skipped).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import hashlib
 import json
 import time
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ._errors import InvalidMessage, RagmemError, StoredNotIndexed, UsageError
-from .importers import FORMATS, ImportedSession, Parsed, chatgpt, claude_ai, detect, parse
+from .importers import DESCRIBED, FORMATS, ImportedSession, Parsed, chatgpt, claude_ai, detect, parse
 
 #: Where each agent keeps its sessions, read when ``import-chats --from AGENT`` names no path.
 DEFAULT_DIRS = {"claude-code": "~/.claude/projects", "codex": "~/.codex/sessions", "gemini": "~/.gemini/tmp"}
@@ -57,7 +58,7 @@ class Source:
 
 @dataclass
 class FileResult:
-    """What one file gave: its format, messages stored per session, and the importer's counts."""
+    """What one read of a file gave: its format, messages stored per session, and the importer's counts."""
 
     source: str
     format: str
@@ -69,33 +70,67 @@ class FileResult:
     warnings: list[str] = field(default_factory=list)
     waiting: int = 0
     interrupted: int = 0
+    #: The file ends in a half-written record (a line, a JSON file mid-rewrite) that waits for the next read.
+    partial: bool = False
     #: The file holds more to read now (the call read a bounded piece of it).
     more: bool = False
+    #: The file looks like this other format than the one asked for (``--from``): it was not imported.
+    other_format: str | None = None
+
+    def copy(self) -> "FileResult":
+        """A copy whose counters and lists are its own (a report merges later reads into it)."""
+        return dataclasses.replace(self, stored=dict(self.stored), skipped=collections.Counter(self.skipped),
+                                   warnings=list(self.warnings))
 
 
 @dataclass
 class Report:
-    """An import's summary over all its files."""
+    """An import's summary over all its files: what the store took, what waits, what was refused."""
 
     files: list[FileResult] = field(default_factory=list)
     unknown_files: list[str] = field(default_factory=list)
+    #: Files that look like another format than ``--from`` asked for, found in a folder: ``{file: format}``.
+    other_format: dict[str, str] = field(default_factory=dict)
+    #: Files refused whole (a malformed line or message), each with the error naming it: ``{file: error}``.
+    refused: dict[str, str] = field(default_factory=dict)
 
     def add(self, result: FileResult) -> None:
-        """Count one more read of a file: merged with the file's earlier reads (``--follow`` reads a file many
-        times, and its report stays one entry a file however long it runs)."""
+        """Count one more read of a file, merged with the file's earlier reads (``--follow`` reads a file many
+        times, and its report stays one entry a file however long it runs).
+
+        Messages newly stored add up over the reads. The other counts describe what was read: a line format's
+        reads take in disjoint pieces of the file (what waited is counted by the read that takes it in), so
+        they add up; a whole-JSON file is read whole each time, so its last read's counts replace the earlier
+        ones. ``waiting`` and ``partial`` are the file's state now: its last read's.
+        """
+        if result.format == "?":  # a read that was refused (follow): its warning only
+            self.refused[result.source] = result.warnings[-1] if result.warnings else "refused"
+            for f in self.files:
+                if f.source == result.source:
+                    f.warnings.extend(w for w in result.warnings if w not in f.warnings)
+                    return
+            self.files.append(result.copy())
+            return
+        self.refused.pop(result.source, None)
         for f in self.files:
             if f.source == result.source:
                 for name, n in result.stored.items():
                     f.stored[name] = f.stored.get(name, 0) + n
-                f.messages += result.messages
-                f.calls += result.calls
-                f.results += result.results
-                f.skipped.update(result.skipped)
+                if result.format in LINE_FORMATS and f.format == result.format:
+                    f.messages += result.messages
+                    f.calls += result.calls
+                    f.results += result.results
+                    f.skipped.update(result.skipped)
+                    f.interrupted += result.interrupted
+                else:
+                    f.messages, f.calls, f.results = result.messages, result.calls, result.results
+                    f.skipped = collections.Counter(result.skipped)
+                    f.interrupted = result.interrupted
                 f.warnings.extend(w for w in result.warnings if w not in f.warnings)
-                f.format = result.format if result.format != "?" else f.format
-                f.waiting, f.interrupted = result.waiting, f.interrupted + result.interrupted
+                f.format = result.format
+                f.waiting, f.partial = result.waiting, result.partial
                 return
-        self.files.append(result)
+        self.files.append(result.copy())  # a copy: a later merge must not change the caller's result
 
     @property
     def stored(self) -> int:
@@ -115,21 +150,55 @@ class Report:
         sessions: dict[str, int] = {}
         for f in self.files:
             for name, n in f.stored.items():
-                sessions[name] = sessions.get(name, 0) + n
+                if n:  # a session that took nothing new is not one this import stored into
+                    sessions[name] = sessions.get(name, 0) + n
         return {
             "imported": self.stored, "sessions": sessions,
             "skipped": dict(sorted(self.skipped.items())),
-            "waiting": sum(f.waiting for f in self.files), "interrupted": sum(f.interrupted for f in self.files),
+            "waiting": sum(f.waiting for f in self.files), "half_written": sum(f.partial for f in self.files),
+            "interrupted": sum(f.interrupted for f in self.files),
             "warnings": [w for f in self.files for w in f.warnings],
             "files": [{"file": f.source, "format": f.format, "stored": sum(f.stored.values()),
                        "messages": f.messages, "tool_calls": f.calls, "tool_results": f.results,
-                       "skipped": dict(sorted(f.skipped.items())), "waiting": f.waiting,
-                       "interrupted": f.interrupted} for f in self.files],
+                       "skipped": dict(sorted(f.skipped.items())), "waiting": f.waiting, "half_written": f.partial,
+                       "interrupted": f.interrupted} for f in self.files if f.format != "?"],
             "unknown_files": self.unknown_files,
+            "other_format_files": self.other_format,
+            "refused": self.refused,
         }
+
+    def failure(self) -> str | None:
+        """The error (an :class:`InvalidMessage`'s text) an import with refused files ends with, after its summary;
+        None when none was refused.
+
+        One file refused: its own error, naming the file and line, and what the other files gave. Several: how
+        many, and the first one's error (``--json`` lists each).
+        """
+        if not self.refused:
+            return None
+        others = len([f for f in self.files if f.format != "?" and f.source not in self.refused])
+        imported = ("; " + ("the other file was" if others == 1 else f"the other {others} files were")
+                    + f" read: {_n(self.stored, 'message')} imported") if others else ""
+        first = next(iter(self.refused.values()))
+        if len(self.refused) == 1:
+            return first + imported
+        return (f"{len(self.refused)} files were refused, each named in the summary (--json lists each with its "
+                f"error); the first: {first}{imported}")
+
+
+def _n(count: int, noun: str) -> str:
+    """``1 session``, ``2 sessions``: a count with its noun, in the plural when it is not one."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 # ------------------------------------------------------------------ finding files
+
+
+def check_paths(paths: Sequence[str]) -> None:
+    """Refuse a path that does not exist, before anything is opened (a typo must not create a store)."""
+    for raw in paths:
+        if not Path(raw).expanduser().exists():
+            raise UsageError(f"{raw}: no such file or folder; name the transcripts or exports to import")
 
 
 def default_paths(fmt: str | None) -> list[str]:
@@ -297,15 +366,20 @@ def store_sessions(memory: Any, sessions: Sequence[ImportedSession], source: str
             counts[s.name] = len(exc.ids)  # the log took it (its vectors follow once the embedder works)
             done = ", ".join(repr(n) for n in counts)
             raise StoredNotIndexed(
-                f"{source}: {label} is stored, but indexing it failed: {exc}. Stored: {done}; not stored: the "
+                f"{source}: {label} is stored, but indexing it failed: {_clause(exc)}. Stored: {done}; not stored: the "
                 f"{len(sessions) - i - 1} after it. Importing the file again once the embedder works stores only "
                 "those", exc.ids) from exc
         except RagmemError as exc:
             done = ", ".join(repr(n) for n in counts) or "none"
-            raise exc.reworded(f"{source}: {label} was not imported: {exc}. Stored before it, whole: {done}; not "
+            raise exc.reworded(f"{source}: {label} was not imported: {_clause(exc)}. Stored before it, whole: {done}; not "
                                f"stored: this one and the {len(sessions) - i - 1} after it. Importing the file again "
                                "after the fix stores only what is missing") from exc
     return counts
+
+
+def _clause(exc: BaseException) -> str:
+    """An error's text as a clause of a longer sentence: without its closing full stop (no "stored.. Stored")."""
+    return str(exc).rstrip().rstrip(".")
 
 
 def import_export(memory: Any, data: Any, source: str = "the export") -> dict[str, int]:
@@ -361,6 +435,14 @@ def import_file(memory: Any, src: Source, fmt: str | None = None, *, skip_bad_li
     while True:
         data = _read(src, start, limit)
         text = _decode(data, src.label)
+        looks = detect(src.label, text) if fmt is not None and start == 0 else None
+        if looks is not None and looks != fmt:  # --from says one format, the file's records another
+            if not named:
+                return FileResult(source=src.label, format=fmt or "?", other_format=looks)
+            raise InvalidMessage(
+                f"{src.label}: --from {fmt} names a {DESCRIBED[fmt or '']}, but this file looks like a "
+                f"{DESCRIBED[looks]}; nothing of it was imported. Pass --from {looks}, or leave --from out to "
+                "detect each file's format")
         kind = fmt or (rec.get("format") if rec is not None and start else None) or detect(src.label, text)
         if limit is None or len(data) < limit:
             more = False
@@ -399,29 +481,43 @@ def _result(label: str, parsed: Parsed, stored: dict[str, int]) -> FileResult:
     return FileResult(
         source=label, format=parsed.format, stored=stored, messages=len(msgs),
         calls=sum(len(m.get("tool_calls") or ()) for m in msgs), results=sum(1 for m in msgs if m["role"] == "tool"),
-        skipped=parsed.skipped, warnings=parsed.warnings, waiting=parsed.waiting, interrupted=parsed.interrupted)
+        skipped=parsed.skipped, warnings=parsed.warnings, waiting=parsed.waiting, partial=parsed.partial,
+        # counted from what is stored, not from the parse's way there: a no-result message is one of them
+        interrupted=sum(1 for m in msgs if m["role"] == "tool" and (m.get("metadata") or {}).get("kind") == "no_result"))
 
 
 def import_paths(memory: Any, paths: Sequence[str], fmt: str | None = None, *, skip_bad_lines: bool = False,
                  progress: Callable[[int], None] | None = None, offsets: Offsets | None = None) -> Report:
     """Import every file under ``paths`` (files, folders walked, zips) into ``memory``'s namespace.
 
-    Each file's format is detected unless ``fmt`` names one. Every file is
-    parsed and checked before it is stored; a bad file stores nothing of
-    itself (files before it stay stored). ``progress`` is told the bytes of
-    each file done.
+    Each file's format is detected unless ``fmt`` names one; a file named in
+    ``paths`` that looks like another format than ``fmt`` is refused, and one
+    found in a folder is left alone (``report.other_format``). Every file is
+    parsed and checked before it is stored: a malformed one (a bad line, a bad
+    message) stores nothing of itself and is refused, named with its error in
+    ``report.refused``, and the import goes on with the others
+    (:meth:`Report.failure` is the error to end with). A fault of the store
+    itself stops the import. ``progress`` is told the bytes of each file done.
     """
     if fmt is not None and fmt not in FORMATS:
         raise UsageError(f"--from {fmt!r}: expected one of {', '.join(FORMATS)}")
+    check_paths(paths)
     if offsets is None:
         offsets = Offsets(memory)
     report = Report()
     for src, named in sources(paths):
-        result = import_file(memory, src, fmt, skip_bad_lines=skip_bad_lines, offsets=offsets, named=named)
-        if result is None:
-            report.unknown_files.append(src.label)
+        try:
+            result = import_file(memory, src, fmt, skip_bad_lines=skip_bad_lines, offsets=offsets, named=named)
+        except InvalidMessage as exc:  # this file is refused whole; the others go on
+            report.refused[src.label] = str(exc)
+            result = None
         else:
-            report.files.append(result)
+            if result is None:
+                report.unknown_files.append(src.label)
+            elif result.other_format is not None:
+                report.other_format[src.label] = result.other_format
+            else:
+                report.add(result)
         if progress is not None:
             progress(_size(src))
     return report
@@ -456,6 +552,7 @@ def follow(memory: Any, paths: Sequence[str], fmt: str | None = None, *, skip_ba
     tried again once it changes. ``rounds`` bounds the rounds (None: until
     ``should_stop()``).
     """
+    check_paths(paths)
     offsets = Offsets(memory)
     stop = should_stop or (lambda: False)
     seen: dict[str, tuple[int, float]] = {}
@@ -483,7 +580,9 @@ def follow(memory: Any, paths: Sequence[str], fmt: str | None = None, *, skip_ba
                     seen.pop(src.label, None)  # read on at once, without waiting a round
                 else:
                     seen[src.label] = mark
-                if result is not None:
+                if result is not None and result.other_format is not None:
+                    report.other_format[src.label] = result.other_format
+                elif result is not None:
                     report.add(result)
                     if on_file is not None and (any(result.stored.values()) or result.warnings):
                         on_file(result)
@@ -500,22 +599,40 @@ def follow(memory: Any, paths: Sequence[str], fmt: str | None = None, *, skip_ba
     return report
 
 
-def summary_lines(report: Report, namespace: str) -> Iterable[str]:
-    """The human summary of an import: sessions stored, skipped by kind, waiting and interrupted, warnings."""
+def summary_lines(report: Report, namespace: str, *, warnings_shown: bool = False) -> Iterable[str]:
+    """The human summary of an import: sessions stored, skipped by kind, waiting and interrupted, warnings, and
+    the files not imported (of no known format, of another format than ``--from``, refused).
+
+    ``warnings_shown``: the warnings were printed as they came (``--follow``); the summary counts them only.
+    """
     data = report.to_dict()
     for name, n in data["sessions"].items():
         yield f"{n:6d}  {name}"
-    yield f"imported {data['imported']} messages into {len(data['sessions'])} sessions (namespace {namespace})"
+    yield (f"imported {_n(data['imported'], 'message')} into {_n(len(data['sessions']), 'session')} "
+           f"(namespace {namespace})")
     if data["skipped"]:
         yield "skipped: " + ", ".join(f"{k} {v}" for k, v in sorted(data["skipped"].items(), key=lambda kv: -kv[1]))
-    if data["waiting"]:
-        yield (f"waiting: {data['waiting']} messages at the end of a session still being written (a tool running, "
-               "or a response that may grow); the next import stores them")
+    if data["waiting"] or data["half_written"]:
+        held = [_n(data["waiting"], "message")] if data["waiting"] else []
+        if data["half_written"]:
+            held.append(f"the half-written end of {_n(data['half_written'], 'file')}")
+        yield (f"waiting: {' and '.join(held)} still being written (a tool running, a response that may grow, a "
+               "line or file not yet whole); the next import stores them")
     if data["interrupted"]:
-        yield f"interrupted: {data['interrupted']} tool calls had no result; each is stored with a tool message saying so"
-    for w in data["warnings"][:20]:
-        yield f"warning: {w}"
-    if len(data["warnings"]) > 20:
-        yield f"... and {len(data['warnings']) - 20} more warnings (--json lists them all)"
+        yield (f"interrupted: {_n(data['interrupted'], 'tool call')} had no result; each is stored with a tool "
+               "message saying so")
+    if warnings_shown and data["warnings"]:
+        yield f"{_n(len(data['warnings']), 'warning')}, shown above (--json lists them)"
+    elif not warnings_shown:
+        for w in data["warnings"][:20]:
+            yield f"warning: {w}"
+        if len(data["warnings"]) > 20:
+            yield f"... and {len(data['warnings']) - 20} more warnings (--json lists them all)"
     if report.unknown_files:
-        yield f"not imported: {len(report.unknown_files)} files of no known format (--json lists them)"
+        yield f"not imported: {_n(len(report.unknown_files), 'file')} of no known format (--json lists them)"
+    if report.other_format:
+        kinds = sorted(set(report.other_format.values()))
+        yield (f"not imported: {_n(len(report.other_format), 'file')} that look like another format than --from "
+               f"({', '.join(kinds)}; --json lists them)")
+    for file, error in report.refused.items():
+        yield f"refused: {error if file in error else file + ': ' + error}"

@@ -772,5 +772,6 @@ def test_search_hits_carry_the_cosine_similarity_and_min_score_drops_unrelated_o
     assert kept and all(h["similarity"] >= 0.3 for h in kept) and len(kept) < len(hits)
     human = ok("search", "database pool size", "--session", "s1", "-k", "2").splitlines()
     assert human[0].startswith("score   sim") and re.match(r"\s*\d\.\d\d\s+\d\.\d\d\s+\d+ ", human[1]), human
+    assert "'-': found by its exact words, not by meaning" in human[0]  # a hit with no similarity shows "-"
     assert ok("search", "volcanoes on Io", "--session", "s1", "--min-score", "0.3").strip() == (
         "no matches with a similarity of 0.3 or more")

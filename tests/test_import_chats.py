@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -17,8 +18,9 @@ from click.testing import CliRunner
 
 from ragmem import Memory
 from ragmem._cli import cli
-from ragmem._errors import InvalidMessage, MessageNotFound
-from ragmem._importing import META_PREFIX, OFFSETS_FILE, Offsets, follow, import_paths
+from ragmem._errors import InvalidMessage, MessageNotFound, UsageError
+from ragmem._importing import (META_PREFIX, OFFSETS_FILE, Offsets, Source, follow, import_file, import_paths,
+                               summary_lines)
 from ragmem._store.log import LOG_FILE
 from ragmem.importers import parse
 
@@ -45,7 +47,10 @@ def _stored_counts(mem: Memory, session: str) -> dict[str, int]:
 @pytest.mark.model  # the CLI stores with the real model
 def test_the_shared_transcripts_are_stored_whole_and_a_second_import_stores_nothing(tmp_path):
     store = str(tmp_path / "s")
-    data = str(CLAUDE_CODE.parents[1])
+    data = str(tmp_path / "pomodoro")  # the three agents' sessions of one task (the other shared files: below)
+    for path in (CLAUDE_CODE, CODEX, GEMINI):
+        (tmp_path / "pomodoro" / path.parent.name).mkdir(parents=True)
+        (tmp_path / "pomodoro" / path.parent.name / path.name).write_bytes(path.read_bytes())
     result = CliRunner().invoke(cli, ["--store", store, "--json", "import-chats", data])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
@@ -369,5 +374,249 @@ def test_follow_goes_on_past_a_malformed_file_and_takes_it_once_it_is_fixed(tmp_
         bad.write_text("".join(lines), encoding="utf-8")  # fixed: taken on the next round
         follow(mem, [str(bad), str(good)], rounds=1, interval=0.05)
         assert any("codex" in s.session for s in mem.sessions())
+    finally:
+        mem.close()
+
+
+def test_the_chatgpt_export_fixture_imports_whole_once(tmp_path, hash_embedder):
+    path = FIX / "chatgpt-export-mapping-first.json"
+    mem = Memory(tmp_path / "s", embedder=hash_embedder)
+    try:
+        report = import_paths(mem, [str(path)])
+        assert report.stored == len(parse(path.read_text(encoding="utf-8")).sessions[0].messages)
+        assert report.stored == mem.store.log.count("default") and report.refused == {}
+        (session,) = mem.sessions()
+        assert _stored_counts(mem, session.session)["orphans"] == 0
+        assert session.first_at.year == 2024  # the export's times, not the import's
+        assert import_paths(mem, [str(path)]).stored == 0
+    finally:
+        mem.close()
+
+
+def test_a_folder_whose_first_file_is_broken_imports_the_others_and_names_the_broken_one(tmp_path, hash_embedder):
+    lines = (FIX / "rollout-2025-11-02T10-00-00-0199bbbb-cccc-7ddd-8eee-ffff00001111.jsonl").read_text().splitlines(True)
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    bad = folder / "a-rollout-2025-11-02T10-00-00-0199bbbb-cccc-7ddd-8eee-ffff00001111.jsonl"  # walked first
+    bad.write_text("".join(lines[:3]) + "{oops\n" + "".join(lines[3:]))
+    good = folder / "b-session.json"
+    good.write_text((FIX / "gemini-parts-errors.json").read_text())
+    mem = Memory(tmp_path / "s", embedder=hash_embedder)
+    try:
+        report = import_paths(mem, [str(folder)])
+        assert list(report.refused) == [str(bad)] and f"{bad}, line 4: not JSON" in report.refused[str(bad)]
+        assert report.stored == mem.store.log.count("default") > 0
+        assert [f.source for f in report.files] == [str(good)]
+        failure = report.failure()
+        assert failure is not None and "line 4" in failure and "the other file was read" in failure
+        assert report.to_dict()["refused"] == report.refused
+        assert not any("codex" in s.session for s in mem.sessions())  # nothing of the broken file
+    finally:
+        mem.close()
+
+
+@pytest.mark.model  # the CLI loads the bundled model
+def test_import_chats_over_a_folder_with_a_broken_file_exits_1_after_a_summary_that_names_it(tmp_path):
+    lines = (FIX / "rollout-2025-11-02T10-00-00-0199bbbb-cccc-7ddd-8eee-ffff00001111.jsonl").read_text().splitlines(True)
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    bad = folder / "a-rollout-2025-11-02T10-00-00-0199bbbb-cccc-7ddd-8eee-ffff00001111.jsonl"
+    bad.write_text("".join(lines[:3]) + "{oops\n" + "".join(lines[3:]))
+    (folder / "b-session.json").write_text((FIX / "gemini-parts-errors.json").read_text())
+    store = tmp_path / "s"
+    result = CliRunner().invoke(cli, ["--store", str(store), "--json", "import-chats", str(folder)])
+    assert isinstance(result.exception, InvalidMessage) and "line 4" in str(result.exception), result.output
+    out = json.loads(result.stdout)
+    assert list(out["refused"]) == [str(bad)] and out["imported"] > 0
+    mem = Memory(store)
+    try:
+        assert mem.store.log.count("default") == out["imported"]
+    finally:
+        mem.close()
+    human = CliRunner().invoke(cli, ["--store", str(store), "import-chats", str(folder)])
+    assert f"refused: {bad}, line 4" in human.stdout and "imported 0 messages into 0 sessions" in human.stdout
+
+
+def test_a_wrong_from_names_the_format_the_file_looks_like_and_a_folder_leaves_such_files_alone(tmp_path, hash_embedder):
+    claude = FIX / "claude-code-1x-sidechain-compact.jsonl"
+    mem = Memory(tmp_path / "s", embedder=hash_embedder)
+    try:
+        with pytest.raises(InvalidMessage, match=r"--from codex names a Codex CLI transcript, but this file looks like "
+                                                 r"a Claude Code transcript.*Pass --from claude-code"):
+            import_file(mem, Source(claude), "codex")
+        report = import_paths(mem, [str(FIX)], "codex")
+        assert report.other_format[str(claude)] == "claude-code" and report.refused == {}
+        assert {f.format for f in report.files} == {"codex"} and report.stored > 0
+        assert "look like another format than --from (chatgpt, claude, claude-code, gemini" in "\n".join(
+            summary_lines(report, "default"))
+    finally:
+        mem.close()
+
+
+def test_import_chats_of_a_path_that_does_not_exist_creates_no_store(tmp_path):
+    store = tmp_path / "s"
+    result = CliRunner().invoke(cli, ["--store", str(store), "import-chats", str(tmp_path / "nonexistent")])
+    assert isinstance(result.exception, UsageError) and "no such file or folder" in str(result.exception)
+    assert not store.exists()
+
+
+def test_a_gemini_file_caught_mid_rewrite_waits_without_a_warning_and_is_taken_once_whole(tmp_path, hash_embedder):
+    text = (FIX / "gemini-parts-errors.json").read_text(encoding="utf-8")
+    live = tmp_path / "session-2025-01-01T00-00-f00dcafe.json"
+    mem = Memory(tmp_path / "s", embedder=hash_embedder)
+    try:
+        for cut in (text[: len(text) // 2], text[: text.index('"content"', len(text) // 2) + 14]):  # a bracket, a string open
+            live.write_text(cut, encoding="utf-8")
+            report = import_paths(mem, [str(live)])
+            assert report.stored == 0 and report.to_dict()["warnings"] == [] and report.to_dict()["half_written"] == 1
+            assert any("half-written end of 1 file" in line for line in summary_lines(report, "default"))
+        live.write_text(text, encoding="utf-8")
+        whole = import_paths(mem, [str(live)]).to_dict()
+        assert whole["imported"] > 0 and whole["half_written"] == 0 and whole["warnings"] == []
+    finally:
+        mem.close()
+
+
+def _thinking(text: str) -> int:
+    """The thinking blocks of a Claude Code transcript, counted in its records."""
+    return sum(1 for raw in text.splitlines() for b in ((json.loads(raw).get("message") or {}).get("content") or ())
+               if isinstance(b, dict) and b.get("type") == "thinking")
+
+
+@needs_data
+def test_follows_summary_equals_what_the_store_holds_and_says_what_waits(tmp_path, hash_embedder):
+    """A transcript cut after a response's call (its thinking before it), before its result, mid-line, then grown:
+    the summary's counts are the store's, the thinking blocks are the file's, and what waits is said."""
+    text = CLAUDE_CODE.read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    recs = [json.loads(x) for x in lines]
+    def blocks(r: dict, kind: str) -> bool:
+        return r.get("type") == "assistant" and any(b.get("type") == kind for b in r["message"]["content"])
+
+    cut = next(i for i, r in enumerate(recs[:-1]) if blocks(r, "tool_use") and any(  # a call of a response that thought
+        blocks(x, "thinking") and x["message"]["id"] == r["message"]["id"] for x in recs[:i]))
+    part = "".join(lines[:cut + 1]) + lines[cut + 1][: len(lines[cut + 1]) // 2]
+    live = tmp_path / CLAUDE_CODE.name
+    live.write_text(part, encoding="utf-8")
+    first = Memory(tmp_path / "first", embedder=hash_embedder)
+    try:
+        held = follow(first, [str(live)], rounds=1, interval=0.05).to_dict()
+        assert held["imported"] == first.store.log.count("default") > 0
+        assert held["waiting"] >= 1 and held["half_written"] == 1  # the open response, and the half-written line
+        assert any("waiting: " in line and "the half-written end of 1 file" in line
+                   for line in summary_lines(follow(first, [str(live)], rounds=1, interval=0.05), "default"))
+    finally:
+        first.close()
+    mem = Memory(tmp_path / "s", embedder=hash_embedder)
+    try:
+        live.write_text(part, encoding="utf-8")
+        seen: list = []
+
+        def grow(result) -> None:  # the rest of the session arrives after the first round's read
+            seen.append(result)
+            live.write_text(text, encoding="utf-8")
+
+        report = follow(mem, [str(live)], rounds=2, interval=0.05, on_file=grow)
+        out = report.to_dict()
+        assert len(seen) == 2 and sum(seen[0].stored.values()) > 0  # stored in two rounds
+        assert out["imported"] == mem.store.log.count("default") == sum(sum(r.stored.values()) for r in seen)
+        assert out["skipped"]["thinking"] == _thinking(text)
+        assert out["waiting"] == 0 and out["half_written"] == 0
+        (f,) = out["files"]
+        assert f["messages"] == f["stored"] and f["tool_calls"] == f["tool_results"] == 37
+    finally:
+        mem.close()
+
+
+def test_a_report_merging_a_files_reads_never_changes_the_results_it_was_given():
+    """--follow's summary counted a file stored in two rounds (69 + 13) as 95: two reports held one result
+    object, and merging the second read into one changed the other's."""
+    from ragmem._importing import FileResult, Report
+
+    a, b = Report(), Report()
+    first, second = FileResult("f", "claude-code", {"s": 69}), FileResult("f", "claude-code", {"s": 13})
+    for r in (first, second):
+        a.add(r)
+        b.add(r)
+    assert a.stored == b.stored == 82 and first.stored == {"s": 69}
+    whole = Report()  # a whole-JSON file is read whole each time: its counts are its last read's
+    whole.add(FileResult("g", "gemini", {"s": 17}, messages=17))
+    whole.add(FileResult("g", "gemini", {"s": 13}, messages=30))
+    assert whole.stored == 30 and whole.files[0].messages == 30
+
+
+def test_show_keeps_file_names_apart_prints_written_files_as_lines_and_names_sessions_by_the_agents_id(tmp_path, hash_embedder):
+    """`show session` cut paths so that script.… and styles.… looked alike; `show message` printed a file written
+    whole as one line of \\n escapes; a session asked for by the agent's short id got no "did you mean"."""
+    name = "claude-code-site-2025-10-21-36d9e1bc-63bf-4e97-8a3e-2b20ba8583f2"
+    script, styles = "const timer = 25 * 60;\nfunction start() {\n  tick();\n}\n", "body {\n  margin: 0;\n}\n"
+    mem = Memory(tmp_path / "s", session=name, embedder=hash_embedder)
+    try:
+        mem.add_many([{"role": "user", "content": "Write the timer page."}] + [
+            m for i, (path, body) in enumerate((("/home/someone/dev/pomodoro/site/script.js", script),
+                                                ("/home/someone/dev/pomodoro/site/styles.css", styles)))
+            for m in ({"role": "assistant", "content": None, "id": f"w{i}", "tool_calls": [
+                {"id": f"c{i}", "type": "function", "function": {
+                    "name": "Write", "arguments": json.dumps({"file_path": path, "content": body})}}]},
+                {"role": "tool", "tool_call_id": f"c{i}", "content": f"File created successfully at: {path}"})])
+    finally:
+        mem.close()
+    store = ["--store", str(tmp_path / "s")]
+    shown = CliRunner().invoke(cli, [*store, "show", "session", name])
+    assert shown.exit_code == 0, shown.output
+    calls = [line for line in shown.output.splitlines() if "→ Write(" in line]
+    assert "site/script.js" in calls[0] and "site/styles.css" in calls[1], calls
+    one = CliRunner().invoke(cli, [*store, "show", "message", "w0"])
+    assert one.exit_code == 0 and "\\n" not in one.output, one.output
+    assert "  file_path: /home/someone/dev/pomodoro/site/script.js" in one.output
+    assert "\n    function start() {\n      tick();\n    }\n" in one.output  # the file's own lines, indented
+    wrong = CliRunner().invoke(cli, [*store, "show", "session", "36d9e1bc"])
+    assert isinstance(wrong.exception, UsageError) and f"did you mean {name!r}?" in str(wrong.exception)
+
+
+def test_the_summary_says_one_session_and_one_message_in_the_singular(tmp_path, hash_embedder):
+    from ragmem._importing import FileResult, Report
+
+    report = Report()
+    report.add(FileResult("f", "codex", {"codex-x": 1}))
+    lines = list(summary_lines(report, "default"))
+    assert "imported 1 message into 1 session (namespace default)" in lines
+
+
+SHARED = CODEX.parents[1]  # the shared real transcripts (../shared/data/transcripts beside the repository)
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="the shared transcripts are not beside the repository")
+def test_every_shared_transcript_imports_with_its_own_dates_no_orphan_and_nothing_twice(tmp_path, hash_embedder):
+    """Every real file of the shared folder, and the ChatGPT export fixture: all imported, each message dated
+    by its file (never by the import), every call with its result, and a second import stores nothing."""
+    files = {str(p) for p in SHARED.rglob("*") if p.suffix in (".json", ".jsonl") and p.name != "qa.jsonl"}
+    export = str(FIX / "chatgpt-export-mapping-first.json")
+    mem = Memory(tmp_path / "s", embedder=hash_embedder)
+    try:
+        started = time.time()
+        report = import_paths(mem, [str(SHARED), export])
+        assert report.refused == {} and report.unknown_files == [str(SHARED / "qa.jsonl")], report.to_dict()
+        assert {f.source for f in report.files} == files | {export} and len(files) == 9
+        assert all(sum(f.stored.values()) > 0 for f in report.files)
+        assert report.stored == mem.store.log.count("default")
+        # what waits is the one call the session never answered: the last ExitPlanMode, awaiting the user
+        assert {Path(f.source).name: f.waiting for f in report.files if f.waiting} == {
+            "ce3dbbb4-29e8-46ff-8659-ebabb07f2db8.jsonl": 1}
+        names = {s.session for s in mem.sessions()}
+        assert len(names) == 10  # one session a file (the subagent's file is its own), and the export's conversation
+        for name in names:
+            msgs = mem.messages(name)
+            assert _stored_counts(mem, name)["orphans"] == 0, name
+            assert all(m.created_at.timestamp() < started for m in msgs), name  # none dated by the import
+            assert not any(m.metadata.get("undated") for m in msgs), name
+            day = re.search(r"-(\d{4}-\d{2}-\d{2})-", name)
+            if day:  # agent sessions are named after the day they began
+                assert msgs[0].created_at.strftime("%Y-%m-%d") == day.group(1), name
+        # the Gemini CLI's own notice (a failed self-update), which a question of qa.jsonl asks about
+        notes = [m for n in names for m in mem.messages(n) if m.metadata.get("kind") == "cli_notice"]
+        assert any("Automatic update failed. Please try updating manually" in m.text for m in notes)
+        assert import_paths(mem, [str(SHARED), export]).stored == 0
+        assert mem.store.log.count("default") == report.stored
     finally:
         mem.close()

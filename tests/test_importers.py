@@ -254,7 +254,10 @@ def test_gemini_parts_errors_cancelled_calls_and_a_file_cut_by_a_rewrite():
     assert tools["read_file-1"]["content"] == "File not found: /srv/config.yaml" and tools["read_file-1"]["metadata"]["is_error"]
     assert tools["glob-2"]["content"] == "/srv/app/config.yaml"
     assert tools["shell-3"]["metadata"]["kind"] == "no_result" and parsed.interrupted == 1
-    assert parsed.skipped["message:info"] == 1 and parsed.skipped["thinking"] == 1
+    assert parsed.skipped["thinking"] == 1 and not any(k.startswith("message:") for k in parsed.skipped)
+    note = next(m for m in s.messages if m["metadata"].get("kind") == "cli_notice")  # the CLI's own, kept as a note
+    assert note["role"] == "user" and note["content"] == "[Gemini CLI info] Request cancelled."
+    assert note["metadata"]["notice"] == "info" and note["created_at"] == "2025-10-01T07:00:09.000Z"
     assert s.metadata["project"] == "gemini:" + "f00d" * 16 and _orphans(s.messages) == (set(), set())
     text = (FIX / "gemini-parts-errors.json").read_text(encoding="utf-8")
     cut = parse(text[: len(text) // 2], "gemini")
@@ -315,3 +318,60 @@ def test_a_file_of_no_known_format_is_refused_naming_the_formats():
     assert detect("notes.json", '{"hello": 1}') is None
     with pytest.raises(InvalidMessage, match=r"not a transcript or export ragmem knows.*--from"):
         parse('{"hello": 1}', filename="notes.json")
+
+
+def test_a_chatgpt_export_whose_current_node_comes_after_a_long_mapping_is_recognised():
+    """A real export's conversation puts ``current_node`` after its whole ``mapping``: past any fixed window of the
+    file's head (chatgpt-export-mapping-first.json: the keys in a real export's order, a 24 KB mapping)."""
+    path = FIX / "chatgpt-export-mapping-first.json"
+    text = path.read_text(encoding="utf-8")
+    assert text.index('"current_node"') > 20000 > text.index('"mapping"')
+    assert detect("conversations.json", text) == "chatgpt"
+    assert detect("conversations.json", text.replace('"mapping"', '"mappings"')) is None
+    parsed = parse(text, filename=str(path))
+    (s,) = parsed.sessions
+    msgs = s.messages
+    assert _orphans(msgs) == (set(), set()) and s.name.startswith("chatgpt-greenhouse-humidity-spikes-")
+    assert not any("ABANDONED BRANCH" in (m.get("content") or "") for m in msgs)  # the edited-away branch
+    assert msgs[-1]["content"].startswith("Probe b2-t-04") and msgs[-2]["content"].startswith("2024-12-01    3")
+    assert parsed.skipped["reasoning"] == 6 and parsed.skipped["hidden or system message"] == 2
+    # the Claude.ai and Gemini detectors read their keys the same way, in any order
+    assert detect("conversations.json", '[{"chat_messages": [], "name": "x", "uuid": "u"}]') == "claude"
+    assert detect("s.json", '{"messages": [], "startTime": "t", "sessionId": "s"}') == "gemini"
+
+
+OLD_CODEX = DATA / "codex" / "rollout-2025-08-26T20-20-25-41237214-385b-4ac4-8b13-728d2bf57441.jsonl"
+
+
+@pytest.mark.skipif(not OLD_CODEX.exists(), reason="the shared transcripts are not beside the repository")
+def test_a_2025_08_codex_rollout_is_dated_by_its_header_not_by_the_import():
+    """Its items carry no times: each takes the nearest earlier one, here the header's (the session's start)."""
+    text = OLD_CODEX.read_text(encoding="utf-8")
+    header = json.loads(text.splitlines()[0])
+    (s,) = parse(text, filename=str(OLD_CODEX)).sessions
+    assert {m["created_at"] for m in s.messages} == {header["timestamp"]} == {"2025-08-26T20:20:25.523Z"}
+    assert not any(m["metadata"].get("undated") for m in s.messages) and "undated" not in s.metadata
+    # the header names no cwd; the environment block does, and the session is named after it
+    assert s.metadata["project"] == "/Users/kobra/Dev/Chatgpt-Apps/ocodex" and "-ocodex-2025-08-26-" in s.name
+    # read on from a cut (the offsets' path): the header is not in the text, the session's start still is
+    lines = text.splitlines(keepends=True)
+    head = parse("".join(lines[:200]), filename=str(OLD_CODEX))
+    known = {x.key: {"name": x.name, "metadata": x.metadata} for x in head.sessions}
+    rest = parse(text[head.consumed:], "codex", filename=str(OLD_CODEX), known=known)
+    assert {m["created_at"] for x in rest.sessions for m in x.messages} == {header["timestamp"]}
+
+
+def test_times_come_from_the_file_and_a_file_with_none_says_so():
+    from ragmem.importers._common import fill_times
+
+    rows = [{"metadata": {}}, {"created_at": "2025-01-02T00:00:00Z", "metadata": {}}, {"metadata": {}}]
+    assert not fill_times(rows, "2025-01-01T00:00:00Z")
+    assert [r["created_at"] for r in rows] == ["2025-01-01T00:00:00Z", "2025-01-02T00:00:00Z", "2025-01-02T00:00:00Z"]
+    rows = [{"metadata": {}}, {"created_at": 1700000000.0, "metadata": {}}]
+    assert not fill_times(rows) and rows[0]["created_at"] == 1700000000.0  # no start: the file's first time
+    rows = [{"metadata": {}}, {"metadata": {}}]
+    assert fill_times(rows) and all(r["metadata"]["undated"] and "created_at" not in r for r in rows)
+    lines = (FIX / "rollout-2025-05-01T14-00-00-0196cccc-dddd-7eee-8fff-000011112222.jsonl").read_text().splitlines(True)
+    undated = parse(lines[0].replace('"timestamp": "2025-05-01T12:00:00.000Z", ', "") + "".join(lines[1:]), "codex")
+    (s,) = undated.sessions
+    assert s.metadata["undated"] and all(m["metadata"]["undated"] for m in s.messages)

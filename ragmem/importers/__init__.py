@@ -24,10 +24,14 @@ from .._errors import InvalidMessage
 from . import chatgpt, claude_ai, claude_code, codex, gemini
 from ._common import NO_RESULT, ImportedSession, Parsed
 
-__all__ = ["FORMATS", "NO_RESULT", "ImportedSession", "Parsed", "detect", "parse"]
+__all__ = ["DESCRIBED", "FORMATS", "NO_RESULT", "ImportedSession", "Parsed", "detect", "parse"]
 
 #: The formats, as ``--from`` names them.
 FORMATS = ("claude-code", "codex", "gemini", "chatgpt", "claude")
+#: Each format as a person names the file (in errors: "looks like a Claude Code transcript").
+DESCRIBED = {"claude-code": "Claude Code transcript", "codex": "Codex CLI transcript",
+             "gemini": "Gemini CLI session file", "chatgpt": "ChatGPT export's conversations.json",
+             "claude": "Claude.ai export's conversations.json"}
 
 _PARSERS: dict[str, Callable[..., Parsed]] = {"claude-code": claude_code.parse, "codex": codex.parse,
                                                "gemini": gemini.parse, "chatgpt": chatgpt.parse,

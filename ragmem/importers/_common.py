@@ -52,6 +52,24 @@ class Parsed:
     consumed: int = 0
     waiting: int = 0
     interrupted: int = 0
+    #: The text ends in a half-written record (a line still being written, a JSON file caught mid-rewrite): it
+    #: waits, as ``waiting``'s messages do, though how many messages it holds is not known yet.
+    partial: bool = False
+    #: What a line format skipped, with where its line starts: only what lies before ``consumed`` counts
+    #: (:meth:`settle`), so a record read again next time (the response it belongs to waited) counts once.
+    pending: list[tuple[int, str, int]] = field(default_factory=list)
+
+    def skip(self, kind: str, at: int, n: int = 1) -> None:
+        """Count ``n`` records of ``kind`` left out, at offset ``at`` of the text (see :meth:`settle`)."""
+        self.pending.append((at, kind, n))
+
+    def settle(self) -> None:
+        """Move the skips of the consumed text into :attr:`skipped`; those after it are counted by the read that
+        takes them in."""
+        for at, kind, n in self.pending:
+            if at < self.consumed:
+                self.skipped[kind] += n
+        self.pending.clear()
 
 
 #: The text of the tool message that answers a call whose result the file never recorded.
@@ -90,21 +108,87 @@ def jsonl(text: str, filename: str, fmt: str, skip_bad_lines: bool, parsed: Pars
                 problem = "" if isinstance(rec, dict) else f"a JSON {type(rec).__name__}, not an object"
             except json.JSONDecodeError as exc:
                 if nl < 0:  # a session still being written: the rest of this line comes later
+                    parsed.partial = True
                     break
-                problem = f"not JSON ({exc.msg} at column {exc.colno})"
+                problem = f"not JSON ({exc.msg}; column {exc.colno})"
             if problem:
                 where = f"{filename or 'the file'}, line {number}"
                 if not skip_bad_lines:
                     raise InvalidMessage(
                         f"{where}: {problem}; is this a {fmt} transcript? Nothing of the file was imported "
                         "(pass --skip-bad-lines to import the rest and count the bad lines)")
-                parsed.skipped["bad line"] += 1
+                parsed.skip("bad line", pos)
                 parsed.warnings.append(f"{where}: {problem}; skipped")
             else:
                 lines.append(Line(number, pos, end, rec))
         pos = end
     parsed.consumed = pos
     return lines
+
+
+#: The tokens :func:`first_keys` walks: a whole string (its escapes skipped), a bracket, or a colon.
+_SPACE = re.compile(r"\s*")
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}:]')
+
+
+def first_keys(text: str, inside_list: bool) -> tuple[set[str], bool]:
+    """The keys of a JSON text's first object, read as a stream, and whether that object was read to its end.
+
+    ``inside_list``: the object is the first element of a top-level list (an
+    export's first conversation); else it is the top-level object itself (a
+    Gemini session). The walk reads tokens (strings whole, brackets, colons)
+    and stops where the object ends, so the cost is the first object's size,
+    whatever the file's, and keys count in any order, however long the values
+    before them (a ChatGPT conversation puts ``current_node`` after its whole
+    ``mapping``). Text that is not JSON of that shape gives no keys.
+    """
+    keys: set[str] = set()
+    start = _SPACE.match(text).end()  # type: ignore[union-attr]  # (it always matches)
+    opener = "[" if inside_list else "{"
+    if not text.startswith(opener, start):
+        return keys, False
+    target = 2 if inside_list else 1  # the depth at which the object's own keys sit
+    depth, last = 0, ""
+    for m in _TOKEN.finditer(text, start):
+        tok = m.group()
+        if depth == 1 and inside_list and tok not in "{]":
+            return keys, False  # the list's first element is not an object
+        if tok in "[{":
+            depth += 1
+        elif tok in "]}":
+            depth -= 1
+            if depth < target:
+                return keys, True
+        elif tok == ":":
+            if depth == target and last.startswith('"'):
+                try:
+                    keys.add(json.loads(last))
+                except ValueError:
+                    pass
+        last = tok
+    return keys, False
+
+
+def fill_times(messages: list[dict[str, Any]], start: Any = None) -> bool:
+    """Give each message without a time of its own one from the file: the nearest earlier message's, else the
+    session's ``start``, else the file's first time. Never the clock of the import: a rollout of 2025-08 whose
+    items carry no times is dated by its header, not by the day it was imported.
+
+    A message left with no time at all (the file holds none) gets ``metadata["undated"] = True``, so the
+    store's time (the import's) is said to be one (``ragmem sessions`` shows it). Returns True when the file
+    held no time for some message.
+    """
+    last = start if start not in (None, "") else next((m["created_at"] for m in messages if m.get("created_at")), None)
+    undated = False
+    for m in messages:
+        if m.get("created_at") not in (None, ""):
+            last = m["created_at"]
+        elif last is not None:
+            m["created_at"] = last
+        else:
+            m.setdefault("metadata", {})["undated"] = True
+            undated = True
+    return undated
 
 
 def slug(text: Any, limit: int = 40) -> str:
@@ -179,13 +263,13 @@ def as_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def unknown(parsed: Parsed, filename: str, kind: str) -> None:
-    """Count a record type no importer knows, with one warning per type naming it."""
+def unknown(parsed: Parsed, filename: str, kind: str, at: int) -> None:
+    """Count a record type no importer knows (at offset ``at``), with one warning per type naming it."""
     key = f"unknown:{kind}"
-    if not parsed.skipped[key]:
+    if not any(k == key for _, k, _ in parsed.pending):
         parsed.warnings.append(f"{filename or 'the file'}: record type {kind!r} is not one this importer knows; "
                                "its records were skipped (counted as " + key + ")")
-    parsed.skipped[key] += 1
+    parsed.skip(key, at)
 
 
 @dataclass(frozen=True)
@@ -240,7 +324,7 @@ class ExportShape:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise InvalidMessage(f"{filename or 'the file'}: not JSON ({exc.msg} at line {exc.lineno}); is this a "
+            raise InvalidMessage(f"{filename or 'the file'}: not JSON ({exc.msg}; line {exc.lineno}); is this a "
                                  f"{self.product} export's conversations.json? Nothing of it was imported") from None
         if not self.looks(data):
             raise InvalidMessage(f"{filename or 'the file'}: not a {self.product} export: expected the "

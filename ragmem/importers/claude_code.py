@@ -19,7 +19,9 @@ block of it). What becomes of each record:
   and linked by ``parent`` in their metadata.
 
 A response whose tool calls have no result yet, at the end of the text, waits
-(a live session: the tool is running). A call that never got one, the
+(a live session: the tool is running), and so does a last response without
+calls while nothing follows it, unless its lines say it is over
+(``stop_reason: "end_turn"``). A call that never got one, the
 session having gone on, is answered by a tool message saying no result was
 recorded, so no call is left without its result.
 """
@@ -30,13 +32,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ._common import (NO_RESULT, ImportedSession, Parsed, jsonl, project_words, scalars, session_name, text_of,
-                      tool_call, unknown)
+from ._common import (NO_RESULT, ImportedSession, Parsed, fill_times, jsonl, project_words, scalars, session_name,
+                      text_of, tool_call, unknown)
 
 FORMAT = "claude-code"
 #: Record types that carry no conversation: skipped, counted by type.
 _SKIPPED = ("file-history-snapshot", "queue-operation", "progress")
 _KNOWN = ("user", "assistant", "system", "summary", *_SKIPPED)
+#: The ``stop_reason`` of a response that is over (no tool call to come, no more lines).
+_FINAL = ("end_turn", "stop_sequence")
 _AGENT_FILE = re.compile(r"agent-([A-Za-z0-9_-]+)\.jsonl$")
 
 
@@ -73,6 +77,9 @@ class _Group:
     start: int  # where its first line starts in the text
     last: int  # where its last line starts
     calls: dict[str, bool] = field(default_factory=dict)  # call id -> answered
+    #: A line of it carries a final ``stop_reason`` (``end_turn``): the response is whole and will not grow.
+    #: (Versions that write it put it on every line of the response, written once the response is over.)
+    ended: bool = False
 
 
 @dataclass
@@ -154,20 +161,20 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
         rec = line.record
         kind = rec.get("type")
         if kind not in _KNOWN:
-            unknown(parsed, filename, str(kind))
+            unknown(parsed, filename, str(kind), line.start)
             last_closing = line.start
             continue
         if kind in _SKIPPED or kind == "system" or kind == "summary":
             if kind == "summary":
                 title = title or (rec.get("summary") if isinstance(rec.get("summary"), str) else None)
             label = f"system:{rec.get('subtype') or 'other'}" if kind == "system" else kind
-            parsed.skipped[label] += 1
+            parsed.skip(label, line.start)
             if kind != "progress":
                 last_closing = line.start
             continue
         msg = rec.get("message")
         if not isinstance(msg, Mapping):
-            parsed.skipped[f"{kind} without message"] += 1
+            parsed.skip(f"{kind} without message", line.start)
             continue
         th = thread_of(rec)
         content = msg.get("content")
@@ -186,6 +193,7 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
                 th.messages.append(row)
             g = th.group
             g.last = line.start
+            g.ended = g.ended or msg.get("stop_reason") in _FINAL
             blocks: list[Any] = content if isinstance(content, list) else [{"type": "text", "text": content}]
             for block in blocks:
                 btype = block.get("type") if isinstance(block, Mapping) else None
@@ -194,19 +202,19 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
                 elif btype == "tool_use":
                     call_id = str(block.get("id") or "")
                     if call_id in g.calls or call_id in th.done_calls:
-                        parsed.skipped["duplicate tool_use"] += 1
+                        parsed.skip("duplicate tool_use", line.start)
                         continue
                     g.msg.setdefault("tool_calls", []).append(tool_call(call_id, str(block.get("name") or ""),
                                                                         block.get("input")))
                     g.calls[call_id] = False
                 elif btype in ("thinking", "redacted_thinking"):
-                    parsed.skipped["thinking"] += 1
+                    parsed.skip("thinking", line.start)
                 elif btype != "text":
-                    parsed.skipped[f"block:{btype}"] += 1
+                    parsed.skip(f"block:{btype}", line.start)
             continue
         # a user line: tool results, a typed prompt, a compaction summary, or injected text
         if rec.get("isMeta"):
-            parsed.skipped["meta"] += 1
+            parsed.skip("meta", line.start)
             continue
         blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
         texts: list[str] = []
@@ -217,7 +225,7 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
                 open_ = th.group
                 if open_ is None or open_.calls.get(call_id) is not False:
                     why = "duplicate tool_result" if open_ is not None and open_.calls.get(call_id) else "unmatched tool_result"
-                    parsed.skipped[why] += 1
+                    parsed.skip(why, line.start)
                     parsed.warnings.append(f"{filename or 'the file'}, line {line.number}: a tool_result for "
                                            f"{call_id!r}, which no open tool_use of the session made; skipped ({why})")
                     continue
@@ -225,7 +233,7 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
                 parts: list[Any] = block["content"] if isinstance(block.get("content"), list) else []
                 images = sum(1 for p in parts if isinstance(p, Mapping) and p.get("type") == "image")
                 if images:
-                    parsed.skipped["image"] += images
+                    parsed.skip("image", line.start, images)
                     out = (out + "\n" if out else "") + f"[{images} image(s) not imported]"
                 row = {**base(th, rec, f"{uuid}:{call_id}"), "role": "tool", "tool_call_id": call_id, "content": out}
                 if block.get("is_error"):
@@ -235,9 +243,9 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
             elif btype == "text" and isinstance(block.get("text"), str):
                 texts.append(str(block["text"]))
             elif btype == "image":
-                parsed.skipped["image"] += 1
+                parsed.skip("image", line.start)
             else:
-                parsed.skipped[f"block:{btype}"] += 1
+                parsed.skip(f"block:{btype}", line.start)
         text_in = "\n".join(t for t in texts if t.strip())
         if text_in.strip():
             last_closing = line.start
@@ -253,7 +261,7 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
             continue
         g = th.group
         pending = any(not answered for answered in g.calls.values())
-        if pending or (not g.calls and last_closing <= g.last):
+        if pending or (not g.calls and last_closing <= g.last and not g.ended):
             # the response may still grow (or its tool is running): it waits for the next read
             parsed.waiting += len(th.messages) - g.index if g.msg["content"] or g.calls else 0
             del th.messages[g.index:]
@@ -262,10 +270,13 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
         else:
             close(th)
     parsed.consumed = consumed
+    parsed.settle()
     for th in threads.values():
         if title and not th.meta.get("parent"):
             th.meta["title"] = th.meta.get("title") or title
         th.messages = [m for m in th.messages if m["role"] != "assistant" or m.get("content") or m.get("tool_calls")]
+        if fill_times(th.messages):
+            th.meta["undated"] = True
         if th.messages:
             parsed.sessions.append(ImportedSession(th.key, th.name, th.messages, {k: v for k, v in th.meta.items()
                                                                                   if v is not None}))

@@ -34,8 +34,8 @@ import json
 import re
 from typing import Any, Mapping
 
-from ._common import (NO_RESULT, ImportedSession, Parsed, as_text, digest, jsonl, project_words, scalars, session_name,
-                      text_of, tool_call, unknown)
+from ._common import (NO_RESULT, ImportedSession, Parsed, as_text, digest, fill_times, jsonl, project_words, scalars,
+                      session_name, text_of, tool_call, unknown)
 
 FORMAT = "codex"
 _FILE_ID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$", re.I)
@@ -43,6 +43,9 @@ _ITEMS = ("message", "reasoning", "function_call", "function_call_output", "cust
           "custom_tool_call_output", "local_shell_call", "web_search_call")
 _CALLS = ("function_call", "custom_tool_call", "local_shell_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")
+#: The working directory in an ``<environment_context>`` block: ``<cwd>...</cwd>`` or, in 2025-08 rollouts,
+#: ``Current working directory: ...``.
+_CWD = re.compile(r"<cwd>([^<\n]+)</cwd>|Current working directory: ([^\n<]+)")
 _BOILERPLATE = (("<environment_context>", "environment_context"), ("<user_instructions>", "agents_md"),
                 ("# AGENTS.md instructions", "agents_md"), ("<INSTRUCTIONS>", "agents_md"),
                 ("<user_shell_command>", "shell_command_echo"))
@@ -149,7 +152,7 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
 
     def add_output(rec: Mapping[str, Any], call_id: str, value: Any, kind: str) -> None:
         if group is None or group["calls"].get(call_id) is not False:
-            parsed.skipped[f"unmatched {kind}"] += 1
+            parsed.skip(f"unmatched {kind}", line.start)
             parsed.warnings.append(f"{filename or 'the file'}: a {kind} for call {call_id!r}, which no open call "
                                    "of the session made; skipped")
             return
@@ -167,15 +170,15 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
             if "instructions" in rec and "id" in rec and kind is None:
                 kind, payload = "session_meta", rec
             elif rec.get("record_type") == "state":
-                parsed.skipped["state"] += 1
+                parsed.skip("state", line.start)
                 continue
             elif kind in _ITEMS:
                 kind, payload = "response_item", rec
         if not isinstance(payload, Mapping):
             if kind in ("session_meta", "response_item", "event_msg", "turn_context", "compacted"):
-                parsed.skipped[f"{kind} without payload"] += 1
+                parsed.skip(f"{kind} without payload", line.start)
             else:
-                unknown(parsed, filename, str(kind))
+                unknown(parsed, filename, str(kind), line.start)
             continue
         if kind == "session_meta":
             key = str(payload.get("id") or key)
@@ -185,12 +188,12 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
                 "agent_version": payload.get("cli_version"), "project": payload.get("cwd"),
                 "git_branch": git.get("branch"), "file": filename or None, "originator": payload.get("originator"),
             }.items() if v and not meta.get(k)})
-            if not name:
-                name = str(seen.get("name") or "") or session_name(
-                    FORMAT, project_words(meta.get("project")), key, str(payload.get("timestamp") or "")[:10])
+            if payload.get("timestamp") and not meta.get("started_at"):
+                meta["started_at"] = payload["timestamp"]  # the time of the items that carry none (2025-08 layout)
+            name = name or str(seen.get("name") or "")
             continue
         if kind == "turn_context":
-            parsed.skipped["turn_context"] += 1
+            parsed.skip("turn_context", line.start)
             if isinstance(payload.get("model"), str):
                 model = payload["model"]
                 meta.setdefault("model", model)
@@ -199,7 +202,7 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
         if kind == "event_msg":
             etype = payload.get("type")
             if etype == "web_search_end":
-                parsed.skipped["event_msg:web_search_end"] += 1
+                parsed.skip("event_msg:web_search_end", line.start)
                 ended = {"call_id": str(payload.get("call_id") or ""), "query": str(
                     payload.get("query") or (payload.get("action") or {}).get("query") or "")}
                 target = next((x for x in searches if x["query"] == ended["query"]), searches[0] if searches else None)
@@ -210,10 +213,10 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
                     _answer_search(target, ended)
                 continue
             if etype == "turn_aborted":
-                parsed.skipped["event_msg:turn_aborted"] += 1
+                parsed.skip("event_msg:turn_aborted", line.start)
                 close()
                 continue
-            parsed.skipped[f"event_msg:{etype}"] += 1
+            parsed.skip(f"event_msg:{etype}", line.start)
             continue
         if kind == "compacted":
             summary = payload.get("message")
@@ -224,24 +227,29 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
                 row["metadata"]["kind"] = "compaction_summary"
                 messages.append(row)
             else:
-                parsed.skipped["compacted"] += 1
+                parsed.skip("compacted", line.start)
             continue
         if kind != "response_item":
-            unknown(parsed, filename, str(kind))
+            unknown(parsed, filename, str(kind), line.start)
             continue
         itype = payload.get("type")
         if itype == "message":
             role = payload.get("role")
             body = text_of(payload.get("content")).strip()
             if role not in ("user", "assistant"):
-                parsed.skipped[f"message:{role}"] += 1
+                parsed.skip(f"message:{role}", line.start)
                 continue
             label = next((lab for mark, lab in _BOILERPLATE if body.lstrip().startswith(mark)), None)
+            if label == "environment_context" and not meta.get("project"):
+                # the 2025-08 layout's header has no cwd: the environment block names it
+                found = _CWD.search(body)
+                if found:
+                    meta["project"] = (found.group(1) or found.group(2)).strip()
             if role == "user" and label:
-                parsed.skipped[label] += 1
+                parsed.skip(label, line.start)
                 continue
             if not body:
-                parsed.skipped[f"empty {role} message"] += 1
+                parsed.skip(f"empty {role} message", line.start)
                 continue
             close()
             row = {**base(rec, digest(rec.get("timestamp"), role, body)), "role": role, "content": body}
@@ -249,7 +257,7 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
                 row["metadata"]["model"] = model
             messages.append(row)
         elif itype == "reasoning":
-            parsed.skipped["reasoning"] += 1
+            parsed.skip("reasoning", line.start)
             close()
         elif itype in _CALLS:
             call_id = str(payload.get("call_id") or payload.get("id") or "")
@@ -277,7 +285,7 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
             else:
                 searches.append(search)
         else:
-            unknown(parsed, filename, f"response_item:{itype}")
+            unknown(parsed, filename, f"response_item:{itype}", line.start)
 
     if searches:  # a search with no web_search_end yet: it waits (the lines after it are read again)
         first = min(searches, key=lambda x: x["index"])
@@ -298,10 +306,13 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
     if not key:
         key = "h" + digest(filename, text[:200])
     if not name:
-        name = session_name(FORMAT, project_words(meta.get("project")), key)
+        name = session_name(FORMAT, project_words(meta.get("project")), key, str(meta.get("started_at") or "")[:10])
     for m in messages:
         m["metadata"]["agent_session"] = key
         m["id"] = m["id"].replace(f"{FORMAT}::", f"{FORMAT}:{key}:", 1)
+    if fill_times(messages, meta.get("started_at")):
+        meta["undated"] = True
+    parsed.settle()
     sessions = [ImportedSession(key, name, messages, {k: v for k, v in meta.items() if v is not None})] if messages else []
     parsed.sessions = sessions
     return parsed

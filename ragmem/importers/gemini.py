@@ -1,9 +1,10 @@
 """Gemini CLI sessions: ``~/.gemini/tmp/<project-hash>/chats/session-<time>-<id8>.json``.
 
 One JSON object (``sessionId``, ``projectHash``, ``startTime``, ``messages``),
-rewritten whole on every update. A message is ``type`` ``user`` or ``gemini``
-(``info``, ``error`` and ``warning`` are the CLI's own notices: skipped and
-counted); its ``content`` is a string or a list of parts. A ``gemini`` message
+rewritten whole on every update. A message is ``type`` ``user`` or ``gemini``,
+or one of the CLI's own notices (``info``, ``error``, ``warning``: kept as
+user-role notes, ``kind: "cli_notice"``, their text marked ``[Gemini CLI
+error]``); its ``content`` is a string or a list of parts. A ``gemini`` message
 carries its tool calls inline, each with its ``result`` (a list of
 ``functionResponse`` parts, or text) and ``status``: the call is stored as the
 assistant message's ``tool_calls`` and the result as the tool message after
@@ -22,17 +23,21 @@ import json
 from typing import Any, Mapping
 
 from .._errors import InvalidMessage
-from ._common import NO_RESULT, ImportedSession, Parsed, as_text, scalars, session_name, text_of, tool_call
+from ._common import (NO_RESULT, ImportedSession, Parsed, as_text, fill_times, first_keys, scalars, session_name, text_of,
+                      tool_call)
 
 FORMAT = "gemini"
 _DONE = ("success", "error", "cancelled")
+#: The CLI's own messages: kept as user-role notes marked ``kind: "cli_notice"`` (a person asks about them: "what
+#: did the CLI complain about?"), their text prefixed ``[Gemini CLI error]`` so a prompt shows whose they are.
+_NOTICES = ("info", "error", "warning")
 
 
 def detect(filename: str, text: str) -> bool:
-    """True for a JSON object that opens with Gemini CLI's session keys."""
-    head = text.lstrip()[:2000]
-    return head.startswith("{") and '"sessionId"' in head and ('"projectHash"' in head or '"messages"' in head) \
-        and '"mapping"' not in head
+    """True for a JSON object with Gemini CLI's session keys (``sessionId`` and ``projectHash`` or ``messages``),
+    read as a stream in any order; a file cut short by a rewrite is recognised from the keys before the cut."""
+    keys, _ = first_keys(text, inside_list=False)
+    return "sessionId" in keys and bool({"projectHash", "messages"} & keys) and "mapping" not in keys
 
 
 def _result_text(result: Any) -> str:
@@ -62,10 +67,12 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        if exc.pos >= len(text.rstrip()) - 1:  # cut short: the CLI is rewriting it; read it again later
-            parsed.warnings.append(f"{filename or 'the file'}: the JSON ends early (being rewritten?); it waits")
+        # cut short (a string, a number or a bracket left open at the end): the CLI is rewriting the file. A normal
+        # state, not a fault: the file waits, counted as waiting, and is read again once it changes
+        if exc.msg.startswith("Unterminated string") or exc.pos >= len(text.rstrip()) - 5:
+            parsed.partial = True
             return parsed
-        raise InvalidMessage(f"{filename or 'the file'}: not JSON ({exc.msg} at line {exc.lineno}, column "
+        raise InvalidMessage(f"{filename or 'the file'}: not JSON ({exc.msg}; line {exc.lineno}, column "
                              f"{exc.colno}); is this a Gemini CLI session file? Nothing of it was imported") from None
     if not isinstance(data, Mapping) or not isinstance(data.get("messages"), list):
         raise InvalidMessage(f"{filename or 'the file'}: a Gemini CLI session is a JSON object with a 'messages' "
@@ -83,6 +90,19 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
             raise InvalidMessage(f"{filename or 'the file'}: message {i} is not a JSON object; nothing of the file "
                                  "was imported")
         mtype = msg.get("type")
+        if mtype in _NOTICES:  # the CLI's own notice (a failed self-update, a cancelled request): a note from the tool
+            note = text_of(msg.get("content")).strip()
+            if not note:
+                parsed.skipped[f"empty {mtype} message"] += 1
+                continue
+            notice: dict[str, Any] = {
+                "id": f"{FORMAT}:{msg.get('id') or f'{key}:{i}'}", "role": "user", "content": f"[Gemini CLI {mtype}] {note}",
+                "metadata": scalars({"agent": FORMAT, "project": project, "agent_session": key, "kind": "cli_notice",
+                                     "notice": mtype})}
+            if msg.get("timestamp"):
+                notice["created_at"] = msg["timestamp"]
+            messages.append(notice)
+            continue
         if mtype not in ("user", "gemini"):
             parsed.skipped[f"message:{mtype}"] += 1
             continue
@@ -124,6 +144,8 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
         messages.append(row)
         messages.extend(results)
     parsed.consumed = len(text)
+    if fill_times(messages, data.get("startTime")):
+        meta["undated"] = True
     if messages:
         parsed.sessions.append(ImportedSession(key, name, messages, {k: v for k, v in meta.items() if v is not None}))
     return parsed
