@@ -338,6 +338,21 @@ def test_a_chatgpt_export_whose_current_node_comes_after_a_long_mapping_is_recog
     # the Claude.ai and Gemini detectors read their keys the same way, in any order
     assert detect("conversations.json", '[{"chat_messages": [], "name": "x", "uuid": "u"}]') == "claude"
     assert detect("s.json", '{"messages": [], "startTime": "t", "sessionId": "s"}') == "gemini"
+    # the read ends with the first conversation: what comes after it is never read (here it is not even JSON)
+    first_only = text[: text.rindex("}") + 1] + ", {not json at all" + "x" * 100_000
+    assert detect("conversations.json", first_only) == "chatgpt"
+
+
+def test_first_fields_reads_one_object_as_a_stream():
+    from ragmem.importers._common import first_fields
+
+    assert first_fields('[{"a": {"x": [1, {"y": 2}]}, "b\\"q": "s:t", "c": 1}, {"d": 2}]', True) == (
+        {"a": ..., 'b"q': "s:t", "c": 1}, True)
+    assert first_fields('  {"sessionId": "x", "messages": [{"a": 1}', False) == ({"sessionId": "x", "messages": ...}, False)
+    assert first_fields('{"a": 1, "b": 2, "c": 3}', False, enough=("a", "b")) == ({"a": 1, "b": 2}, False)
+    assert first_fields('["x", {"a": 1}]', True) == ({}, False) and first_fields("[]", True) == ({}, False)
+    assert first_fields('{"a": "}{", "b": 2}', False) == ({"a": "}{", "b": 2}, True)
+    assert first_fields("{}", False) == ({}, True) and first_fields("not json", False) == ({}, False)
 
 
 OLD_CODEX = DATA / "codex" / "rollout-2025-08-26T20-20-25-41237214-385b-4ac4-8b13-728d2bf57441.jsonl"

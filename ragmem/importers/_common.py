@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Iterator, Mapping
 
 from .._errors import InvalidMessage
 
@@ -126,47 +126,89 @@ def jsonl(text: str, filename: str, fmt: str, skip_bad_lines: bool, parsed: Pars
     return lines
 
 
-#: The tokens :func:`first_keys` walks: a whole string (its escapes skipped), a bracket, or a colon.
 _SPACE = re.compile(r"\s*")
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}:]')
+_KEY = re.compile(r'\s*("(?:[^"\\]|\\.)*")\s*:\s*')
+_DECODER = json.JSONDecoder()
 
 
-def first_keys(text: str, inside_list: bool) -> tuple[set[str], bool]:
-    """The keys of a JSON text's first object, read as a stream, and whether that object was read to its end.
+def head_lines(text: str, n: int) -> Iterator[str]:
+    """The first ``n`` lines of ``text``, found one at a time (a detector never splits a whole giant file)."""
+    pos = 0
+    for _ in range(n):
+        if pos >= len(text):
+            return
+        nl = text.find("\n", pos)
+        end = len(text) if nl < 0 else nl
+        yield text[pos:end]
+        pos = end + 1
+
+
+#: A JSONL line longer than this is read field by field by the detectors (:func:`peek`), not parsed whole.
+PEEK_WHOLE = 1_000_000
+
+
+def peek(line: str, enough: Collection[str] = ()) -> dict[str, Any]:
+    """A JSONL line's record as a detector sees it: parsed whole when it is short, else read field by field
+    (:func:`first_fields`, scalars only, up to ``enough``). Raises ValueError when it is not a JSON object."""
+    if len(line) <= PEEK_WHOLE:
+        rec = json.loads(line)
+        if not isinstance(rec, dict):
+            raise ValueError("not a JSON object")
+        return rec
+    fields, _ = first_fields(line, False, enough)
+    if not fields:
+        raise ValueError("not a JSON object")
+    return fields
+
+
+def first_fields(text: str, inside_list: bool, enough: Collection[str] = ()) -> tuple[dict[str, Any], bool]:
+    """The fields of a JSON text's first object, read as a stream, and whether that object was read to its end.
 
     ``inside_list``: the object is the first element of a top-level list (an
     export's first conversation); else it is the top-level object itself (a
-    Gemini session). The walk reads tokens (strings whole, brackets, colons)
-    and stops where the object ends, so the cost is the first object's size,
-    whatever the file's, and keys count in any order, however long the values
-    before them (a ChatGPT conversation puts ``current_node`` after its whole
-    ``mapping``). Text that is not JSON of that shape gives no keys.
+    Gemini session, a JSONL record). The object is read one field at a time,
+    each value by the C decoder and kept only when it is a scalar (an object or
+    a list reads as ``...``), and the read stops where the object ends: the
+    cost is the first object's size, whatever the file's, and keys count in any
+    order, however long the values before them (a ChatGPT conversation puts
+    ``current_node`` after its whole ``mapping``). It also stops once every key
+    of ``enough`` was seen, and where the text ends or stops being JSON (a file
+    cut short is read up to the cut). Text of another shape gives no fields.
     """
-    keys: set[str] = set()
-    start = _SPACE.match(text).end()  # type: ignore[union-attr]  # (it always matches)
-    opener = "[" if inside_list else "{"
-    if not text.startswith(opener, start):
-        return keys, False
-    target = 2 if inside_list else 1  # the depth at which the object's own keys sit
-    depth, last = 0, ""
-    for m in _TOKEN.finditer(text, start):
-        tok = m.group()
-        if depth == 1 and inside_list and tok not in "{]":
-            return keys, False  # the list's first element is not an object
-        if tok in "[{":
-            depth += 1
-        elif tok in "]}":
-            depth -= 1
-            if depth < target:
-                return keys, True
-        elif tok == ":":
-            if depth == target and last.startswith('"'):
-                try:
-                    keys.add(json.loads(last))
-                except ValueError:
-                    pass
-        last = tok
-    return keys, False
+    fields: dict[str, Any] = {}
+    pos = _SPACE.match(text).end()  # type: ignore[union-attr]  # (it always matches)
+    if inside_list:
+        if not text.startswith("[", pos):
+            return fields, False
+        pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+    if not text.startswith("{", pos):
+        return fields, False
+    pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+    if text.startswith("}", pos):
+        return fields, True
+    while True:
+        key = _KEY.match(text, pos)
+        if key is None:
+            return fields, False
+        try:
+            name = json.loads(key.group(1))
+        except ValueError:
+            return fields, False
+        try:
+            value, pos = _DECODER.raw_decode(text, key.end())
+        except ValueError:  # cut short inside this value (or not JSON): the key was seen, its value not whole
+            fields[name] = ...
+            return fields, False
+        fields[name] = value if not isinstance(value, (dict, list)) else ...
+        if enough and fields.keys() >= set(enough):
+            return fields, False
+        pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
+        if text.startswith(",", pos):
+            pos += 1
+        elif text.startswith("}", pos):
+            return fields, True
+        else:
+            return fields, False
 
 
 def fill_times(messages: list[dict[str, Any]], start: Any = None) -> bool:

@@ -26,7 +26,7 @@ import json
 from typing import Any, Mapping
 
 from .._errors import InvalidMessage
-from ._common import ExportShape, NO_RESULT, ImportedSession, Parsed, first_keys, tool_call
+from ._common import ExportShape, NO_RESULT, ImportedSession, Parsed, first_fields, tool_call
 
 FORMAT = "chatgpt"
 
@@ -35,11 +35,11 @@ def detect(filename: str, text: str) -> bool:
     """True for a JSON list whose first conversation has ``mapping`` and ``current_node``, in either order.
 
     A real export puts ``current_node`` after the whole ``mapping`` (92 KB in, for one conversation), so the
-    keys are read as a stream to the end of the first conversation (:func:`~._common.first_keys`), not looked
+    keys are read as a stream to the end of the first conversation (:func:`~._common.first_fields`), not looked
     for in a window of the file's head.
     """
-    keys, _ = first_keys(text, inside_list=True)
-    return {"mapping", "current_node"} <= keys
+    fields, _ = first_fields(text, inside_list=True, enough=("mapping", "current_node"))
+    return {"mapping", "current_node"} <= fields.keys()
 
 
 def detect_data(data: Any) -> bool:

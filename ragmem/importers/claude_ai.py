@@ -23,16 +23,16 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .._errors import InvalidMessage
-from ._common import ExportShape, NO_RESULT, ImportedSession, Parsed, as_text, first_keys, text_of, tool_call
+from ._common import ExportShape, NO_RESULT, ImportedSession, Parsed, as_text, first_fields, text_of, tool_call
 
 FORMAT = "claude"
 
 
 def detect(filename: str, text: str) -> bool:
     """True for a JSON list whose first conversation has ``uuid`` and ``chat_messages`` (keys read as a stream to
-    the end of the first conversation, in any order: :func:`~._common.first_keys`)."""
-    keys, _ = first_keys(text, inside_list=True)
-    return {"chat_messages", "uuid"} <= keys and "mapping" not in keys
+    the end of the first conversation, in any order: :func:`~._common.first_fields`)."""
+    fields, _ = first_fields(text, inside_list=True, enough=("chat_messages", "uuid"))
+    return {"chat_messages", "uuid"} <= fields.keys() and "mapping" not in fields
 
 
 def detect_data(data: Any) -> bool:

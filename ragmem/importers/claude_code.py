@@ -32,8 +32,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ._common import (NO_RESULT, ImportedSession, Parsed, fill_times, jsonl, project_words, scalars, session_name,
-                      text_of, tool_call, unknown)
+from ._common import (NO_RESULT, ImportedSession, Parsed, fill_times, head_lines, jsonl, peek, project_words, scalars,
+                      session_name, text_of, tool_call, unknown)
 
 FORMAT = "claude-code"
 #: Record types that carry no conversation: skipped, counted by type.
@@ -46,17 +46,16 @@ _AGENT_FILE = re.compile(r"agent-([A-Za-z0-9_-]+)\.jsonl$")
 
 def detect(filename: str, text: str) -> bool:
     """True when the first records look like Claude Code's (``sessionId``/``leafUuid``, no Codex ``payload``)."""
-    import json
 
-    for raw in text.splitlines()[:20]:
+    for raw in head_lines(text, 20):
         raw = raw.strip()
         if not raw:
             continue
         try:
-            rec = json.loads(raw)
+            rec = peek(raw)
         except ValueError:
             return False
-        if not isinstance(rec, dict) or "payload" in rec:
+        if "payload" in rec:
             return False
         if rec.get("type") in ("user", "assistant", "system") and "sessionId" in rec:
             return True

@@ -34,8 +34,8 @@ import json
 import re
 from typing import Any, Mapping
 
-from ._common import (NO_RESULT, ImportedSession, Parsed, as_text, digest, fill_times, jsonl, project_words, scalars,
-                      session_name, text_of, tool_call, unknown)
+from ._common import (NO_RESULT, ImportedSession, Parsed, as_text, digest, fill_times, head_lines, jsonl, peek, project_words,
+                      scalars, session_name, text_of, tool_call, unknown)
 
 FORMAT = "codex"
 _FILE_ID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$", re.I)
@@ -53,15 +53,13 @@ _BOILERPLATE = (("<environment_context>", "environment_context"), ("<user_instru
 
 def detect(filename: str, text: str) -> bool:
     """True when the first record is a Codex ``session_meta`` (or the bare metadata line of a 0.1x rollout)."""
-    for raw in text.splitlines()[:5]:
+    for raw in head_lines(text, 5):
         raw = raw.strip()
         if not raw:
             continue
         try:
-            rec = json.loads(raw)
+            rec = peek(raw)
         except ValueError:
-            return False
-        if not isinstance(rec, dict):
             return False
         if rec.get("type") in ("session_meta", "response_item", "turn_context", "event_msg") and "payload" in rec:
             return True

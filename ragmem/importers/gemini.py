@@ -23,7 +23,7 @@ import json
 from typing import Any, Mapping
 
 from .._errors import InvalidMessage
-from ._common import (NO_RESULT, ImportedSession, Parsed, as_text, fill_times, first_keys, scalars, session_name, text_of,
+from ._common import (NO_RESULT, ImportedSession, Parsed, as_text, fill_times, first_fields, scalars, session_name, text_of,
                       tool_call)
 
 FORMAT = "gemini"
@@ -36,8 +36,8 @@ _NOTICES = ("info", "error", "warning")
 def detect(filename: str, text: str) -> bool:
     """True for a JSON object with Gemini CLI's session keys (``sessionId`` and ``projectHash`` or ``messages``),
     read as a stream in any order; a file cut short by a rewrite is recognised from the keys before the cut."""
-    keys, _ = first_keys(text, inside_list=False)
-    return "sessionId" in keys and bool({"projectHash", "messages"} & keys) and "mapping" not in keys
+    fields, _ = first_fields(text, inside_list=False, enough=("sessionId", "messages"))
+    return "sessionId" in fields and bool({"projectHash", "messages"} & fields.keys()) and "mapping" not in fields
 
 
 def _result_text(result: Any) -> str:
