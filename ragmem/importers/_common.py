@@ -147,18 +147,17 @@ def head_lines(text: str, n: int) -> Iterator[str]:
 PEEK_WHOLE = 1_000_000
 
 
-def peek(line: str, enough: Collection[str] = ()) -> dict[str, Any]:
-    """A JSONL line's record as a detector sees it: parsed whole when it is short, else read field by field
-    (:func:`first_fields`, scalars only, up to ``enough``). Raises ValueError when it is not a JSON object."""
-    if len(line) <= PEEK_WHOLE:
+def peek(line: str, enough: Collection[str] = ()) -> dict[str, Any] | None:
+    """A JSONL line's record as a detector sees it, or None when it is not a JSON object: parsed whole when it is
+    short, else read field by field (:func:`first_fields`, scalars only, up to ``enough``)."""
+    if len(line) > PEEK_WHOLE:
+        fields, _ = first_fields(line, False, enough)
+        return fields or None
+    try:
         rec = json.loads(line)
-        if not isinstance(rec, dict):
-            raise ValueError("not a JSON object")
-        return rec
-    fields, _ = first_fields(line, False, enough)
-    if not fields:
-        raise ValueError("not a JSON object")
-    return fields
+    except ValueError:
+        return None
+    return rec if isinstance(rec, dict) else None
 
 
 def first_fields(text: str, inside_list: bool, enough: Collection[str] = ()) -> tuple[dict[str, Any], bool]:

@@ -51,9 +51,8 @@ def detect(filename: str, text: str) -> bool:
         raw = raw.strip()
         if not raw:
             continue
-        try:
-            rec = peek(raw)
-        except ValueError:
+        rec = peek(raw)
+        if rec is None:
             return False
         if "payload" in rec:
             return False

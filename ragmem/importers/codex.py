@@ -57,9 +57,8 @@ def detect(filename: str, text: str) -> bool:
         raw = raw.strip()
         if not raw:
             continue
-        try:
-            rec = peek(raw)
-        except ValueError:
+        rec = peek(raw)
+        if rec is None:
             return False
         if rec.get("type") in ("session_meta", "response_item", "turn_context", "event_msg") and "payload" in rec:
             return True
