@@ -620,3 +620,20 @@ def test_every_shared_transcript_imports_with_its_own_dates_no_orphan_and_nothin
         assert mem.store.log.count("default") == report.stored
     finally:
         mem.close()
+
+
+def test_a_refusal_from_the_log_reads_as_one_sentence_without_a_double_full_stop(tmp_path, hash_embedder):
+    """The log's refusal ends with "Nothing of this batch was stored." and the import's wrapping went on with
+    ". Stored before it": "stored.. Stored"."""
+    text = (FIX / "gemini-parts-errors.json").read_text(encoding="utf-8")
+    live = tmp_path / "session-2025-01-01T00-00-f00dcafe.json"
+    live.write_text(text, encoding="utf-8")
+    mem = Memory(tmp_path / "s", embedder=hash_embedder)
+    try:
+        assert import_paths(mem, [str(live)]).stored > 0
+        live.write_text(text.replace("The port is 8443.", "The port is 9443."), encoding="utf-8")  # same ids
+        (error,) = import_paths(mem, [str(live)]).refused.values()
+        assert "already stored with other content" in error and "stored. Stored before it" in error
+        assert ".." not in error
+    finally:
+        mem.close()
