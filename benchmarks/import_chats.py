@@ -28,10 +28,15 @@ from .ingest_long import chroma_write
 
 
 def transcripts() -> list[Path]:
-    """The shared real transcripts (``$RAGMEM_TRANSCRIPTS`` or ``../shared/data/transcripts``), largest first."""
+    """The shared real transcripts (``$RAGMEM_TRANSCRIPTS`` or ``../shared/data/transcripts``), largest first; files
+    of no known format (the folder's ``qa.jsonl`` of questions) left out, as ``import-chats`` leaves them."""
+    from ragmem.importers import detect
+
     folder = Path(os.environ.get("RAGMEM_TRANSCRIPTS") or Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
                   / "transcripts")
-    return sorted((p for p in folder.rglob("*") if p.suffix in (".jsonl", ".json")), key=lambda p: -p.stat().st_size)
+    found = (p for p in folder.rglob("*") if p.suffix in (".jsonl", ".json"))
+    return sorted((p for p in found if detect(p.name, p.read_text(encoding="utf-8")) is not None),
+                  key=lambda p: -p.stat().st_size)
 
 
 def counts(path: Path) -> dict:
