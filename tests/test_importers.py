@@ -206,6 +206,15 @@ def test_claude_code_a_response_still_running_its_tools_waits_and_then_arrives_w
     assert {**_ids(head), **_ids(rest)} == _ids(parse(text))
     # the final answer with nothing after it may still grow: it waits too
     assert parse("".join(lines[:-1])).waiting == 1
+    # unless its lines say the response is over (2.0.3x and later write stop_reason once it is): then it is stored
+    # (a subagent's file ends so, with its final answer, which waited forever)
+    last = json.loads(lines[-2])
+    assert last["type"] == "assistant" and not any(b.get("type") == "tool_use" for b in last["message"]["content"])
+    last["message"]["stop_reason"] = "end_turn"
+    ended_text = "".join(lines[:-2]) + json.dumps(last) + "\n"
+    ended = parse(ended_text)
+    assert ended.waiting == 0 and ended.consumed == len(ended_text)
+    assert _ids(ended) == _ids(parse(text))  # all of it, the final answer included, as when a line follows it
 
 
 def test_codex_039_outputs_are_decoded_and_every_kind_of_call_is_paired():
