@@ -20,6 +20,15 @@ on
 
 and
 
+* **owner**: the same warm ``prompt(budget=4000)`` on the LongMemEval haystack from a process
+  that owns the store's index (in process) and from one that reaches another process's
+  owner (the index's operations and the query's embedding over the owner's socket), on
+  two copies of the store, question by question alternating (issue 43's target: through
+  the owner <= 1.2x in process);
+* **agents**: the memory of 3 agent sessions on one store: 3 processes (as 3 MCP servers)
+  each add 10 turns and assemble 5 prompts in a session of their own, then report their
+  resident memory; ``--tree PATH`` runs them on another checkout of ragmem as well (a
+  ``git worktree`` of the commit before), side by side;
 * **namespace**: ``search(k=10, scope="namespace")`` against a session's ``search(k=10)``
   in one store of 200 x 25, 400 x 50 and 1,000 x 100 messages (sessions x messages);
 * **chats**: ingest of the haystack's 50 chats through a ``Memory`` each (opened, filled,
@@ -53,13 +62,15 @@ from .common import invocation, log, markdown_table, p50_p95, ragmem_version, re
 
 NAME = "prompt_path"
 BUDGET = 4000
-PARTS = ("lme", "locomo", "namespace", "chats")
+PARTS = ("lme", "locomo", "owner", "agents", "namespace", "chats")
 LOCOMO_SIZES = (1_000, 10_000, 100_000)
 NAMESPACE_SHAPES = ((200, 25), (400, 50), (1000, 100))
 WARMUP = 3
 LIMIT_RESULTS = 20
 #: The offline model new stores are built with (``--embedder``; None: the default). A store opens with its own.
 MODEL: str | None = None
+#: Another checkout of ragmem the agents part measures too (``--tree``; None: this one only).
+TREE: Path | None = None
 
 
 def default_cache() -> Path:
@@ -275,6 +286,123 @@ def part_locomo(cache: Path, rebuild: bool, n: int, sizes: tuple[int, ...]) -> l
     return rows
 
 
+#: The other process of the owner part: it owns its copy of the store (the model and Chroma loaded) until told.
+HOLDER = """
+import sys
+from ragmem import Memory
+mem = Memory(sys.argv[1], session="haystack")
+mem.prompt("warm up the owner", budget=4000)
+print("OWNED", mem.store.index.owned, flush=True)
+sys.stdin.readline()
+mem.close()
+"""
+
+
+def _child_env(tree: Path | None = None) -> dict:
+    from .common import REPO_ROOT
+
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(tree or REPO_ROOT)}
+
+
+def part_owner(cache: Path, rebuild: bool, n: int) -> dict:
+    """A prompt through another process's owner against the same prompt in the owning process, alternating."""
+    import subprocess
+    import sys
+
+    from ragmem import Memory
+
+    store = build_lme(cache / "lme", rebuild)
+    qs = lme_questions(n)
+    lat: dict[str, list[float]] = {"in_process": [], "through_owner": []}
+    with tempfile.TemporaryDirectory(prefix="ragmem-owner-") as tmp:
+        own, far = Path(tmp) / "own", Path(tmp) / "far"
+        shutil.copytree(store, own)
+        shutil.copytree(store, far)
+        holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(far)], env=_child_env(), text=True,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            line = holder.stdout.readline().strip() if holder.stdout else ""
+            if line != "OWNED True":
+                raise RuntimeError(f"the owner process did not start: {line!r}")
+            mems = {"in_process": Memory(own, session="haystack"), "through_owner": Memory(far, session="haystack")}
+            try:
+                if not mems["in_process"].store.index.owned or mems["through_owner"].store.index.owned:
+                    raise RuntimeError("expected this process to own one copy and not the other")
+                for j, q in enumerate(qs):
+                    for way in ("in_process", "through_owner") if j % 2 == 0 else ("through_owner", "in_process"):
+                        with stopwatch() as t:
+                            mems[way].prompt(q, budget=BUDGET)
+                        if j >= WARMUP:
+                            lat[way].append(t["s"])
+            finally:
+                for mem in mems.values():
+                    mem.close()
+        finally:
+            if holder.stdin:
+                holder.stdin.write("stop\n")
+                holder.stdin.close()
+            holder.wait(timeout=120)
+    out = {k: p50_p95(v) for k, v in lat.items()}
+    out["through_owner_over_in_process"] = round(out["through_owner"]["p50_ms"] / out["in_process"]["p50_ms"], 2)
+    out["messages"] = sum(len(c) for c in lme_chats())
+    return out
+
+
+#: One agent session of the agents part: a process of its own on the shared store, as an MCP server is.
+AGENT = """
+import sys, psutil
+from ragmem import Memory
+mem = Memory(sys.argv[1], session=sys.argv[2])
+for i in range(10):
+    mem.add({"role": "user" if i % 2 == 0 else "assistant",
+             "content": f"{sys.argv[2]} turn {i}: we moved the pool size of billing-db to {20 + i} after the outage"})
+for i in range(5):
+    mem.prompt(f"what did we set the pool size to, turn {i}?", budget=2000)
+print("DONE", flush=True)
+sys.stdin.readline()
+print("RSS", psutil.Process().memory_info().rss, flush=True)
+sys.stdin.readline()
+mem.close()
+"""
+
+
+def agents_rss(tree: Path | None, sessions: int = 3) -> dict:
+    """Resident memory of ``sessions`` agent processes on one new store (ragmem from ``tree``, else this one)."""
+    import subprocess
+    import sys
+
+    with tempfile.TemporaryDirectory(prefix="ragmem-agents-") as tmp:
+        procs = [subprocess.Popen([sys.executable, "-c", AGENT, str(Path(tmp) / "store"), f"agent{i}"],
+                                  env=_child_env(tree), text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                 for i in range(sessions)]
+        rss = []
+        try:
+            for p in procs:
+                line = p.stdout.readline().strip() if p.stdout else ""
+                if line != "DONE":
+                    raise RuntimeError(f"an agent process failed: {line!r}")
+            for p in procs:  # all done, all still open: what they hold together
+                assert p.stdin and p.stdout
+                p.stdin.write("report\n")
+                p.stdin.flush()
+                rss.append(int(p.stdout.readline().split()[1]))
+        finally:
+            for p in procs:
+                if p.stdin:
+                    p.stdin.write("quit\n")
+                    p.stdin.close()
+                p.wait(timeout=120)
+    return {"sessions": sessions, "rss_mb": [round(r / 2**20) for r in rss], "total_mb": round(sum(rss) / 2**20)}
+
+
+def part_agents(tree: Path | None) -> dict:
+    out = {"this_tree": agents_rss(None)}
+    if tree is not None:
+        out["other_tree"] = {"path": str(tree), **agents_rss(tree)}
+        out["this_over_other"] = round(out["this_tree"]["total_mb"] / out["other_tree"]["total_mb"], 2)
+    return out
+
+
 def part_namespace(cache: Path, rebuild: bool, n: int, shapes) -> list[dict]:
     """Session against namespace search, in blocks that alternate, every collection opened first."""
     from ragmem import Memory
@@ -369,6 +497,19 @@ def tables(res: dict) -> str:
             ["sessions x messages", "messages", "session search", "namespace search", "namespace / session"],
             [[f"{r['sessions']} x {r['per']}", f"{r['messages']:,}", r["session"]["p50_ms"],
               r["namespace"]["p50_ms"], r["namespace_over_session"]] for r in res["namespace"]]))
+    if "owner" in res:
+        o = res["owner"]
+        out.append("**A prompt through another process's owner** (LongMemEval haystack, budget 4,000, p50 ms)\n\n"
+                   + markdown_table(["in process (owner)", "through the owner", "through / in process"],
+                                    [[o["in_process"]["p50_ms"], o["through_owner"]["p50_ms"],
+                                      o["through_owner_over_in_process"]]]))
+    if "agents" in res:
+        a = res["agents"]
+        rows_a = [["this tree", a["this_tree"]["rss_mb"], a["this_tree"]["total_mb"]]]
+        if "other_tree" in a:
+            rows_a.append([a["other_tree"]["path"], a["other_tree"]["rss_mb"], a["other_tree"]["total_mb"]])
+        out.append(f"**Resident memory of {a['this_tree']['sessions']} agent sessions on one store** (MB)\n\n"
+                   + markdown_table(["ragmem", "each", "total"], rows_a))
     if "chats" in res:
         c = res["chats"]
         out.append(f"**Ingest of {c['chats']} chats ({c['messages']} messages)**, best of {c['rounds']} rounds\n\n"
@@ -429,6 +570,12 @@ def run(parts: tuple[str, ...], quick: bool, rebuild: bool, cache: Path, out_dir
         res["lme"] = part_lme(cache, rebuild, n)
     if "locomo" in parts:
         res["locomo"] = part_locomo(cache, rebuild, n, LOCOMO_SIZES[:1] if quick else LOCOMO_SIZES)
+    if "owner" in parts:
+        log(f"[{NAME}] through the owner against in process")
+        res["owner"] = part_owner(cache, rebuild, n)
+    if "agents" in parts:
+        log(f"[{NAME}] resident memory of agent sessions")
+        res["agents"] = part_agents(TREE)
     if "namespace" in parts:
         res["namespace"] = part_namespace(cache, rebuild, 15 if quick else 40,
                                           NAMESPACE_SHAPES[:1] if quick else NAMESPACE_SHAPES)
@@ -456,12 +603,14 @@ def main(argv: list[str] | None = None) -> dict:
                     help="build the stores with this offline model (multilingual-e5-small); kept under --cache/NAME")
     ap.add_argument("--sizes", default=None, help="LoCoMo store sizes, comma-separated (default 1000,10000,100000)")
     ap.add_argument("--out", type=Path, default=None, help="results folder (default benchmarks/results)")
+    ap.add_argument("--tree", type=Path, default=None, help="another ragmem checkout the agents part measures too")
     args = ap.parse_args(argv)
     parts = tuple(p for p in args.parts.split(",") if p)
     if not parts or any(p not in PARTS for p in parts):
         ap.error(f"--parts: choose among {', '.join(PARTS)}")
-    global MODEL, LOCOMO_SIZES
+    global MODEL, LOCOMO_SIZES, TREE
     MODEL = args.embedder
+    TREE = args.tree
     if args.sizes:
         LOCOMO_SIZES = tuple(int(x) for x in args.sizes.split(","))
     return run(parts, args.quick, args.rebuild, args.cache, args.out, args.chat_rounds)

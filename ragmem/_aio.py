@@ -38,6 +38,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Literal, Mapping, ParamSpec, Sequence, TypeVar
 
 from ._assemble import Budget, Format, Placement, RecallFormat
+from ._store.check import CheckReport
 from ._store.store import SessionInfo, Store
 from ._errors import UsageError
 from ._memory import Memory, MemorySettings, PinnedState
@@ -142,6 +143,14 @@ class AsyncStore:
     @_mirrors(Store.flush)
     async def flush(self) -> None:
         return await self._worker.run(self._store.flush)
+
+    @_mirrors(Store.check)
+    async def check(self, *, repair: bool = False, progress: Callable[[int, int], None] | None = None) -> CheckReport:
+        return await self._worker.run(lambda: self._store.check(repair=repair, progress=progress))
+
+    @_mirrors(Store.rebuild_index)
+    async def rebuild_index(self) -> None:
+        return await self._worker.run(self._store.rebuild_index)
 
 
 class AsyncMemory:

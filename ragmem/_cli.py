@@ -1067,6 +1067,66 @@ def reindex(model: str | None, **opts: Any) -> None:
           + (f" (was {current})" if current and current != name else ""))
 
 
+@cli.command()
+@click.option("--repair", is_flag=True, help="Rebuild what is wrong from the log (safe while the store is in use).")
+@click.option("--progress/--no-progress", default=None, help="Force the progress bar on or off (default: on a terminal).")
+@_common
+def check(repair: bool, progress: bool | None, **opts: Any) -> None:
+    """Check that the vector index holds what the log says it holds (as git fsck), and with --repair fix it.
+
+    Every message the log flags indexed must come back with its vector from its
+    session's collection and its namespace's (Chroma's metadata can list an id its
+    graph lost); no collection's files may take over ten times what its vectors
+    need; the index must open and read. --repair re-indexes what is lost from the
+    log, rebuilds a runaway collection, and sets an unreadable index aside and
+    rebuilds it. Exit status 1 when something is still wrong. The whole store is
+    checked; lost ids are listed for --namespace only.
+    """
+    cfg = _cfg(**opts)
+    mem = _open(cfg, create=False)
+    bar = None
+    try:
+        total = sum(len(mem.store.log.lexical.indexed_chunks(ns)) for ns in mem.store.log.namespaces())
+        show = progress if progress is not None else (sys.stderr.isatty() and not cfg.json and total > 2000)
+        bar = _progress(total, "checking") if show else None
+
+        def step(done: int, _total: int) -> None:
+            if bar is not None:
+                bar.update(done - bar.pos)
+
+        if bar is not None:
+            bar.__enter__()
+        report = mem.store.check(repair=repair, progress=step)
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+        mem.close()
+    data = report.as_dict()
+    data["lost_ids"] = report.lost.get(cfg.namespace, [])[:100]
+
+    def human() -> Iterator[str]:
+        where = report.index + (f" (owned by pid {report.owner})" if report.owner else "")
+        yield f"index: {where}; {report.checked} indexed messages checked, {report.pending} waiting to be indexed"
+        if report.repaired:
+            yield "repaired: " + ", ".join(f"{k} {v}" for k, v in sorted(report.repaired.items()))
+        if report.unreadable:
+            yield f"UNREADABLE: {report.unreadable}; ragmem check --repair rebuilds it from the log"
+        if report.lost_count:
+            shown = ", ".join(data["lost_ids"][:5])
+            yield (f"LOST: {report.lost_count} messages the log says are indexed have no vector in the index"
+                   + (f" ({shown}...)" if shown else "") + "; ragmem check --repair indexes them again")
+        for entry in report.oversized:
+            yield (f"OVERSIZED: collection {entry['collection']} takes {entry['bytes_on_disk'] / 2**20:.0f} MiB on disk "
+                   f"({entry['bytes'] / 2**20:.0f} MiB apparent) for {entry['count']} vectors; "
+                   "ragmem check --repair rebuilds it")
+        if report.ok:
+            yield "ok: every indexed message is a vector the index returns"
+
+    _emit(cfg, data, human)
+    if not report.ok:
+        sys.exit(1)  # as git fsck: something is still wrong
+
+
 # ------------------------------------------------------------------ migrate
 
 

@@ -42,23 +42,19 @@ unix socket, and prints the answer, never importing chromadb, torch or tiktoken.
   ``--no-daemon`` neither asks nor starts a worker.
 
 **How the worker holds the store.** It opens one :class:`~ragmem.Memory` when it
-starts and keeps it open, as ``ragmem serve`` does, because what ragmem's locks
-say (``_consistency.py``, ``_store/locking.py``) allows it: an open Memory holds
+starts and keeps it open, as ``ragmem serve`` does. The store's log is shared
+through SQLite's WAL; its embedded index has one owner process on the machine
+(:mod:`ragmem._store.owner`): the worker is that owner if it needed the index
+first, else it reaches the owner (an MCP server, say) over the store's
+``index.sock``, and takes the index over if that owner goes. Either way the
+worker's recall sees every vector any process wrote, at once. An open Memory holds
 only a *shared* lock on its index location, so ``import-chats``, ``import-chats
---follow``, ``serve`` and other hooks open and write the same store beside it;
-the opening locks (``open.lock``, ``chroma-open.lock``) are held for the
-milliseconds of an open or an index refresh; ``index.lock`` is only tried, never
-waited on, by whoever indexes a dead writer's leftovers; SQLite's WAL lets
-readers and writers pass. Before every recall the store's
-:class:`~ragmem._consistency.Consistency` reloads what other processes wrote, so
-the worker sees their imports. Opening per request instead would pay Chroma's
-open and its index load on every prompt, and an embedded Chroma client cached per
-folder would not see other processes' vectors any sooner. The one thing a live
-worker does hold up is moving the store to another index location (a
-``--chroma-url`` open of an embedded store): that open is refused while any
+--follow``, ``serve`` and other hooks open and write the same store beside it. The
+one thing a live worker does hold up is moving the store to another index location
+(a ``--chroma-url`` open of an embedded store): that open is refused while any
 process has the store open, the worker as well; stop the worker (``kill`` the pid
-in ``hook-worker.lock``) or wait for its idle exit. The worker answers one
-request at a time: two hooks of one store never import one transcript at once.
+in ``hook-worker.lock``) or wait for its idle exit. The worker answers one request
+at a time: two hooks of one store never import one transcript at once.
 """
 
 from __future__ import annotations
@@ -70,15 +66,14 @@ import os
 import signal
 import socket
 import stat
-import struct
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Mapping
 
 from ._errors import StoreError
+from ._store.owner import peer_uid as _peer_uid, recv_line as _recv_line, socket_path as _socket_path
 
 __all__ = [
     "CONNECT_TIMEOUT", "DEADLINE", "DEFAULT_IDLE", "IDLE_ENV", "LOCK_NAME", "SOCKET_NAME", "SUN_PATH_MAX",
@@ -126,37 +121,15 @@ def _supported() -> bool:
 # ------------------------------------------------------------------ where
 
 
-def _private_dir(base: Path) -> Path:
-    """``base``, made if missing, checked to be a folder only this user can enter (not a link)."""
-    uid = os.getuid()
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(base, 0o700)
-    st = os.lstat(base)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or st.st_mode & 0o077:
-        raise StoreError(f"{base} is not a private folder of this user (a link, another owner, or open to others)")
-    return base
-
-
 def socket_path(store: str | os.PathLike[str]) -> Path:
     """The worker's socket for ``store``: ``hook.sock`` in it, or a short private path if that is too long.
 
     The short one is a hash of the store's absolute path in ``$XDG_RUNTIME_DIR/ragmem``, else in
     ``ragmem-<uid>`` of the temporary folder, else of ``/tmp``: the first that fits. A ``StoreError`` says
     none fits, or the folder is not private: no worker then, the hook works in process.
+    (The rule is the index owner's socket's, :func:`ragmem._store.owner.socket_path`.)
     """
-    folder = Path(os.path.abspath(store))
-    here = folder / SOCKET_NAME
-    if len(os.fsencode(here)) <= SUN_PATH_MAX:
-        return here
-    name = hashlib.sha256(os.fsencode(folder)).hexdigest()[:32] + ".sock"
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    uid = os.getuid()
-    bases = [Path(runtime) / "ragmem"] if runtime and os.path.isabs(runtime) else []
-    bases += [Path(tempfile.gettempdir()) / f"ragmem-{uid}", Path("/tmp") / f"ragmem-{uid}"]
-    for base in bases:
-        if len(os.fsencode(base / name)) <= SUN_PATH_MAX:
-            return _private_dir(base) / name
-    raise StoreError(f"no socket path short enough for the store {folder} (AF_UNIX takes {SUN_PATH_MAX} bytes)")
+    return _socket_path(store, SOCKET_NAME)
 
 
 def idle_seconds() -> float:
@@ -222,32 +195,6 @@ def worker_pid(store: str | os.PathLike[str]) -> int | None:
 
 
 # ------------------------------------------------------------------ the client
-
-
-def _peer_uid(sock: socket.socket) -> int | None:
-    """The user of the process at the other end (Linux ``SO_PEERCRED``; None where it cannot be asked)."""
-    option = getattr(socket, "SO_PEERCRED", None)
-    if option is None:  # pragma: no cover - macOS and the BSDs
-        return None
-    _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
-    return uid
-
-
-def _recv_line(sock: socket.socket, deadline: float, limit: int) -> bytes:
-    """Bytes up to the first newline, read before ``deadline`` (monotonic); a ``StoreError`` if not."""
-    buf = bytearray()
-    while b"\n" not in buf:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise StoreError("no whole line before the deadline")
-        sock.settimeout(left)
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise StoreError("the other end closed before a whole line")
-        buf += chunk
-        if len(buf) > limit:
-            raise StoreError(f"a line over {limit} bytes")
-    return bytes(buf[: buf.index(b"\n")])
 
 
 def ask(store: str | os.PathLike[str], request: Mapping[str, Any], *, deadline: float = DEADLINE) -> str | None:

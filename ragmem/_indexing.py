@@ -24,7 +24,7 @@ from .embed import Embedder, chunk_text
 from ._messages import Message, ToolCall, message_text
 from ._settings import DEFAULT_RECALL, RecallSettings
 from ._tokens import TokenCounter, count_message
-from ._store import Log as MessageLog, VectorIndex
+from ._store import Log as MessageLog, Index
 from ._store.filters import META_PREFIX
 from ._store.index import chunk_id
 
@@ -128,7 +128,7 @@ def chunk_metadata(m: Message, unit_id: str, chunk: int) -> dict[str, Any]:
 
 
 def index_messages(
-    messages: Sequence[Message], *, log: MessageLog, index: VectorIndex, embedder: Embedder,
+    messages: Sequence[Message], *, log: MessageLog, index: Index, embedder: Embedder,
     settings: RecallSettings = DEFAULT_RECALL, mark: bool = True, counter: TokenCounter | None = None,
     progress: Callable[[float], None] | None = None,
 ) -> int:
@@ -214,7 +214,7 @@ def _embed(embedder: Embedder, texts: Sequence[str], block: Sequence[int]) -> tu
     return vectors, getattr(embedder, "precision_used", None)
 
 
-def _upsert_block(index: VectorIndex, block: Sequence[int], rows: Sequence[tuple[Message, int]],
+def _upsert_block(index: Index, block: Sequence[int], rows: Sequence[tuple[Message, int]],
                   units: dict[str, str], embedded: tuple[list[list[float]], str | None]) -> None:
     vectors, path = embedded
     by_ns: dict[str, tuple[list, list, list]] = {}

@@ -47,7 +47,7 @@ from .embed import Embedder
 from ._messages import Message
 from ._rerank import RERANK_TOP, Reranker, rerank
 from ._settings import DEFAULT_RECALL, RecallSettings
-from ._store import IndexHit, Log as MessageLog, VectorIndex
+from ._store import IndexHit, Log as MessageLog, Index
 from ._store.filters import RowFilter
 from ._units import Unit, group_units
 
@@ -226,7 +226,7 @@ def _untimed(step: str) -> Iterator[None]:
     yield
 
 
-def candidates(query: Query, *, log: MessageLog, index: VectorIndex, n: int,
+def candidates(query: Query, *, log: MessageLog, index: Index, n: int,
                settings: RecallSettings = DEFAULT_RECALL, similarity: dict[str, float] | None = None,
                ) -> list[Candidate]:
     """The fused candidate messages of a query, best first: the question's round, then each extra query's.
@@ -247,7 +247,7 @@ def candidates(query: Query, *, log: MessageLog, index: VectorIndex, n: int,
     return best_of(first, rounds, settings.expansion_weight)
 
 
-def round_of(text: str, vector: Sequence[float], query: Query, *, log: MessageLog, index: VectorIndex, n: int,
+def round_of(text: str, vector: Sequence[float], query: Query, *, log: MessageLog, index: Index, n: int,
              settings: RecallSettings = DEFAULT_RECALL, similarity: dict[str, float] | None = None,
              ) -> list[Candidate]:
     """One query's round in ``query``'s scope and filters (see :func:`candidates`)."""
@@ -274,7 +274,7 @@ def round_of(text: str, vector: Sequence[float], query: Query, *, log: MessageLo
     return fused
 
 
-def filtered_lexical(log: MessageLog, index: VectorIndex, text: str, *, namespace: str, session: str | None, n: int,
+def filtered_lexical(log: MessageLog, index: Index, text: str, *, namespace: str, session: str | None, n: int,
                      filters: RowFilter, settings: RecallSettings = DEFAULT_RECALL) -> list[Candidate]:
     """:func:`lexical_candidates` under any filters: the log's SQL applies what it can say (roles, times,
     metadata equalities); a metadata operator or a boolean (:attr:`RowFilter.sql_ready`) is then checked
@@ -315,7 +315,7 @@ def best_of(first: Sequence[Candidate], rounds: Sequence[Sequence[Candidate]], w
 
 
 def date_boost(
-    first: Sequence[Candidate], *, log: MessageLog, index: VectorIndex, text: str, vector: Sequence[float],
+    first: Sequence[Candidate], *, log: MessageLog, index: Index, text: str, vector: Sequence[float],
     namespace: str, session: str | None, n: int, filters: RowFilter, settings: RecallSettings = DEFAULT_RECALL,
     asked_at: datetime | None = None,
 ) -> list[Candidate]:
@@ -421,7 +421,7 @@ class Recalled:
     similarity: dict[str, float]
 
 
-def recall(query: Query, k: int, *, grain: Literal["message", "unit"], log: MessageLog, index: VectorIndex,
+def recall(query: Query, k: int, *, grain: Literal["message", "unit"], log: MessageLog, index: Index,
            settings: RecallSettings = DEFAULT_RECALL, reranker: Reranker | None = None,
            skip: Collection[str] = (), min_similarity: float | None = None) -> Recalled:
     """Recall's one path, for ``search()`` (``grain="message"``) and ``prompt()`` (``grain="unit"``).

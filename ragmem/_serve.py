@@ -680,7 +680,7 @@ class _Api:
     async def readyz(self, request: Request) -> Response:
         def probe() -> None:
             self.store.log.meta.get("store_id")
-            self.store.index.client.heartbeat()
+            self.store.index.heartbeat()
 
         try:
             await anyio.to_thread.run_sync(probe)

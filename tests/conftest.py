@@ -69,7 +69,6 @@ SLOW = {
         "test_aio.py::test_summary_is_a_method_on_both",
         "test_aio.py::test_event_loop_is_not_blocked",  # sleeps 0.3 s in a thread
         "test_faults.py::test_embedded_open_close_leaks_no_file_handles",  # 30 opens and closes of a store: 4 s
-        "test_faults.py::test_embedded_refreshes_leak_no_file_handles",  # 30 refreshes: 3 s
         "test_serve_keys.py::test_a_running_check_sees_a_revoke_within_the_reload_delay",  # waits the delay out
         "test_background.py::test_forget_waits_for_the_indexer",  # a writer thread, and a sleep of 0.3 s
         "test_recall.py::test_term_bits_from_many_threads_keep_every_overlap_exact",  # six threads, switching often

@@ -55,6 +55,11 @@ ALLOWED = {
     # the hook worker's own control flow: a signal ends its loop, and `python -m ragmem._hookd` misused exits
     ("_hookd.py", "stop", "_Stop"): "SIGTERM/SIGINT leave the worker's loop; caught in run_worker",
     ("_hookd.py", "main", "SystemExit"): "a usage line for `python -m ragmem._hookd` run by hand",
+    # the index owner's wire: a connection gone is control flow (the caller finds the owner again), never raised out
+    ("_store/owner.py", "_recv_exact", "_Closed"): "EOF from the other end; _Link.call looks for the owner again",
+    ("_store/owner.py", "_recv", "_Closed"): "a frame too large: the connection is dropped like an EOF",
+    ("_store/owner.py", "_connect", "_Closed"): "no owner listening (yet): _Link.call tries the lock, then again",
+    ("_store/owner.py", "_remote", "_Closed"): "cut off mid-request: _Link.call sends it again (idempotent ops)",
     ("_cli.py", "_handle", "KeyboardInterrupt"): "a second Ctrl-C stops import-chats --follow at once, as Python's own",
     # pydantic turns a validator's ValueError into a ValidationError, which parse_message re-raises as InvalidMessage
     ("_messages.py", "_parts_have_type", "ValueError"): "pydantic validator; the caller gets InvalidMessage",

@@ -100,7 +100,7 @@ def test_the_graph_sees_the_package():
 
 def test_no_module_imports_one_that_imports_it_back():
     """No cycle at all, lazy and TYPE_CHECKING imports included: a lower module that must type a higher one
-    declares a Protocol of what it reads (``_pipeline.Session``, ``_consistency.SharedStore``)."""
+    declares a Protocol of what it reads (``_pipeline.Session``, ``_store.others.SharedStore``)."""
     graph = import_graph()
     found = cycles(graph)
     assert not found, f"import cycles: {[sorted(c) for c in found]}; " + "; ".join(

@@ -362,7 +362,7 @@ def test_postgres_log_behaves_as_the_sqlite_log(tmp_path, pg_url):
 
 
 def test_data_version_moves_when_another_connection_adds(log, tmp_path, log_url):
-    """What a long-lived Memory checks before each read to learn that other processes wrote (consistency.py)."""
+    """What a long-lived Memory checks before each read to learn that other processes wrote (_store/others.py)."""
     other = open_log(tmp_path / "store", url=log_url)
     try:
         log.append("ns", "s", [msg(0)])

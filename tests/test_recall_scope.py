@@ -94,18 +94,20 @@ def test_a_namespace_or_session_that_does_not_exist_gives_empty_results(tmp_path
     mem.close()
 
 
-def test_a_namespace_wide_search_is_one_query_of_the_namespace_collection(tmp_path):
+def test_a_namespace_wide_search_is_one_query_of_the_namespace_collection(tmp_path, monkeypatch):
+    from ragmem._store.index import VectorIndex
+
     mem = Memory(tmp_path / "s", embedder=HashEmbedder())
     for i in range(5):
         mem.for_session(f"chat{i}").add({"role": "user", "content": f"note {i} about the pool"})
     calls = []
-    real = mem.store.index.collection
+    real = VectorIndex.collection
 
-    def spy(namespace, session="default", *, create=True):
+    def spy(self, namespace, session="default", *, create=True):
         calls.append(session)
-        return real(namespace, session, create=create)
+        return real(self, namespace, session, create=create)
 
-    mem.store.index.collection = spy
+    monkeypatch.setattr(VectorIndex, "collection", spy)  # what the index's owner (this process) opens
     # listing every collection of the store grows with it (0.05 s a query at 600 collections): not needed here
     listed = []
     real_list = mem.store.index.client.list_collections

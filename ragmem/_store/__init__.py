@@ -8,16 +8,21 @@ from typing import Union
 from .index import IndexHit, VectorIndex, collection_name, make_client
 from .log import SCHEMA_VERSION, MessageLog
 from .modes import private_folder
+from .owner import OwnedIndex
 from .pglog import PostgresLog
 
 __all__ = [
-    "SCHEMA_VERSION", "IndexHit", "Log", "MessageLog", "PostgresLog", "VectorIndex", "collection_name",
+    "SCHEMA_VERSION", "Index", "IndexHit", "Log", "MessageLog", "OwnedIndex", "PostgresLog", "VectorIndex",
+    "collection_name",
     "make_client", "open_log",
 ]
 
 
 #: Either log backend; both have the same methods and semantics.
 Log = Union[MessageLog, PostgresLog]
+#: Either kind of vector index: Chroma's client in this process (a server's, a read-only copy's), or an
+#: embedded index reached through its owner (in process when this process owns it); the same methods.
+Index = Union[VectorIndex, OwnedIndex]
 
 
 def open_log(path: str | Path, *, url: str | None = None, create: bool = True) -> Log:

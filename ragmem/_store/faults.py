@@ -188,9 +188,20 @@ def is_index_corruption(exc: BaseException) -> bool:
     SQLITE_NOTADB); a client whose start failed half-way then raises an
     ``AttributeError`` about its missing ``bindings``.
     """
-    return message_says(exc, "malformed", "not a database", "(code: 11)", "(code: 26)") or (
+    return message_says(exc, "malformed", "not a database", "(code: 11)", "(code: 26)", *HNSW_DAMAGE) or (
         isinstance(exc, AttributeError) and message_says(exc, "bindings")
     )
+
+
+#: What Chroma's Rust core says of a vector segment it cannot load or bring up to date (a graph saved over
+#: by another process, torn files): damage rebuilt from the log, not a transient fault to retry. The
+#: metadata segment's own failures (applying its log) are of the same kind. "error finding id" is a
+#: search or read that met an id the graph lacks while the metadata lists it (a lost vector).
+HNSW_DAMAGE = (
+    "failed to apply logs to the hnsw segment writer", "failed to apply logs to the metadata segment",
+    "failed to get hnsw segment writer", "error constructing hnsw segment reader", "error creating hnsw segment",
+    "error loading hnsw index", "error opening pickle file", "error deserializing pickle file", "error finding id",
+)
 
 
 def is_dimension_mismatch(exc: BaseException) -> bool:
@@ -239,7 +250,7 @@ def set_aside(chroma: Path) -> Path:
 
 def rebuild_notice(folder: Path, problem: str, moved: Path | None) -> str:
     what = {"missing": "is missing (chroma/chroma.sqlite3 was deleted)",
-            "corrupt": "is damaged (chroma/chroma.sqlite3 is not a readable database)"}[problem]
+            "corrupt": "is damaged (Chroma could not read its database or a collection's graph)"}[problem]
     aside = f"; the broken copy was moved to {moved.name} (safe to delete)" if moved else ""
     return (
         f"ragmem: the vector index of the store at {folder} {what}{aside}. It is being rebuilt from the "

@@ -199,10 +199,14 @@ class VectorIndex:
         self._collections = {k: v for k, v in self._collections.items() if k[0] != namespace}
         return dropped
 
-    def reset_client(self, client) -> None:
-        """Use another Chroma client from now on (a fresh embedded one that sees other processes' writes)."""
-        self.forget_collections()
-        self.client = client
+    def heartbeat(self) -> None:
+        """Raise if Chroma does not answer (a server's readiness probe)."""
+        self._call("answer", self.client.heartbeat)
+
+    def forget_generations(self) -> None:
+        """Another process committed: if it moved a namespace's generation on (a reindex), open collections afresh."""
+        if self._generation_of and any(self._generation_of(ns) != g for ns, g in list(self._generations.items())):
+            self.forget_collections()
 
     def close(self) -> None:
         """Release this index's share of the embedded Chroma (a server's client is shared per URL and stays)."""

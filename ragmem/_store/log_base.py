@@ -623,6 +623,13 @@ class LogIndex(Facet):
             "SELECT id, indexed FROM messages WHERE namespace=? AND deleted=0", (namespace,)
         )}
 
+    def indexed_chunks(self, namespace: str) -> list[tuple[str, str, int]]:
+        """(id, session, chunks) of every live message of a namespace the log says is indexed: what ``ragmem
+        check`` asks the vector index to return."""
+        return [(str(i), str(s), int(n)) for i, s, n in self._log._read(
+            "SELECT id, session, n_chunks FROM messages WHERE namespace=? AND indexed=1 AND deleted=0",
+            (namespace,))]
+
     def chunk_count(self, namespace: str) -> int:
         """The vector chunks the log says a namespace's live messages have in the index."""
         return int(self._log._read(

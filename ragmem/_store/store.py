@@ -17,8 +17,9 @@ agreement with the log: what this process owes the index is an
 :class:`IndexDebt` (an index write failed; forgets await their purge), paid by
 :meth:`Store.flush` before every read that needs the index; :meth:`Store.repair`
 (run on open) finishes what a crash interrupted, and :meth:`Store.read_index`
-rebuilds an embedded index Chroma reports damaged. What other processes wrote is
-the collaborator :class:`~ragmem._consistency.Consistency`'s to see.
+rebuilds an embedded index Chroma reports damaged. An embedded index has one owner
+process on the machine, which every other process reaches (:mod:`ragmem._store.owner`);
+what other processes left behind is :class:`~ragmem._store.others.Leftovers`' to see.
 
 Maintenance lives here too (``mem.store.repair()``, ``.reindex(ns)``,
 ``.finish_forgets()``, ``.stats(ns, session)``, ``.sessions(ns)``, ``.index_behind``): it
@@ -39,19 +40,18 @@ from typing import Any, Callable, Literal, Sequence, TypeVar
 
 from .. import _validate as validate
 from .._config import DEFAULT_STORE, load_config
-from .._consistency import Consistency, LocationLock, check_location, index_location
 from .._errors import EmbeddingMismatch, StoreError, StoredNotIndexed
 from .._lexical import TERMS_VERSION
 from .._indexing import by_namespace, index_messages, lexical_rows
 from .._messages import Message
 from .._settings import RecallSettings, as_recall_settings
-from . import Log, VectorIndex, make_client, open_log
-from .faults import (
-    IndexCorrupt, IndexRebuilt, embedded_index_problem, is_index_corruption, rebuild_notice, set_aside,
-)
+from . import Index, Log, VectorIndex, make_client, open_log
+from .faults import IndexCorrupt, IndexRebuilt, embedded_index_problem, rebuild_notice
 from .index import read_only_chroma
-from .locking import CHROMA_LOCK_FILE, opening_lock
-from .modes import private_file_made, private_folder
+from .locking import LocationLock, check_location, index_location
+from .others import Leftovers
+from .check import CheckReport
+from .owner import OwnedIndex, SharedModel
 from .._summary import ExtractiveSummarizer, Summarizer, fold_behind
 from .._tokens import DEFAULT_ENCODING, TiktokenCounter, TokenCounter, count_message, default_counter
 from ..embed import DEFAULT_MODEL_NAME, LEGACY_MODEL_NAME, OFFLINE_MODELS, Embedder, default_embedder
@@ -126,7 +126,7 @@ class Store:
         self._counter = counter  # the default loads on first use: its BPE data takes ~0.4 s
         #: Folds what leaves the window into the running summary (None: no summary).
         self.summarizer: Summarizer | None = None if summarizer is False else (summarizer or ExtractiveSummarizer())
-        self._index: VectorIndex | None = None  # built on first use
+        self._index: Index | None = None  # built on first use
         #: Token counts of stored messages by namespace, then id (ids are unique within a namespace only),
         #: shared by every prompt of the store (the assembly reads and fills it; a forget empties it, since
         #: a forgotten id may be stored again with other content).
@@ -142,15 +142,16 @@ class Store:
             self.log.token_sink = self.token_cache
         self._indexer: _Indexer | None = None
         # one store folder, one vector index at a time: refused while a live process indexes it elsewhere
-        self._location_lock: LocationLock | None = check_location(self)
+        self._location_lock: LocationLock | None = check_location(
+            self.path, self.log.meta.get("index_location"), index_location(self.chroma_url), bool(self.log.count()))
         #: What the repair on open did (``{"purged": ..., "indexed": ..., ...}``), for tools that report it.
         self.repaired: dict[str, int] = self._repair_on_open()
         # index="background": add() returns once the message is durable in the log; a worker embeds
         # behind it in batches, and every read that needs the index flushes first (see flush()).
         self._indexer = _Indexer(self) if index == "background" else None
-        #: What other processes wrote (vectors, leftovers of dead writers), checked before each index read
-        #: (its ``refreshes`` and ``adopted`` count what it did).
-        self.consistency = Consistency(self, self._lock)
+        #: What other processes left (a dead writer's unindexed messages), checked before each index read
+        #: (its ``adopted`` counts what it indexed for them).
+        self.leftovers = Leftovers(self)
 
     def _keeps_counts(self) -> bool:
         """Whether the log's kept token counts are this store's counter's (the first counter to write names
@@ -187,9 +188,15 @@ class Store:
 
     @property
     def embedder(self) -> Embedder:
-        """The embedding model (the one given, else the one that built the store), loaded on first use."""
+        """The embedding model (the one given, else the one that built the store), loaded on first use.
+
+        For an embedded store, the store's own offline model is loaded once on the machine, by the process
+        that owns the index (:class:`~ragmem._store.owner.SharedModel`); an embedder the caller gave is theirs.
+        """
         if self._embedder is None:
-            self._embedder = default_embedder(self.model_name)
+            name = self.model_name
+            index = self.index if not (self.chroma_url or self.log.read_only) else None
+            self._embedder = SharedModel(name, index) if isinstance(index, OwnedIndex) else default_embedder(name)
         return self._embedder
 
     @property
@@ -209,34 +216,25 @@ class Store:
         return self.log.meta.get(_model_key(namespace))
 
     @property
-    def index(self) -> VectorIndex:
-        """The vector index (Chroma is imported and connected on first use)."""
+    def index(self) -> Index:
+        """The vector index (Chroma is imported and connected on first use).
+
+        An embedded index is an :class:`~ragmem._store.owner.OwnedIndex` with the same methods: in
+        process when this process owns the store's Chroma, else sent to the process that does.
+        """
         with self._lock:
             if self._index is None:
-                if self.chroma_url:
-                    client = make_client(url=self.chroma_url)
-                elif self.log.read_only:  # Chroma cannot read a folder it cannot write: search a copy
-                    client = read_only_chroma(self.path / "chroma")
-                else:  # embedded Chroma migrates its database on first open: openers take turns
-                    with opening_lock(self.path, name=CHROMA_LOCK_FILE):
-                        # absolute: Chroma caches clients by path string, and a relative one would
-                        # reach another folder's client after a chdir
-                        chroma_path = str((self.path / "chroma").resolve())
-                        made = not (self.path / "chroma").exists()
-                        private_folder(self.path / "chroma")  # what Chroma writes inside is the owner's alone
-                        try:
-                            client = make_client(path=chroma_path)
-                        except Exception as exc:  # damage the look at open could not see: rebuild too
-                            if not is_index_corruption(exc):
-                                raise
-                            self._index_broken("corrupt", set_aside(self.path / "chroma"))
-                            private_folder(self.path / "chroma")
-                            client = make_client(path=chroma_path)
-                        if made:
-                            private_file_made(self.path / "chroma" / "chroma.sqlite3")
                 name = self.model_name
-                store_id = self.log.meta.store_id if self.chroma_url else None  # a server may hold many stores
-                self._index = VectorIndex(client, name, store_id=store_id, generation_of=self._generation_of)
+                if self.chroma_url:
+                    store_id = self.log.meta.store_id  # a server may hold many stores
+                    self._index = VectorIndex(make_client(url=self.chroma_url), name, store_id=store_id,
+                                              generation_of=self._generation_of)
+                elif self.log.read_only:  # Chroma cannot read a folder it cannot write: search a copy
+                    self._index = VectorIndex(read_only_chroma(self.path / "chroma"), name,
+                                              generation_of=self._generation_of)
+                else:  # one process on the machine opens the store's Chroma; the others reach it
+                    self._index = OwnedIndex(self.path, name, generation_of=self._generation_of,
+                                             on_broken=self._index_broken)
             return self._index
 
     def _generation_of(self, namespace: str) -> int:
@@ -244,7 +242,7 @@ class Store:
         return int(self.log.meta.get(_generation_key(namespace)) or 0)
 
     @property
-    def opened_index(self) -> VectorIndex | None:
+    def opened_index(self) -> Index | None:
         """The vector index if it is open, else None (without opening it, unlike :attr:`index`)."""
         return self._index
 
@@ -442,8 +440,22 @@ class Store:
                     log.lexical.put_lexical(ns, lexical_rows(group, log, settings=self.recall))
                 done["lexical"] = done.get("lexical", 0) + len(todo)
             if full or log.meta.get("index_location") is None:
-                log.meta.set("index_location", index_location(self))
+                log.meta.set("index_location", index_location(self.chroma_url))
         return done
+
+    def check(self, *, repair: bool = False, progress: Callable[[int, int], None] | None = None) -> CheckReport:
+        """Compare the log with what the vector index can actually return (``ragmem check``); with ``repair``,
+        rebuild what is wrong from the log. Safe while other processes use the store. See :mod:`ragmem._store.check`."""
+        from .check import check
+
+        return check(self, repair=repair, progress=progress)
+
+    def rebuild_index(self) -> None:
+        """Set the embedded index aside whole and flag every message, so the next repair rebuilds it from the log."""
+        if self.chroma_url or self.log.read_only:
+            raise StoreError("only an embedded index can be set aside and rebuilt here; a Chroma server's damage is "
+                             "the server's to fix (or drop its collections and run ragmem reindex)")
+        self._set_damaged_index_aside(IndexCorrupt("ragmem check found the index unreadable"))
 
     def finish_forgets(self) -> int:
         """Purge what was forgotten from the index, then from the log; return the messages purged.
@@ -536,13 +548,13 @@ class Store:
     def flush(self) -> None:
         """Make the index hold every stored message; runs before every read that needs the index.
 
-        It sees what other processes wrote (:attr:`consistency`), finishes pending forgets, and indexes
+        It sees what other processes left (:attr:`leftovers`), finishes pending forgets, and indexes
         what reached the log but not the index (after a failed index write, or behind a background add),
         so search and recall never miss a stored turn. Cheap when there is nothing to do.
         """
         if self._index is None and not self.log.read_only:
             self.index  # noqa: B018  # open it first: damage found now (IndexRebuilt) is repaired by this very catch-up
-        self.consistency.before_read()
+        self.leftovers.before_read()
         debt = self._debt
         if debt.purge:
             self.finish_forgets()
@@ -662,18 +674,17 @@ class Store:
         return n
 
     def _check_embedded_index(self) -> bool:
-        """Look (cheaply) for a deleted or damaged embedded index at open; set it aside to be rebuilt."""
+        """Look (cheaply) for a deleted or damaged embedded index at open; if one is, reach the index now, so
+        that its owner (this process, if none is) sets it aside to be rebuilt; True when this process did."""
         if self.chroma_url or self.log.read_only or not self.log.count():
             return False
-        chroma = self.path / "chroma"
-        if embedded_index_problem(chroma) is None:
+        if embedded_index_problem(self.path / "chroma") is None:
             return False
-        with opening_lock(self.path, name=CHROMA_LOCK_FILE):
-            problem = embedded_index_problem(chroma)  # another opener may have rebuilt it meanwhile
-            if problem is None:
-                return False
-            self._index_broken(problem, set_aside(chroma))
-        return True
+        rebuilt = self._debt.behind
+        index = self.index
+        assert isinstance(index, OwnedIndex)  # embedded, writable
+        index.connect()  # elect; the owner (this process, if none was) sets a damaged index aside
+        return self._debt.behind and not rebuilt
 
     def _index_moved(self) -> bool:
         """True when the index may not be the one the log's ``indexed`` flags describe.
@@ -684,13 +695,13 @@ class Store:
         """
         if self.log.count() == 0:
             return False
-        if self.log.meta.get("index_location") != index_location(self):
+        if self.log.meta.get("index_location") != index_location(self.chroma_url):
             return True
         return not self.chroma_url and not (self.path / "chroma").exists()
 
     def _index_broken(self, problem: str, moved: Path | None) -> None:
         """Say that the index is rebuilt, and flag every message for it (the next repair or read indexes them)."""
-        warnings.warn(rebuild_notice(self.path, problem, moved), IndexRebuilt, stacklevel=4)
+        warnings.warn(rebuild_notice(self.path, problem, moved), IndexRebuilt, stacklevel=5)
         for ns in self.log.namespaces():
             self.log.lexical.mark_unindexed(ns)
         self._debt.behind = True
@@ -700,9 +711,10 @@ class Store:
         with self._lock:
             if self.chroma_url or self.log.read_only:
                 raise exc  # a server's damage is the server's to fix; there is nothing to set aside here
-            self._index = None
-            with opening_lock(self.path, name=CHROMA_LOCK_FILE):
-                self._index_broken("corrupt", set_aside(self.path / "chroma"))
+            index = self.index
+            assert isinstance(index, OwnedIndex)  # embedded, writable
+            moved = index.set_aside()  # by its owner, whichever process that is
+            self._index_broken("corrupt", moved)
 
 
 @dataclass(frozen=True)
