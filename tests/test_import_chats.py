@@ -249,6 +249,7 @@ def test_a_stop_asked_mid_import_ends_the_follower_cleanly_and_the_next_run_stor
         time.sleep(0.5)  # inside the import of the file (embedding, Chroma's write)
         follower.send_signal(sig)
         assert follower.wait(60) == 0, follower.stderr.read().decode()
+        summary = follower.stdout.read().decode() if follower.stdout is not None else ""
     finally:
         if follower.poll() is None:
             follower.kill()
@@ -256,6 +257,8 @@ def test_a_stop_asked_mid_import_ends_the_follower_cleanly_and_the_next_run_stor
     try:
         held = [m.id for s in mem.sessions() for m in mem.messages(s.session)]
         assert set(held) <= whole and len(held) == len(set(held))
+        said = re.search(r"imported (\d+) messages? into", summary)
+        assert said and int(said.group(1)) == len(held), summary  # the closing summary is what the store holds
         assert import_paths(mem, [str(live)]).stored == len(whole) - len(held)
         after = [m.id for s in mem.sessions() for m in mem.messages(s.session)]
         assert sorted(after) == sorted(whole)
@@ -637,3 +640,26 @@ def test_a_refusal_from_the_log_reads_as_one_sentence_without_a_double_full_stop
         assert ".." not in error
     finally:
         mem.close()
+
+
+def test_sessions_says_when_a_file_held_no_time_for_its_messages(tmp_path, hash_embedder):
+    name = "rollout-2025-05-01T14-00-00-0196cccc-dddd-7eee-8fff-000011112222.jsonl"
+    lines = (FIX / name).read_text(encoding="utf-8").splitlines(True)
+    live = tmp_path / name
+    live.write_text(lines[0].replace('"timestamp": "2025-05-01T12:00:00.000Z", ', "") + "".join(lines[1:]), encoding="utf-8")
+    dated = tmp_path / "dated" / name
+    dated.parent.mkdir()
+    dated.write_text("".join(lines).replace("0196cccc", "0196dddd"), encoding="utf-8")
+    mem = Memory(tmp_path / "s", embedder=hash_embedder)
+    try:
+        assert import_paths(mem, [str(live)], "codex").stored > 0  # no time in its header: not detected, named
+        assert import_paths(mem, [str(dated)]).stored > 0
+    finally:
+        mem.close()
+    out = CliRunner().invoke(cli, ["--store", str(tmp_path / "s"), "sessions"])
+    assert out.exit_code == 0, out.output
+    (undated,) = [line for line in out.output.splitlines() if "0196cccc" in line]
+    (held,) = [line for line in out.output.splitlines() if "0196dddd" in line]
+    assert "undated: some times are the import's" in undated and "undated" not in held and "2025-05-01 12:00" in held
+    listed = json.loads(CliRunner().invoke(cli, ["--store", str(tmp_path / "s"), "--json", "sessions"]).stdout)
+    assert [s["metadata"].get("undated") for s in sorted(listed, key=lambda s: "0196dddd" in s["session"])] == [True, None]
