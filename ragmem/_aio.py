@@ -136,6 +136,10 @@ class AsyncStore:
     async def reindex(self, namespace: str) -> int:
         return await self._worker.run(self._store.reindex, namespace)
 
+    @_mirrors(Store.rewrite)
+    async def rewrite(self, namespace: str, messages: Sequence[Message]) -> int:
+        return await self._worker.run(self._store.rewrite, namespace, messages)
+
     @_mirrors(Store.namespace_model)
     async def namespace_model(self, namespace: str) -> str | None:
         return await self._worker.run(self._store.namespace_model, namespace)

@@ -14,6 +14,7 @@ traceback and a line asking for a report, and exits with status 2 or more.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -1125,6 +1126,61 @@ def check(repair: bool, progress: bool | None, **opts: Any) -> None:
     _emit(cfg, data, human)
     if not report.ok:
         sys.exit(1)  # as git fsck: something is still wrong
+
+
+# ------------------------------------------------------------------ redact
+
+
+@cli.command()
+@click.option("--dry-run", is_flag=True, help="Count what would be redacted, by kind; change nothing.")
+@click.option("--progress/--no-progress", default=None,
+              help="Force the progress bar on or off (default: on when stderr is a terminal).")
+@_common
+def redact(dry_run: bool, progress: bool | None, **opts: Any) -> None:
+    """Redact the secrets a store built before kept: keys, tokens, passwords and private keys.
+
+    Every message of the namespace is redacted as adding it would have been
+    (each secret becomes [redacted: KIND]); those that change are rewritten in
+    the log, and their lexical rows and vectors are made anew from the new
+    text. Ids, sessions, order and tool pairs stay as they were, and so does
+    every message without a secret. Pinned states, running summaries and the
+    import records' session metadata are redacted too. The store stays in use
+    meanwhile: it goes through the store's own writes, a batch at a time. It
+    works whether or not the store redacts new messages (ragmem.toml's redact).
+    """
+    cfg = _cfg(**opts)
+    from ragmem._importing import redact_records
+    from ragmem._redact import redact_store
+
+    mem = _open(cfg, create=False)
+    try:
+        total = sum(s.messages for s in mem.sessions())
+        show = progress if progress is not None else (sys.stderr.isatty() and not cfg.json)
+        records = functools.partial(redact_records, mem.store.log, cfg.namespace)
+        if show:
+            with _progress(total, "redacting") as bar:
+                done = redact_store(mem.store, cfg.namespace, dry_run=dry_run, progress=lambda n: bar.update(n),
+                                    records=records)
+        else:
+            done = redact_store(mem.store, cfg.namespace, dry_run=dry_run, records=records)
+    finally:
+        mem.close()
+    data = {"namespace": cfg.namespace, "dry_run": dry_run, **done}
+
+    def human() -> Iterator[str]:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(done["redacted"].items(), key=lambda kv: -kv[1]))
+        verb = "would redact" if dry_run else "redacted"
+        if not done["redacted"]:
+            yield f"no secrets found in the {done['messages']} messages of namespace {cfg.namespace!r}"
+            return
+        yield (f"{verb} {sum(done['redacted'].values())} secrets ({kinds}) in {done['changed']} of "
+               f"{done['messages']} messages of namespace {cfg.namespace!r}"
+               + (f", {done['states']} pinned states and {done['summaries']} summaries"
+                  if done["states"] or done["summaries"] else ""))
+        if not dry_run:
+            yield f"indexed again: {done['reindexed']} messages (the changed ones and those that carry their text)"
+
+    _emit(cfg, data, human)
 
 
 # ------------------------------------------------------------------ migrate

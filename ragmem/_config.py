@@ -12,6 +12,7 @@ way by every tool (CLI, MCP server, adapters, your code). The store's
     log_url = "postgresql://host/ragmem"       # the log lives on this PostgreSQL server
     # embedder = "mypackage.embeddings:MyEmbedder"  # or an import path, called with no arguments
     query_expander = "mypackage.llm:expander"  # an optional query step (import path, called with no arguments)
+    redact = false                             # keep secrets verbatim (on by default: invariant 13)
 
 A store folder is data that people copy, share and receive, so its file is not
 trusted to run code or pick servers (invariant 10): the keys of
@@ -24,11 +25,13 @@ says why and how, before anything is imported or connected to.
 
 The precedence is the caller's argument, then the environment
 (``RAGMEM_CHROMA_URL``, ``RAGMEM_LOG_URL``, ``RAGMEM_EMBEDDER``,
-``RAGMEM_NAMESPACE``, ``RAGMEM_SESSION``, ``RAGMEM_QUERY_EXPANDER``), then the
+``RAGMEM_NAMESPACE``, ``RAGMEM_SESSION``, ``RAGMEM_QUERY_EXPANDER``, ``RAGMEM_REDACT``), then the
 file, then the default; a caller's ``"default"`` is a value given, not a value
 left unset (``None`` is unset). :class:`ragmem.Memory` applies ``chroma_url``,
 ``log_url``, ``embedder`` and ``query_expander`` itself, so everything that
-opens a store follows the file when trusted to.
+opens a store follows the file when trusted to. ``redact`` (true by default) is the store owner's choice
+of whether secrets are redacted on the way in (:mod:`ragmem._redact`); it names no code and no server, so
+the file is followed without trust, and every tool that reports the store's settings says which it is.
 """
 
 from __future__ import annotations
@@ -53,7 +56,10 @@ NAMED_EMBEDDERS: dict[str, str | None] = {"default": None, "all-minilm-l6-v2": "
                                           "multilingual-e5-small": "multilingual-e5-small"}
 
 _ENV = {"chroma_url": "RAGMEM_CHROMA_URL", "log_url": "RAGMEM_LOG_URL", "embedder": "RAGMEM_EMBEDDER",
-        "namespace": "RAGMEM_NAMESPACE", "session": "RAGMEM_SESSION", "query_expander": "RAGMEM_QUERY_EXPANDER"}
+        "namespace": "RAGMEM_NAMESPACE", "session": "RAGMEM_SESSION", "query_expander": "RAGMEM_QUERY_EXPANDER",
+        "redact": "RAGMEM_REDACT"}
+#: The keys whose value is true or false (the others are strings).
+_FLAGS = ("redact",)
 
 #: The keys whose value in a store's file is code to import or a server to reach: followed only when the caller
 #: trusts the folder (``embedder`` naming a model of :data:`NAMED_EMBEDDERS` is data, and always followed).
@@ -83,6 +89,8 @@ class StoreConfig:
     namespace: str | None = None
     session: str | None = None
     query_expander: str | None = None
+    #: Whether secrets are redacted on the way in (None: not said, which means yes).
+    redact: bool | None = None
     file: str | None = None
     untrusted: dict[str, str] = field(default_factory=dict)
 
@@ -160,7 +168,10 @@ def load_config(path: str | os.PathLike[str] | None, *, trust: bool | None = Non
         if unknown:
             raise UsageError(f"{file} has unknown keys {unknown}; the keys are {sorted(_ENV)}")
         for key, value in data.items():
-            if not isinstance(value, str) or not value:
+            if key in _FLAGS:
+                if not isinstance(value, bool):
+                    raise UsageError(f"{file}: {key} must be true or false, got {value!r}")
+            elif not isinstance(value, str) or not value:
                 raise UsageError(f"{file}: {key} must be a non-empty string, got {value!r}")
         for key, value in data.items():
             named_model = key == "embedder" and value.lower() in NAMED_EMBEDDERS
@@ -170,9 +181,19 @@ def load_config(path: str | os.PathLike[str] | None, *, trust: bool | None = Non
                 values[key] = value
     for key, var in _ENV.items():
         if os.environ.get(var):
-            values[key] = os.environ[var]
+            values[key] = _flag(var, os.environ[var]) if key in _FLAGS else os.environ[var]
             untrusted.pop(key, None)  # the caller's environment replaces the file's value
     return StoreConfig(**values, file=str(file) if file is not None else None, untrusted=untrusted)
+
+
+def _flag(var: str, value: str) -> bool:
+    """A true/false environment variable (1/0, true/false, yes/no, on/off)."""
+    low = value.strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise UsageError(f"{var} must be 1 or 0 (true or false), got {value!r}")
 
 
 def drop_working_directory() -> None:

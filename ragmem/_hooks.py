@@ -186,6 +186,7 @@ def import_new(mem: "Memory", event: Event, chunk: bytes, offset: int, head: byt
     half-written last line waits for the next event.
     """
     from ._importing import store_sessions
+    from ._redact import redact_value
     from .importers import parse
 
     transcript = event.transcript or ""
@@ -199,7 +200,9 @@ def import_new(mem: "Memory", event: Event, chunk: bytes, offset: int, head: byt
     consumed = len(text[: parsed.consumed].encode("utf-8")) - len(prefix)
     store_sessions(mem, parsed.sessions, transcript)  # import-chats' one path: all checked, then stored
     for s in parsed.sessions:
-        progress.sessions[s.key] = {"name": s.name, "metadata": s.metadata}
+        # kept in the log's meta table, where a secret in a session's metadata would be stored verbatim
+        progress.sessions[s.key] = {"name": s.name,
+                                    "metadata": redact_value(s.metadata) if mem.store.redact else s.metadata}
         for m in s.messages:
             meta = m.get("metadata") or {}
             if meta.get("kind") == "compaction_summary" and isinstance(m.get("id"), str):

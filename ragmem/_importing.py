@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ._errors import InvalidMessage, RagmemError, StoredNotIndexed, UsageError
 from .importers import DESCRIBED, FORMATS, ImportedSession, Parsed, chatgpt, claude_ai, detect, parse
+from ._redact import redacted_counts, redact_value
 
 #: Where each agent keeps its sessions, read when ``import-chats --from AGENT`` names no path.
 DEFAULT_DIRS = {"claude-code": "~/.claude/projects", "codex": "~/.codex/sessions", "gemini": "~/.gemini/tmp"}
@@ -76,10 +77,13 @@ class FileResult:
     more: bool = False
     #: The file looks like this other format than the one asked for (``--from``): it was not imported.
     other_format: str | None = None
+    #: Secrets redacted from the messages stored, by kind (``aws-access-key-id``: 2; see :mod:`ragmem._redact`).
+    redacted: collections.Counter[str] = field(default_factory=collections.Counter)
 
     def copy(self) -> "FileResult":
         """A copy whose counters and lists are its own (a report merges later reads into it)."""
         return dataclasses.replace(self, stored=dict(self.stored), skipped=collections.Counter(self.skipped),
+                                   redacted=collections.Counter(self.redacted),
                                    warnings=list(self.warnings))
 
 
@@ -126,6 +130,7 @@ class Report:
                     f.messages, f.calls, f.results = result.messages, result.calls, result.results
                     f.skipped = collections.Counter(result.skipped)
                     f.interrupted = result.interrupted
+                f.redacted.update(result.redacted)  # of the messages newly stored: they add up
                 f.warnings.extend(w for w in result.warnings if w not in f.warnings)
                 f.format = result.format
                 f.waiting, f.partial = result.waiting, result.partial
@@ -145,6 +150,14 @@ class Report:
             total.update(f.skipped)
         return total
 
+    @property
+    def redacted(self) -> collections.Counter[str]:
+        """Secrets redacted from what was stored, by kind, all files together."""
+        total: collections.Counter[str] = collections.Counter()
+        for f in self.files:
+            total.update(f.redacted)
+        return total
+
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data (``import-chats --json``)."""
         sessions: dict[str, int] = {}
@@ -154,13 +167,14 @@ class Report:
                     sessions[name] = sessions.get(name, 0) + n
         return {
             "imported": self.stored, "sessions": sessions,
-            "skipped": dict(sorted(self.skipped.items())),
+            "skipped": dict(sorted(self.skipped.items())), "redacted": dict(sorted(self.redacted.items())),
             "waiting": sum(f.waiting for f in self.files), "half_written": sum(f.partial for f in self.files),
             "interrupted": sum(f.interrupted for f in self.files),
             "warnings": [w for f in self.files for w in f.warnings],
             "files": [{"file": f.source, "format": f.format, "stored": sum(f.stored.values()),
                        "messages": f.messages, "tool_calls": f.calls, "tool_results": f.results,
-                       "skipped": dict(sorted(f.skipped.items())), "waiting": f.waiting, "half_written": f.partial,
+                       "skipped": dict(sorted(f.skipped.items())), "redacted": dict(sorted(f.redacted.items())),
+                       "waiting": f.waiting, "half_written": f.partial,
                        "interrupted": f.interrupted} for f in self.files if f.format != "?"],
             "unknown_files": self.unknown_files,
             "other_format_files": self.other_format,
@@ -328,7 +342,8 @@ def _check(data: bytes) -> str:
 # ------------------------------------------------------------------ storing
 
 
-def store_sessions(memory: Any, sessions: Sequence[ImportedSession], source: str) -> dict[str, int]:
+def store_sessions(memory: Any, sessions: Sequence[ImportedSession], source: str,
+                   redacted: collections.Counter[str] | None = None) -> dict[str, int]:
     """Store parsed sessions in ``memory``'s namespace, one session each; ``{session: messages newly stored}``.
 
     Every message is checked before any is stored, so a malformed one stores
@@ -337,7 +352,7 @@ def store_sessions(memory: Any, sessions: Sequence[ImportedSession], source: str
     renamed conversation adds its new turns there). Each session is one
     transaction; if storing one fails, the error says which were stored and
     which were not (importing the file again after the fix stores only what is
-    missing).
+    missing). ``redacted`` is added the secrets redacted from what was stored, by kind.
     """
     from ._messages import parse_message
 
@@ -361,7 +376,11 @@ def store_sessions(memory: Any, sessions: Sequence[ImportedSession], source: str
     for i, s in enumerate(sessions):
         label = s.label or f"session {s.key!r}"
         try:
-            counts[s.name] = len(memory.for_session(s.name).add_many(s.messages, format="openai"))
+            added = memory.for_session(s.name).add_many(s.messages, format="openai")
+            counts[s.name] = len(added)
+            if redacted is not None:
+                for m in added:
+                    redacted.update(redacted_counts(m))
         except StoredNotIndexed as exc:
             counts[s.name] = len(exc.ids)  # the log took it (its vectors follow once the embedder works)
             done = ", ".join(repr(n) for n in counts)
@@ -459,8 +478,10 @@ def import_file(memory: Any, src: Source, fmt: str | None = None, *, skip_bad_li
         if not more or parsed.consumed > 0:
             break
         limit = (limit or FOLLOW_PIECE) * 2  # one record (or one response still open) longer than the piece: read a larger one
-    stored = store_sessions(memory, parsed.sessions, src.label)
+    redacted: collections.Counter[str] = collections.Counter()
+    stored = store_sessions(memory, parsed.sessions, src.label, redacted)
     result = _result(src.label, parsed, stored)
+    result.redacted = redacted
     result.more = more
     if offsets is not None and kind in LINE_FORMATS and src.member is None:
         end = start + len(text[:parsed.consumed].encode("utf-8"))
@@ -469,7 +490,9 @@ def import_file(memory: Any, src: Source, fmt: str | None = None, *, skip_bad_li
             before = fh.read(end - max(0, end - 256))
         sessions = dict(known or {})
         for s in parsed.sessions:
-            sessions[s.key] = {"name": s.name, "metadata": s.metadata}
+            # kept in the log's meta table: a secret in a session's metadata (a remote URL with a token) is not
+            sessions[s.key] = {"name": s.name,
+                               "metadata": redact_value(s.metadata) if memory.store.redact else s.metadata}
         lines = text[:parsed.consumed].count("\n")
         offsets.put(ns, src, {"format": kind, "offset": end, "line": first_line + lines, "check": _check(before),
                               "sessions": sessions, "at": time.time()})
@@ -612,6 +635,8 @@ def summary_lines(report: Report, namespace: str, *, warnings_shown: bool = Fals
            f"(namespace {namespace})")
     if data["skipped"]:
         yield "skipped: " + ", ".join(f"{k} {v}" for k, v in sorted(data["skipped"].items(), key=lambda kv: -kv[1]))
+    if data["redacted"]:
+        yield "redacted: " + ", ".join(f"{k} {v}" for k, v in sorted(data["redacted"].items(), key=lambda kv: -kv[1]))
     if data["waiting"] or data["half_written"]:
         held = [_n(data["waiting"], "message")] if data["waiting"] else []
         if data["half_written"]:
@@ -636,3 +661,24 @@ def summary_lines(report: Report, namespace: str, *, warnings_shown: bool = Fals
                f"({', '.join(kinds)}; --json lists them)")
     for file, error in report.refused.items():
         yield f"refused: {error if file in error else file + ': ' + error}"
+
+
+def redact_records(log: Any, namespace: str, counts: collections.Counter[str], dry_run: bool) -> int:
+    """Redact the session metadata that the import records of a namespace keep (``ragmem redact``; see
+    :func:`ragmem._redact.redact_store`); return how many records changed, and add to ``counts``."""
+    done = 0
+    for key, raw in log.meta.prefixed(META_PREFIX).items():
+        try:
+            rec = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(rec, dict) or Offsets.key(namespace, str(rec.get("file"))) != key:
+            continue  # another namespace's record (or no record): not this call's to read
+        mine: collections.Counter[str] = collections.Counter()
+        clean = redact_value(rec, mine)
+        if mine:
+            counts.update(mine)
+            done += 1
+            if not dry_run:
+                log.meta.set(key, json.dumps(clean, ensure_ascii=False))
+    return done

@@ -32,6 +32,7 @@ from ragmem._config import DEFAULT_STORE
 from ragmem._doors import refusal, require_session, unknown_arguments
 from ragmem._errors import MissingDependency, UsageError
 from ragmem._jsonable import plain as _plain
+from ragmem._redact import redacted_counts
 
 try:
     from mcp.server.mcpserver import MCPServer
@@ -101,6 +102,8 @@ class AddResult(BaseModel):
     session: str = Field(description="The session the messages went to.")
     added: int = Field(description="How many messages were newly stored (ids already stored are skipped).")
     ids: list[str] = Field(description="Ids of the newly stored messages, in order.")
+    redacted: dict[str, int] | None = Field(default=None, description="Secrets replaced by a marker before "
+                                            "storing, by kind (absent when none): keys, tokens, passwords.")
 
 
 class SearchHit(BaseModel):
@@ -448,7 +451,12 @@ def build_server(
         with _guard(memories):
             mem = memories(session)
             added = mem.add_many([m.model_dump(exclude_none=True) for m in messages])
-            return _compact(AddResult(session=session or memories.default, added=len(added), ids=[m.id for m in added]))
+            redacted: dict[str, int] = {}
+            for m in added:
+                for kind, n in redacted_counts(m).items():
+                    redacted[kind] = redacted.get(kind, 0) + n
+            return _compact(AddResult(session=session or memories.default, added=len(added), ids=[m.id for m in added],
+                                      redacted=redacted or None))
 
     @server.tool(annotations=ToolAnnotations(title="Search memory", read_only_hint=True))
     def search_memory(

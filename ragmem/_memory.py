@@ -28,6 +28,7 @@ from ._store.store import SessionInfo, Store
 from ._errors import InvalidMessage, MessageNotFound, UsageError
 from ._messages import Message, from_anthropic, from_sdk, looks_anthropic, parse_message
 from ._recall import Hit
+from ._redact import redact_message, redact_value
 from ._store.filters import RowFilter
 from ._store import Log
 from ._summary import Summarizer
@@ -41,8 +42,8 @@ __all__ = ["SCOPES", "Memory", "MemorySettings", "PinnedState", "Scope", "Sessio
 class PinnedState:
     """The pinned state of one session: a small JSON object that travels with every prompt."""
 
-    def __init__(self, log: Log, namespace: str, session: str):
-        self._log, self._ns, self._session = log, namespace, session
+    def __init__(self, log: Log, namespace: str, session: str, redact: bool = True):
+        self._log, self._ns, self._session, self._redact = log, namespace, session, redact
 
     def get(self) -> dict[str, Any]:
         """The current state (a copy)."""
@@ -69,7 +70,8 @@ class PinnedState:
             raise InvalidMessage(
                 f"pinned state must be JSON-serialisable, without NaN or infinite numbers: {exc}"
             ) from None
-        self._log.state.set(self._ns, self._session, dict(value))
+        # it travels with every prompt and is stored in the log: its secrets are redacted as messages' are
+        self._log.state.set(self._ns, self._session, redact_value(dict(value)) if self._redact else dict(value))
 
     def clear(self) -> None:
         """Empty the state."""
@@ -92,7 +94,9 @@ class Memory:
     ``chroma_url`` the index on a Chroma server, ``summarizer=False`` turns the
     running summary off, ``index="background"`` embeds behind the adds,
     ``trust_config=True`` lets the folder's ``ragmem.toml`` name import paths and
-    servers, see :mod:`ragmem._config`);
+    servers, see :mod:`ragmem._config`; ``redact=False`` stores secrets verbatim,
+    which by default are replaced by a marker naming their kind before anything is
+    written, see :meth:`add` and :mod:`ragmem._redact`);
     ``store=`` opens a Memory on a store already open instead. Every other
     keyword is a field of :class:`MemorySettings` (``window``, ``orphans``,
     ``recall_scope``, ``reranker``...), or pass ``settings=`` whole.
@@ -117,6 +121,7 @@ class Memory:
         create: bool = True,
         index: Literal["sync", "background"] = "sync",
         trust_config: bool | None = None,
+        redact: bool | None = None,
         settings: MemorySettings | None = None,
         **options: Any,
     ) -> None:
@@ -132,7 +137,7 @@ class Memory:
             )
         if store is not None:
             opening = {"path": path, "chroma_url": chroma_url, "log_url": log_url, "embedder": embedder,
-                       "counter": counter, "summarizer": summarizer, "trust_config": trust_config}
+                       "counter": counter, "summarizer": summarizer, "trust_config": trust_config, "redact": redact}
             given = [k for k, v in opening.items() if v is not None] + ([] if create else ["create"]) + (
                 [] if index == "sync" else ["index"])
             if given:
@@ -142,6 +147,7 @@ class Memory:
         self.store: Store = store if store is not None else Store(
             path, chroma_url=chroma_url, log_url=log_url, embedder=embedder, counter=counter,
             summarizer=summarizer, create=create, index=index, recall=self.settings.recall, trust_config=trust_config,
+            redact=redact,
         )
         if settings is None and "query_expander" not in options:
             # the store's ragmem.toml (or RAGMEM_QUERY_EXPANDER) may name one, for every tool that opens it
@@ -152,7 +158,7 @@ class Memory:
     @property
     def state(self) -> PinnedState:
         """The pinned state of this session."""
-        return PinnedState(self.store.log, self.namespace, self.session)
+        return PinnedState(self.store.log, self.namespace, self.session, self.store.redact)
 
     def for_session(self, session: str, namespace: str | None = None) -> "Memory":
         """A Memory on another session of the same store and settings: nothing is opened or copied."""
@@ -183,6 +189,10 @@ class Memory:
 
         Returns the stored message, with its id, time and sequence number. Adding
         a message whose id is already stored is a no-op that returns the stored one.
+        Secrets in it (keys, tokens, passwords, private keys) are stored as
+        ``[redacted: KIND]`` unless the store turned redaction off; the returned
+        message's ``metadata["redacted"]`` then counts them by kind
+        (``{"aws-access-key-id": 1}``), so the caller can tell.
         """
         message = from_sdk(message)  # OpenAI / Anthropic SDK objects and their model_dump()
         if not isinstance(message, (Mapping, Message)):
@@ -221,7 +231,8 @@ class Memory:
         blocks) converts Anthropic Messages-API turns first; ``system`` is then
         the Anthropic system prompt. Validation happens before anything is
         written: one bad message rejects the batch, naming it. Returns the
-        newly stored messages (re-added ids are skipped).
+        newly stored messages (re-added ids are skipped). Secrets are redacted
+        first, as :meth:`add` says: every door stores through here.
         """
         validate.choice(format, "format", ("auto", "openai", "anthropic"))
         items = [from_sdk(m) for m in messages]  # OpenAI / Anthropic SDK objects and their model_dump()
@@ -234,6 +245,8 @@ class Memory:
             parse_message(m, max_chars=settings.max_chars, clip_tool_results=settings.clip_tool_results, index=i)
             for i, m in enumerate(items)
         ]
+        if store.redact:  # invariant 13: before the log, the lexical index or the vectors see them
+            parsed = [redact_message(m) for m in parsed]
         return store.add(self.namespace, self.session, parsed, orphans=settings.orphans, recall=settings.recall,
                          window=settings.window)
 

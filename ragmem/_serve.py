@@ -1095,7 +1095,7 @@ def uvicorn_config(app: ASGIApp, settings: ServeSettings) -> Any:
 
 def overview(store: "Store", keys: Keys, where: str) -> list[str]:
     """What the server serves, as the lines ``ragmem serve`` prints at start: the namespaces that hold data,
-    the ones keys reach, and a warning for each way a request would find nothing.
+    the ones keys reach, a warning for each way a request would find nothing, and whether secrets are redacted.
 
     ``where`` is the store option to repeat in the commands it suggests (``--store PATH``). A store with no key
     answers 401 to everything; a namespace with data that no key reaches cannot be read; a key to a namespace
@@ -1123,14 +1123,22 @@ def overview(store: "Store", keys: Keys, where: str) -> list[str]:
         first = next(iter(sorted(data)), "NAMESPACE")
         lines.append(f"ragmem serve: warning: the store has no key, so every request gets 401; make one with "
                      f"`ragmem {where} keys add {first}` (it works at once, no restart)")
-        return lines
+        return lines + [_secrets_line(store)]
     for ns in sorted(set(data) - set(reached)):
         lines.append(f"ragmem serve: warning: namespace {ns!r} holds data that no key reaches; "
                      f"`ragmem {where} keys add {ns}` makes one")
     for ns in sorted(set(reached) - set(data)):
         lines.append(f"ragmem serve: note: namespace {ns!r} has a key but no data yet: its page and searches are "
                      f"empty until something is stored there (`ragmem --namespace {ns} ingest ...`, or the API)")
-    return lines
+    return lines + [_secrets_line(store)]
+
+
+def _secrets_line(store: "Store") -> str:
+    """The start-up line that says whether what is added has its secrets redacted (the store's ``redact``)."""
+    if store.redact:
+        return "ragmem serve: secrets: redacted before they are stored (keys, tokens, passwords: docs/api.md)"
+    return ("ragmem serve: secrets: kept verbatim, this store turned redaction off (redact = false); "
+            "`ragmem redact` redacts what it holds")
 
 
 def serve(store: str | None = None, *, settings: ServeSettings | None = None, **memory_kwargs: Any) -> None:

@@ -193,6 +193,15 @@ class MessageLog(Fts5Rows, LogBase):
             self._db.close()
             self._db = Closed(self.folder)  # type: ignore[assignment]  # later use: a UsageError, not sqlite's
 
+    def compact(self) -> None:
+        """Merge the lexical index's segments (FTS5 keeps a replaced row's terms until they merge), rewrite the
+        database without its free pages (where deleted records linger), and empty the write-ahead log; a
+        reader in another process may hold the last step back to the next checkpoint."""
+        self._change(lambda db: db.execute("INSERT INTO lexical(lexical) VALUES('optimize')"))
+        with self._lock:
+            self._db.execute("VACUUM")
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     # -- the hooks of LogBase ---------------------------------------------------
     _read = _rows
 

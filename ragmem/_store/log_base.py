@@ -62,6 +62,14 @@ def differs(stored: dict[str, Any], m: Message) -> bool:
     return any(stored.get(k) != new.get(k) for k in ("role", "content", "name", "tool_calls", "tool_call_id"))
 
 
+def _redacts_to(stored: dict[str, Any], m: Message) -> bool:
+    """True when ``m`` is the stored message with its secrets redacted: the same message added again to a
+    store that kept it verbatim before redaction was on (``ragmem redact`` rewrites the stored one)."""
+    from .._redact import redact_message  # only on this path: a re-add that differs
+
+    return not differs(redact_message(message_from_record(stored, trusted=True)).to_openai(), m)
+
+
 #: The store's tombstoned messages, counted on the partial index of rows with ``indexed = 0 OR
 #: deleted = 1`` (both logs have it): the condition is the index's, so the planner reads the index alone.
 TOMBSTONED = "SELECT COUNT(*) FROM messages WHERE (indexed = 0 OR deleted = 1) AND deleted = 1"
@@ -240,7 +248,7 @@ class LogBase:
                         f"message id {m.id!r} is already used in session {old[0]!r} of this namespace; "
                         "ids are unique per namespace, pick another id. Nothing of this batch was stored."
                     )
-                if differs(json.loads(old[1]), m):
+                if differs(json.loads(old[1]), m) and not _redacts_to(json.loads(old[1]), m):
                     raise InvalidMessage(
                         f"message {i} reuses id {m.id!r}, already stored with other content. Re-adding the "
                         "same message is a no-op; a new message needs a new id. Nothing of this batch "
@@ -281,6 +289,24 @@ class LogBase:
             )
             cur.execute("UPDATE sessions SET next_seq=? WHERE namespace=? AND session=?", (next_seq, namespace, session))
         return stored
+
+    def rewrite(self, namespace: str, messages: Sequence[Message]) -> None:
+        """Replace the stored records of live messages of a namespace (the same ids, sessions, sequence numbers
+        and units; only what they say changes), flagged unindexed in the same transaction so that a crash before
+        they are indexed again leaves them to repair. Their kept token counts go too (recounted on indexing).
+        ``ragmem redact`` rewrites the messages whose secrets it redacts (:meth:`Store.rewrite`)."""
+        rows = [(json.dumps(m.to_record(), ensure_ascii=False), namespace, m.id) for m in messages]
+        if rows:
+            self._change(lambda cur: cur.executemany(
+                "UPDATE messages SET record=?, indexed=0, tokens=NULL WHERE namespace=? AND id=? AND deleted=0", rows))
+
+    def compact(self) -> None:
+        """Leave nothing of replaced or deleted rows in the log's files, where the backend can say so.
+
+        After ``ragmem redact`` rewrote records, their old text may linger in free pages and index segments:
+        the SQLite log merges its lexical index and rewrites its file (:meth:`MessageLog.compact`). A
+        PostgreSQL log leaves that to the server's own ``VACUUM FULL``, which its administrator runs.
+        """
 
     # -- reads: by id, tails, sessions, namespaces (the live messages of one namespace) ------------------
     def get(self, namespace: str, message_id: str) -> Message | None:
@@ -780,6 +806,10 @@ class LogState(Facet):
         """A session's pinned state ({} when none was set)."""
         rows = self._log._read("SELECT value FROM state WHERE namespace=? AND session=?", (namespace, session))
         return json.loads(rows[0][0]) if rows else {}
+
+    def sessions(self, namespace: str) -> list[str]:
+        """The sessions of a namespace that have a pinned state (a session may have one before any message)."""
+        return [r[0] for r in self._log._read("SELECT session FROM state WHERE namespace=?", (namespace,))]
 
     def read(self, namespace: str, session: str) -> tuple[dict[str, Any], tuple[str, int, list[str]] | None]:
         """A session's pinned state and its summary (as :meth:`get` and :meth:`summary` give them), in one query."""

