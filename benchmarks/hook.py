@@ -122,8 +122,8 @@ def _timed(args: list[str], stdin: str = "", extra: dict[str, str] | None = None
 PACE = 1.0
 #: The shared sessions whose long turns are replayed, and how many of their turns at most.
 TURN_FILES = ("ce3dbbb4-29e8-46ff-8659-ebabb07f2db8.jsonl", "fcc10e64-11b0-4a76-b2bd-f280186257c0.jsonl")
-#: A turn this long or longer (bytes of transcript) is a long turn; longer than the cap is skipped (its replay
-#: alone would take minutes) but imported untimed, as the agent's earlier work.
+#: A turn this long or longer (bytes of transcript) is a long turn; one longer than the cap ends the replay of
+#: its file (the turns after it would need it imported first: minutes, untimed).
 LONG_TURN, TURN_CAP = 100_000, 400_000
 
 
@@ -164,7 +164,7 @@ def agent_turns(root: Path, quick: bool) -> dict:
     turns_done: list[dict] = []
     workers: dict[str, int] = {}
     projects: dict[str, str] = {}
-    budget_turns = 3 if quick else 99
+    budget_turns = 3 if quick else 7
 
     def hook(way: str, transcript: Path, name: str, sid: str, cwd: str, prompt: str | None = None,
              extra: dict | None = None) -> tuple[float, str]:
@@ -186,7 +186,9 @@ def agent_turns(root: Path, quick: bool) -> dict:
             written = 0
             for start, end in _turns(lines):
                 size = sum(len(line.encode()) for line in lines[start:end])
-                if end >= len(lines) or not LONG_TURN <= size <= TURN_CAP or len(turns_done) >= budget_turns:
+                if size > TURN_CAP or end >= len(lines) or len(turns_done) >= budget_turns:
+                    break  # what follows a giant turn would need it imported first: minutes, untimed
+                if size < LONG_TURN:
                     continue
                 # the agent's earlier work, imported untimed by a prompt on each side (the worker waits for it)
                 for way, c in copies.items():

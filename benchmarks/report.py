@@ -367,12 +367,30 @@ def _transcripts_tables(result: dict) -> str:
 
 def hook_section(result: dict) -> str:
     """A coding agent's hook as a fresh process, each way it can answer, against ``ragmem --version`` (``hook``)."""
-    def table(r: dict) -> str:
+    def rows_of(r: dict) -> list[str]:
         rows = ["| command | p50 ms | p95 ms | p50 / `ragmem --version` |", "|---|---|---|---|"]
         for name, v in r["latency"].items():
             rows.append(f"| {name} | {v['p50_ms']:.0f} | {v['p95_ms']:.0f} | {r['ratio_to_version_p50'][name]:.2f}x |")
-        return "\n".join(rows) + (f"\n\nThe same answer every way: {r['same_answer']}; the worker lived through "
-                                   f"every round: {r.get('worker_lived_through_the_rounds', '?')}.")
+        return rows
+
+    def table(r: dict) -> str:
+        out = "\n".join(rows_of(r)) + (f"\n\nThe same answer every way: {r['same_answer']}; the worker lived through "
+                                       f"every round: {r.get('worker_lived_through_the_rounds', '?')}.")
+        turns = r.get("agent_turns")
+        if turns:
+            kb = sum(t["kb"] for t in turns["turns"])
+            mcp, first = turns.get("mcp_search_k5") or {}, turns.get("first_prompt") or {}
+            out += (f"\n\nThe agent's turns (issue 44): {len(turns['turns'])} turns of the shared Claude Code sessions "
+                    f"({kb} KB in all, each 100 KB or more), replayed before (today's install: the next prompt's hook "
+                    f"imports the turn) and after (a `PostToolUse` at every tool result, {turns['pace_s']} s apart, a "
+                    f"`Stop`, the prompt right after it), each hook a fresh process:\n\n" + "\n".join(rows_of(turns))
+                    + f"\n\nA new session's first prompt, its transcript not written yet: {first.get('answer_chars')} "
+                    f"characters recalled from the project's other sessions. MCP `search_memory(k=5)` under "
+                    f"`--scope project:...`, {mcp.get('calls')} questions: the text costs {mcp.get('ratio')}x the hits' "
+                    f"contents (per call p50 {mcp.get('ratio_p50_per_call')}x, max {mcp.get('ratio_max_per_call')}x; "
+                    f"the compact JSON it sent before: {mcp.get('ratio_before')}x). The hook worker's resident memory "
+                    f"after the run: {turns.get('worker_rss_mb')} MB.")
+        return out
 
     return _run_section(
         result, "hook", "A coding agent's hook, as a fresh process",

@@ -1270,14 +1270,17 @@ def hook() -> None:
     """
 
 
-def _hook_command(agent: str, title: str, settings_file: str) -> Callable:
+def _hook_command(agent: str, title: str, settings_file: str, mcp_file: str) -> Callable:
     @hook.command(agent, help=f"""The command {title} runs on its hook events (the event on stdin), or --install it.
 
-    With --install, ragmem's hooks go into {settings_file} (--project, the
-    default: of the current folder; --user: of your home), merged with the
-    hooks already there, with a backup; run twice, nothing changes.
-    --uninstall removes only ragmem's own entries. The installed command names
-    this store by its absolute path, and --server/--budget when given.
+    With --install, ragmem's hooks go into {settings_file}, your own
+    settings (they name your virtualenv and store by absolute path, so never
+    a file the team shares), merged with the hooks already there; the store
+    is created if it does not exist; ragmem's MCP server goes into
+    {mcp_file} with --scope project (a search that names no session
+    searches this project's sessions; --no-mcp leaves it). Run twice, nothing
+    changes; one backup of each file is kept in ~/.cache/ragmem/backups.
+    --uninstall removes only ragmem's own entries. See docs/agents.md.
     """)
     @click.option("--budget", type=click.IntRange(1), default=1500, show_default=True, metavar="TOKENS",
                   help="Most tokens of the recalled context (and at most 10,000 characters).")
@@ -1289,12 +1292,14 @@ def _hook_command(agent: str, title: str, settings_file: str) -> Callable:
                   help="Work in this process: neither ask nor start the store's background hook worker.")
     @click.option("--install", "do_install", is_flag=True, help="Add ragmem's hooks to the agent's settings.")
     @click.option("--uninstall", "do_uninstall", is_flag=True, help="Remove ragmem's hooks from the agent's settings.")
-    @click.option("--project", "scope", flag_value="project", default=True,
-                  help="With --install/--uninstall: the project's settings (the default).")
-    @click.option("--user", "scope", flag_value="user", help="With --install/--uninstall: your user settings.")
+    @click.option("--project", "scope", flag_value="project", default=None,
+                  help="With --install/--uninstall: your settings of this project (Claude Code's default).")
+    @click.option("--user", "scope", flag_value="user",
+                  help="With --install/--uninstall: your user settings (Codex's default: it has no others).")
+    @click.option("--no-mcp", "no_mcp", is_flag=True, help="With --install: leave the agent's MCP servers alone.")
     @_common
     def command(budget: int, server: str | None, key: str | None, no_daemon: bool, do_install: bool,
-                do_uninstall: bool, scope: str, **opts: Any) -> None:
+                do_uninstall: bool, scope: str | None, no_mcp: bool, **opts: Any) -> None:
         from . import _hooks
 
         if do_install or do_uninstall:
@@ -1303,23 +1308,8 @@ def _hook_command(agent: str, title: str, settings_file: str) -> Callable:
 
                 raise UsageError("--install and --uninstall go one at a time")
             cfg = _cfg(**opts)
-            path = _hooks.settings_path(agent, scope)  # type: ignore[arg-type]
-            created = False
-            if do_install:
-                if not server and not _store_exists(cfg):  # the user's opt-in: the hook itself never makes one
-                    _open(cfg).close()
-                    created = True
-                extra = ([] if budget == 1500 else ["--budget", str(budget)]) + (["--server", server] if server else [])
-                extra += ["--no-daemon"] if no_daemon else []
-                if cfg.namespace != "default":
-                    extra = ["--namespace", cfg.namespace, *extra]
-                change = _hooks.install(agent, path, _hooks.hook_command(agent, cfg.store, extra))
-            else:
-                change = _hooks.uninstall(agent, path)
-            lines = ([f"created the store {os.path.abspath(cfg.store)}"] if created else []) + change.lines()
-            _emit(cfg, {"settings": str(path), "changed": change.changed, "added": change.added,
-                        "removed": change.removed, "backup": str(change.backup) if change.backup else None,
-                        "created_store": os.path.abspath(cfg.store) if created else None}, lambda: lines)
+            _install(agent, cfg, scope or _hooks.default_scope(agent), do_install, budget=budget, server=server,
+                     no_daemon=no_daemon, mcp=not no_mcp)
             return
         raw = sys.stdin.read()
         store = opts.get("store_") or DEFAULT_STORE
@@ -1348,6 +1338,59 @@ def _hook_command(agent: str, title: str, settings_file: str) -> Callable:
             _hookd.spawn(cfg.store, _opening(cfg))
 
     return command
+
+
+def _install(agent: str, cfg: Config, scope: str, install: bool, *, budget: int, server: str | None,
+             no_daemon: bool, mcp: bool) -> None:
+    """``hook AGENT --install`` / ``--uninstall``: ragmem's hooks and MCP server in the agent's personal settings.
+
+    What names this person's paths (the virtualenv, the store) goes only where the agent keeps one person's
+    settings (:func:`ragmem._hooks.settings_path`, :func:`ragmem._hooks.mcp_path`); ragmem's entries in the
+    project's shared file, where an older ragmem wrote them, are taken out.
+    """
+    from . import _hooks
+
+    project = os.getcwd()
+    path = _hooks.settings_path(agent, scope, project)  # type: ignore[arg-type]
+    shared = _hooks.shared_path(agent, project)
+    created, excluded = False, None
+    namespace = cfg.namespace if cfg.namespace != "default" else None
+    if install:
+        if not server and not _store_exists(cfg):  # the user's opt-in: the hook itself never makes one
+            _open(cfg).close()
+            created = True
+        extra = ([] if budget == 1500 else ["--budget", str(budget)]) + (["--server", server] if server else [])
+        extra += ["--no-daemon"] if no_daemon else []
+        if namespace:
+            extra = ["--namespace", namespace, *extra]
+        changes = [_hooks.install(agent, path, _hooks.hook_command(agent, cfg.store, extra))]
+        if agent == "claude-code" and scope == "project":
+            excluded = _hooks.keep_out_of_git(path, project)
+    else:
+        changes = [_hooks.uninstall(agent, path)]
+    if shared != path and shared.exists():
+        changes.append(_hooks.uninstall(agent, shared))
+    if mcp and not server:
+        # a search that names no session looks in this project's sessions (docs/mcp.md, --scope)
+        where = f"project:{project}" if scope == "project" else "project"
+        entry = _hooks.mcp_server(cfg.store, where, namespace) if install else None
+        changes.append(_hooks.install_mcp(agent, scope, project, entry))  # type: ignore[arg-type]
+    shown = [changes[0], *(c for c in changes[1:] if c.changed)]
+
+    def lines() -> list[str]:
+        out = [f"created the store {os.path.abspath(cfg.store)}"] if created else []
+        for c in shown:
+            out += c.lines()
+        if excluded is not None:
+            out.append(f"{path} is yours alone: git ignores it now ({excluded})")
+        return out
+
+    first = changes[0]
+    _emit(cfg, {"settings": str(first.path), "changed": first.changed, "added": first.added,
+                "replaced": first.replaced, "removed": first.removed,
+                "backup": str(first.backup) if first.backup else None, "files": [c.as_dict() for c in changes],
+                "created_store": os.path.abspath(cfg.store) if created else None,
+                "git_excluded_in": str(excluded) if excluded else None}, lines)
 
 
 def _store_exists(cfg: Config) -> bool:
@@ -1379,14 +1422,16 @@ def _hook_here(agent: str, raw: str, cfg: Config, budget: int, *, daemon: bool) 
     from . import _hookd, _hooks
     from ._errors import UsageError
 
+    handed: set[str] = set()
     if daemon:
         request = {"v": _hookd.VERSION, "store": os.path.abspath(cfg.store),
                    "fingerprint": _hookd.fingerprint(cfg.store, _opening(cfg)), "agent": agent, "event": raw,
                    "namespace": cfg.namespace, "session": cfg.session, "budget": budget, "max_chars": _hooks.MAX_CHARS}
         try:
-            only_imports = not _hooks.read_event(agent, raw).answered
+            event = _hooks.read_event(agent, raw)
+            only_imports = not event.answered
         except UsageError:
-            only_imports = False  # answered below, in process, where the mistake is logged
+            event, only_imports = None, False  # answered below, in process, where the mistake is logged
         if only_imports:
             # Stop, PostToolUse, PreCompact...: the agent waits for every hook, so the worker embeds the new
             # lines after this process has exited; with no worker, the one started here imports them first.
@@ -1398,13 +1443,18 @@ def _hook_here(agent: str, raw: str, cfg: Config, budget: int, *, daemon: bool) 
             answered = _hookd.ask(cfg.store, request)
             if answered is not None:
                 return answered, False
+            if event is not None and event.transcript and _hookd.worker_pid(cfg.store) is not None:
+                handed.add(event.transcript)  # alive, busy past the deadline with the lines handed to it: not twice
     out, ok = _hooks.run_status(agent, raw, open_memory=lambda: _open(cfg, create=False), store=cfg.store,
-                                budget=budget)
+                                budget=budget, handed=handed)
     return out, daemon and ok
 
 
-hook_claude_code = _hook_command("claude-code", "Claude Code", ".claude/settings.json (or ~/.claude/settings.json)")
-hook_codex = _hook_command("codex", "Codex CLI", ".codex/hooks.json (or ~/.codex/hooks.json)")
+hook_claude_code = _hook_command("claude-code", "Claude Code",
+                                 ".claude/settings.local.json of this project (--user: ~/.claude/settings.json)",
+                                 "~/.claude.json (this project's, or --user's)")
+hook_codex = _hook_command("codex", "Codex CLI", "~/.codex/hooks.json (Codex keeps no personal file in a project)",
+                           "~/.codex/config.toml")
 
 
 # ------------------------------------------------------------------ serve and keys

@@ -76,7 +76,7 @@ from ._errors import StoreError
 from ._store.owner import peer_uid as _peer_uid, recv_line as _recv_line, socket_path as _socket_path
 
 __all__ = [
-    "CONNECT_TIMEOUT", "DEADLINE", "DEFAULT_IDLE", "IDLE_ENV", "LOCK_NAME", "SOCKET_NAME", "SUN_PATH_MAX",
+    "CONNECT_TIMEOUT", "DEADLINE", "DEFAULT_IDLE", "IDLE_ENV", "LOCK_NAME", "SOCKET_NAME", "STEP_BYTES", "SUN_PATH_MAX",
     "VERSION", "ask", "fingerprint", "hand_over", "idle_seconds", "main", "run_worker", "socket_path", "spawn",
     "worker_pid",
 ]
@@ -250,7 +250,7 @@ def hand_over(store: str | os.PathLike[str], request: Mapping[str, Any]) -> bool
             uid = _peer_uid(sock)
             if uid is not None and uid != os.getuid():
                 return False
-            sock.sendall(json.dumps(dict(request), ensure_ascii=False).encode("utf-8") + b"\n")
+            sock.sendall(json.dumps({**request, "kind": "import"}, ensure_ascii=False).encode("utf-8") + b"\n")
     except (OSError, StoreError):
         return False
     return True
@@ -303,8 +303,36 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1_000_000
 
 
-def _answer(root: Any, store: str, mine: str, raw: bytes) -> dict[str, Any]:
-    """One request's reply: the hook's stdout through :func:`ragmem._hooks.run_status`, or why it is declined."""
+#: Most bytes of a transcript one step of a handed-over import reads (whole lines: one longer line is read
+#: whole): between two steps the worker answers the prompts that wait, so a prompt waits for one step at most.
+STEP_BYTES = 8 * 1024
+
+#: A handed-over import, queued: (agent, namespace, session, transcript); the latest request of each is kept.
+_Key = tuple[str, str, str, str]
+
+
+def _handed_key(raw: bytes) -> _Key | None:
+    """The queue key of a :func:`hand_over` request (``"kind": "import"``), None for a request to answer now."""
+    try:
+        req = json.loads(raw)
+        if not isinstance(req, dict) or req.get("kind") != "import":
+            return None
+        transcript = json.loads(req.get("event") or "{}").get("transcript_path")
+        parts = (req.get("agent"), req.get("namespace"), req.get("session"), transcript)
+    except (ValueError, AttributeError, TypeError):
+        return None
+    return parts if all(isinstance(p, str) for p in parts) else None  # type: ignore[return-value]
+
+
+def _answer(root: Any, store: str, mine: str, raw: bytes, queued: Mapping[_Key, bytes] | None = None,
+            step: int | None = None) -> dict[str, Any]:
+    """One request's reply: the hook's stdout through :func:`ragmem._hooks.run_status`, or why it is declined.
+
+    A prompt whose transcript has a handed-over import still queued does not import (``queued``): what the
+    agent wrote since is in its own context, and the recall needs only what is stored. With ``step``, the
+    request is a queued hand-over, imported that many bytes further (:func:`ragmem._hooks.import_step`);
+    ``more`` says whether its transcript holds more.
+    """
     from . import _hooks
 
     try:
@@ -320,35 +348,66 @@ def _answer(root: Any, store: str, mine: str, raw: bytes) -> dict[str, Any]:
     if not (isinstance(agent, str) and isinstance(event, str) and isinstance(namespace, str)
             and isinstance(session, str) and _count(budget) and _count(max_chars)):
         return {"declined": "a malformed request"}
+    if step is not None:
+        more = _hooks.import_step(agent, event, open_memory=lambda: root.for_session(session, namespace),
+                                  store=store, limit=step)
+        return {"output": "", "more": more}
+    handed = {k[3] for k in (queued or {}) if k[:2] == (agent, namespace)}
     out, _ = _hooks.run_status(agent, event, open_memory=lambda: root.for_session(session, namespace),
-                               store=store, budget=int(budget), max_chars=int(max_chars))
+                               store=store, budget=int(budget), max_chars=int(max_chars), handed=handed)
     return {"output": out}
 
 
-def _serve(listener: socket.socket, path: Path, inode: int, root: Any, store: str, mine: str, idle: float) -> None:
-    """Answer requests one at a time until ``idle`` seconds pass without one, or the socket file is not ours."""
+def _step(root: Any, store: str, mine: str, queued: dict[_Key, bytes]) -> None:
+    """One step of the oldest queued hand-over; it leaves the queue once its transcript is read as far as it
+    can be (a call still waiting for its result stays for the event that brings it: a new hand-over)."""
+    key, raw = next(iter(queued.items()))
+    more = _answer(root, store, mine, raw, step=STEP_BYTES).get("more")
+    del queued[key]
+    if more:
+        queued[key] = raw  # to the back: two sessions' turns are imported in turns
+
+
+def _serve(listener: socket.socket, path: Path, inode: int, root: Any, store: str, mine: str, idle: float,
+           queued: dict[_Key, bytes] | None = None) -> None:
+    """Answer requests until ``idle`` seconds pass without one, or the socket file is not ours.
+
+    Requests that want an answer (a prompt's) are answered as they come, before the queued hand-overs
+    (:func:`hand_over`: the events that only import), which are imported a step at a time while no request
+    waits: the agent waits for neither, and a prompt waits for one step at most, never behind a turn.
+    """
+    queued = {} if queued is None else queued
     last = time.monotonic()
     while True:
         left = idle - (time.monotonic() - last)
-        if left <= 0:
+        if left <= 0 and not queued:
             return
-        listener.settimeout(min(left, 2.0))
+        listener.settimeout(0.001 if queued else min(max(left, 0.001), 2.0))
         try:
             conn, _ = listener.accept()
         except socket.timeout:
+            if queued:
+                _step(root, store, mine, queued)
+                continue
             try:
                 if os.lstat(path).st_ino != inode:
                     return  # replaced: another worker's now
             except OSError:
                 return  # gone: the store folder was deleted or moved
             continue
+        last = time.monotonic()
         with conn:
             try:
                 uid = _peer_uid(conn)
                 if uid is not None and uid != os.getuid():
                     continue
                 raw = _recv_line(conn, time.monotonic() + 5.0, MAX_REQUEST)
-                reply = _answer(root, store, mine, raw)
+                key = _handed_key(raw)
+                if key is not None:
+                    queued.pop(key, None)
+                    queued[key] = raw  # its hook has gone; the latest request of a transcript stands for all
+                    continue
+                reply = _answer(root, store, mine, raw, queued)
                 conn.settimeout(5.0)
                 conn.sendall(json.dumps(reply, ensure_ascii=False).encode("utf-8") + b"\n")
             except (OSError, StoreError):
@@ -404,9 +463,13 @@ def run_worker(store: str, opening: Mapping[str, Any], lock_fd: int | None = Non
         os.chmod(path, 0o600)
         inode = os.lstat(path).st_ino
         listener.listen(16)
-        if first:
-            _answer(root, store, mine, first)  # its hook has exited: nobody waits for the reply
-        _serve(listener, path, inode, root, store, mine, idle if idle is not None else idle_seconds())
+        queued: dict[_Key, bytes] = {}
+        first_key = _handed_key(first) if first else None
+        if first and first_key is not None:
+            queued[first_key] = first  # its hook has exited: imported in steps, as every hand-over
+        elif first:
+            _answer(root, store, mine, first)
+        _serve(listener, path, inode, root, store, mine, idle if idle is not None else idle_seconds(), queued)
     except _Stop:
         pass
     except Exception as exc:  # noqa: BLE001 - a worker that cannot start leaves the hooks to work in process

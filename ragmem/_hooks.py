@@ -34,11 +34,10 @@ import re
 import shlex
 import shutil
 import sys
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Literal, Mapping, Sequence
 
 from ._errors import StoreError, UsageError
 
@@ -47,9 +46,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._units import Unit
 
 __all__ = [
-    "AGENTS", "DEFAULT_BUDGET", "LOG_NAME", "MAX_CHARS", "Change", "Event", "Progress", "answer", "event_name",
-    "hook_command", "import_file", "import_new", "install", "log_failure", "log_path", "read_event", "recall",
-    "render", "require_store", "run", "run_remote", "run_status", "serve_hook", "settings_path", "slim_event", "uninstall",
+    "AGENTS", "DEFAULT_BUDGET", "LOG_NAME", "MAX_CHARS", "Change", "Event", "Progress", "answer", "backup_path",
+    "codex_home", "default_scope", "event_name", "hook_command", "import_file", "import_new", "import_step",
+    "install", "install_mcp", "keep_out_of_git", "log_failure", "log_path", "mcp_path", "mcp_server", "read_event",
+    "recall", "render", "require_store", "run", "run_remote", "run_status", "serve_hook", "settings_path",
+    "shared_path", "slim_event", "uninstall",
 ]
 
 #: The agents whose hooks ragmem answers, as ``ragmem hook AGENT`` names them.
@@ -148,6 +149,8 @@ class Progress:
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
     boundary: dict[str, str] = field(default_factory=dict)
     project: str | None = None
+    #: Not stored: whether an import with a ``limit`` stopped before the file's end, having read something.
+    more: bool = False
 
     @staticmethod
     def key(namespace: str, agent: str, transcript: str) -> str:
@@ -214,13 +217,15 @@ def import_new(mem: "Memory", event: Event, chunk: bytes, offset: int, head: byt
     return progress
 
 
-def import_file(mem: "Memory", event: Event) -> Progress:
+def import_file(mem: "Memory", event: Event, limit: int | None = None) -> Progress:
     """Import what the transcript file holds past the store's offset (a shorter file is read again whole).
 
     A session's first prompts often come before its transcript exists (Claude Code writes the file late for
     a new project and after ``/clear``; Codex's schema allows ``transcript_path`` null): then nothing is
     imported and the progress is what the store holds (none, for a new session), so the hook still
     recalls the project's other sessions by the event's ``cwd``. These are normal states, not faults.
+    ``limit`` reads at most that many bytes (and the rest of the line they end in): one step of a
+    handed-over import (:func:`import_step`); ``more`` on the result says whether it stopped short.
     """
     if not event.transcript:
         return Progress()
@@ -235,14 +240,18 @@ def import_file(mem: "Memory", event: Event) -> Progress:
         with path.open("rb") as f:
             head = _head(f.read(64 * 1024)) if offset else b""
             f.seek(offset)
-            chunk = f.read()
+            chunk = f.read() if limit is None else f.read(limit)
+            if limit is not None and chunk and not chunk.endswith(b"\n"):
+                chunk += f.readline()  # whole lines only: the importers take no half line
     except FileNotFoundError:
         return progress  # not written yet: the next event imports it
     except OSError as exc:
         raise StoreError(f"cannot read the transcript {event.transcript} ({exc.strerror or exc})") from None
     if not chunk:
         return progress
-    return import_new(mem, event, chunk, offset, head)
+    progress = import_new(mem, event, chunk, offset, head)
+    progress.more = limit is not None and offset + len(chunk) < size and progress.offset > offset
+    return progress
 
 
 # ------------------------------------------------------------------ recall
@@ -455,11 +464,14 @@ def require_store(store: str | os.PathLike[str], log_url: str | None = None, age
 
 
 def run_status(agent: str, raw: str, *, open_memory: Callable[[], "Memory"], store: str | os.PathLike[str],
-               budget: int = DEFAULT_BUDGET, max_chars: int = MAX_CHARS) -> tuple[str, bool]:
+               budget: int = DEFAULT_BUDGET, max_chars: int = MAX_CHARS,
+               handed: Collection[str] = ()) -> tuple[str, bool]:
     """One hook call: import, then answer; ``(stdout, True)``, or ``("", False)`` with the failure logged.
 
     The one logic of a hook call, wherever it runs: in the hook's own process (:func:`run`) and in the
     store's background worker (:mod:`ragmem._hookd`), which passes a view of the store it keeps open.
+    A transcript in ``handed`` is not imported: its new lines were handed to the worker, which imports
+    them after this answer (they are in the agent's context anyway; the answer needs what is stored).
     """
     name = "?"
     try:
@@ -467,13 +479,34 @@ def run_status(agent: str, raw: str, *, open_memory: Callable[[], "Memory"], sto
         name = event.name
         mem = open_memory()
         try:
-            progress = import_file(mem, event)
+            if event.transcript and event.transcript in handed:
+                progress = Progress.load(mem, event.agent, event.transcript)
+            else:
+                progress = import_file(mem, event)
             return answer(mem, event, progress, budget=budget, max_chars=max_chars), True
         finally:
             mem.close()
     except Exception as exc:  # noqa: BLE001 - a memory must never block the prompt: every failure is logged
         log_failure(store, agent, exc, name)
         return "", False
+
+
+def import_step(agent: str, raw: str, *, open_memory: Callable[[], "Memory"], store: str | os.PathLike[str],
+                limit: int) -> bool:
+    """One step of a handed-over import: at most ``limit`` bytes more of the event's transcript; whether more
+    is left (False on a failure, logged as :func:`run_status` logs one)."""
+    name = "?"
+    try:
+        event = read_event(agent, raw)
+        name = event.name
+        mem = open_memory()
+        try:
+            return import_file(mem, event, limit=limit).more
+        finally:
+            mem.close()
+    except Exception as exc:  # noqa: BLE001 - as run_status: never raised to the worker's loop
+        log_failure(store, agent, exc, name)
+        return False
 
 
 def run(agent: str, raw: str, *, open_memory: Callable[[], "Memory"], store: str | os.PathLike[str],
@@ -582,7 +615,8 @@ def serve_hook(mem: "Memory", body: Mapping[str, Any]) -> dict[str, Any]:
 
 Scope = Literal["project", "user"]
 
-#: The events ragmem installs for each agent, and their matchers (None: every occurrence).
+#: The events ragmem installs for each agent, and their matchers (None: every occurrence). The events that only
+#: import (PostToolUse, Stop, PreCompact) hand the new lines to the store's worker and return at once.
 INSTALLED: dict[str, list[tuple[str, str | None]]] = {
     "claude-code": [("UserPromptSubmit", None), ("SessionStart", "resume|compact"), ("PreCompact", None),
                     ("PostToolUse", None), ("Stop", None)],
@@ -591,26 +625,78 @@ INSTALLED: dict[str, list[tuple[str, str | None]]] = {
 }
 #: Seconds the agent lets the hook run.
 TIMEOUT = 30
+#: The name of ragmem's MCP server in the agents' configurations.
+MCP_NAME = "ragmem"
 #: A command that is ragmem's own hook for an agent (what --uninstall removes, and --install replaces).
 _OURS = re.compile(r"(?:^|[\s/\\])(?:ragmem|-m ragmem)\b.*\shook\s+(claude-code|codex)\b")
 
 
+def default_scope(agent: str) -> Scope:
+    """Where ``--install`` writes when neither ``--project`` nor ``--user`` is given: Claude Code's personal
+    settings of this project, Codex's of the user (Codex keeps none per project)."""
+    return "user" if agent == "codex" else "project"
+
+
+def codex_home(home: str | os.PathLike[str] | None = None) -> Path:
+    """Codex's folder: ``$CODEX_HOME``, else ``~/.codex``."""
+    configured = os.environ.get("CODEX_HOME")
+    if configured and home is None:
+        return Path(configured)
+    return (Path(home) if home is not None else Path.home()) / ".codex"
+
+
 def settings_path(agent: str, scope: Scope, project: str | os.PathLike[str] = ".",
                   home: str | os.PathLike[str] | None = None) -> Path:
-    """The settings file ``--install`` edits: Claude Code's ``settings.json``, Codex's ``hooks.json``."""
+    """The personal settings file ``--install`` edits: what holds one person's paths, never a file a team shares.
+
+    Claude Code: ``.claude/settings.local.json`` of the project (its local settings, kept out of git), or
+    ``~/.claude/settings.json`` (``--user``). Codex: ``~/.codex/hooks.json`` (``$CODEX_HOME``); a project's
+    ``.codex/hooks.json`` is shared with the team, and Codex has no personal file beside it, so ``--project``
+    is refused: the user's hook serves every project, each recalling the sessions of its own folder.
+    """
     base = Path(home) if home is not None else Path.home()
     if agent == "claude-code":
-        return (base / ".claude" / "settings.json") if scope == "user" else Path(project) / ".claude" / "settings.json"
+        return (base / ".claude" / "settings.json") if scope == "user" else \
+            Path(project) / ".claude" / "settings.local.json"
     if agent == "codex":
-        return (base / ".codex" / "hooks.json") if scope == "user" else Path(project) / ".codex" / "hooks.json"
+        if scope == "project":
+            raise UsageError("Codex keeps no personal settings in a project (.codex/hooks.json is shared with "
+                             "the team, and the hook's command names your paths): install with --user, into "
+                             "~/.codex/hooks.json; the hook recalls each project's sessions by its folder")
+        return codex_home(home) / "hooks.json"
     raise UsageError(f"unknown agent {agent!r}; ragmem installs hooks for {', '.join(AGENTS)}")
+
+
+def shared_path(agent: str, project: str | os.PathLike[str] = ".") -> Path:
+    """The team-shared settings file of the project, where ragmem wrote its hooks before (``--install`` and
+    ``--uninstall`` take its entries out of it: they named one person's paths)."""
+    return Path(project) / (".claude/settings.json" if agent == "claude-code" else ".codex/hooks.json")
+
+
+def mcp_path(agent: str, home: str | os.PathLike[str] | None = None) -> Path:
+    """Where the agent keeps one person's MCP servers: Claude Code's ``~/.claude.json`` (its ``local`` and
+    ``user`` scopes, as ``claude mcp add`` writes them), Codex's ``~/.codex/config.toml``."""
+    if agent == "claude-code":
+        return (Path(home) if home is not None else Path.home()) / ".claude.json"
+    return codex_home(home) / "config.toml"
+
+
+def _exe() -> list[str]:
+    script = Path(sys.executable).with_name("ragmem")  # the console script of the environment running this
+    return [str(script)] if script.exists() else [sys.executable, "-m", "ragmem"]
 
 
 def hook_command(agent: str, store: str | os.PathLike[str], extra: Sequence[str] = ()) -> str:
     """The command the agent runs: this ragmem, this store (absolute), ``hook AGENT``."""
-    script = Path(sys.executable).with_name("ragmem")  # the console script of the environment running this
-    exe = [str(script)] if script.exists() else [sys.executable, "-m", "ragmem"]
-    return shlex.join([*exe, "--store", str(Path(store).resolve()), "hook", agent, *extra])
+    return shlex.join([*_exe(), "--store", str(Path(store).resolve()), "hook", agent, *extra])
+
+
+def mcp_server(store: str | os.PathLike[str], scope: str, namespace: str | None = None) -> dict[str, Any]:
+    """The agent's entry for ragmem's MCP server: this ragmem on this store, with ``--scope`` (where a search
+    that names no session looks: the project's sessions, see docs/mcp.md)."""
+    exe = _exe()
+    head = ["--store", str(Path(store).resolve())] + (["--namespace", namespace] if namespace else [])
+    return {"command": exe[0], "args": [*exe[1:], *head, "mcp", "--scope", scope], "env": {"HF_HUB_OFFLINE": "1"}}
 
 
 def _ours(entry: Any, agent: str) -> bool:
@@ -655,68 +741,89 @@ def _without_ours(hooks: dict[str, Any], agent: str) -> tuple[dict[str, Any], li
     return out, removed
 
 
-def _write(path: Path, data: dict[str, Any]) -> Path | None:
-    """Write ``data`` to ``path`` (a backup of the old file beside it first); the backup's path."""
+def backup_path(path: Path) -> Path:
+    """The one backup ragmem keeps of a settings file it changed: the file as it was before the last change,
+    in ragmem's cache folder (``~/.cache/ragmem/backups``), never beside a project's shared files."""
+    from .embed._bundled import cache_dir
+
+    digest = hashlib.sha256(os.fsencode(os.path.abspath(path))).hexdigest()[:12]
+    return cache_dir() / "backups" / f"{digest}-{path.name}"
+
+
+def _write_text(path: Path, text: str) -> Path | None:
+    """Write ``text`` to ``path`` atomically, the old file kept as its one backup; the backup's path."""
     backup = None
     if path.exists():
-        backup = path.with_name(f"{path.name}.ragmem-backup-{time.strftime('%Y%m%d-%H%M%S')}")
-        n = 1
-        while backup.exists():
-            backup = path.with_name(f"{path.name}.ragmem-backup-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
-            n += 1
-        shutil.copy2(path, backup)
+        backup = backup_path(path)
+        backup.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, backup)  # the one backup: the last one replaced
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".ragmem-tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     return backup
 
 
+def _write(path: Path, data: dict[str, Any]) -> Path | None:
+    return _write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
 @dataclass
 class Change:
-    """What ``--install`` or ``--uninstall`` did to a settings file."""
+    """What ``--install`` or ``--uninstall`` did to one file: the events (or the MCP server) it added, replaced
+    (ragmem's entry was there, another way) or removed, and where the file was before kept."""
 
     path: Path
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     backup: Path | None = None
+    replaced: list[str] = field(default_factory=list)
+    what: str = "hook on"
+    note: str | None = None
 
     @property
     def changed(self) -> bool:
-        return bool(self.added or self.removed)
+        return bool(self.added or self.removed or self.replaced)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The change for ``--json``."""
+        return {"file": str(self.path), "changed": self.changed, "added": self.added, "replaced": self.replaced,
+                "removed": self.removed, "backup": str(self.backup) if self.backup else None}
 
     def lines(self) -> list[str]:
         """The change as a person reads it."""
         if not self.changed:
             return [f"{self.path}: already as wanted, nothing changed"]
         out = []
-        if self.removed:
-            out.append(f"{self.path}: removed ragmem's hook on {', '.join(dict.fromkeys(self.removed))}")
-        if self.added:
-            out.append(f"{self.path}: added ragmem's hook on {', '.join(self.added)}")
+        for verb, events in (("removed", self.removed), ("replaced", self.replaced), ("added", self.added)):
+            if events:
+                out.append(f"{self.path}: {verb} ragmem's {self.what} {', '.join(dict.fromkeys(events))}")
         if self.backup:
             out.append(f"the previous file is kept as {self.backup}")
+        if self.note:
+            out.append(self.note)
         return out
 
 
 def install(agent: str, path: Path, command: str) -> Change:
     """Merge ragmem's hooks for ``agent`` into the settings file at ``path``, keeping every other hook.
 
-    Idempotent: when the file already holds exactly these entries, nothing is written. Otherwise the old
-    file is backed up beside itself and ragmem's earlier entries (another store, another path) replaced.
+    Idempotent: when the file already holds exactly these entries, nothing is written. Otherwise ragmem's
+    earlier entries (another store, another path) are replaced and the old file kept as its one backup.
     """
     data = _read_settings(path)
     hooks, removed = _without_ours(dict(data.get("hooks", {})), agent)
-    added = []
+    events = []
     for event, matcher in INSTALLED[agent]:
         group: dict[str, Any] = {"matcher": matcher} if matcher else {}
         group["hooks"] = [{"type": "command", "command": command, "timeout": TIMEOUT}]
         hooks.setdefault(event, []).append(group)
-        added.append(event)
+        events.append(event)
     new = {**data, "hooks": hooks}
     if new == data:
         return Change(path)
-    change = Change(path, added=added, removed=[e for e in removed if e not in added])
+    change = Change(path, added=[e for e in events if e not in removed], replaced=[e for e in events if e in removed],
+                    removed=[e for e in removed if e not in events])
     change.backup = _write(path, new)
     return change
 
@@ -736,4 +843,134 @@ def uninstall(agent: str, path: Path) -> Change:
         new.pop("hooks", None)
     change = Change(path, removed=removed)
     change.backup = _write(path, new)
+    return change
+
+
+def keep_out_of_git(path: Path, project: str | os.PathLike[str]) -> Path | None:
+    """Make git ignore the personal settings file ``path`` of ``project`` when nothing does yet: a line in the
+    clone's own ``info/exclude`` (personal too, never shared). The file changed, or None (already ignored,
+    not a git repository, no git). Claude Code ignores ``settings.local.json`` when it creates the file
+    itself; ragmem may create it first."""
+    import subprocess
+
+    rel = os.path.relpath(path, project)
+    try:
+        probe = subprocess.run(["git", "-C", str(project), "check-ignore", "-q", rel], capture_output=True, timeout=20)
+        if probe.returncode != 1:
+            return None  # 0: ignored already; 128: not in a repository
+        found = subprocess.run(["git", "-C", str(project), "rev-parse", "--git-path", "info/exclude"],
+                               capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if found.returncode != 0 or not found.stdout.strip():
+        return None
+    exclude = Path(project) / found.stdout.strip()
+    line = "/" + Path(rel).as_posix()
+    try:
+        text = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        with exclude.open("a", encoding="utf-8") as f:
+            f.write(("" if not text or text.endswith("\n") else "\n") + line + "\n")
+    except OSError:
+        return None
+    return exclude
+
+
+# ------------------------------------------------------------------ the agent's MCP server
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except ValueError as exc:
+        raise UsageError(f"{path} is not valid JSON ({exc}); fix it by hand first, nothing was changed") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path} must hold a JSON object; nothing was changed")
+    return data
+
+
+def _claude_servers(data: dict[str, Any], scope: Scope, project: str) -> dict[str, Any]:
+    """The ``mcpServers`` of ``~/.claude.json`` for the scope: the project's (``local``) or the user's."""
+    if scope == "user":
+        return data.setdefault("mcpServers", {})
+    projects = data.setdefault("projects", {})
+    return projects.setdefault(project, {}).setdefault("mcpServers", {})
+
+
+#: A TOML table header line (``[mcp_servers.ragmem]``, ``[ mcp_servers.ragmem.env ]``).
+_TOML_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
+
+
+def _toml_without(text: str, table: str) -> tuple[str, bool]:
+    """``text`` without the TOML table ``table`` and its sub-tables; whether there was one."""
+    out, skipping, found = [], False, False
+    for line in text.splitlines(keepends=True):
+        header = _TOML_HEADER.match(line)
+        if header:
+            name = header.group(1).replace(" ", "")
+            skipping = name == table or name.startswith(table + ".")
+            found = found or skipping
+        if not skipping:
+            out.append(line)
+    return "".join(out), found
+
+
+def _toml_table(table: str, server: Mapping[str, Any]) -> str:
+    """The server as TOML (JSON strings are TOML basic strings)."""
+    lines = [f"[{table}]", f"command = {json.dumps(server['command'])}",
+             f"args = [{', '.join(json.dumps(a) for a in server['args'])}]", "", f"[{table}.env]"]
+    lines += [f"{k} = {json.dumps(v)}" for k, v in server.get("env", {}).items()]
+    return "\n".join(lines) + "\n"
+
+
+def _check_toml(path: Path, text: str) -> None:
+    try:
+        import tomllib
+    except ImportError:  # pragma: no cover - Python 3.10: written unchecked
+        return
+    try:
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path} is not valid TOML ({exc}); fix it by hand first, nothing was changed") from None
+
+
+def install_mcp(agent: str, scope: Scope, project: str, server: Mapping[str, Any] | None,
+                home: str | os.PathLike[str] | None = None) -> Change:
+    """Add (``server``) or remove (None) ragmem's MCP server in the agent's personal configuration.
+
+    Claude Code: ``~/.claude.json``, under the project (``claude mcp add --scope local``) or the user; Codex:
+    ``[mcp_servers.ragmem]`` of ``~/.codex/config.toml``. Every other entry stays as it was; an entry named
+    ``ragmem`` is ragmem's and is replaced. Idempotent, with one backup, as :func:`install`.
+    """
+    path = mcp_path(agent, home)
+    if agent == "claude-code":
+        data = _read_json(path)
+        old = json.dumps(data, sort_keys=True)
+        servers = _claude_servers(data, scope, project)
+        had = MCP_NAME in servers
+        if server is None:
+            servers.pop(MCP_NAME, None)
+        else:
+            servers[MCP_NAME] = {"type": "stdio", **server}
+        if json.dumps(data, sort_keys=True) == old or (server is None and not had):
+            return Change(path, what="MCP server")
+        change = Change(path, what="MCP server", removed=[MCP_NAME] if server is None else [],
+                        replaced=[MCP_NAME] if had and server is not None else [],
+                        added=[MCP_NAME] if not had and server is not None else [])
+        change.backup = _write(path, data)
+        return change
+    table = f"mcp_servers.{MCP_NAME}"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    _check_toml(path, text)
+    rest, had = _toml_without(text, table)
+    new = rest if server is None else (rest.rstrip("\n") + ("\n\n" if rest.strip() else "") + _toml_table(table, server))
+    if new == text or (server is None and not had):
+        return Change(path, what="MCP server")
+    _check_toml(path, new)
+    change = Change(path, what="MCP server", removed=[MCP_NAME] if server is None else [],
+                    replaced=[MCP_NAME] if had and server is not None else [],
+                    added=[MCP_NAME] if not had and server is not None else [])
+    change.backup = _write_text(path, new)
     return change

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -166,8 +167,21 @@ OTHER_HOOKS = {
 }
 
 
-@pytest.mark.parametrize("agent, rel", [("claude-code", ".claude/settings.json"), ("codex", ".codex/hooks.json")])
-def test_install_keeps_other_hooks_twice_changes_nothing_uninstall_restores(tmp_path, monkeypatch, agent, rel):
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A home of its own (the agents' personal settings) and a cache folder (ragmem's backups)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RAGMEM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    (tmp_path / "home").mkdir()
+    return tmp_path / "home"
+
+
+INSTALLED_EVENTS = "UserPromptSubmit, SessionStart, PreCompact, PostToolUse, Stop"
+
+
+@pytest.mark.parametrize("agent, rel", [("claude-code", ".claude/settings.local.json"), ("codex", "home/.codex/hooks.json")])
+def test_install_keeps_other_hooks_twice_changes_nothing_uninstall_restores(tmp_path, monkeypatch, home, agent, rel):
     monkeypatch.chdir(tmp_path)
     settings = tmp_path / rel
     settings.parent.mkdir(parents=True)
@@ -175,9 +189,9 @@ def test_install_keeps_other_hooks_twice_changes_nothing_uninstall_restores(tmp_
     runner = CliRunner()
     store = tmp_path / "mem"
 
-    first = runner.invoke(cli, ["--store", str(store), "hook", agent, "--install", "--project"])
+    first = runner.invoke(cli, ["--store", str(store), "hook", agent, "--install", "--no-mcp"])
     assert first.exit_code == 0, first.output
-    assert "added ragmem's hook on UserPromptSubmit, SessionStart, PreCompact, PostToolUse, Stop" in first.output
+    assert f"added ragmem's hook on {INSTALLED_EVENTS}" in first.output and "created the store" in first.output
     assert "previous file is kept as" in first.output
     installed = json.loads(settings.read_text())
     assert installed["permissions"] == OTHER_HOOKS["permissions"]
@@ -189,44 +203,153 @@ def test_install_keeps_other_hooks_twice_changes_nothing_uninstall_restores(tmp_
     assert f"--store {store.resolve()}" in ours and ours.endswith(f"hook {agent}")
     assert installed["hooks"]["SessionStart"] == [{"matcher": "resume|compact", "hooks": [
         {"type": "command", "command": ours, "timeout": _hooks.TIMEOUT}]}]
-    backups = sorted(settings.parent.glob(settings.name + ".ragmem-backup-*"))
-    assert len(backups) == 1 and json.loads(backups[0].read_text()) == OTHER_HOOKS
+    backup = _hooks.backup_path(settings)
+    assert backup.parent == tmp_path / "cache" / "backups" and json.loads(backup.read_text()) == OTHER_HOOKS
 
-    again = runner.invoke(cli, ["--store", str(store), "hook", agent, "--install", "--project", "--json"])
+    again = runner.invoke(cli, ["--store", str(store), "hook", agent, "--install", "--no-mcp", "--json"])
     assert again.exit_code == 0 and json.loads(again.output)["changed"] is False
-    assert json.loads(settings.read_text()) == installed
-    assert len(list(settings.parent.glob(settings.name + ".ragmem-backup-*"))) == 1  # nothing written, no backup
+    assert json.loads(settings.read_text()) == installed and json.loads(backup.read_text()) == OTHER_HOOKS
 
-    gone = runner.invoke(cli, ["--store", str(store), "hook", agent, "--uninstall"])
+    gone = runner.invoke(cli, ["--store", str(store), "hook", agent, "--uninstall", "--no-mcp"])
     assert gone.exit_code == 0 and "removed ragmem's hook" in gone.output
     assert json.loads(settings.read_text()) == OTHER_HOOKS
-    assert "nothing changed" in runner.invoke(cli, ["hook", agent, "--uninstall"]).output
+    assert "nothing changed" in runner.invoke(cli, ["hook", agent, "--uninstall", "--no-mcp"]).output
+    assert list((tmp_path / "cache" / "backups").iterdir()) == [backup]  # one backup of the file, not one a run
 
 
-def test_install_moves_an_earlier_install_to_the_new_store_and_refuses_a_broken_file(tmp_path, monkeypatch):
+def test_install_replaces_an_earlier_install_says_so_and_refuses_a_broken_file(tmp_path, monkeypatch, home):
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
-    assert runner.invoke(cli, ["--store", "a", "hook", "claude-code", "--install"]).exit_code == 0
-    moved = runner.invoke(cli, ["--store", "b", "--namespace", "team", "hook", "claude-code", "--install",
+    assert runner.invoke(cli, ["--store", "a", "hook", "claude-code", "--install", "--no-mcp"]).exit_code == 0
+    moved = runner.invoke(cli, ["--store", "b", "--namespace", "team", "hook", "claude-code", "--install", "--no-mcp",
                                 "--budget", "900"])
     assert moved.exit_code == 0, moved.output
-    data = json.loads((tmp_path / ".claude/settings.json").read_text())
+    assert f"replaced ragmem's hook on {INSTALLED_EVENTS}" in moved.output and "added" not in moved.output
+    data = json.loads((tmp_path / ".claude/settings.local.json").read_text())
     commands = [h["command"] for groups in data["hooks"].values() for g in groups for h in g["hooks"]]
     assert len(commands) == 5 and all(f"--store {tmp_path / 'b'}" in c and "--namespace team" in c
                                       and "--budget 900" in c for c in commands)
-    (tmp_path / ".claude/settings.json").write_text("{not json")
+    (tmp_path / ".claude/settings.local.json").write_text("{not json")
     broken = runner.invoke(cli, ["hook", "claude-code", "--install"])
     assert broken.exit_code == 1 and "not valid JSON" in str(broken.exception)
-    assert (tmp_path / ".claude/settings.json").read_text() == "{not json"
+    assert (tmp_path / ".claude/settings.local.json").read_text() == "{not json"
+    refused = runner.invoke(cli, ["hook", "codex", "--install", "--project"])
+    assert refused.exit_code == 1 and "--user" in str(refused.exception)
 
 
-def test_user_scope_is_the_home_settings(tmp_path, monkeypatch):
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+def test_user_scope_is_the_home_settings(tmp_path, monkeypatch, home):
     monkeypatch.chdir(tmp_path)
     out = CliRunner().invoke(cli, ["hook", "codex", "--install", "--user"])
     assert out.exit_code == 0, out.output
-    assert json.loads((tmp_path / "home/.codex/hooks.json").read_text())["hooks"]["UserPromptSubmit"]
+    assert json.loads((home / ".codex/hooks.json").read_text())["hooks"]["UserPromptSubmit"]
     assert not (tmp_path / ".codex").exists()
+
+
+def _git(project: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(project), *args], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.skipif(not shutil.which("git"), reason="git is not installed")
+def test_install_into_a_fresh_project_writes_nothing_personal_into_shared_files(tmp_path, monkeypatch, home):
+    """Issue 44, item 6: --install wrote the virtualenv's and the store's absolute paths into the team's
+    .claude/settings.json and .codex/hooks.json, and a backup per run into .claude/. Now what is personal goes
+    where each agent keeps one person's settings, an older install's entries leave the shared files, and the
+    one backup of each file is in ragmem's cache folder."""
+    import tomllib
+
+    project = tmp_path / "payments"
+    project.mkdir()
+    _git(project, "init", "-q")
+    monkeypatch.chdir(project)
+    store = tmp_path / "mem"
+    old = f"/opt/venv/bin/ragmem --store {store} hook claude-code"  # what an older ragmem wrote, shared
+    shared = {"hooks": {**OTHER_HOOKS["hooks"], "Stop": [{"hooks": [{"type": "command", "command": old}]}]}}
+    (project / ".claude").mkdir()
+    (project / ".claude/settings.json").write_text(json.dumps(shared))
+    (project / ".codex").mkdir()
+    (project / ".codex/hooks.json").write_text(json.dumps({"hooks": {"Stop": [{"hooks": [
+        {"type": "command", "command": old.replace("claude-code", "codex")}]}]}}))
+    (home / ".codex").mkdir()
+    (home / ".codex/config.toml").write_text('model = "gpt-5-codex"\n\n[mcp_servers.docs]\ncommand = "docs-mcp"\n')
+    _git(project, "add", "-A")
+    _git(project, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "team settings")
+
+    runner = CliRunner()
+    for agent in ("claude-code", "codex"):
+        for budget in ("1500", "900", "1500"):  # the last two runs replace ragmem's entries: still one backup each
+            out = runner.invoke(cli, ["--store", str(store), "hook", agent, "--install", "--budget", budget])
+            assert out.exit_code == 0, out.output
+    personal = (str(store), sys.executable.rsplit("/bin/", 1)[0], "/opt/venv")
+    tracked = _git(project, "ls-files").split()
+    untracked = _git(project, "ls-files", "--others", "--exclude-standard").split()
+    assert untracked == []  # settings.local.json is ignored, and no backup lies in the project
+    for rel in tracked:
+        text = (project / rel).read_text()
+        assert not any(p in text for p in personal), (rel, text)
+    assert json.loads((project / ".claude/settings.json").read_text()) == {"hooks": OTHER_HOOKS["hooks"]}
+    assert json.loads((project / ".codex/hooks.json").read_text()) == {}
+    assert _git(project, "check-ignore", ".claude/settings.local.json").strip() == ".claude/settings.local.json"
+    local = json.loads((project / ".claude/settings.local.json").read_text())
+    assert str(store) in local["hooks"]["Stop"][0]["hooks"][0]["command"]
+
+    claude = json.loads((home / ".claude.json").read_text())["projects"][str(project)]["mcpServers"]["ragmem"]
+    assert claude["args"][-3:] == ["mcp", "--scope", f"project:{project}"] and str(store) in claude["args"]
+    codex = tomllib.loads((home / ".codex/config.toml").read_text())
+    assert codex["model"] == "gpt-5-codex" and codex["mcp_servers"]["docs"] == {"command": "docs-mcp"}
+    assert codex["mcp_servers"]["ragmem"]["args"][-3:] == ["mcp", "--scope", "project"]
+    # one backup of each file that was there before a change (~/.claude.json was made new), not one a run
+    backups = sorted(p.name for p in (tmp_path / "cache" / "backups").iterdir())
+    expected = [project / ".claude/settings.json", project / ".claude/settings.local.json",
+                project / ".codex/hooks.json", home / ".codex/hooks.json", home / ".codex/config.toml"]
+    assert backups == sorted(_hooks.backup_path(p).name for p in expected)
+
+    for agent in ("claude-code", "codex"):
+        assert runner.invoke(cli, ["--store", str(store), "hook", agent, "--uninstall"]).exit_code == 0
+    assert "ragmem" not in json.loads((home / ".claude.json").read_text())["projects"][str(project)]["mcpServers"]
+    assert "ragmem" not in tomllib.loads((home / ".codex/config.toml").read_text())["mcp_servers"]
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_the_installed_mcp_server_answers_the_agents_first_natural_search(tmp_path, monkeypatch, home):
+    """Issue 44, item 7: the agent's first call, search_memory({"query": ...}), answered "session 'default' does not
+    exist". The MCP server --install configures searches the project's sessions when a call names none."""
+    import anyio
+
+    pytest.importorskip("mcp")
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    from ragmem import Memory
+
+    project = tmp_path / "payments"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    store = tmp_path / "mem"
+    assert CliRunner().invoke(cli, ["--store", str(store), "hook", "claude-code", "--install"]).exit_code == 0
+    with Memory(store, session="claude-code-payments-2025-10-21-7f3c1b2e") as mem:
+        mem.add_many([{"role": "user", "content": "Move the settlement batch off the backup window.",
+                       "metadata": {"project": str(project)}},
+                      {"role": "assistant", "content": "The settlement batch now runs at 02:30 UTC.",
+                       "metadata": {"project": str(project)}}])
+    with Memory(store, session="claude-code-blog-2025-10-22-0a1b") as mem:
+        mem.add({"role": "user", "content": "The blog's settlement batch of comments runs at 05:00.",
+                 "metadata": {"project": "/home/dev/blog"}})
+    server = json.loads((home / ".claude.json").read_text())["projects"][str(project)]["mcpServers"]["ragmem"]
+
+    async def first_call() -> list:
+        params = StdioServerParameters(command=server["command"], args=server["args"], env={**env(), **server["env"]})
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    result = await session.call_tool("search_memory", {"query": "When does the settlement batch run?"})
+                    assert not result.is_error, result.content[0].text
+                    return result.structured_content["hits"]
+
+    hits = anyio.run(first_call)
+    assert hits and "02:30 UTC" in " ".join(h["content"] for h in hits)
+    assert {h["session"] for h in hits} == {"claude-code-payments-2025-10-21-7f3c1b2e"}
 
 
 # ------------------------------------------------------------------ failures: nothing printed, exit 0, one log line
@@ -521,3 +644,53 @@ def test_events_that_only_import_are_handed_to_the_worker_and_the_hook_returns_a
                                            "eviction policy does the redis cache use?", session="new-session"))
     assert ask.returncode == 0 and "maxmemory=6gb" in ask.stdout, log_lines(store)
     assert len(_sessions(store)) == 2 and _hookd.worker_pid(store) == worker and log_lines(store) == []
+
+
+LONG = TRANSCRIPTS / "claude-code" / "claude-code-pomodoro-timer.jsonl"
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.skipif(not LONG.exists(), reason="the shared Claude Code transcripts are not beside the clone")
+def test_a_prompt_is_answered_before_the_queued_hand_overs_and_never_imports_what_was_handed_over(tmp_path):
+    """A long turn handed over (here a whole 300 KB session at once) is imported a step at a time: a prompt that
+    comes meanwhile is answered between two steps, without importing its transcript itself, and the import
+    then goes on to the end."""
+    import time
+
+    store = new_store(tmp_path / "store")
+    other = tmp_path / "other.jsonl"
+    sid = "0b1c2d3e-0000-4000-8000-00000000aaaa"
+    other_session(other, sid, PROJECT, "replica: read-replica-1 region=eu-west-3 lag=40ms", "aws rds describe")
+    assert hook(store, "claude-code", event("Stop", other, session=sid), "--no-daemon").returncode == 0
+    warm = hook(store, "claude-code", event("UserPromptSubmit", tmp_path / "none.jsonl", prompt="region?"))
+    assert warm.returncode == 0 and "eu-west-3" in warm.stdout  # answered in process; a worker starts
+    for _ in range(600):
+        if _hookd.worker_pid(store) and _hookd.socket_path(store).exists():
+            break
+        time.sleep(0.5)
+    long = tmp_path / "long.jsonl"
+    long.write_bytes(LONG.read_bytes())
+    first = next(r for r in map(json.loads, LONG.read_text().splitlines()) if "sessionId" in r)
+    stop = hook(store, "claude-code", event("Stop", long, session=first["sessionId"], cwd=first["cwd"]))
+    assert (stop.returncode, stop.stdout) == (0, "")
+    ask = hook(store, "claude-code", event("UserPromptSubmit", long, session=first["sessionId"], prompt="Which region "
+                                           "does the read replica run in?"))
+    assert ask.returncode == 0 and log_lines(store) == []
+
+    from ragmem import Memory
+
+    def offset() -> int:
+        with Memory(store, create=False) as mem:
+            return _hooks.Progress.load(mem, "claude-code", str(long)).offset
+
+    from ragmem.importers import parse
+
+    text = long.read_text()
+    whole = len(text[: parse(text, "claude-code", filename=str(long)).consumed].encode())  # its last call waits
+    assert 0 < offset() < whole  # answered between two steps; the prompt imported none of it itself
+    for _ in range(1200):
+        if offset() == whole:
+            break
+        time.sleep(1)
+    assert offset() == whole and log_lines(store) == []
