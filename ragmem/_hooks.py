@@ -853,6 +853,9 @@ def keep_out_of_git(path: Path, project: str | os.PathLike[str]) -> Path | None:
     itself; ragmem may create it first."""
     import subprocess
 
+    here = Path(project).resolve()
+    if not any((p / ".git").exists() for p in (here, *here.parents)):
+        return None  # not in a repository: no git to ask
     rel = os.path.relpath(path, project)
     try:
         probe = subprocess.run(["git", "-C", str(project), "check-ignore", "-q", rel], capture_output=True, timeout=20)

@@ -249,6 +249,7 @@ def _git(project: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(project), *args], capture_output=True, text=True, check=True).stdout
 
 
+@pytest.mark.slow  # git runs
 @pytest.mark.skipif(not shutil.which("git"), reason="git is not installed")
 def test_install_into_a_fresh_project_writes_nothing_personal_into_shared_files(tmp_path, monkeypatch, home):
     """Issue 44, item 6: --install wrote the virtualenv's and the store's absolute paths into the team's
