@@ -68,9 +68,10 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from ._errors import StoreError
 from ._store.owner import peer_uid as _peer_uid, recv_line as _recv_line, socket_path as _socket_path
@@ -304,8 +305,8 @@ def _count(value: Any) -> bool:
 
 
 #: Most bytes of a transcript one step of a handed-over import reads (whole lines: one longer line is read
-#: whole): between two steps the worker answers the prompts that wait, so a prompt waits for one step at most.
-STEP_BYTES = 8 * 1024
+#: whole): the hand-overs of several sessions are imported in turns, a step each.
+STEP_BYTES = 32 * 1024
 
 #: A handed-over import, queued: (agent, namespace, session, transcript); the latest request of each is kept.
 _Key = tuple[str, str, str, str]
@@ -324,7 +325,7 @@ def _handed_key(raw: bytes) -> _Key | None:
     return parts if all(isinstance(p, str) for p in parts) else None  # type: ignore[return-value]
 
 
-def _answer(root: Any, store: str, mine: str, raw: bytes, queued: Mapping[_Key, bytes] | None = None,
+def _answer(root: Any, store: str, mine: str, raw: bytes, queued: Collection[_Key] = (),
             step: int | None = None) -> dict[str, Any]:
     """One request's reply: the hook's stdout through :func:`ragmem._hooks.run_status`, or why it is declined.
 
@@ -352,67 +353,123 @@ def _answer(root: Any, store: str, mine: str, raw: bytes, queued: Mapping[_Key, 
         more = _hooks.import_step(agent, event, open_memory=lambda: root.for_session(session, namespace),
                                   store=store, limit=step)
         return {"output": "", "more": more}
-    handed = {k[3] for k in (queued or {}) if k[:2] == (agent, namespace)}
+    handed = {k[3] for k in queued if k[:2] == (agent, namespace)}
     out, _ = _hooks.run_status(agent, event, open_memory=lambda: root.for_session(session, namespace),
                                store=store, budget=int(budget), max_chars=int(max_chars), handed=handed)
     return {"output": out}
 
 
-def _step(root: Any, store: str, mine: str, queued: dict[_Key, bytes]) -> None:
-    """One step of the oldest queued hand-over; it leaves the queue once its transcript is read as far as it
-    can be (a call still waiting for its result stays for the event that brings it: a new hand-over)."""
-    key, raw = next(iter(queued.items()))
-    more = _answer(root, store, mine, raw, step=STEP_BYTES).get("more")
-    del queued[key]
-    if more:
-        queued[key] = raw  # to the back: two sessions' turns are imported in turns
+class _Imports:
+    """The handed-over imports of a worker, run on a thread of their own, oldest first, a step at a time.
+
+    The worker's main thread only answers: a prompt's answer never waits for a turn's embedding, which
+    goes on beside it (the store is built for that: the index's owner serves every thread and process, the
+    log is one connection behind a lock, index writes take the store's own). One request per transcript is
+    kept, the latest: an import reads from the offset the store keeps, so it stands for all before it.
+    """
+
+    def __init__(self, root: Any, store: str, mine: str) -> None:
+        self.root, self.store, self.mine = root, store, mine
+        self.queued: dict[_Key, bytes] = {}
+        self.running: _Key | None = None
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="ragmem-hook-imports", daemon=True)
+        self._thread.start()
+
+    def put(self, key: _Key, raw: bytes) -> None:
+        with self._cond:
+            self.queued.pop(key, None)
+            self.queued[key] = raw
+            self._cond.notify()
+
+    def pending(self) -> set[_Key]:
+        """The transcripts handed over and not yet imported to their end (queued, or being imported)."""
+        with self._cond:
+            return set(self.queued) | ({self.running} if self.running else set())
+
+    def busy(self) -> bool:
+        return bool(self.pending())
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self.queued and not self._stopped:
+                    self._cond.wait()
+                if self._stopped:
+                    return
+                key = next(iter(self.queued))
+                raw = self.queued.pop(key)
+                self.running = key
+            more = False
+            try:
+                more = bool(_answer(self.root, self.store, self.mine, raw, step=STEP_BYTES).get("more"))
+            finally:
+                with self._cond:
+                    self.running = None
+                    if more and key not in self.queued:
+                        self.queued[key] = raw  # to the back: two sessions' turns are imported in turns
 
 
 def _serve(listener: socket.socket, path: Path, inode: int, root: Any, store: str, mine: str, idle: float,
-           queued: dict[_Key, bytes] | None = None) -> None:
-    """Answer requests until ``idle`` seconds pass without one, or the socket file is not ours.
+           first: bytes | None = None) -> None:
+    """Answer requests until ``idle`` seconds pass without one and nothing handed over is left to import, or the
+    socket file is not ours.
 
-    Requests that want an answer (a prompt's) are answered as they come, before the queued hand-overs
-    (:func:`hand_over`: the events that only import), which are imported a step at a time while no request
-    waits: the agent waits for neither, and a prompt waits for one step at most, never behind a turn.
+    Requests that want an answer (a prompt's) are answered on this thread as they come; the hand-overs
+    (:func:`hand_over`: the events that only import) go to :class:`_Imports`, on a thread of their own: the
+    agent waits for neither, and a prompt never waits behind a turn's embedding. A prompt whose transcript
+    is still handed over does not import it itself.
     """
-    queued = {} if queued is None else queued
+    imports = _Imports(root, store, mine)
+    key = _handed_key(first) if first else None
+    if first and key is not None:
+        imports.put(key, first)  # the spawning hook's event: it has exited
+    elif first:
+        _answer(root, store, mine, first)
     last = time.monotonic()
-    while True:
-        left = idle - (time.monotonic() - last)
-        if left <= 0 and not queued:
-            return
-        listener.settimeout(0.001 if queued else min(max(left, 0.001), 2.0))
-        try:
-            conn, _ = listener.accept()
-        except socket.timeout:
-            if queued:
-                _step(root, store, mine, queued)
+    try:
+        while True:
+            left = idle - (time.monotonic() - last)
+            if left <= 0:
+                if not imports.busy():
+                    return
+                left = 1.0
+            listener.settimeout(min(max(left, 0.001), 2.0))
+            try:
+                conn, _ = listener.accept()
+            except socket.timeout:
+                try:
+                    if os.lstat(path).st_ino != inode:
+                        return  # replaced: another worker's now
+                except OSError:
+                    return  # gone: the store folder was deleted or moved
                 continue
-            try:
-                if os.lstat(path).st_ino != inode:
-                    return  # replaced: another worker's now
-            except OSError:
-                return  # gone: the store folder was deleted or moved
-            continue
-        last = time.monotonic()
-        with conn:
-            try:
-                uid = _peer_uid(conn)
-                if uid is not None and uid != os.getuid():
-                    continue
-                raw = _recv_line(conn, time.monotonic() + 5.0, MAX_REQUEST)
-                key = _handed_key(raw)
-                if key is not None:
-                    queued.pop(key, None)
-                    queued[key] = raw  # its hook has gone; the latest request of a transcript stands for all
-                    continue
-                reply = _answer(root, store, mine, raw, queued)
-                conn.settimeout(5.0)
-                conn.sendall(json.dumps(reply, ensure_ascii=False).encode("utf-8") + b"\n")
-            except (OSError, StoreError):
-                pass  # the client left (its deadline) or sent nothing whole: it answers in process
-        last = time.monotonic()
+            with conn:
+                try:
+                    uid = _peer_uid(conn)
+                    if uid is not None and uid != os.getuid():
+                        continue
+                    raw = _recv_line(conn, time.monotonic() + 5.0, MAX_REQUEST)
+                    handed = _handed_key(raw)
+                    if handed is not None:
+                        imports.put(handed, raw)
+                        continue
+                    reply = _answer(root, store, mine, raw, imports.pending())
+                    conn.settimeout(5.0)
+                    conn.sendall(json.dumps(reply, ensure_ascii=False).encode("utf-8") + b"\n")
+                except (OSError, StoreError):
+                    pass  # the client left (its deadline) or sent nothing whole: it answers in process
+                finally:
+                    last = time.monotonic()
+    finally:
+        imports.stop()
 
 
 def run_worker(store: str, opening: Mapping[str, Any], lock_fd: int | None = None, idle: float | None = None,
@@ -463,13 +520,7 @@ def run_worker(store: str, opening: Mapping[str, Any], lock_fd: int | None = Non
         os.chmod(path, 0o600)
         inode = os.lstat(path).st_ino
         listener.listen(16)
-        queued: dict[_Key, bytes] = {}
-        first_key = _handed_key(first) if first else None
-        if first and first_key is not None:
-            queued[first_key] = first  # its hook has exited: imported in steps, as every hand-over
-        elif first:
-            _answer(root, store, mine, first)
-        _serve(listener, path, inode, root, store, mine, idle if idle is not None else idle_seconds(), queued)
+        _serve(listener, path, inode, root, store, mine, idle if idle is not None else idle_seconds(), first)
     except _Stop:
         pass
     except Exception as exc:  # noqa: BLE001 - a worker that cannot start leaves the hooks to work in process
