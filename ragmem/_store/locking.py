@@ -1,10 +1,11 @@
-"""A lock that openers of one store folder take turns under, across threads and processes.
+"""The store folder's locks: the one openers of the log take turns under, and the index location's.
 
 Creating a store is not atomic: SQLite switches the log to WAL and creates its
-tables, and embedded Chroma runs its own migrations. Two openers of a new
-store at the same instant (two workers of one service, say) can collide there,
-so both hold this lock while they open. It is held for milliseconds, only
-while opening; reads and writes afterwards are serialised by SQLite itself.
+tables. Two openers of a new store at the same instant (two workers of one
+service, say) can collide there, so both hold ``open.lock`` while they open. It
+is held for milliseconds, only while opening; reads and writes afterwards are
+serialised by SQLite itself. (The embedded Chroma is opened by one process only,
+its owner: :mod:`ragmem._store.owner`.)
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 LOCK_FILE = "open.lock"
-#: The lock openers of the embedded Chroma take turns under.
-CHROMA_LOCK_FILE = "chroma-open.lock"
 
 
 def refuse_links(folder: Path, names: Iterable[str]) -> None:
@@ -42,10 +41,6 @@ def refuse_links(folder: Path, names: Iterable[str]) -> None:
 @contextmanager
 def opening_lock(folder: Path, timeout: float = 120.0, name: str = LOCK_FILE) -> Iterator[None]:
     """Hold an opening lock of the store in ``folder`` (an advisory file lock, ``open.lock`` by default).
-
-    The log and the embedded Chroma each have their own (``name``), so a
-    process opening Chroma (slow: a second or so) never holds up one that
-    only opens the log.
 
     A folder where no lock file can be written (a read-only copy of a store)
     opens without the lock: nobody can be creating a store there.
