@@ -1108,6 +1108,9 @@ def check(repair: bool, progress: bool | None, **opts: Any) -> None:
     def human() -> Iterator[str]:
         where = report.index + (f" (owned by pid {report.owner})" if report.owner else "")
         yield f"index: {where}; {report.checked} indexed messages checked, {report.pending} waiting to be indexed"
+        if report.on_open.get("rebuilt"):
+            yield (f"the open found the index damaged and rebuilt it from the log "
+                   f"({report.on_open.get('indexed', 0)} messages indexed)")
         if report.repaired:
             yield "repaired: " + ", ".join(f"{k} {v}" for k, v in sorted(report.repaired.items()))
         if report.unreadable:

@@ -140,3 +140,27 @@ def test_index_files_measure_each_collection_and_a_runaway_is_flagged(tmp_path, 
     assert oversized({"count": 3000, "dimension": 384, "bytes": 42 << 30, "bytes_on_disk": 1 << 20})
     assert not oversized({"count": 3000, "dimension": 384, "bytes": 6 << 20, "bytes_on_disk": 6 << 20})
     assert not oversized({"count": 0, "dimension": 384, "bytes": 400_000, "bytes_on_disk": 50_000})
+
+
+def test_an_index_that_cannot_take_the_pending_messages_is_rebuilt_at_open_not_an_error(tmp_path, hash_embedder,
+                                                                                          monkeypatch):
+    """Issue 43: after several owners every open failed with "Failed to apply logs to the hnsw segment writer",
+    reported as a passing StoreError, so nothing rebuilt it. A torn graph and a message left unindexed: the
+    open sets the index aside, rebuilds it from the log and says so."""
+    monkeypatch.setitem(index_module.HNSW, "sync_threshold", 10)
+    store = tmp_path / "s"
+    mem = Memory(store, session="s", embedder=hash_embedder)
+    for i in range(30):
+        mem.add({"role": "user", "content": f"note {i} about the lanterns of pier {i}"}, id=f"m{i}")
+    mem.store.log.lexical.mark_unindexed("default", ["m3"])  # as a writer killed before its index write leaves it
+    mem.close()
+    for seg in (store / "chroma").iterdir():
+        if seg.is_dir():
+            (seg / "header.bin").write_bytes(b"\x00garbage" * 3)
+    with pytest.warns(UserWarning, match="rebuilt from the message log"):
+        mem = Memory(store, session="s", embedder=hash_embedder)
+    assert mem.store.repaired["rebuilt"] == 1 and mem.store.repaired["indexed"] == 30, mem.store.repaired
+    report = mem.store.check()
+    assert report.ok and report.on_open["rebuilt"] == 1
+    assert mem.search("lanterns of pier 3", k=1)[0].message.id == "m3"
+    mem.close()

@@ -48,6 +48,10 @@ class Checked(Protocol):
 
     def rebuild_index(self) -> None: ...
 
+    #: What opening the store repaired (Store.repaired).
+    repaired: dict[str, int]
+
+
 #: Chunks asked of the index per request.
 BATCH = 500
 
@@ -72,6 +76,8 @@ class CheckReport:
     unreadable: str | None = None
     #: What the repair did (empty without ``repair=True``).
     repaired: dict[str, int] = field(default_factory=dict)
+    #: What opening the store repaired before the check looked (a damaged index it rebuilt, say).
+    on_open: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -87,7 +93,8 @@ class CheckReport:
         """The report as JSON-ready data (``ragmem check --json``)."""
         return {"ok": self.ok, "index": self.index, "owner": self.owner, "checked": self.checked,
                 "pending": self.pending, "lost": self.lost_count, "lost_ids": {k: v[:100] for k, v in self.lost.items()},
-                "oversized": self.oversized, "unreadable": self.unreadable, "repaired": self.repaired}
+                "oversized": self.oversized, "unreadable": self.unreadable, "repaired": self.repaired,
+                "repaired_on_open": self.on_open}
 
 
 def check(store: Checked, *, repair: bool = False, progress: Callable[[int, int], None] | None = None) -> CheckReport:
@@ -97,6 +104,7 @@ def check(store: Checked, *, repair: bool = False, progress: Callable[[int, int]
     (after a repair, what a second look found: normally nothing).
     """
     report = _look(store, progress)
+    report.on_open = {k: v for k, v in store.repaired.items() if v}
     if not repair or report.ok:
         return report
     done: dict[str, int] = {}
@@ -119,7 +127,7 @@ def check(store: Checked, *, repair: bool = False, progress: Callable[[int, int]
             log.lexical.mark_unindexed(ns, ids)
     done.update({k: v for k, v in store.repair().items() if v})
     again = _look(store, None)
-    again.repaired = done
+    again.repaired, again.on_open = done, report.on_open
     return again
 
 

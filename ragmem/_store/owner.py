@@ -548,7 +548,10 @@ def acquire(folder: Path, on_broken: Callable[[str, Path | None], None] | None =
                 private_file_made(chroma / "chroma.sqlite3")
             owner = Owner(folder, fd, client)
             if fd >= 0:
-                owner.serve()
+                try:
+                    owner.serve()
+                except (OSError, StoreError):  # no socket here (a path too long, a planted file): still this
+                    pass  # process's index; another process waits for it, and says whose it is (owner_pid)
         except BaseException:
             if fd >= 0:
                 os.close(fd)

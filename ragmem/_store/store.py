@@ -460,20 +460,12 @@ class Store:
                         )
                     done["dropped"] += len(extra)
                     log.lexical.mark_unindexed(ns, [i for i, f in flags.items() if f and i not in held])
-            while True:
-                todo = log.lexical.pending(limit=2000)
-                if not todo:
-                    break
-                indexed = self.progress.indexed
-                self.progress = IndexProgress(indexed, len(todo))  # one assignment: a reader sees one whole record
-
-                def embedded(share: float, indexed: int = indexed, batch: int = len(todo)) -> None:
-                    self.progress = IndexProgress(indexed, batch, share)
-
-                index_messages(todo, log=log, index=self.index, embedder=self.embedder, settings=self.recall,
-                               counter=self._kept_counter, progress=embedded)
-                self.progress = IndexProgress(indexed + len(todo))
-                done["indexed"] += len(todo)
+            try:
+                done["indexed"] += self._index_pending()
+            except IndexCorrupt as exc:  # "Failed to apply logs to the hnsw segment writer" and its kin:
+                self._set_damaged_index_aside(exc)  # damage, rebuilt from the log (every message flagged)
+                done["indexed"] += self._index_pending()
+                done["rebuilt"] = 1
             while True:  # the lexical index is rebuilt from the log alone (no model, no vector index)
                 todo = log.lexical.lexical_missing(limit=2000)
                 if not todo:
@@ -498,6 +490,24 @@ class Store:
             raise StoreError("only an embedded index can be set aside and rebuilt here; a Chroma server's damage is "
                              "the server's to fix (or drop its collections and run ragmem reindex)")
         self._set_damaged_index_aside(IndexCorrupt("ragmem check found the index unreadable"))
+
+    def _index_pending(self) -> int:
+        """Index every message the log holds and the index lacks, in batches; return how many."""
+        log, n = self.log, 0
+        while True:
+            todo = log.lexical.pending(limit=2000)
+            if not todo:
+                return n
+            indexed = self.progress.indexed
+            self.progress = IndexProgress(indexed, len(todo))  # one assignment: a reader sees one whole record
+
+            def embedded(share: float, indexed: int = indexed, batch: int = len(todo)) -> None:
+                self.progress = IndexProgress(indexed, batch, share)
+
+            index_messages(todo, log=log, index=self.index, embedder=self.embedder, settings=self.recall,
+                           counter=self._kept_counter, progress=embedded)
+            self.progress = IndexProgress(indexed + len(todo))
+            n += len(todo)
 
     def finish_forgets(self) -> int:
         """Purge what was forgotten from the index, then from the log; return the messages purged.
