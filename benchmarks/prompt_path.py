@@ -319,7 +319,7 @@ def part_owner(cache: Path, rebuild: bool, n: int) -> dict:
         shutil.copytree(store, own)
         shutil.copytree(store, far)
         holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(far)], env=_child_env(), text=True,
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=tmp)
         try:
             line = holder.stdout.readline().strip() if holder.stdout else ""
             if line != "OWNED True":
@@ -373,7 +373,8 @@ def agents_rss(tree: Path | None, sessions: int = 3) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="ragmem-agents-") as tmp:
         procs = [subprocess.Popen([sys.executable, "-c", AGENT, str(Path(tmp) / "store"), f"agent{i}"],
-                                  env=_child_env(tree), text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                                  env=_child_env(tree), text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  cwd=tmp)  # not the repo: its ragmem/ must not shadow the tree's
                  for i in range(sessions)]
         rss = []
         try:

@@ -314,6 +314,72 @@ def test_soak_writers_and_the_owner_killed_lose_no_vector(tmp_path, embedder):
     assert folder_bytes(store / "chroma") < 64 << 20, folder_bytes(store / "chroma")
 
 
+@pytest.mark.slow  # two `ragmem mcp` servers, one loads the model
+def test_mcp_servers_the_owner_killed_the_other_goes_on(tmp_path, embedder):
+    """The agents' case through the official MCP SDK client: two `ragmem mcp` servers on one store, the one that
+    owns the index killed -9 midway. The other's every add and search succeeds (it takes the index over), and
+    every acknowledged message is a vector hit afterwards."""
+    import anyio
+    import psutil
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    store = tmp_path / "s"
+    acked: list[str] = []
+
+    def params(session: str) -> StdioServerParameters:
+        return StdioServerParameters(command=sys.executable, args=["-m", "ragmem", "--store", str(store), "--session",
+                                                                   session, "mcp"], env=ENV)
+
+    async def add(s: ClientSession, name: str, i: int) -> None:
+        words = ["kestrel", "lantern", "quarry", "meadow", "saddle", "tundra", "harbour", "crane", "violet"]
+        mid = f"{name}-{i}"
+        r = await s.call_tool("add_messages", {"messages": [
+            {"role": "user", "content": f"{name} notes item {i}: the {words[i % 9]} by the {words[(i * 4) % 9]}",
+             "id": mid}]})
+        assert not r.is_error, r.content[0].text
+        acked.extend(r.structured_content["ids"])
+
+    async def scenario() -> None:
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params("a"), errlog=errlog) as (ra, wa), ClientSession(ra, wa) as a:
+                await a.initialize()
+                for i in range(4):
+                    await add(a, "a", i)
+                owner = owner_pid(store)
+                assert owner is not None and "mcp" in psutil.Process(owner).cmdline()
+                async with stdio_client(params("b"), errlog=errlog) as (rb, wb), ClientSession(rb, wb) as b:
+                    await b.initialize()
+                    for i in range(4):
+                        await add(b, "b", i)
+                    assert owner_pid(store) == owner  # b reached a's index
+                    os.kill(owner, signal.SIGKILL)  # the server this test started, owning the index
+                    for i in range(4, 12):
+                        await add(b, "b", i)
+                        r = await b.call_tool("search_memory", {"query": "kestrel lantern", "k": 3})
+                        assert not r.is_error, r.content[0].text
+                    assert owner_pid(store) not in (None, owner)  # b took the index over
+                finished.append(True)
+
+    finished: list[bool] = []
+    try:
+        anyio.run(scenario)
+    except BaseException:  # noqa: BLE001
+        if not finished:  # anything before b's last check failed: the test fails with it
+            raise
+        # only leaving a's stdio context can raise after that: its server was killed, its pipes are gone
+    assert finished and len(acked) == 16
+    mem = Memory(store, embedder=embedder)
+    try:
+        for session in ("a", "b"):
+            view = mem.for_session(session)
+            for mid in [m for m in acked if m.startswith(session + "-")]:
+                assert mid in vector_ids(view, view.get(mid).content), mid
+    finally:
+        mem.close()
+    assert lacking_vectors(store, embedder) == []
+
+
 HOLD = """
 import sys
 from ragmem import Memory
