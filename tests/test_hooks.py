@@ -653,10 +653,10 @@ LONG = TRANSCRIPTS / "claude-code" / "claude-code-pomodoro-timer.jsonl"
 @pytest.mark.model
 @pytest.mark.slow
 @pytest.mark.skipif(not LONG.exists(), reason="the shared Claude Code transcripts are not beside the clone")
-def test_a_prompt_is_answered_before_the_queued_hand_overs_and_never_imports_what_was_handed_over(tmp_path):
-    """A long turn handed over (here a whole 300 KB session at once) is imported a step at a time: a prompt that
-    comes meanwhile is answered between two steps, without importing its transcript itself, and the import
-    then goes on to the end."""
+def test_a_prompt_is_answered_beside_the_handed_over_import_and_never_imports_it_itself(tmp_path):
+    """A long turn handed over (here a whole 300 KB session at once) is imported on the worker's import thread: a
+    prompt that comes meanwhile is answered beside it, without importing its transcript itself, and the import
+    goes on to the end."""
     import time
 
     store = new_store(tmp_path / "store")
@@ -689,7 +689,7 @@ def test_a_prompt_is_answered_before_the_queued_hand_overs_and_never_imports_wha
 
     text = long.read_text()
     whole = len(text[: parse(text, "claude-code", filename=str(long)).consumed].encode())  # its last call waits
-    assert 0 < offset() < whole  # answered between two steps; the prompt imported none of it itself
+    assert offset() < whole  # answered while the import runs beside it; the prompt imported none of it itself
     for _ in range(1200):
         if offset() == whole:
             break

@@ -51,6 +51,9 @@ class SharedStore(Protocol):
     @property
     def opened_index(self) -> Any: ...
 
+    @property
+    def writing(self) -> bool: ...
+
     def repair(self, full: bool = False, *, purge: bool = True) -> dict[str, int]: ...
 
 
@@ -88,6 +91,8 @@ class Leftovers:
     def _adopt_orphans(self) -> None:
         """Index what a dead writer left unindexed, once it has stayed so for :data:`ORPHAN_GRACE` seconds."""
         store = self._store
+        if store.writing:
+            return  # a thread of this process is writing them: live rows, not a dead writer's (the hook worker's)
         now = time.monotonic()
         self._seen = {row: self._seen.get(row, now) for row in store.log.lexical.unindexed_rowids()}
         if not self._seen or now - min(self._seen.values()) < ORPHAN_GRACE:

@@ -230,6 +230,9 @@ class Store:
         An embedded index is an :class:`~ragmem._store.owner.OwnedIndex` with the same methods: in
         process when this process owns the store's Chroma, else sent to the process that does.
         """
+        opened = self._index
+        if opened is not None:  # a reader does not wait for the lock an index write holds (another thread's add)
+            return opened
         with self._lock:
             if self._index is None:
                 name = self.model_name
@@ -596,6 +599,16 @@ class Store:
                 self.log.lexical.mark_unindexed(namespace, [m.id for m in late])
                 self._debt.behind = True
         return len(msgs)
+
+    @property
+    def writing(self) -> bool:
+        """Whether another thread of this process is writing to the index now: the rows it has put in the log
+        and not yet in the index are live, not a dead writer's leftovers to adopt (a reader must not index them
+        itself, nor wait for them: the hook worker answers prompts while its imports run beside)."""
+        if self._lock.acquire(blocking=False):
+            self._lock.release()
+            return False
+        return True
 
     def flush(self) -> None:
         """Make the index hold every stored message; runs before every read that needs the index.
