@@ -296,8 +296,12 @@ def spawn(store: str | os.PathLike[str], opening: Mapping[str, Any],
 # ------------------------------------------------------------------ the worker
 
 
-class _Stop(Exception):
-    """SIGTERM or SIGINT: leave the loop, clean up."""
+class _Stop(BaseException):
+    """SIGTERM or SIGINT: leave the loop, clean up.
+
+    A BaseException, as KeyboardInterrupt is: the signal may land in any frame of the main thread, the
+    middle of an import included, where the hook's own ``except Exception`` (a failure is logged, never
+    raised) would otherwise swallow it, log it as a failed index write and keep the worker running."""
 
 
 def _count(value: Any) -> bool:
