@@ -186,7 +186,7 @@ def test_collections_put_their_graph_on_disk_every_hundred_vectors(tmp_path, emb
     """The first query after an open re-inserts what only Chroma's write-ahead log holds: a new collection
     syncs every SYNC_THRESHOLD vectors, and one made with Chroma's default of 1,000 is given the lower
     threshold the first time ragmem opens it."""
-    from ragmem._store.index import SYNC_THRESHOLD
+    from ragmem._store.index import SYNC_THRESHOLD, VectorIndex
 
     mem = Memory(tmp_path / "s", embedder=embedder)
     mem.add({"role": "user", "content": "hello"})
@@ -195,7 +195,7 @@ def test_collections_put_their_graph_on_disk_every_hundred_vectors(tmp_path, emb
     old = mem.store.index.client.create_collection("old", configuration={"hnsw": {"space": "cosine"}},
                                                    embedding_function=None)
     assert old.configuration["hnsw"]["sync_threshold"] == 1000
-    mem.store.index._sync_sooner(old)
+    VectorIndex._sync_sooner(old)  # the owner's VectorIndex does it the first time it opens a collection
     again = mem.store.index.client.get_collection("old", embedding_function=None)
     assert again.configuration["hnsw"]["sync_threshold"] == SYNC_THRESHOLD
     mem.close()
