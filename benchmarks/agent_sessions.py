@@ -584,18 +584,32 @@ def transcript_questions(sessions: dict[str, list[dict]], root: Path | None = No
     return out
 
 
-def shown(q: dict, ctx, texts: dict[str, str]) -> list[str]:
+def shown(q: dict, ctx, records: dict[str, dict]) -> list[str]:
     """The ids of ``ctx``'s prompt, less the evidence it shows as an excerpt that leaves the evidence's text out."""
     cut = {x.message_id: x for x in getattr(ctx.trace, "excerpts", ())}
-    missed = {i for i, e in zip(q["ids"], q["evidence"])
-              if i in cut and e not in _excerpted(texts[i], cut[i])}
+    missed = {i for i, e in zip(q["ids"], q["evidence"]) if i in cut and e not in _visible(records[i], cut[i])}
     return [i for i in ctx.message_ids() if i not in missed]
 
 
-def _excerpted(text: str, x) -> str:
-    """What an excerpt shows of a message's evidence text (an argument's excerpt names its slice of that argument)."""
-    arg = getattr(x, "argument", None)
-    return text[x.start:x.end] if arg is None else getattr(x, "shown", "")
+def _visible(rec: dict, x) -> str:
+    """What a message shows of its :func:`evidence_text` as excerpt ``x``: a result's slice; for a call's argument,
+    the message with that argument (the longest string of the call ``x.call_id``) cut to its slice."""
+    if getattr(x, "argument", None) is None:
+        return evidence_text(rec)[x.start:x.end]
+
+    def cut(v):
+        if isinstance(v, str):
+            return v[x.start:x.end] if len(v) == x.chars else v
+        if isinstance(v, dict):
+            return {k: cut(w) for k, w in v.items()}
+        return [cut(w) for w in v] if isinstance(v, list) else v
+
+    calls = []
+    for c in rec.get("tool_calls") or []:
+        if c["id"] == x.call_id:
+            c = {**c, "function": {**c["function"], "arguments": json.dumps(cut(json.loads(c["function"]["arguments"])))}}
+        calls.append(c)
+    return evidence_text({**rec, "tool_calls": calls})
 
 
 #: Where a piece of evidence went in a prompt (:func:`fate`), the rows of :func:`fates_table`.
@@ -685,7 +699,7 @@ def run_transcripts(store: Path, manifest: dict, budgets: tuple[int, ...] = TRAN
             unit_of = {m.id: u for u in got_units for m in u.messages}
             ids = [m["id"] for m in msgs]
             texts = [evidence_text(m) for m in msgs]
-            texts_by_id = dict(zip(ids, texts))
+            by_id = {m["id"]: m for m in msgs}
             plain = [{"role": m["role"], "content": t} for m, t in zip(msgs, texts)]
             bm25, packer = BM25Turns(ids, texts), BudgetPacker(ids, plain, count)
             fresh = mem.for_session(FRESH_SESSION, namespace=ns)
@@ -710,7 +724,7 @@ def run_transcripts(store: Path, manifest: dict, budgets: tuple[int, ...] = TRAN
                                         ctx = m.prompt(q["question"], budget=b, strategy=method, recall_scope=scope)
                                         lat.append(time.perf_counter() - t) if method == "ragmem" else None
                                         problems += check_prompt(ctx, b)
-                                        got = shown(q, ctx, texts_by_id)
+                                        got = shown(q, ctx, by_id)
                                         if method == "ragmem":
                                             rec["fate"][f"ragmem@{b}"] = [
                                                 fate(i, unit_of.get(i), ctx, set(got), m.store.counter)
@@ -728,7 +742,7 @@ def run_transcripts(store: Path, manifest: dict, budgets: tuple[int, ...] = TRAN
                                 t = time.perf_counter()
                                 ctx = m.prompt(q["question"], budget=b, recall_scope=scope)
                                 lat_before.append(time.perf_counter() - t)
-                                rec["ev"][f"before@{b}"] = _found(q, shown(q, ctx, texts_by_id))
+                                rec["ev"][f"before@{b}"] = _found(q, shown(q, ctx, by_id))
                         finally:
                             m.settings = saved
                     per.append(rec)

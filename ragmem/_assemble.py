@@ -38,9 +38,9 @@ from __future__ import annotations
 import bisect
 import functools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 from ._errors import BudgetTooSmall, UsageError
 from ._lexical import tokenize
@@ -641,12 +641,94 @@ def excerpt_span(text: str, query: str, max_chars: int) -> tuple[int, int]:
     return start, end
 
 
-class _Excerpts:
-    """Marked excerpts of the giant tool results of one assembly (invariant 3's second exception).
+def argument_marker(message_id: str, call_id: str, argument: str, start: int, end: int, chars: int,
+                    tokens: int) -> str:
+    """The line that opens an excerpt of a call's argument, inside that argument's string value: which call and
+    argument, which part of it, and the whole message's size.
 
-    A tool result that costs more than ``share`` of the limit may be shown, in a unit that does not fit
-    whole, as an excerpt around what matches the query (:func:`excerpt_span`), right after its call,
-    opened by :func:`excerpt_marker`. The call, the other results and every other message stay whole.
+    >>> argument_marker("m1", "call_7", "content", 0, 120, 9000, 2400)
+    '[excerpt of argument content of call call_7: characters 0-120 of 9000 (2400 tokens in full); the rest is left out, ask for m1 to read it whole]'
+    """
+    return (f"[excerpt of argument {argument} of call {call_id}: characters {start}-{end} of {chars} ({tokens} "
+            f"tokens in full); the rest is left out, ask for {message_id} to read it whole]")
+
+
+Path = tuple[str | int, ...]
+
+
+def _leaves(v: Any, path: Path = ()) -> Iterable[tuple[Path, str]]:
+    if isinstance(v, str):
+        yield path, v
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            yield from _leaves(x, (*path, k))
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            yield from _leaves(x, (*path, i))
+
+
+def _path_name(path: Path) -> str:
+    """``("edits", 0, "new_string")`` -> ``edits[0].new_string``; ``("command", 1)`` -> ``command[1]``."""
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else p)
+    return out or "(the whole arguments)"
+
+
+def _replaced(v: Any, path: Path, value: str) -> Any:
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(v, dict):
+        return {k: (_replaced(x, rest, value) if k == head else x) for k, x in v.items()}
+    return [_replaced(x, rest, value) if i == head else x for i, x in enumerate(v)]
+
+
+#: The giant argument of the calls seen lately, by their arguments' text (bounded: it starts over).
+_ARGUMENTS: dict[tuple[str, ...], tuple[int, Path, str, Any] | None] = {}
+
+
+def giant_argument(m: Message) -> tuple[int, Path, str, Any] | None:
+    """The longest string argument of ``m``'s calls, the one a call's excerpt may cut: (the call's index, the
+    argument's path in its JSON, its value, the parsed arguments); None when no call's arguments are JSON.
+
+    >>> from ragmem._messages import parse_message
+    >>> m = parse_message({"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+    ...     "function": {"name": "Write", "arguments": '{"file_path": "a.py", "content": "x = 1; y = 2"}'}}]})
+    >>> giant_argument(m)[:3]
+    (0, ('content',), 'x = 1; y = 2')
+    """
+    key = tuple(c.arguments for c in m.tool_calls)
+    if key in _ARGUMENTS:
+        return _ARGUMENTS[key]
+    best: tuple[int, Path, str, Any] | None = None
+    for i, c in enumerate(m.tool_calls):
+        try:
+            obj = json.loads(c.arguments)
+        except ValueError:
+            continue
+        for path, v in _leaves(obj):
+            if best is None or len(v) > len(best[2]):
+                best = (i, path, v, obj)
+    if len(_ARGUMENTS) >= _PIECE_TERMS_MAX:
+        _ARGUMENTS.clear()
+    _ARGUMENTS[key] = best
+    return best
+
+
+#: What the giant argument of a stored call costs, by (counter, message id) (bounded: it starts over).
+_ARGUMENT_TOKENS: dict[tuple[int, str], int] = {}
+
+
+class _Excerpts:
+    """Marked excerpts of the giant parts of units in one assembly (invariant 3's second exception).
+
+    A part is a tool result, or a call's one giant argument (its longest string value: a file written
+    whole, a patch). One that costs more than ``share`` of the limit may be shown, in a unit that does not
+    fit whole, as an excerpt around what matches the query (:func:`excerpt_span`): a result right after
+    its call, opened by :func:`excerpt_marker`; an argument inside its string value, opened by
+    :func:`argument_marker`, the call keeping its name, its id and every other argument, its arguments
+    valid JSON. Every other message, and every marker, stays whole.
     """
 
     def __init__(self, counter: TokenCounter, costs: _Costs, query: str, share: float, limit: int):
@@ -654,52 +736,123 @@ class _Excerpts:
         self.giant = int(share * limit) if share > 0 else None
         self.made: dict[str, ExcerptTrace] = {}
 
-    def giants(self, u: Unit) -> list[Message]:
-        """The results of ``u`` large enough to be excerpted (none when excerpts are off)."""
-        if self.giant is None or len(u.messages) < 2:
+    def giants(self, u: Unit, over: int | None = None) -> list[Message]:
+        """The messages of ``u`` with a part large enough to be excerpted (over ``over`` tokens, by default
+        the share of the limit; none when excerpts are off)."""
+        if self.giant is None:
             return []
-        return [m for m in u.messages[1:] if m.role == "tool" and self.costs.message(m) > self.giant]
+        over = self.giant if over is None else over
+        return [m for m in u.messages if self.costs.message(m) > over and (
+            (m.role == "tool" and len(u.messages) > 1) or (m.tool_calls and self._argument_tokens(m) > over))]
+
+    def _argument_tokens(self, m: Message) -> int:
+        """What the giant argument of ``m``'s calls (:func:`giant_argument`) costs as text; 0 with none (cached
+        by message and counter: stored messages never change, and the same calls come back prompt after prompt)."""
+        key = (id(self.counter), m.id)
+        n = _ARGUMENT_TOKENS.get(key)
+        if n is None:
+            arg = giant_argument(m)
+            if len(_ARGUMENT_TOKENS) >= _NOTES_MAX:
+                _ARGUMENT_TOKENS.clear()
+            n = _ARGUMENT_TOKENS[key] = self.counter.count_text(arg[2]) if arg is not None else 0
+        return n
+
+    def _part(self, m: Message) -> tuple[str, Callable[[int, int], Message], tuple[str | None, str | None]]:
+        """The text of ``m`` an excerpt cuts (the result's, or its call's giant argument), what makes ``m`` with
+        that text cut to ``start:end`` behind its marker, and (the call's id, the argument's path)."""
+        full = self.costs.message(m)
+        arg = None if m.role == "tool" else giant_argument(m)
+        if arg is None:
+            text = m.text
+
+            def result(start: int, end: int) -> Message:
+                return m.with_(content=f"{excerpt_marker(m.id, start, end, len(text), full)}\n{text[start:end]}")
+            return text, result, (None, None)
+        i, path, value, obj = arg
+        call, name = m.tool_calls[i], _path_name(path)
+
+        def argument(start: int, end: int) -> Message:
+            cut = f"{argument_marker(m.id, call.id, name, start, end, len(value), full)}\n{value[start:end]}"
+            args = json.dumps(_replaced(obj, path, cut), ensure_ascii=False)
+            return m.with_(tool_calls=tuple(c if j != i else replace(c, arguments=args)
+                                            for j, c in enumerate(m.tool_calls)))
+        return value, argument, (call.id, name)
+
+    def _empty(self, m: Message, unit_id: str) -> tuple[Message, ExcerptTrace]:
+        """``m`` with its giant part shown as its marker alone (another part of its unit matched the question)."""
+        text, make, (call_id, name) = self._part(m)
+        marked = make(0, 0)
+        cost = count_message(self.counter, marked.to_openai())
+        return marked, ExcerptTrace(m.id, unit_id, 0, 0, len(text), self.costs.message(m), cost, call_id, name)
 
     def _excerpt(self, m: Message, room: int, unit_id: str) -> tuple[Message, ExcerptTrace] | None:
         """``m`` as an excerpt that costs at most ``room`` tokens, or None when too little of it would show."""
-        text = m.text
         full = self.costs.message(m)
-        framing = count_message(self.counter, m.with_(content="").to_openai())
+        text, make, (call_id, name) = self._part(m)
+        # the message with an empty slice behind a marker as long as any: what is not the excerpt's text
+        framing = count_message(self.counter, make(len(text), len(text)).to_openai())
+        room_text = room - framing
         body = full - framing
-        probe = excerpt_marker(m.id, len(text), len(text), len(text), full)
-        room_text = room - framing - self.counter.count_text(probe + "\n")
-        if room_text < EXCERPT_MIN_TOKENS or body <= room_text:
+        if room_text < EXCERPT_MIN_TOKENS or body <= room_text or not text:
             return None
         per_token = len(text) / max(body, 1)
         max_chars = int(room_text * per_token)
-        for _ in range(8):  # characters per token vary along a result: shrink until the count fits
+        for _ in range(8):  # characters per token vary along a text: shrink until the count fits
             start, end = excerpt_span(text, self.query, max_chars)
-            marked = m.with_(content=f"{excerpt_marker(m.id, start, end, len(text), full)}\n{text[start:end]}")
+            if end - start == 0:
+                return None
+            marked = make(start, end)
             cost = count_message(self.counter, marked.to_openai())
             if cost <= room:
-                if end - start == 0:
-                    return None
-                return marked, ExcerptTrace(m.id, unit_id, start, end, len(text), full, cost)
+                return marked, ExcerptTrace(m.id, unit_id, start, end, len(text), full, cost, call_id, name)
             max_chars = int(max_chars * min(0.95, room / cost))
         return None
 
-    def unit(self, u: Unit, room: int) -> tuple[Unit, list[ExcerptTrace]] | None:
-        """``u`` with its giant results as excerpts, costing at most ``room`` tokens in all, or None.
+    def _matches(self, giants: Sequence[Message]) -> list[float]:
+        """How well each giant part matches the query: its terms, each by how few of the parts hold it."""
+        wanted = frozenset(tokenize(self.query))
+        terms = [wanted & frozenset().union(*_piece_terms(self._part(m)[0])[1]) for m in giants]
+        df: dict[str, int] = {}
+        for ts in terms:
+            for t in ts:
+                df[t] = df.get(t, 0) + 1
+        return [sum(1.0 / df[t] for t in ts) for ts in terms]
 
-        The room left by the call and the other messages is shared evenly among the giant results.
-        Nothing changes until :meth:`take` puts the excerpts in.
+    def unit(self, u: Unit, room: int, over: int | None = None) -> tuple[Unit, list[ExcerptTrace]] | None:
+        """``u`` with its giant parts as excerpts, costing at most ``room`` tokens in all, or None.
+
+        The room left by the other messages goes to the giant parts that match the query best (parallel
+        reads of several files: the one the question is about), shared evenly among as many as can each
+        show a useful excerpt; the others show their marker alone. Nothing changes until :meth:`take` puts
+        the excerpts in.
         """
-        giants = self.giants(u)
+        giants = self.giants(u, over)
         if not giants:
             return None
         ids = {m.id for m in giants}
         rest = sum(self.costs.message(m) for m in u.messages if m.id not in ids)
-        share = (room - rest) // len(giants)
+        if room - rest < EXCERPT_MIN_TOKENS * len(giants):
+            return None  # the rest of the unit leaves no room for a useful excerpt
+        if len(giants) == 1:
+            chosen, empty = giants, {}
+        else:
+            score = self._matches(giants)
+            order = sorted(range(len(giants)), key=lambda i: -score[i])
+            empties = {m.id: self._empty(m, u.id) for m in giants}
+            n = max(1, sum(x > 0 for x in score))
+            while n > 1 and (room - rest - sum(empties[giants[i].id][1].shown_tokens for i in order[n:])) // n < \
+                    2 * EXCERPT_MIN_TOKENS + count_message(self.counter, empties[giants[order[n - 1]].id][0].to_openai()):
+                n -= 1
+            chosen = [giants[i] for i in order[:n]]
+            empty = {giants[i].id: empties[giants[i].id] for i in order[n:]}
+            rest += sum(x[1].shown_tokens for x in empty.values())
+        share = (room - rest) // len(chosen)
+        picked = {m.id for m in chosen}
         out: list[Message] = []
         made: list[ExcerptTrace] = []
         for m in u.messages:
+            got = self._excerpt(m, share, u.id) if m.id in picked else empty.get(m.id)
             if m.id in ids:
-                got = self._excerpt(m, share, u.id)
                 if got is None:
                     return None
                 out.append(got[0])
@@ -723,9 +876,9 @@ class _Excerpts:
 
 def excerpt_unit(u: Unit, room: int, *, counter: TokenCounter, query: str, limit: int,
                  share: float = EXCERPT_SHARE, token_cache: dict[str, int] | None = None) -> Unit | None:
-    """``u`` with its tool results over ``share`` of ``limit`` shown as marked excerpts around what matches
-    ``query``, costing at most ``room`` tokens as messages; None when it holds no such result or too little of
-    one would show. For a door that packs recall itself (the agents' hook, :func:`ragmem._hooks.recall`).
+    """``u`` with its tool results and call arguments over ``share`` of ``limit`` shown as marked excerpts around
+    what matches ``query``, costing at most ``room`` tokens as messages; None when it holds no such part or too
+    little of one would show. For a door that packs recall itself (the agents' hook, :func:`ragmem._hooks.recall`).
 
     >>> from ragmem._tokens import default_counter
     >>> excerpt_unit(Unit("u", ()), 100, counter=default_counter(), query="q", limit=1000) is None
@@ -751,8 +904,8 @@ def _pack_recall(
     ``first`` (the note before the window). When the best unit fits only without its markers, it goes
     in bare, and only units that join its episode may follow (another episode would need both markers).
 
-    With ``excerpts``, a unit holding a giant tool result (:class:`_Excerpts`) that does not fit whole
-    may go in with that result as a marked excerpt: at its rank when the unit is bigger than all of the
+    With ``excerpts``, a unit holding a giant part (:class:`_Excerpts`: a tool result, or a call's one giant
+    argument such as a file written whole) that does not fit whole may go in with that part as a marked excerpt: at its rank when the unit is bigger than all of the
     room (it could never go in whole), in at most :data:`EXCERPT_ROOM` of the room; after every whole unit
     that fits, in what is left, when better-ranked units crowded it out. So whole units are packed as
     before, and an excerpt takes only room that no whole unit ranked after it could have had whole.

@@ -580,8 +580,9 @@ def build_server(
     ) -> MessageResult:
         """Read one stored message of this namespace whole, by its id.
 
-        get_context may show a giant tool result as an excerpt, opened by a marker such as
-        `[excerpt of tool result ID: characters 4120-6310 of 23210 ...]`: this reads all of it.
+        get_context may show a giant tool result, or a call's giant argument (a file written whole), as an
+        excerpt opened by a marker such as `[excerpt of tool result ID: characters 4120-6310 of 23210 ...]`
+        or `[excerpt of argument content of call CALL: ... ask for ID to read it whole]`: this reads all of it.
         """
         with _guard(memories):
             m = memories(None).get(message_id)

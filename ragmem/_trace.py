@@ -67,11 +67,14 @@ class EpisodeTrace:
 
 @dataclass(frozen=True)
 class ExcerptTrace:
-    """A giant tool result shown as a marked excerpt (invariant 3's second exception), and what it left out.
+    """A giant part of a unit shown as a marked excerpt (invariant 3's second exception), and what it left out:
+    a tool result, or a call's one giant argument (a file written whole, a patch).
 
-    ``start`` .. ``end`` is the slice of the stored result's text that the prompt shows, verbatim, after a
-    marker naming ``message_id`` and the full size (``chars`` characters, ``tokens`` tokens as a message);
-    ``shown_tokens`` is what the excerpt costs in the prompt, its marker included.
+    ``start`` .. ``end`` is the slice of the stored text that the prompt shows, verbatim, after a marker
+    naming ``message_id`` and the full size (``chars`` characters, ``tokens`` tokens as a message):
+    the result's text, or, for an argument, the string value at ``argument`` (``content``, ``command[1]``)
+    in the arguments of the call ``call_id``, whose name, id and other arguments stay whole;
+    ``shown_tokens`` is what the excerpted message costs in the prompt, its marker included.
     """
 
     message_id: str
@@ -81,6 +84,9 @@ class ExcerptTrace:
     chars: int
     tokens: int
     shown_tokens: int
+    #: The call whose argument is excerpted, and where that argument sits in its JSON (None for a tool result).
+    call_id: str | None = None
+    argument: str | None = None
 
     @property
     def left_out(self) -> int:
@@ -109,7 +115,7 @@ class Trace:
     episodes: list[EpisodeTrace] = field(default_factory=list)
     #: Tokens spent on markers: episodes' markers, the notes of gaps inside them, the one before the window.
     marker_tokens: int = 0
-    #: Giant tool results shown as marked excerpts, and how much each left out.
+    #: Giant tool results and call arguments shown as marked excerpts, and how much each left out.
     excerpts: list[ExcerptTrace] = field(default_factory=list)
 
     @property
@@ -164,7 +170,8 @@ class Trace:
             lines.append(f"  + {u.section:<6} {u.unit_id} ({len(u.message_ids)} msg, {u.tokens} tok){score}"
                          f"{words(u.message_ids)}")
         for x in self.excerpts:
-            lines.append(f"  ~ excerpt of {x.message_id}: characters {x.start}-{x.end} of {x.chars} "
+            part = f"argument {x.argument} of call {x.call_id} in " if x.argument is not None else ""
+            lines.append(f"  ~ excerpt of {part}{x.message_id}: characters {x.start}-{x.end} of {x.chars} "
                          f"({x.shown_tokens} of {x.tokens} tok shown, {x.left_out} characters left out)")
         for d in self.dropped:
             score = f" score={d.score:.3f}" if d.score is not None else ""

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragmem import assemble, group_units, parse_message
-from ragmem._assemble import EXCERPT_PIECE, excerpt_marker, excerpt_span
+from ragmem._assemble import EXCERPT_PIECE, argument_marker, excerpt_marker, excerpt_span
 from ragmem._tokens import count_messages, default_counter
 
 from ragmem._assemble import count_anthropic
@@ -44,9 +44,15 @@ def histories(draw):
     """Messages of one session in log order: turns, tool calls (parallel ones too) with small and giant results."""
     raw: list[dict] = []
     for n in range(draw(st.integers(1, 25))):
-        kind = draw(st.sampled_from(["user", "assistant", "call", "call", "parallel"]))
+        kind = draw(st.sampled_from(["user", "assistant", "call", "call", "parallel", "write"]))
         if kind in ("user", "assistant"):
             raw.append({"role": kind, "content": draw(TEXT)})
+            continue
+        if kind == "write":  # a file written whole: the giant part is the call's argument
+            raw.append({"role": "assistant", "content": draw(st.sampled_from([None, "Writing it."])), "tool_calls": [
+                {"id": f"w{n}", "type": "function", "function": {"name": "Write", "arguments": json.dumps(
+                    {"file_path": f"src/f{n}.py", "content": big_result(draw), "mode": 420})}}]})
+            raw.append({"role": "tool", "tool_call_id": f"w{n}", "content": "File written."})
             continue
         calls = [f"c{n}_{j}" for j in range(2 if kind == "parallel" else 1)]
         raw.append({"role": "assistant", "content": None, "tool_calls": [
@@ -81,11 +87,34 @@ def test_every_excerpt_follows_its_call_carries_its_marker_and_is_a_verbatim_sli
     assert set(cut) <= placed
     for x in ctx.trace.excerpts:
         m = stored[x.message_id]
-        assert m.role == "tool" and 0 <= x.start < x.end <= len(m.text) == x.chars
-        assert x.left_out == x.chars - (x.end - x.start) > 0
+        if m.role == "tool":
+            assert x.call_id is None and x.argument is None and 0 <= x.start <= x.end <= len(m.text) == x.chars
+        else:  # a call's giant argument: the longest string of its arguments
+            (call,) = [c for c in m.tool_calls if c.id == x.call_id]
+            assert x.argument == "content" and len(json.loads(call.arguments)["content"]) == x.chars
+        # an excerpt shows a slice, or (a parallel result that does not match the question) its marker alone
+        assert x.left_out == x.chars - (x.end - x.start) > 0 and (x.end > x.start or x.start == 0)
         assert x.shown_tokens < x.tokens
     if fmt != "openai" or recall_format != "messages":
         return
+    for x in ctx.trace.excerpts:  # a call keeps its name, its id, its other arguments, and valid JSON
+        m = stored[x.message_id]
+        if m.role == "tool":
+            continue
+        (r,) = [r for r in ctx.messages if r["role"] == "assistant" and [c["id"] for c in r.get("tool_calls") or ()]
+                == [c.id for c in m.tool_calls]]
+        assert r["content"] == m.content
+        for got, c in zip(r["tool_calls"], m.tool_calls):
+            assert got["id"] == c.id and got["function"]["name"] == c.name
+            if c.id != x.call_id:
+                assert got["function"]["arguments"] == c.arguments
+                continue
+            args, full = json.loads(got["function"]["arguments"]), json.loads(c.arguments)
+            head, _, body = args.pop("content").partition("\n")
+            text = full.pop("content")
+            assert args == full  # every other argument, as it was
+            assert head == argument_marker(m.id, c.id, "content", x.start, x.end, x.chars, x.tokens)
+            assert body == text[x.start:x.end]  # verbatim
     for i, r in enumerate(ctx.messages):
         if r["role"] != "tool" or r["tool_call_id"] not in {stored[k].tool_call_id for k in cut}:
             continue
@@ -101,7 +130,8 @@ def test_every_excerpt_follows_its_call_carries_its_marker_and_is_a_verbatim_sli
     # every message that is not an excerpt is stored verbatim: the call included
     rendered = [json.dumps(m, sort_keys=True) for m in ctx.messages]
     for mid in ctx.message_ids():
-        if mid not in cut:
+        if mid not in cut and (stored[mid].role == "tool" or not {c.id for c in stored[mid].tool_calls} &
+                               {x.call_id for x in cut.values()}):
             assert json.dumps(stored[mid].to_openai(), sort_keys=True) in rendered
 
 
@@ -153,7 +183,7 @@ def test_a_unit_too_big_for_all_of_recall_goes_in_with_its_result_excerpted():
     assert f"excerpt of {x.message_id}" in ctx.trace.render()
     assert ctx.trace.to_dict()["excerpts"] == [{"message_id": x.message_id, "unit_id": units[1].id, "start": x.start,
                                                 "end": x.end, "chars": len(css), "tokens": x.tokens,
-                                                "shown_tokens": x.shown_tokens}]
+                                                "shown_tokens": x.shown_tokens, "call_id": None, "argument": None}]
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
