@@ -18,7 +18,8 @@ A message then gains a share of its best neighbour's score: the turn that
 asks is often found while the turn after it carries the answer. A question
 that names a period searches it again (:func:`date_boost`, :mod:`ragmem._when`),
 one that asks when lifts the candidates that say when (:func:`when_boost`), and one
-about the start of its scope lifts the scope's earliest turns (:func:`early_boost`).
+about the start of its scope lifts the scope's earliest turns (:func:`early_boost`); the messages holding
+a short query's exact words come first (:func:`phrase_boost`).
 Extra queries run the same round; each message keeps its best score
 (:func:`best_of`). For a prompt, every hit is expanded to its whole unit,
 an optional reranker (:mod:`ragmem._rerank`) may reorder the best, and the
@@ -36,6 +37,7 @@ is in docs/recall.md, "Tried and not kept".
 
 from __future__ import annotations
 
+import json
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -61,7 +63,7 @@ class Hit:
     ``score`` is recall's relevance score, the one :func:`recall` ranks by, whatever the
     filters: the fused score of the dense and lexical rounds (:func:`fuse`, about 0 to 1.15:
     a share of the best neighbour's score may come on top), plus the gains of a period the
-    query names, of a question asking when and of one about the start; with a query expander, each query's round
+    query names, of a question asking when, of one about the start and of a query's exact words; with a query expander, each query's round
     divided by its best (:func:`best_of`); with a reranker, the same scores handed out again
     in the reranker's order. It is relative to its query: compare it within one result, not
     across queries. ``similarity`` is absolute.
@@ -271,7 +273,7 @@ def round_of(text: str, vector: Sequence[float], query: Query, *, log: MessageLo
         fused = when_boost(fused, log, namespace, text, settings)
     if settings.early_weight > 0:  # a question about the start lifts the earliest turns
         fused = early_boost(fused, log, namespace, session, text, query.filters, settings)
-    return fused
+    return phrase_boost(fused, log, namespace, text)
 
 
 def filtered_lexical(log: MessageLog, index: Index, text: str, *, namespace: str, session: str | None, n: int,
@@ -397,6 +399,62 @@ def early_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, ses
     top = first[0].score
     gains = {mid: (Candidate(mid, uid, sess, seq, 0.0), settings.early_weight * top * (1 - i / EARLY_TURNS))
              for i, (mid, uid, sess, seq) in enumerate(rows)}
+    return with_gains(first, gains) if gains else list(first)
+
+
+#: The most words a query may have to be taken whole as a phrase (a longer one is a question, not words to find).
+PHRASE_WORDS = 12
+
+
+def phrases(text: str) -> list[str]:
+    """The exact wording a query asks for, lowercased, spaces folded: the whole query when it is a few words and
+    not a question (``apply_patch verification failed``, an error message pasted into a search).
+
+    >>> phrases("apply_patch   Verification failed"), phrases("What did the first build report?")
+    (['apply_patch verification failed'], [])
+    """
+    words = text.split()
+    if "?" in text or not 2 <= len(words) <= PHRASE_WORDS:
+        return []
+    return [" ".join(words).lower()]
+
+
+def _strings(arguments: str) -> str:
+    """A call's arguments as the text they hold: their string values, decoded (a patch's line breaks are breaks)."""
+    def leaves(v: Any) -> Iterator[str]:
+        if isinstance(v, str):
+            yield v
+        elif isinstance(v, dict):
+            for x in v.values():
+                yield from leaves(x)
+        elif isinstance(v, list):
+            for x in v:
+                yield from leaves(x)
+    try:
+        return " ".join(leaves(json.loads(arguments)))
+    except ValueError:
+        return arguments
+
+
+def phrase_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, text: str) -> list[Candidate]:
+    """The candidates, with those that hold the query's exact wording (:func:`phrases`, case and spacing aside, in
+    their text or their calls' arguments) first (issue 42: an error message searched for ranked second, below a
+    call that shared a word of it): each gains the round's best score, so the exact words outrank
+    every message that only shares some of them, in the order they had among themselves."""
+    wanted = phrases(text)
+    if not wanted or not first or first[0].score <= 0:
+        return list(first)
+    pool = first[:WHEN_POOL]
+    held = log.get_many(namespace, [c.message_id for c in pool])
+    top = first[0].score
+    gains = {}
+    for c in pool:
+        m = held.get(c.message_id)
+        if m is None:
+            continue
+        words = " ".join(" ".join([m.text, *(_strings(a.arguments) for a in m.tool_calls)]).lower().split())
+        if any(p in words for p in wanted):
+            gains[c.message_id] = (c, top)
     return with_gains(first, gains) if gains else list(first)
 
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragmem import RecallSettings, group_units
-from ragmem._recall import Candidate, fuse
+from ragmem import Memory, RecallSettings, group_units
+from ragmem._recall import Candidate, fuse, phrases
 
 FILLER = [
     "Let's grab lunch later today.", "The weather is lovely this week.", "I watched a documentary about whales.",
@@ -64,7 +66,7 @@ def test_dense_only_setting_still_works(mem):
     (the dense list min-max scaled, plus the neighbour's share), and Hit.similarity the cosine."""
     _conversation(mem)
     mem.settings = replace(mem.settings, recall=RecallSettings(dense_weight=1.0))
-    hits = mem.search("documentary about whales", k=3)
+    hits = mem.search("the documentary about the whales", k=3)  # not the words of one message: no phrase's gain
     assert hits and "whales" in hits[0].message.content
     assert 1.0 <= hits[0].score <= 1.0 + RecallSettings().neighbour_weight + 1e-9
     assert -1.0 <= hits[0].similarity < 1.0
@@ -423,3 +425,39 @@ def test_term_bits_from_many_threads_keep_every_overlap_exact():
     finally:
         sys.setswitchinterval(interval)
     assert not wrong
+
+
+TRANSCRIPTS = Path(os.environ.get("RAGMEM_TRANSCRIPTS") or Path(__file__).resolve().parent.parent / ".." / "shared"
+                   / "data" / "transcripts")
+
+
+@pytest.mark.skipif(not TRANSCRIPTS.is_dir(), reason="no transcripts (set RAGMEM_TRANSCRIPTS)")
+def test_the_exact_words_of_a_search_rank_first_on_a_real_session(tmp_path, embedder):
+    """Issue 42, item 6: in the Codex Pomodoro session, ``search "apply_patch verification failed"`` ranked the one
+    message holding that phrase second, below an unrelated call that only shares a word (``cat script.js``); and
+    in a store of the three Pomodoro sessions, not in the top 4. The exact words now come first."""
+    from ragmem._importing import import_paths
+
+    phrase = "apply_patch verification failed"
+    with Memory(tmp_path / "s", embedder=embedder) as mem:
+        for rel in ("codex/codex-pomodor-timer.jsonl", "claude-code/claude-code-pomodoro-timer.jsonl",
+                    "gemini/gemini-cli-pomodoro-timer.json"):
+            import_paths(mem, [str(TRANSCRIPTS / rel)])
+        codex = mem.for_session(next(s.session for s in mem.sessions() if s.session.startswith("codex")))
+        holding = lambda hits: [phrase in (h.message.text + " ".join(c.arguments for c in h.message.tool_calls))  # noqa: E731
+                                .lower() for h in hits]
+        assert holding(codex.search(phrase, k=5))[0]
+        assert holding(codex.search(phrase, k=5, scope="namespace"))[0]  # all three sessions
+        # a question is not a phrase: nothing is lifted for its exact wording
+        assert phrases("what did the patch tool report?") == [] and phrases(phrase) == [phrase]
+
+
+def test_a_message_holding_the_exact_words_outranks_those_sharing_some(tmp_path, hash_embedder):
+    with Memory(tmp_path / "s", embedder=hash_embedder) as mem:
+        mem.add_many([{"role": "user", "content": t, "id": f"m{i}"} for i, t in enumerate([
+            "verification failed, the patch failed verification, apply it again: failed verification",
+            "apply_patch verification failed: expected lines not found",
+            "patch applied after the verification; nothing failed",
+        ])])
+        assert mem.search("apply_patch verification failed", k=3)[0].message.id == "m1"
+        assert mem.search("Apply_patch   VERIFICATION failed", k=3)[0].message.id == "m1"  # case and spacing aside
