@@ -4,7 +4,8 @@
   ``encode`` of the same texts, in the same process and run. The raw encode
   is the limit; the ratio ragmem / raw is the figure of merit.
 * **single add**: latency of one ``add`` of a short message, as an agent adds
-  turns live.
+  turns live; with secret redaction on (the default) and off, in turns in one
+  store, so the ratio of their p50s is what redaction costs an add (target <= 1.05).
 * **prompt latency against store size**: ``prompt()`` p50/p95 at 1k, 10k and
   100k stored messages, beside one raw query embedding plus one raw Chroma
   query on the same collection at that size (the limit). See
@@ -13,7 +14,8 @@
   and answering prompts; disk per 1,000 messages.
 * **token counting** throughput, ragmem's counter against raw tiktoken.
 
-Run: ``python -m benchmarks.speed [--quick]``.
+Run: ``python -m benchmarks.speed [--quick]``; ``--add-only`` times the single adds alone (into a store holding
+the quick ingest slice) and writes ``speed_single_add.json``.
 """
 
 from __future__ import annotations
@@ -155,22 +157,32 @@ def bench_ingest(convs: list[Conversation], raw_model, store: Path, repeat_raw: 
 
 
 def bench_single_add(store: Path, n: int) -> dict:
-    """One short message at a time into a store that already holds LoCoMo."""
+    """One short message at a time into a store that already holds LoCoMo, ``n`` with redaction and ``n`` without.
+
+    The two alternate add by add in one store (``store.redact`` switched between them), so a noisy neighbour
+    or a growing store weighs on both alike. The top-level figures are the adds with redaction (the default).
+    """
     from ragmem import Memory
 
     mem = Memory(path=str(store), session="live-agent")
-    times = []
+    times: dict[bool, list[float]] = {True: [], False: []}
     try:
-        mem.add({"role": "user", "content": "warm-up turn"})
-        for i in range(n):
+        mem.add({"role": "user", "content": "warm-up turn"})  # and detect-secrets imported: a one-time cost
+        for i in range(2 * n):
             role = "user" if i % 2 == 0 else "assistant"
             msg = {"role": role, "content": f"Turn {i}: let's set the pool size to {10 + i} and retry the deploy."}
+            redact = (i // 2) % 2 == 0  # on, on, off, off, ...: each role both ways
+            mem.store.redact = redact
             with stopwatch() as t:
                 mem.add(msg)
-            times.append(t["s"])
+            times[redact].append(t["s"])
     finally:
+        mem.store.redact = True
         mem.close()
-    return p50_p95(times)
+    out = p50_p95(times[True])
+    out["without_redaction"] = p50_p95(times[False])
+    out["redaction_p50_ratio"] = round(out["p50_ms"] / out["without_redaction"]["p50_ms"], 3)
+    return out
 
 
 # -- token counting -----------------------------------------------------------
@@ -424,6 +436,36 @@ def probe_rss(store: Path, questions: list[str]) -> dict:
 # -- output -------------------------------------------------------------------
 
 
+def single_add_table(add: dict) -> str:
+    """The single adds, with redaction and without (a result from before redaction has only the first row)."""
+    rows = [["with redaction (default)", add["p50_ms"], add["p95_ms"], add["n"], add.get("redaction_p50_ratio", "")]]
+    if "without_redaction" in add:
+        off = add["without_redaction"]
+        rows.append(["without redaction", off["p50_ms"], off["p95_ms"], off["n"], ""])
+    return "**Single `add`** of a short message\n\n" + markdown_table(
+        ["add", "p50 ms", "p95 ms", "n", "p50 with / without (target <= 1.05)"], rows)
+
+
+def run_single_add(out_dir: Path | None = None, n: int = SINGLE_ADDS) -> dict:
+    """The single adds alone, into a store holding the quick ingest slice (``--add-only``)."""
+    start = time.perf_counter()
+    first = load_conversations()[0]
+    warm_up_embedder()
+    result: dict = {"benchmark": f"{NAME}_single_add", "ragmem": ragmem_version(), "command": invocation(),
+                    "load_avg_start": os.getloadavg()}
+    with tempfile.TemporaryDirectory(prefix="ragmem-speed-") as tmp:
+        from ragmem import Memory
+
+        with Memory(Path(tmp) / "ingest", session=first.sample) as mem:
+            mem.add_many(turn_records(first.turns[:QUICK_INGEST_TURNS]))
+        result["single_add"] = bench_single_add(Path(tmp) / "ingest", n)
+    result["load_avg_end"] = os.getloadavg()
+    result["elapsed_s"] = round(time.perf_counter() - start, 1)
+    write_json(result_path(f"{NAME}_single_add", False, out_dir=out_dir), result)
+    print(f"\n{single_add_table(result['single_add'])}\n")
+    return result
+
+
 def tables(result: dict) -> str:
     parts = []
     ing = result["ingest"]
@@ -436,9 +478,7 @@ def tables(result: dict) -> str:
         f"**Ingest** (ragmem's embedder ran in {ing['ragmem_precision']})\n\n"
         + markdown_table(["path", "messages", "seconds", "messages/s", "ragmem / this"], rows)
     )
-    add = result["single_add"]
-    parts.append("**Single `add`** of a short message\n\n" + markdown_table(
-        ["p50 ms", "p95 ms", "n"], [[add["p50_ms"], add["p95_ms"], add["n"]]]))
+    parts.append(single_add_table(result["single_add"]))
 
     rows = []
     for s in result["prompt_latency"]:
@@ -577,7 +617,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="one conversation, 1k messages only")
     parser.add_argument("--out", type=Path, default=None, help="results folder (default benchmarks/results)")
+    parser.add_argument("--add-only", action="store_true",
+                        help="only the single adds, with and without redaction (writes speed_single_add.json)")
+    parser.add_argument("--adds", type=int, default=SINGLE_ADDS, help="adds each way with --add-only")
     args = parser.parse_args(argv)
+    if args.add_only:
+        run_single_add(out_dir=args.out, n=args.adds)
+        return
     run(quick=args.quick, out_dir=args.out)
 
 

@@ -392,6 +392,41 @@ def test_ragmem_redact_on_a_store_built_without_it_gives_the_same_store(tmp_path
         b.close()
 
 
+@pytest.mark.model
+def test_ragmem_redact_while_another_process_adds_loses_nothing(tmp_path):
+    """``ragmem redact`` in one process while this one adds: every message acknowledged on either side is in the
+    log and a vector hit, the secrets are gone, and ``ragmem check`` finds the index in agreement with the log."""
+    store = tmp_path / "s"
+    store.mkdir(mode=0o700)
+    (store / "ragmem.toml").write_text("redact = false\n")
+    before = []
+    for i in range(120):
+        line = SECRETS[i % len(SECRETS)][1] if i % 3 == 0 else f"note {i}: the pool holds {i} slots"
+        before.append({"role": "user" if i % 2 == 0 else "assistant", "content": line, "id": f"old-{i}"})
+    with Memory(store, session="old") as mem:
+        mem.add_many(before)
+    proc = subprocess.Popen([sys.executable, "-m", "ragmem", "--store", str(store), "--json", "redact", "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    added = []
+    with Memory(store, session="live") as mem:
+        while proc.poll() is None or len(added) < 5:
+            added.append(mem.add({"role": "user", "content": f"live turn {len(added)}: the canary is {rnd(8)}"}))
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["changed"] == 40
+    check = subprocess.run([sys.executable, "-m", "ragmem", "--store", str(store), "--json", "check"],
+                           capture_output=True, text=True, timeout=600)
+    assert check.returncode == 0, check.stdout + check.stderr
+    with Memory(store, session="live") as mem:
+        assert [m.id for m in mem.messages()] == [m.id for m in added]
+        assert [m.id for m in mem.messages("old")] == [m["id"] for m in before]
+        exported = json.dumps(mem.export("old"))
+        assert not [s for _, _, s in SECRETS if s in exported]
+        for m in added[:: max(1, len(added) // 5)]:
+            assert m.id in [h.message.id for h in mem.search(m.content, k=3)]
+    assert secrets_on_disk(store, _all_secrets()) == []
+
+
 def test_redaction_is_the_stores_choice_and_the_caller_may_override_it(tmp_path, hash_embedder):
     line = f"AWS_ACCESS_KEY_ID={AWS_ID}"
     with Memory(tmp_path / "a", embedder=hash_embedder) as mem:
