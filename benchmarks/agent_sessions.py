@@ -325,6 +325,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--budgets", default=None, metavar="N,...", help="with --transcripts: the budgets (1000,2000,4000,8000)")
     p.add_argument("--limit", type=int, default=None, help="with --transcripts: each file's first N questions of a set")
     p.add_argument("--refresh", action="store_true", help="with --transcripts: import again, not from the cache")
+    p.add_argument("--model", default=None, metavar="NAME",
+                   help="with --transcripts: import with this offline embedding model (default: ragmem's default)")
     p.add_argument("--before", default=None, metavar="FIELD=VALUE,...",
                    help="with --transcripts: also ask every question with these RecallSettings (as before a change), "
                         "e.g. early_weight=0")
@@ -355,7 +357,7 @@ def main(argv: list[str] | None = None) -> None:
             return
         before = None if args.before is None else {
             k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.before.split(",") if kv)}
-        print_transcripts(suite(args.quick, before=before, refresh=args.refresh, **options))
+        print_transcripts(suite(args.quick, before=before, refresh=args.refresh, model=args.model, **options))
         return
     turns = args.turns or (HARD["turns"] if args.hard else 400)
     sessions, turns = (2, 150) if args.quick else (args.sessions, turns)
@@ -378,7 +380,9 @@ def main(argv: list[str] | None = None) -> None:
 #   evidence a string verbatim in one record of the source file, resolved here to the one imported message that
 #   holds it (its kinds spelled ``file-content``, ``tool-result``...);
 # * ``pomodoro``: ``benchmarks/data/agent_transcripts.json``, 54 questions in a developer's words over the three
-#   short sessions, each piece of evidence a role and a piece of the message's text.
+#   short sessions, each piece of evidence a role and a piece of the message's text;
+# * ``german``: ``benchmarks/data/transcripts_de.jsonl``, 19 of ``long``'s questions asked in German over the
+#   English sessions (``question_en`` keeps the original), with the same evidence (issue 45, item 4).
 #
 # Importing embeds about 1,500 messages: the imported store is cached (``$RAGMEM_BENCH_CACHE``, by default
 # ``~/.cache/ragmem-bench``) under a key of the files' bytes and the source of every module that decides what a store
@@ -387,7 +391,9 @@ def main(argv: list[str] | None = None) -> None:
 #: The questions over the three short Pomodoro transcripts, with their evidence and kind.
 TRANSCRIPT_QUESTIONS = Path(__file__).resolve().parent / "data" / "agent_transcripts.json"
 #: The question sets, in the order of the tables.
-QUESTION_SETS = ("long", "pomodoro")
+QUESTION_SETS = ("long", "pomodoro", "german")
+#: The ``german`` set: questions of ``qa.jsonl`` translated, asked of the same English sessions.
+GERMAN_QUESTIONS = Path(__file__).resolve().parent / "data" / "transcripts_de.jsonl"
 #: The budgets of the transcripts' table.
 TRANSCRIPT_BUDGETS = (1000, 2000, 4000, 8000)
 #: How a question is asked: late in its own session (the whole session stored, the question at its end), and from a
@@ -463,7 +469,8 @@ def _fresh_copy(cached: Path, tmp: Path) -> Path:
     return out
 
 
-def import_transcripts(tmp: Path, root: Path | None = None, refresh: bool = False) -> tuple[Path, dict]:
+def import_transcripts(tmp: Path, root: Path | None = None, refresh: bool = False,
+                       model: str | None = None) -> tuple[Path, dict]:
     """A fresh copy (under ``tmp``) of the store holding every transcript file imported, and its manifest:
     ``{file: {"namespace", "session", "stored", "skipped"}}``.
 
@@ -471,17 +478,12 @@ def import_transcripts(tmp: Path, root: Path | None = None, refresh: bool = Fals
     its project's namespace (:func:`namespace_of`). The store is built once per key (the files' bytes, the source of
     the modules that decide what a store holds) and cached; ``refresh`` builds it again.
     """
-    import hashlib
     import shutil
 
-    from .common import REPO_ROOT
 
     root = root or transcripts_dir()
     files = transcript_files(root)
-    h = hashlib.sha256(_source_hash(REPO_ROOT, QUERY_ONLY).encode())
-    for rel in files:
-        h.update(rel.encode() + b"\0" + (root / rel).read_bytes())
-    cached = cache_dir() / f"transcripts-{h.hexdigest()[:16]}"
+    cached = cached_import(root, files, model)
     manifest_path = cached / "manifest.json"
     if refresh or not manifest_path.exists():
         from ragmem import Memory
@@ -492,7 +494,7 @@ def import_transcripts(tmp: Path, root: Path | None = None, refresh: bool = Fals
         shutil.rmtree(building, ignore_errors=True)
         start = time.perf_counter()
         manifest = {}
-        mem = Memory(path=str(building / "store"), window=WINDOW)
+        mem = Memory(path=str(building / "store"), window=WINDOW, embedder=model)
         try:
             for rel in files:
                 ns = namespace_of(rel, root)
@@ -506,10 +508,33 @@ def import_transcripts(tmp: Path, root: Path | None = None, refresh: bool = Fals
         finally:
             mem.close()
         (building / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        (building / "import.json").write_text(json.dumps({"seconds": round(time.perf_counter() - start, 1),
+                                                          "model": model}))
         building.rename(cached)
         log(f"[agent_sessions] imported {len(files)} transcripts in {time.perf_counter() - start:.0f} s: {cached}")
     manifest = json.loads(manifest_path.read_text())
     return _fresh_copy(cached / "store", tmp), manifest
+
+
+def import_record(model: str | None = None) -> dict | None:
+    """How long the cached import of today's code (with ``model``) took, when it was built, or None (older cache)."""
+    path = cached_import(transcripts_dir(), transcript_files(), model) / "import.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def cached_import(root: Path, files: list[str], model: str | None = None) -> Path:
+    """The cache folder of the import of ``files`` by today's code (the source of the modules that decide what a
+    store holds) with ``model`` (None: ragmem's default)."""
+    import hashlib
+
+    from .common import REPO_ROOT
+
+    h = hashlib.sha256(_source_hash(REPO_ROOT, QUERY_ONLY).encode())
+    if model is not None:  # another embedding model than the default makes another store
+        h.update(f"model={model}".encode())
+    for rel in files:
+        h.update(rel.encode() + b"\0" + (root / rel).read_bytes())
+    return cache_dir() / f"transcripts-{h.hexdigest()[:16]}"
 
 
 def stored_sessions(mem, manifest: dict) -> dict[str, list[dict]]:
@@ -567,6 +592,8 @@ def transcript_questions(sessions: dict[str, list[dict]], root: Path | None = No
     qa = root / "qa.jsonl"
     if qa.exists():
         raw += [{**json.loads(line), "set": "long"} for line in qa.read_text(encoding="utf-8").splitlines() if line]
+        raw += [{**json.loads(line), "set": "german"}
+                for line in GERMAN_QUESTIONS.read_text(encoding="utf-8").splitlines() if line]
     out, seen = [], {}
     for q in raw:
         msgs = sessions[q["file"]]
@@ -848,7 +875,7 @@ QUICK_TRANSCRIPTS = {"limit": 4, "budgets": (1000, 2000), "sets": ("long",)}
 
 
 def suite(quick: bool = False, out_dir: Path | None = None, before: dict | None = None, refresh: bool = False,
-          **options) -> dict:
+          model: str | None = None, **options) -> dict:
     """The transcripts benchmark of record (``run_all``): its JSON in ``agent_transcripts.json``; ``before``, the
     settings of a run before a change, asked beside it (:func:`run_transcripts`); ``options`` override the quick
     slice's or the full run's (``limit``, ``budgets``, ``sets``, ``methods``)."""
@@ -856,10 +883,11 @@ def suite(quick: bool = False, out_dir: Path | None = None, before: dict | None 
 
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ragmem-transcripts-") as tmp:
-        store, manifest = import_transcripts(Path(tmp), refresh=refresh)
+        store, manifest = import_transcripts(Path(tmp), refresh=refresh, model=model)
         res = run_transcripts(store, manifest, **{**(QUICK_TRANSCRIPTS if quick else {}), **options}, before=before)
     res.update({"command": invocation(), "ragmem": ragmem_version(), "monotone": monotone(res),
-                "elapsed_s": round(time.perf_counter() - start, 1), "manifest": manifest})
+                "elapsed_s": round(time.perf_counter() - start, 1), "manifest": manifest, "model": model,
+                "import": import_record(model)})
     write_json(result_path("agent_transcripts", quick, out_dir=out_dir), res)
     return res
 
@@ -979,7 +1007,7 @@ def print_transcripts(res: dict) -> None:
     print(f"monotone in budget: {res['monotone']}; prompt p50 {res['prompt_p50_ms']:.1f} ms; "
           f"broken tool pairs / over budget: {len(res['problems'])} {res['problems'][:5]}; "
           f"evidence no import holds: {res['unresolved']}; evidence several messages hold: {res['ambiguous']}; "
-          f"took {res['elapsed_s']} s")
+          f"took {res['elapsed_s']} s; import {res.get('import')}")
 
 
 if __name__ == "__main__":

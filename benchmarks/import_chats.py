@@ -2,8 +2,8 @@
 what redacting secrets costs it, and finds in the shared data.
 
 The floor is the one ``benchmarks/ingest_long.py`` measures: the embedding
-engine alone on the chunks ragmem indexes (a tool result's text names the call
-it answers, with its arguments, as ``_indexing.document_text`` makes it), plus Chroma's own write of their
+engine alone on the chunks ragmem indexes (each piece of a tool result names
+the call it answers, as ``_indexing.chunks_of`` makes them), plus Chroma's own write of their
 vectors into the two collections of the layout, no ragmem code between. The
 import is ``import_paths`` (what ``ragmem import-chats FILE`` runs): the file
 read, parsed, every message checked, then stored and indexed, into a fresh
@@ -67,7 +67,7 @@ def counts(path: Path) -> dict:
 def measure(path: Path, rounds: int) -> dict:
     from ragmem import Memory
     from ragmem._importing import import_paths
-    from ragmem._indexing import document_text
+    from ragmem._indexing import chunks_of
     from ragmem._messages import parse_message
     from ragmem.embed import default_embedder
     from ragmem.importers import parse
@@ -76,7 +76,7 @@ def measure(path: Path, rounds: int) -> dict:
     msgs = [m for s in parse(path.read_text(encoding="utf-8")).sessions for m in s.messages]
     parsed = [parse_message(m) for m in msgs]
     calls = {c.id: c for m in parsed for c in m.tool_calls}  # a tool result is embedded naming its call, as ragmem does
-    chunks = [c for m in parsed for c in emb.chunk(document_text(m, calls.get(m.tool_call_id or "")))]
+    chunks = [c for m in parsed for c in chunks_of(m, calls.get(m.tool_call_id or ""), emb)]
     emb.embed_batch(chunks[:64])  # warm the bulk path
     floor, imported, plain, again, redacted = [], [], [], None, {}
     for r in range(rounds):

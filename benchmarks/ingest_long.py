@@ -1,8 +1,9 @@
 """Ingest of long messages against the embedding engine alone, on LongMemEval and LoCoMo.
 
 For each corpus the messages are chunked exactly as ragmem indexes them
-(``document_text`` then the embedder's ``chunk``); then, in alternating rounds
-so that a noisy neighbour hits both alike:
+(``_indexing.chunks_of``: each message's body cut by the embedder's ``chunk``, each
+piece with its head); then, in alternating rounds so that a noisy neighbour hits
+both alike:
 
 * the engine alone: ``default_embedder().embed_batch(chunks)``, the bulk path ragmem
   uses, with no store around it;
@@ -53,11 +54,11 @@ def corpora(lme_chats: int, locomo_turns: int) -> dict[str, list[dict]]:
 def measure(messages: list[dict], rounds: int, model: str | None = None) -> dict:
     from ragmem import Memory
     from ragmem.embed import default_embedder
-    from ragmem._indexing import document_text
+    from ragmem._indexing import chunks_of
     from ragmem._messages import parse_message
 
     emb = default_embedder(model)
-    chunks = [c for m in messages for c in emb.chunk(document_text(parse_message(m)))]
+    chunks = [c for m in messages for c in chunks_of(parse_message(m), None, emb)]
     emb.embed_batch(chunks[:64])  # warm the bulk path
     engine, floor, ragmem = [], [], []
     bare, one = [], []  # Chroma's write of the same vectors with no metadata, and into one collection

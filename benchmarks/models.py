@@ -8,7 +8,13 @@
 * **LongMemEval**: :mod:`benchmarks.longmemeval` on its first :data:`LME_QUESTIONS` questions, once per model
   (e5's ingest of a haystack takes minutes on two cores), both layouts.
 
-Run: ``python -m benchmarks.models [--quick]``; ``run_all`` runs it. Writes ``benchmarks/results/models.json``.
+``--transcripts`` compares them on coding-agent sessions instead (issue 45, item 3): the nine shared transcripts
+imported as ``import-chats`` does, once per model (:func:`benchmarks.agent_sessions.suite` with ``model``), and the
+long sessions' questions asked in English and in German: search recall@10 and evidence in the prompt per half, beside
+what the import cost (:func:`transcripts`).
+
+Run: ``python -m benchmarks.models [--quick] [--transcripts]``; ``run_all`` runs it. Writes
+``benchmarks/results/models.json`` (``models_transcripts.json``).
 """
 
 from __future__ import annotations
@@ -136,11 +142,60 @@ def tables(result: dict) -> str:
     return "\n\n".join(parts)
 
 
+#: The question sets of the agent sessions each model is asked (:data:`benchmarks.agent_sessions.QUESTION_SETS`).
+TRANSCRIPT_SETS = ("long", "german")
+
+
+def transcripts(quick: bool = False, out_dir: Path | None = None) -> dict:
+    """Each model on the coding-agent sessions: their import (cached per model and code) and the questions of
+    :data:`TRANSCRIPT_SETS`, per set, half and way of asking; search recall@10, evidence in the prompt, import time."""
+    from . import agent_sessions
+
+    start = time.perf_counter()
+    per: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory(prefix="ragmem-models-") as tmp:
+        for model in MODELS:
+            log(f"[{NAME}] {model}: the agent sessions")
+            res = agent_sessions.suite(quick, out_dir=Path(tmp), model=None if model == DEFAULT else model,
+                                       sets=TRANSCRIPT_SETS)
+            rows = {}
+            for qset, half, mode, rs in agent_sessions._groups(res):
+                rows[f"{qset}/{half}/{mode}"] = {
+                    "n": len(rs), "@10": round(statistics.fmean(r["@10"] for r in rs), 3),
+                    **{f"ev@{b}": round(statistics.fmean(r["ev"][f"ragmem@{b}"] for r in rs), 3)
+                       for b in res["budgets"]}}
+            per[model] = {"rows": rows, "import": res.get("import"), "prompt_p50_ms": res["prompt_p50_ms"],
+                          "budgets": res["budgets"]}
+    result = {"benchmark": f"{NAME}_transcripts", "quick": quick, "ragmem": ragmem_version(),
+              "command": invocation(), "models": per, "elapsed_s": round(time.perf_counter() - start, 1)}
+    write_json(result_path(f"{NAME}_transcripts", quick, out_dir=out_dir), result)
+    print(f"\n## {E5} beside {DEFAULT} on coding-agent sessions\n\n{transcripts_table(result)}\n")
+    return result
+
+
+def transcripts_table(result: dict) -> str:
+    """The Markdown table of :func:`transcripts`: a row per model, set, half and way of asking."""
+    models = result["models"]
+    budgets = next(iter(models.values()))["budgets"]
+    rows = []
+    for model, g in models.items():
+        cost = (g["import"] or {}).get("seconds")
+        for key, c in g["rows"].items():
+            rows.append([model, *key.split("/"), c["n"], c["@10"]] + [c[f"ev@{b}"] for b in budgets]
+                        + [cost, g["prompt_p50_ms"]])
+    return markdown_table(["model", "questions", "half", "asked", "n", "search recall@10"]
+                          + [f"evidence @{b:,}" for b in budgets] + ["import s", "prompt() p50 ms"], rows)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="one conversation's first questions, one LongMemEval question")
+    ap.add_argument("--transcripts", action="store_true", help="the coding-agent sessions instead (issue 45)")
     ap.add_argument("--out", type=Path, default=None, help="results folder (default benchmarks/results)")
     args = ap.parse_args(argv)
+    if args.transcripts:
+        transcripts(args.quick, args.out)
+        return
     run(args.quick, args.out)
 
 

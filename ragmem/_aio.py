@@ -133,8 +133,8 @@ class AsyncStore:
         return await self._worker.run(self._store.finish_forgets)
 
     @_mirrors(Store.reindex)
-    async def reindex(self, namespace: str) -> int:
-        return await self._worker.run(self._store.reindex, namespace)
+    async def reindex(self, namespace: str, progress: Callable[[int, int], None] | None = None) -> int:
+        return await self._worker.run(self._store.reindex, namespace, progress)
 
     @_mirrors(Store.rewrite)
     async def rewrite(self, namespace: str, messages: Sequence[Message]) -> int:

@@ -1037,9 +1037,16 @@ def purge(**opts: Any) -> None:
 @click.option("--embedder", "model", metavar="NAME", default=None,
               help="The offline model to move the namespace to (all-MiniLM-L6-v2, multilingual-e5-small) "
                    "[default: the store's own, rebuilt].")
+@click.option("--progress/--no-progress", default=None,
+              help="Force the progress bar on or off (default: on for long reindexes on a terminal).")
 @_common
-def reindex(model: str | None, **opts: Any) -> None:
+def reindex(model: str | None, progress: bool | None, **opts: Any) -> None:
     """Rebuild the namespace's vectors from the log, with another embedding model if --embedder names one.
+
+    Rebuilding with the store's own model brings vectors written by an
+    older ragmem to today's chunks (pieces cut where a tool's output, a
+    file or a patch breaks, each carrying its call); it costs what
+    importing the namespace's messages costs, with a progress bar.
 
     The new vectors are built beside the live ones, so searches and prompts
     keep using the old vectors until the new ones are complete; then the
@@ -1059,7 +1066,21 @@ def reindex(model: str | None, **opts: Any) -> None:
             _emit(cfg, {"namespace": cfg.namespace, "embedder": target, "reindexed": 0},
                   f"namespace {cfg.namespace!r} already uses {target}: nothing to do")
             return
-        n = mem.store.reindex(cfg.namespace)
+        total = mem.store.log.count(cfg.namespace)
+        show = progress if progress is not None else (total > PROGRESS_MIN and sys.stderr.isatty())
+        if show:
+            with _progress(total, "re-embedding") as bar:
+                shown = [0]
+
+                def moved(done: int, todo: int) -> None:
+                    if bar.length != todo:  # what is left to embed (a resumed reindex has less)
+                        bar.length = todo
+                    bar.update(done - shown[0])
+                    shown[0] = done
+
+                n = mem.store.reindex(cfg.namespace, progress=moved)
+        else:
+            n = mem.store.reindex(cfg.namespace)
         name = mem.store.model_name
     finally:
         mem.close()

@@ -275,15 +275,24 @@ def tokenize(text: str) -> list[str]:
 #: 2 did (code words, identifiers, letters then digits): a superset, so a store's rewrite misses none.
 _CODE_HINT = re.compile(r"\w[./-]+\w|[^\W_]_|_[^\W_]|[A-Za-z]\d|\d[A-Za-z]")
 
-#: The version of the terms :func:`tokenize` writes. 1: scripts without spaces cut into pairs (issue 26);
-#: 2: code words (issue 35). A store whose rows an older version wrote has them rewritten on open,
-#: from the log (``Store._relex``), those of messages :func:`terms_changed` names.
-TERMS_VERSION = 2
+#: Whether a message's row may read otherwise than before :data:`TERMS_VERSION` 3 (issue 45): a message with
+#: tool calls (their arguments decoded), or one whose lines may say that something went wrong (they are
+#: weighed twice, ``ragmem._indexing.error_lines``): a superset, so a store's rewrite misses none.
+_ROW_HINT = re.compile(r"\[calls |error|fail|exception|traceback|denied|refused|cannot|unable|not found|could"
+                       r"|couldn|exit|ERR!|[A-Z]{1,3}\d{3,5}", re.IGNORECASE)
+
+#: The version of the terms a message's lexical row holds. 1: scripts without spaces cut into pairs (issue 26);
+#: 2: code words (issue 35); 3: a call's arguments decoded (a file written whole no longer glues "n" to each
+#: line's first word) and the lines that say what went wrong weighed twice (issue 45). A store whose rows an
+#: older version wrote has them rewritten on open, from the log (``Store._relex``), those of messages
+#: :func:`terms_changed` names.
+TERMS_VERSION = 3
 
 
 def terms_changed(text: str, since: int) -> bool:
     """True when ``text`` may have other terms now than :data:`TERMS_VERSION` ``since`` gave it."""
-    return (since < 1 and has_no_space_script(text)) or (since < 2 and _CODE_HINT.search(text) is not None)
+    return ((since < 1 and has_no_space_script(text)) or (since < 2 and _CODE_HINT.search(text) is not None)
+            or (since < 3 and (_ROW_HINT.search(text) is not None or len(text) > 100_000)))
 
 
 @lru_cache(maxsize=4096)  # asked on every query and every indexed message, of a few scopes

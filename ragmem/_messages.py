@@ -120,9 +120,9 @@ def message_text(m: Message, *, tool_head: str = "tool result:", calls: str = "c
     names them, ``sep`` joins them); a tool result is introduced by
     ``tool_head`` (what it answers, as the caller knows it). The views keep
     their own wording because what they feed depends on it byte for byte:
-    the embedded and lexical text (``ragmem._indexing.document_text``), dated
-    recall (``ragmem._assemble.unit_as_text``) and the summarizer's transcript
-    (``ragmem._summary.transcript``).
+    dated recall (``ragmem._assemble.unit_as_text``) and the summarizer's
+    transcript (``ragmem._summary.transcript``). What is indexed shows a call's
+    arguments decoded instead (``ragmem._indexing.indexed_parts``).
 
     >>> from ragmem._messages import parse_message
     >>> call = {"id": "c1", "type": "function", "function": {"name": "get", "arguments": "{}"}}

@@ -126,8 +126,9 @@ def test_one_renderer_keeps_the_wording_each_view_feeds_byte_for_byte():
     r1 = parse_message({"role": "tool", "tool_call_id": "c1", "content": "one", "created_at": when})
     r2 = parse_message({"role": "tool", "tool_call_id": "c2", "content": "two", "created_at": when})
     user = parse_message({"role": "user", "content": "and then?", "created_at": when})
-    assert document_text(ask) == 'assistant: [calls get({"n": 1}); get({"n": 2})]'
-    assert document_text(r1, ask.tool_calls[0]) == 'tool get({"n": 1}) returned: one'
+    # what is indexed shows a call's arguments decoded (ragmem._indexing.call_parts)
+    assert document_text(ask) == "assistant: [calls get(n: 1); get(n: 2)]"
+    assert document_text(r1, ask.tool_calls[0]) == "tool get(n: 1) returned: one"
     assert document_text(r1) == "tool returned: one" and document_text(user) == "user: and then?"
     units = group_units([ask, r1, r2, user])
     assert unit_as_text(units[0]) == (  # its episode's marker dates it

@@ -368,8 +368,8 @@ class Owner:
             from ..embed._base import embed_texts
 
             model = default_embedder(req.model)  # a name the owner does not know raises UsageError
-            if req.op == "chunk":
-                return model.chunk(str(req.args[0]))
+            if req.op == "chunk":  # (text, head); a client from before heads sends the text alone
+                return model.chunk(str(req.args[0]), head=str(req.args[1]) if len(req.args) > 1 else "")
             vectors = embed_texts(model, [str(t) for t in req.args[0]], "query" if req.args[1] == "query" else "document")
             return {"vectors": vectors, "path": model.precision_used}
         view = self.view(req.model, req.namespace, req.generation)
@@ -893,14 +893,15 @@ class SharedModel(Embedder):
         self._last = reply["path"]
         return reply["vectors"]
 
-    def chunk(self, text: str) -> list[str]:
-        """Split long text to the model's window (by the owner's tokenizer, like its vectors)."""
-        if len(text) < self.max_tokens * 2:
-            return [text]
+    def chunk(self, text: str, overlap: int = 32, *, head: str = "") -> list[str]:
+        """Split long text to the model's window where it breaks, each piece opened by ``head`` (by the owner's
+        tokenizer, like its vectors; :meth:`ragmem.AutoEmbedder.chunk`)."""
+        if len(text) + len(head) < self.max_tokens * 2:
+            return [f"{head}\n{text}" if head else text]
         local = self._local()
         if local is not None:
-            return local.chunk(text)
-        return list(self._index._link.call(Request("chunk", self.name, None, 0, [text])))
+            return local.chunk(text, overlap, head=head)
+        return list(self._index._link.call(Request("chunk", self.name, None, 0, [text, head])))
 
 
 # ------------------------------------------------------------------ what the index can actually return

@@ -539,7 +539,7 @@ class Store:
             self._debt.purge = False
             return len(doomed)
 
-    def reindex(self, namespace: str) -> int:
+    def reindex(self, namespace: str, progress: Callable[[int, int], None] | None = None) -> int:
         """Rebuild a namespace's vectors from the log with this store's embedder; return how many messages.
 
         The new vectors go into the namespace's next generation of collections, beside the live ones,
@@ -550,6 +550,8 @@ class Store:
         it, embedding only what it lacks; a reindex to another model starts over. Messages added
         meanwhile are caught up before and after the switch; a writer still on the old model is
         refused after it (:class:`~ragmem.EmbeddingMismatch`), its message kept in the log.
+        ``progress(done, total)`` is told how many of the messages to embed are embedded, as blocks finish
+        (a bar: ``ragmem reindex``). A reindex costs what importing the namespace's messages costs.
         """
         namespace = validate.name(namespace, "namespace")
         index, target = self.index, self.index.embedder_name
@@ -578,8 +580,14 @@ class Store:
         def catch_up() -> list[Message]:
             msgs, todo = missing()
             for start in range(0, len(todo), 2000):
-                index_messages(todo[start : start + 2000], log=self.log, index=staged, embedder=self.embedder,
-                               settings=self.recall, mark=False)
+                batch = todo[start : start + 2000]
+
+                def embedded(share: float, start: int = start, n: int = len(batch)) -> None:
+                    if progress is not None:
+                        progress(start + int(share * n), len(todo))
+
+                index_messages(batch, log=self.log, index=staged, embedder=self.embedder,
+                               settings=self.recall, mark=False, progress=embedded)
             return msgs
 
         catch_up()  # the bulk, while readers search the live generation

@@ -211,14 +211,15 @@ class AutoEmbedder(BundledFacts, Embedder):
         """The path that computed the latest vectors (``"onnx-fp32"``, ``"onnx-int8"``, ``"torch-bf16"``, ...)."""
         return self.last_path
 
-    def chunk(self, text: str, overlap: int = 32) -> list[str]:
-        """Split long text to the model's window (the tokenizer alone, no model load)."""
-        if len(text) < self.max_tokens * 2:
-            return [text]
+    def chunk(self, text: str, overlap: int = 32, *, head: str = "") -> list[str]:
+        """Split long text to the model's window where it breaks, each piece opened by ``head`` (the
+        tokenizer alone, no model load)."""
+        if len(text) + len(head) < self.max_tokens * 2:
+            return [f"{head}\n{text}" if head else text]
         try:
-            return self.onnx.chunk(text, overlap)
+            return self.onnx.chunk(text, overlap, head=head)
         except (MissingDependency, ExportFailed):  # no ONNX here: the torch engine's tokenizer cuts alike
-            return self.torch.chunk(text, overlap)
+            return self.torch.chunk(text, overlap, head=head)
 
 
 _SHARED: dict[str, AutoEmbedder] = {}

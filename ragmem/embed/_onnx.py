@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 from .._errors import EmbedderError, MissingDependency, ModelIntegrityError, UsageError
-from ._base import Embedder, Kind, split_by_offsets
+from ._base import Embedder, Kind, split_tokens
 from ._bundled import INT8_PROBE, PROBE, cache_dir, check_file, check_signed, file_sha256, notice, sign, signed
 from ._models import MINILM, BundledFacts, BundledModel, bundled_model
 
@@ -329,11 +329,13 @@ class OnnxEmbedder(BundledFacts, Embedder):
         assert out is not None  # texts is not empty, so one batch ran
         return out.tolist()
 
-    def chunk(self, text: str, overlap: int = 32) -> list[str]:
-        """Split ``text`` into pieces that fit the model's window (its prompt included), as the torch engine does."""
-        if len(text) < self.bundled.max_tokens * 2:
-            return [text]
+    def chunk(self, text: str, overlap: int = 32, *, head: str = "") -> list[str]:
+        """Split ``text`` into pieces that fit the model's window (its prompt included) where the text breaks,
+        each opened by ``head`` (:func:`~ragmem.embed._base.split_tokens`), as the torch engine does."""
+        if len(text) + len(head) < self.bundled.max_tokens * 2:
+            return [f"{head}\n{text}" if head else text]
         self._ready()
         # a tokenizer of its own, without the window's truncation: the embedding one is shared across threads
         offsets = self._whole_tokenizer.encode(text, add_special_tokens=False).offsets
-        return split_by_offsets(text, offsets, self.bundled.max_tokens - 2 - self._prompt_tokens, overlap)
+        head_tokens = len(self._whole_tokenizer.encode(head + "\n", add_special_tokens=False).ids) if head else 0
+        return split_tokens(text, offsets, self.bundled.max_tokens - 2 - self._prompt_tokens, overlap, head, head_tokens)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 from .._errors import MissingDependency
-from ._base import Embedder, Kind, split_by_offsets
+from ._base import Embedder, Kind, split_tokens
 from ._bundled import PROBE
 from ._models import MODELS, BundledModel, bundled_model
 
@@ -138,13 +138,17 @@ class SentenceTransformerEmbedder(Embedder):
         model = self.model
         return self._encode(model, texts, self.precision_used or "fp32", kind).tolist()
 
-    def chunk(self, text: str, overlap: int = 32) -> list[str]:
-        """Split ``text`` into pieces that each fit the model's window, overlapping by ``overlap`` word pieces."""
-        if len(text) < self.max_tokens * 2:  # a word piece is at least one character: no split possible
-            return [text]
+    def chunk(self, text: str, overlap: int = 32, *, head: str = "") -> list[str]:
+        """Split ``text`` into pieces that each fit the model's window where the text breaks, each opened by
+        ``head`` (:func:`~ragmem.embed._base.split_tokens`); a line longer than the window is cut into windows
+        overlapping by ``overlap`` word pieces."""
+        if len(text) + len(head) < self.max_tokens * 2:  # a word piece is at least one character: no split possible
+            return [f"{head}\n{text}" if head else text]
         tok = self.model.tokenizer
         enc = tok(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False)
         offsets = enc["offset_mapping"]
         prompts = self.bundled.prompts.values() if self.bundled else ()
         reserve = max((len(tok(p, add_special_tokens=False)["input_ids"]) for p in prompts), default=0)
-        return split_by_offsets(text, offsets, self.max_tokens - 2 - reserve, overlap)  # room for the specials, prompt
+        head_tokens = len(tok(head + "\n", add_special_tokens=False)["input_ids"]) if head else 0
+        # room for the specials and the prompt
+        return split_tokens(text, offsets, self.max_tokens - 2 - reserve, overlap, head, head_tokens)
