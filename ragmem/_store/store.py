@@ -495,7 +495,12 @@ class Store:
         self._set_damaged_index_aside(IndexCorrupt("ragmem check found the index unreadable"))
 
     def _index_pending(self) -> int:
-        """Index every message the log holds and the index lacks, in batches; return how many."""
+        """Index every message the log holds and the index lacks, in batches; return how many.
+
+        It stops after the first batch that is not full: the log held nothing more when that batch was read,
+        and what other threads add meanwhile is theirs or the next flush's to index. Draining until none is
+        pending never ended while a thread kept adding faster than the owner indexes, and held the index lock
+        all along (a forget waited behind it for good)."""
         log, n = self.log, 0
         while True:
             todo = log.lexical.pending(limit=2000)
@@ -511,6 +516,8 @@ class Store:
                            counter=self._kept_counter, progress=embedded)
             self.progress = IndexProgress(indexed + len(todo))
             n += len(todo)
+            if len(todo) < 2000:
+                return n
 
     def finish_forgets(self) -> int:
         """Purge what was forgotten from the index, then from the log; return the messages purged.
