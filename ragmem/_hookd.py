@@ -74,7 +74,7 @@ from pathlib import Path
 from typing import Any, Collection, Mapping
 
 from ._errors import StoreError
-from ._store.owner import peer_uid as _peer_uid, recv_line as _recv_line, socket_path as _socket_path
+from ._store.owner import listen_private, peer_uid as _peer_uid, recv_line as _recv_line, socket_path as _socket_path
 
 __all__ = [
     "CONNECT_TIMEOUT", "DEADLINE", "DEFAULT_IDLE", "IDLE_ENV", "LOCK_NAME", "SOCKET_NAME", "STEP_BYTES", "SUN_PATH_MAX",
@@ -510,20 +510,7 @@ def run_worker(store: str, opening: Mapping[str, Any], lock_fd: int | None = Non
         root.store.index  # noqa: B018 - opens Chroma now, not at the first prompt
         mine = fingerprint(store, opening)
         path = socket_path(store)
-        with contextlib.suppress(FileNotFoundError):
-            st = os.lstat(path)
-            if not stat.S_ISSOCK(st.st_mode):
-                raise StoreError(f"{path} is not a socket; move it away so the hook's worker can listen there")
-            os.unlink(path)  # under the lock: nobody listens on it (a worker killed -9 left it)
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old = os.umask(0o177)  # made 0600: only this user may connect
-        try:
-            listener.bind(os.fspath(path))
-        finally:
-            os.umask(old)
-        os.chmod(path, 0o600)
-        inode = os.lstat(path).st_ino
-        listener.listen(16)
+        listener, inode = listen_private(path, "the hook's worker can listen there", backlog=16)
         _serve(listener, path, inode, root, store, mine, idle if idle is not None else idle_seconds(), first)
     except _Stop:
         pass

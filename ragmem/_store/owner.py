@@ -321,6 +321,28 @@ class CollectionInfo:
 # ------------------------------------------------------------------ the owner
 
 
+
+def listen_private(path: Path, purpose: str, *, backlog: int) -> tuple[socket.socket, int]:
+    """Listen on a unix socket at ``path`` that only this user may connect to (0600); return it and its inode.
+
+    Called under the lock that elects the listener, so a socket file found there is one nobody listens on
+    (a process killed -9 left it) and is replaced; any other kind of file is refused, naming ``purpose``.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        st = os.lstat(path)
+        if not stat.S_ISSOCK(st.st_mode):
+            raise StoreError(f"{path} is not a socket; move it away so {purpose}")
+        os.unlink(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)  # made 0600: only this user may connect
+    try:
+        listener.bind(os.fspath(path))
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    listener.listen(backlog)
+    return listener, os.lstat(path).st_ino
+
 class Owner:
     """This process's ownership of one store's embedded Chroma: the lock, the client, the views, the server.
 
@@ -410,20 +432,7 @@ class Owner:
     def serve(self) -> None:
         """Listen on the store's index socket in a daemon thread (a socket a dead owner left is replaced)."""
         path = socket_path(self.folder)
-        with contextlib.suppress(FileNotFoundError):
-            st = os.lstat(path)
-            if not stat.S_ISSOCK(st.st_mode):
-                raise StoreError(f"{path} is not a socket; move it away so ragmem can serve the store's index there")
-            os.unlink(path)  # under the lock: nobody listens on it (an owner killed -9 left it)
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old = os.umask(0o177)  # made 0600: only this user may connect
-        try:
-            listener.bind(os.fspath(path))
-        finally:
-            os.umask(old)
-        os.chmod(path, 0o600)
-        self._inode = os.lstat(path).st_ino
-        listener.listen(64)
+        listener, self._inode = listen_private(path, "ragmem can serve the store's index there", backlog=64)
         self._listener, self._sock_path = listener, path
         threading.Thread(target=self._accept, name="ragmem-index-owner", daemon=True).start()
 
