@@ -352,7 +352,8 @@ def _plugin_rules() -> list[_Rule]:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
     from detect_secrets.plugins.jwt import JwtTokenDetector
 
-    by_name: dict[str, Any] = {c.__name__: c for c in get_mapping_from_secret_type_to_class().values()}
+    classes: list[Any] = list(get_mapping_from_secret_type_to_class().values())
+    by_name: dict[str, Any] = {c.__name__: c for c in classes}
     rules = []
     for name, (kind, hints, lower) in _PLUGINS.items():
         cls = by_name[name]
