@@ -31,10 +31,12 @@ too easy (even dense-only recall puts every probe's evidence in the prompt).
 ``shared/data/transcripts``, imported as ``ragmem import-chats`` does (cached between runs), the questions of
 that folder's ``qa.jsonl`` (the ``long`` set) and of ``benchmarks/data/agent_transcripts.json`` (``pomodoro``);
 ``--neutral TREE`` asks them of the same messages fed through ``add_many`` under an older tree's code and this
-one's (see :func:`run_transcripts` and :func:`neutral`).
+one's (see :func:`run_transcripts` and :func:`neutral`). ``--hook`` runs the hook end to end on those sessions: each
+cut at a compaction, the store built by the installed ``ragmem hook`` commands as the transcript grows, the questions
+about the turns before the cut asked as ``UserPromptSubmit`` events (see :func:`run_hook`).
 
 Run: ``python -m benchmarks.agent_sessions [--sessions N] [--hard] [--transcripts [--sets long] [--neutral TREE]]
-[--quick]``.
+[--hook] [--quick]``.
 """
 
 from __future__ import annotations
@@ -334,7 +336,14 @@ def main(argv: list[str] | None = None) -> None:
                    help="with --transcripts: the imported sessions exported and fed through Memory.add_many to the "
                         "code of TREE (a worktree of an older commit) and to this tree's, each question asked of both")
     p.add_argument("--neutral-child", nargs=4, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--hook", action="store_true",
+                   help="the hook end to end: the Claude Code sessions and one Codex rollout cut at a compaction, the "
+                        "store built by the installed hooks, the questions before the cut asked as UserPromptSubmit "
+                        "events (--quick: two files, four questions each; --limit; --refresh)")
     args = p.parse_args(argv)
+    if args.hook:
+        print_hook(run_hook(args.quick, args.limit, args.refresh))
+        return
     if args.neutral_child:
         code, records, out, options = args.neutral_child
         opts = json.loads(options)
@@ -1008,6 +1017,538 @@ def print_transcripts(res: dict) -> None:
           f"broken tool pairs / over budget: {len(res['problems'])} {res['problems'][:5]}; "
           f"evidence no import holds: {res['unresolved']}; evidence several messages hold: {res['ambiguous']}; "
           f"took {res['elapsed_s']} s; import {res.get('import')}")
+
+
+
+# -- the hook end to end (issue 42, item 2) --------------------------------------------------------------------------
+#
+# What a user of the hooks gets back after a compaction. Each Claude Code session of the transcripts folder that has
+# questions (subagent files are not hooked: Claude Code runs no hook with their path) and one Codex rollout are cut
+# at a compaction: the last real ``compact_boundary`` line after the questions' evidence, or, where the file has none,
+# a ``compact_boundary`` line and an ``isCompactSummary`` line written as Claude Code writes them (Codex: its
+# ``compacted`` record) at about :data:`HOOK_CUT` of the records. The store is built as a user's is: the hooks
+# installed by ``ragmem hook AGENT --install`` (which makes the store), then the transcript written as the agent
+# wrote it, line by line up to the cut, each event the installed settings match run through the installed command as
+# a fresh process (a ``UserPromptSubmit`` at each typed prompt, a ``Stop`` at each turn's end, ``PreCompact`` before
+# the boundary, ``SessionStart`` with ``source: "compact"`` after it): the hook imports the transcript itself, through
+# its background worker. ``PostToolUse`` is not replayed: it hands the worker the same lines in smaller steps.
+# Then every question about the turns before the cut is asked as a ``UserPromptSubmit`` event of that session, and
+# its evidence (resolved to the stored message as ``--transcripts`` resolves it) counts when the hook's output shows
+# it. The built store is cached under a key of the files, the cut and the code that decides what a store holds.
+
+#: Where a file without a real compaction is cut: the first point past this share of its records with no call open.
+HOOK_CUT = 0.75
+#: The one Codex rollout hooked (the first with questions; the 2025-08 layout, written before Codex had compaction
+#: records: its ``compacted`` record is written in the form Codex writes it today).
+HOOK_CODEX = "codex/rollout-2025-08-26T20-20-25-41237214-385b-4ac4-8b13-728d2bf57441.jsonl"
+#: Claude Code's first words of a compaction summary (every real one in the shared files opens so).
+CLAUDE_SUMMARY_HEAD = ("This session is being continued from a previous conversation that ran out of context. "
+                       "The conversation is summarized below:\n")
+CLAUDE_SUMMARY_TAIL = ("\nPlease continue the conversation from where we left it off without asking the user any "
+                       "further questions. Continue with the last task that you were asked to work on.")
+#: The version of the cutting and replay below (part of the cache key).
+HOOK_REPLAY_VERSION = 1
+#: The worker lives through a run (the default idle exit is 15 minutes; a build on a busy machine waits longer).
+HOOK_ENV = {"RAGMEM_HOOK_IDLE": "3600", "HF_HUB_OFFLINE": "1"}
+
+
+def hook_files(root: Path | None = None) -> list[str]:
+    """The files hooked: every Claude Code session with questions in ``qa.jsonl`` (no subagent file), and
+    :data:`HOOK_CODEX`."""
+    root = root or transcripts_dir()
+    asked = {json.loads(line)["file"] for line in (root / "qa.jsonl").read_text(encoding="utf-8").splitlines() if line}
+    claude = [f for f in transcript_files(root) if f.startswith("claude-code/") and f in asked
+              and not Path(f).name.startswith("agent-")]
+    return claude + [HOOK_CODEX]
+
+
+def hook_agent(rel: str) -> str:
+    """The hook command's agent for a file: ``claude-code`` or ``codex``."""
+    return "codex" if rel.startswith("codex/") else "claude-code"
+
+
+def _records(lines: list[str]) -> list[dict]:
+    return [json.loads(line) if line.strip() else {} for line in lines]
+
+
+def hook_prompt(agent: str, rec: dict) -> str | None:
+    """The text a user typed, when ``rec`` is a typed prompt's line (what ``UserPromptSubmit`` carries), else None."""
+    if agent == "claude-code":
+        m = rec.get("message") or {}
+        if (rec.get("type") == "user" and isinstance(m.get("content"), str) and not rec.get("isMeta")
+                and not rec.get("isCompactSummary")
+                and not m["content"].lstrip().startswith(("<command-", "<local-command-"))):  # built-in commands
+            return m["content"]
+        return None
+    item = rec.get("payload") if isinstance(rec.get("payload"), dict) else rec
+    if item.get("type") != "message" or item.get("role") != "user":
+        return None
+    text = "\n".join(b.get("text", "") for b in item.get("content") or [] if isinstance(b, dict))
+    boiler = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<INSTRUCTIONS>",
+              "<user_shell_command>")
+    return None if not text.strip() or text.lstrip().startswith(boiler) else text
+
+
+def _open_calls(agent: str, recs: list[dict]) -> set[str]:
+    """The call ids made in ``recs`` whose results are not among them."""
+    made, done = set(), set()
+    for r in recs:
+        if agent == "claude-code":
+            for b in (r.get("message") or {}).get("content") or []:
+                if isinstance(b, dict) and b.get("type") == "tool_use":
+                    made.add(b.get("id"))
+                elif isinstance(b, dict) and b.get("type") == "tool_result":
+                    done.add(b.get("tool_use_id"))
+        else:
+            item = r.get("payload") if isinstance(r.get("payload"), dict) else r
+            if item.get("type") in ("function_call", "custom_tool_call", "local_shell_call"):
+                made.add(item.get("call_id"))
+            elif item.get("type") in ("function_call_output", "custom_tool_call_output"):
+                done.add(item.get("call_id"))
+    return made - done
+
+
+def _summary_of(prompts: list[str], agent: str) -> str:
+    """The written summary of a cut that has no real one: its first words as the agent writes them, then the typed
+    prompts before the cut, each cut short (a real summary lists them so, its analysis being the model's)."""
+    asked = "\n".join(f"{i}. {' '.join(p.split())[:120]}" for i, p in enumerate(prompts, 1))
+    body = f"Analysis:\nThe user's requests so far, in order.\n\nUser Messages:\n{asked}\n"
+    return (CLAUDE_SUMMARY_HEAD + body + CLAUDE_SUMMARY_TAIL) if agent == "claude-code" else body
+
+
+def _later(stamp: str | None, ms: int) -> str | None:
+    if not stamp:
+        return stamp
+    when = datetime.fromisoformat(stamp.replace("Z", "+00:00")) + timedelta(milliseconds=ms)
+    return when.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def compaction_lines(agent: str, before: list[str], uid: int = 0) -> list[str]:
+    """The lines an agent writes when it compacts after ``before`` (the transcript so far): Claude Code's
+    ``system`` ``compact_boundary`` line and its ``isCompactSummary`` user line, in the shape of the real ones of the
+    shared files (the fields every line of the session carries, copied from its last line); Codex's ``compacted``
+    record (``{"timestamp", "type": "compacted", "payload": {"message"}}``)."""
+    import uuid as _uuid
+
+    recs = [r for r in _records(before) if r]
+    prompts = [p for r in recs if (p := hook_prompt(agent, r))]
+    summary = _summary_of(prompts, agent)
+    if agent == "codex":
+        stamp = next((r.get("timestamp") for r in reversed(recs) if r.get("timestamp")), None)
+        return [json.dumps({"timestamp": _later(stamp, 1), "type": "compacted", "payload": {"message": summary}},
+                           ensure_ascii=False, separators=(",", ":")) + "\n"]
+    last = next(r for r in reversed(recs) if r.get("uuid") and r.get("sessionId"))
+    common = {k: last[k] for k in ("isSidechain", "userType", "cwd", "sessionId", "version", "gitBranch", "slug")
+              if k in last}
+    ids = [str(_uuid.UUID(int=(0xC0FFEE << 96) + 2 * uid + i)) for i in (1, 2)]
+    boundary = {"parentUuid": None, "logicalParentUuid": last["uuid"], **common, "type": "system",
+                "subtype": "compact_boundary", "content": "Conversation compacted", "isMeta": False,
+                "timestamp": _later(last.get("timestamp"), 60_000), "uuid": ids[0], "level": "info",
+                "compactMetadata": {"trigger": "auto", "preTokens": 155_000}}
+    summ = {"parentUuid": ids[0], **common, "type": "user", "message": {"role": "user", "content": summary},
+            "isVisibleInTranscriptOnly": True, "isCompactSummary": True, "uuid": ids[1],
+            "timestamp": _later(last.get("timestamp"), 60_001)}
+    return [json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in (boundary, summ)]
+
+
+def is_boundary(agent: str, rec: dict) -> bool:
+    """Whether ``rec`` is the agent's compaction record (Claude Code's ``compact_boundary``, Codex's ``compacted``)."""
+    if agent == "codex":
+        return rec.get("type") == "compacted"
+    return rec.get("type") == "system" and rec.get("subtype") == "compact_boundary"
+
+
+def cut_at_compaction(agent: str, lines: list[str], last_evidence: int) -> tuple[list[str], int, bool]:
+    """The transcript as the hook sees it right after a compaction that follows line ``last_evidence``: its lines
+    up to the compaction's summary (included), the index of the boundary's line, and whether it is a real one.
+
+    The last real boundary after the evidence is kept where the file has one (Claude Code's ``compact_boundary``,
+    followed by its ``isCompactSummary`` line; Codex's ``compacted`` record); elsewhere the compaction is written
+    (:func:`compaction_lines`) at the first point past :data:`HOOK_CUT` of the records with no call waiting for its
+    result, and past the evidence.
+    """
+    recs = _records(lines)
+    real = [i for i, r in enumerate(recs) if is_boundary(agent, r) and i > last_evidence]
+    if real:
+        b = real[-1]
+        end = b + 1
+        if agent == "claude-code" and end < len(recs) and recs[end].get("isCompactSummary"):
+            end += 1
+        return lines[:end], b, True
+    at = max(int(len(lines) * HOOK_CUT), last_evidence + 1)
+    while at < len(lines) and _open_calls(agent, recs[:at]):
+        at += 1
+    return lines[:at] + compaction_lines(agent, lines[:at], uid=at), at, False
+
+
+def _evidence_line(lines: list[str], evidence: str) -> int | None:
+    """The line of the source file that holds ``evidence`` (as it reads in the line, or JSON-escaped)."""
+    forms = {evidence, json.dumps(evidence)[1:-1], json.dumps(evidence, ensure_ascii=False)[1:-1]}
+    return next((i for i, line in enumerate(lines) if any(f in line for f in forms)), None)
+
+
+def hook_questions(root: Path | None = None) -> dict[str, list[dict]]:
+    """``qa.jsonl``'s questions over the hooked files, each with its half (alternating within each file in
+    ``qa.jsonl`` order, as ``--transcripts``) and the source line of each piece of evidence."""
+    root = root or transcripts_dir()
+    files = hook_files(root)
+    out: dict[str, list[dict]] = {f: [] for f in files}
+    lines = {f: (root / f).read_text(encoding="utf-8").splitlines(keepends=True) for f in files}
+    for raw in (root / "qa.jsonl").read_text(encoding="utf-8").splitlines():
+        if not raw:
+            continue
+        q = json.loads(raw)
+        if q["file"] in out:
+            at = [_evidence_line(lines[q["file"]], e) for e in q["evidence"]]
+            out[q["file"]].append({**q, "half": half_of(len(out[q["file"]])), "lines": at})
+    return out
+
+
+def _hook_event(agent: str, name: str, session: str, transcript: Path, cwd: str, **extra) -> str:
+    return json.dumps({"session_id": session, "transcript_path": str(transcript), "cwd": cwd,
+                       "hook_event_name": name, "permission_mode": "default", **extra}, ensure_ascii=False)
+
+
+def _session_cwd(agent: str, lines: list[str]) -> tuple[str, str]:
+    """The session id and working folder of a transcript, as the agent sends them in its events."""
+    import re
+
+    for r in _records(lines):
+        if agent == "claude-code" and r.get("sessionId") and r.get("cwd"):
+            return r["sessionId"], r["cwd"]
+    if agent == "codex":
+        head = _records(lines[:1])[0]
+        meta = head.get("payload") if head.get("type") == "session_meta" else head
+        cwd = meta.get("cwd")
+        for r in _records(lines):
+            item = r.get("payload") if isinstance(r.get("payload"), dict) else r
+            text = json.dumps(item.get("content") or "")
+            found = re.search(r"<cwd>([^<]+)</cwd>|Current working directory: ([^\\\n<]+)", text)
+            if cwd is None and found:
+                cwd = (found.group(1) or found.group(2)).strip()
+        return str(meta["id"]), str(cwd)
+    raise SystemExit("no session id and working folder in the transcript")
+
+
+def installed_commands(store: Path, home: Path, project: Path) -> dict[str, dict]:
+    """``ragmem hook AGENT --install`` for both agents, into a throwaway home and project (the store is made by it,
+    as a user's is): agent -> {event: (matcher, command)} as the settings files hold them."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HOME": str(home), "CODEX_HOME": str(home / ".codex")}
+    out: dict[str, dict] = {}
+    for agent in ("claude-code", "codex"):
+        subprocess.run([sys.executable, "-m", "ragmem", "--store", str(store), "hook", agent, "--install",
+                        "--no-mcp"], cwd=project, env=env, check=True, capture_output=True, text=True)
+        path = project / ".claude" / "settings.local.json" if agent == "claude-code" else home / ".codex" / "hooks.json"
+        hooks = json.loads(path.read_text())["hooks"]
+        out[agent] = {event: [(g.get("matcher"), h["command"]) for g in groups for h in g["hooks"]]
+                      for event, groups in hooks.items()}
+    return out
+
+
+def _run_hook(commands: dict, agent: str, event: str, payload: str, source: str | None = None) -> tuple[float, str]:
+    """Run every installed command the event matches (its matcher against ``source``), as the agent does: a fresh
+    process, the event on stdin. The time and stdout of the last."""
+    import os
+    import re
+    import shlex
+    import subprocess
+
+    took, out = 0.0, ""
+    for matcher, command in commands[agent].get(event, []):
+        if matcher and not re.fullmatch(matcher, source or ""):
+            continue
+        t = time.perf_counter()
+        done = subprocess.run(shlex.split(command), input=payload, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, **HOOK_ENV})
+        took, out = time.perf_counter() - t, done.stdout
+    return took, out
+
+
+def replay(commands: dict, agent: str, lines: list[str], transcript: Path) -> int:
+    """Write ``lines`` to ``transcript`` as the agent wrote them, running the hook events the installed settings
+    match on the way (see the section's comment); how many events ran."""
+    session, cwd = _session_cwd(agent, lines)
+    recs = _records(lines)
+    transcript.write_text("")
+    written, events, turn = 0, 0, False
+
+    def upto(i: int) -> None:
+        nonlocal written
+        with transcript.open("a", encoding="utf-8") as f:
+            f.writelines(lines[written:i])
+        written = i
+
+    def fire(name: str, **extra) -> None:
+        nonlocal events
+        _run_hook(commands, agent, name, _hook_event(agent, name, session, transcript, cwd, **extra),
+                  extra.get("source"))
+        events += 1
+
+    for i, r in enumerate(recs):
+        prompt = hook_prompt(agent, r)
+        if prompt is not None:
+            upto(i)
+            if turn:
+                fire("Stop", stop_hook_active=False)
+            fire("UserPromptSubmit", prompt=prompt)
+            turn = True
+        elif is_boundary(agent, r):
+            upto(i)
+            fire("PreCompact", trigger="auto", custom_instructions="")
+            end = i + 1 + (agent == "claude-code" and i + 1 < len(recs) and bool(recs[i + 1].get("isCompactSummary")))
+            upto(end)
+            fire("SessionStart", source="compact")
+    upto(len(lines))
+    return events
+
+
+def _hook_cache_key(root: Path, files: list[str]) -> str:
+    import hashlib
+    import inspect
+
+    from ragmem import _hooks
+
+    from .common import REPO_ROOT
+
+    h = hashlib.sha256(_source_hash(REPO_ROOT, QUERY_ONLY).encode())
+    for fn in (_hooks.Progress, _hooks.import_new, _hooks.import_file, _hooks.import_step):
+        h.update(inspect.getsource(fn).encode())  # the hook's own import (its module is otherwise query-only)
+    h.update(f"replay={HOOK_REPLAY_VERSION} cut={HOOK_CUT}".encode())
+    for rel in files:
+        h.update(rel.encode() + b"\0" + (root / rel).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _stop_worker(store: Path) -> None:
+    import os
+    import signal
+
+    from ragmem import _hookd
+
+    pid = _hookd.worker_pid(store)
+    if pid is None:
+        return
+    os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + 120
+    while _hookd.worker_pid(store) is not None and time.monotonic() < end:
+        time.sleep(0.2)
+
+
+def _imported_to(store: Path, agent: str, transcript: Path) -> int:
+    from ragmem._hooks import Progress
+    from ragmem._store import open_log
+
+    log_ = open_log(store, create=False)
+    try:
+        raw = log_.meta.get(Progress.key("default", agent, str(transcript)))
+    finally:
+        log_.close()
+    return json.loads(raw)["offset"] if raw else 0
+
+
+def build_hooked(root: Path | None = None, refresh: bool = False, files: list[str] | None = None) -> Path:
+    """The cached folder of the hooked store (``store/``), the cut transcripts (``transcripts/``) and the manifest
+    (file -> agent, session, cwd, transcript, cut line, real boundary, events): built once per key."""
+    import shutil
+
+    root = root or transcripts_dir()
+    files = files or hook_files(root)
+    cached = cache_dir() / f"hooked-{_hook_cache_key(root, files)}"
+    if (cached / "manifest.json").exists() and not refresh:
+        return cached
+    # built in place: the store keeps each transcript's progress under its path, so the folder never moves
+    shutil.rmtree(cached, ignore_errors=True)
+    (cached / "transcripts").mkdir(parents=True)
+    (cached / "home").mkdir()
+    (cached / "project").mkdir()
+    building = cached
+    store = building / "store"
+    start = time.perf_counter()
+    commands = installed_commands(store, building / "home", building / "project")
+    questions = hook_questions(root)
+    manifest = {}
+    try:
+        for rel in files:
+            agent = hook_agent(rel)
+            lines = (root / rel).read_text(encoding="utf-8").splitlines(keepends=True)
+            last = max((i for q in questions[rel] for i in q["lines"] if i is not None), default=0)
+            cut, boundary, real = cut_at_compaction(agent, lines, last)
+            transcript = building / "transcripts" / Path(rel).name
+            t = time.perf_counter()
+            events = replay(commands, agent, cut, transcript)
+            session, cwd = _session_cwd(agent, cut)
+            manifest[rel] = {"agent": agent, "session_id": session, "cwd": cwd, "transcript": transcript.name,
+                             "records": len(lines), "cut": len(cut), "boundary": boundary, "real": real,
+                             "events": events, "replay_s": round(time.perf_counter() - t, 1)}
+            log(f"[agent_sessions] hook: {rel} replayed to line {len(cut)} ({'real' if real else 'written'} "
+                f"boundary at {boundary}), {events} events, {time.perf_counter() - t:.0f} s")
+        for v in manifest.values():  # the worker imports what the last events handed it
+            path = building / "transcripts" / v["transcript"]
+            end = time.monotonic() + 3600
+            while _imported_to(store, v["agent"], path) < path.stat().st_size:
+                if time.monotonic() > end:
+                    raise SystemExit(f"the hook's worker did not import {path} within an hour (see {store}/hook.log)")
+                time.sleep(1)
+    finally:
+        _stop_worker(store)
+    failures = (store / "hook.log").read_text() if (store / "hook.log").exists() else ""
+    (building / "manifest.json").write_text(json.dumps({"files": manifest, "commands": commands, "build_s": round(
+        time.perf_counter() - start, 1), "hook_log": failures[-2000:]}, indent=1))
+    log(f"[agent_sessions] hook: built {cached} in {time.perf_counter() - start:.0f} s")
+    return cached
+
+
+def evidence_shown(evidence: str, output: str) -> bool:
+    """Whether the hook's ``output`` shows ``evidence``: as it reads, or JSON-escaped (a call's arguments are shown
+    as their JSON)."""
+    return any(f in output for f in (evidence, json.dumps(evidence)[1:-1], json.dumps(evidence, ensure_ascii=False)[1:-1]))
+
+
+#: Where a piece of evidence went in the hook's output (:func:`hook_fate`).
+HOOK_FATES = ("shown", "cut out of an excerpt", "not recalled", "not imported")
+
+
+def hook_fate(evidence: str, ident: str | None, output: str) -> str:
+    """Shown; in the output as an excerpt that leaves it out (its message's id named by the marker); not recalled;
+    or not imported (no stored message holds it)."""
+    if ident is None:
+        return "not imported"
+    if evidence_shown(evidence, output):
+        return "shown"
+    return "cut out of an excerpt" if ident in output else "not recalled"
+
+
+def _with_store(command: str, store: Path) -> str:
+    import shlex
+
+    args = shlex.split(command)
+    args[args.index("--store") + 1] = str(store)
+    return shlex.join(args)
+
+
+def _hook_output(agent: str, out: str) -> str:
+    """The context the agent gets from the hook's stdout (Codex's is JSON, ``additionalContext``)."""
+    if agent != "codex" or not out.strip():
+        return out
+    return json.loads(out)["hookSpecificOutput"]["additionalContext"]
+
+
+def run_hook(quick: bool = False, limit: int | None = None, refresh: bool = False, out_dir: Path | None = None) -> dict:
+    """The hook end to end (see the section's comment): every question about the turns before the cut asked of a
+    fresh copy of the hooked store, as a ``UserPromptSubmit`` through the installed command answered by the store's
+    warm worker; evidence in its output, per half, file and kind; the warm answer's p50."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from ragmem import Memory, _hookd
+    from ragmem._hooks import Progress
+
+    from .common import invocation, p50_p95, ragmem_version, result_path, write_json
+    from ragmem._tokens import default_counter
+
+    start = time.perf_counter()
+    root = transcripts_dir()
+    files = hook_files(root)[-2:] if quick else hook_files(root)  # quick: the smaller Claude Code file and Codex's
+    limit = 4 if quick and limit is None else limit
+    cached = build_hooked(root, refresh, files)
+    built = json.loads((cached / "manifest.json").read_text())
+    questions = hook_questions(root)
+    count = default_counter()
+    per: list[dict] = []
+    times: list[float] = []
+    floor: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="ragmem-hooked-") as tmp:
+        store = Path(tmp) / "store"
+        shutil.copytree(cached / "store", store, ignore=shutil.ignore_patterns("*.sock", "*.lock"))
+        commands = {a: {e: [(m, _with_store(c, store)) for m, c in v] for e, v in ev.items()}  # as installed, on
+                    for a, ev in built["commands"].items()}  # the copy
+        mem = Memory(path=str(store), window=WINDOW)
+        sessions = {}
+        try:
+            for rel, v in built["files"].items():
+                path = cached / "transcripts" / v["transcript"]
+                name = Progress.load(mem, v["agent"], str(path)).sessions[v["session_id"]]["name"]
+                sessions[rel] = mem.for_session(name).export()
+        finally:
+            mem.close()
+        try:
+            warm = False
+            for rel, v in built["files"].items():
+                agent, path = v["agent"], cached / "transcripts" / v["transcript"]
+                msgs = sessions[rel]
+                qs = [q for q in questions[rel] if all(i is not None and i < v["boundary"] for i in q["lines"])]
+                for q in qs[:limit] if limit else qs:
+                    payload = _hook_event(agent, "UserPromptSubmit", v["session_id"], path, v["cwd"],
+                                          prompt=q["question"])
+                    if not warm:  # the first hook answers in process and starts the worker: wait for it
+                        _run_hook(commands, agent, "UserPromptSubmit", payload)
+                        end = time.monotonic() + 600
+                        while not (_hookd.worker_pid(store) and _hookd.socket_path(store).exists()):
+                            if time.monotonic() > end:
+                                raise SystemExit(f"no hook worker for {store} within 600 s")
+                            time.sleep(0.2)
+                        _run_hook(commands, agent, "UserPromptSubmit", payload)
+                        warm = True
+                    took, out = _run_hook(commands, agent, "UserPromptSubmit", payload)
+                    times.append(took)
+                    t = time.perf_counter()
+                    subprocess.run([sys.executable, "-m", "ragmem", "--version"], capture_output=True, check=True,
+                                   env={**os.environ, **HOOK_ENV})
+                    floor.append(time.perf_counter() - t)
+                    text = _hook_output(agent, out)
+                    ids = [(lambda got: got[0] if got else None)(resolve(e, msgs)) for e in q["evidence"]]
+                    fates = [hook_fate(e, i, text) for e, i in zip(q["evidence"], ids)]
+                    per.append({"file": rel, "agent": agent, "question": q["question"], "kind": q["kind"],
+                                "half": q["half"], "ev": sum(f == "shown" for f in fates) / len(fates),
+                                "fates": fates, "chars": len(text), "tokens": count.count_text(text) if text else 0,
+                                "ms": round(took * 1000)})
+                log(f"[agent_sessions] hook: {rel}: {len(qs)} questions before the cut")
+        finally:
+            _stop_worker(store)
+        failures = (store / "hook.log").read_text() if (store / "hook.log").exists() else ""
+    res = {"command": invocation(), "ragmem": ragmem_version(), "files": built["files"], "build_s": built["build_s"],
+           "per": per, "latency": p50_p95(times), "version_latency": p50_p95(floor), "hook_log": failures[-2000:],
+           "elapsed_s": round(time.perf_counter() - start, 1), "budget": 1500}
+    write_json(result_path("agent_hook", quick, out_dir=out_dir), res)
+    return res
+
+
+def hook_table(res: dict) -> str:
+    """Evidence in the hook's output by half (and kind), then by file, with what became of the missed evidence."""
+    rows = []
+    for half in ("tuning", "check"):
+        rs = [r for r in res["per"] if r["half"] == half]
+        for kind in sorted({r["kind"] for r in rs}) + ["all"]:
+            ks = [r for r in rs if kind in ("all", r["kind"])]
+            rows.append([half, kind, len(ks), _mean(ks, lambda r: r["ev"])])
+    out = markdown_table(["half", "kind", "n", "evidence in the hook's output"], rows)
+    rows = []
+    for rel, v in res["files"].items():
+        rs = [r for r in res["per"] if r["file"] == rel]
+        fates = [f for r in rs for f in r["fates"]]
+        rows.append([rel.split("/")[-1][:36], v["agent"], f"{v['boundary']} of {v['records']}",
+                     "real" if v["real"] else "written", len(rs),
+                     _mean([r for r in rs if r["half"] == "check"], lambda r: r["ev"]),
+                     _mean([r for r in rs if r["half"] == "tuning"], lambda r: r["ev"]),
+                     _mean(rs, lambda r: r["tokens"])] + [fates.count(f) for f in HOOK_FATES[1:]])
+    out += "\n\n" + markdown_table(["file", "agent", "boundary at line", "boundary", "n", "check", "tuning",
+                                    "tokens out (mean)"] + list(HOOK_FATES[1:]), rows)
+    return out
+
+
+def print_hook(res: dict) -> None:
+    """The hook's tables, as ``--hook`` prints them."""
+    print(hook_table(res))
+    lat, floor = res["latency"], res["version_latency"]
+    print(f"\nwarm hook p50 {lat['p50_ms']:.0f} ms (p95 {lat['p95_ms']:.0f}), ragmem --version p50 "
+          f"{floor['p50_ms']:.0f} ms; store built by the hooks in {res['build_s']:.0f} s; took {res['elapsed_s']} s; "
+          f"hook.log: {res['hook_log'][-300:]!r}")
 
 
 if __name__ == "__main__":

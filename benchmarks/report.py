@@ -365,6 +365,29 @@ def _transcripts_tables(result: dict) -> str:
     return out
 
 
+def agent_hook_section(result: dict) -> str:
+    """What the hook brings back after a compaction, end to end (``agent_sessions --hook``)."""
+    files = result["files"]
+    real = sum(v["real"] for v in files.values())
+    lat, floor = result["latency"], result["version_latency"]
+    return _run_section(
+        result, "agent_sessions --hook", "The hook end to end: what a compaction dropped, brought back",
+        f"{len(files)} real sessions of `shared/data/transcripts` (the Claude Code ones with questions, subagent "
+        f"files not hooked, and one Codex rollout) cut at a compaction: {real} at its real last `compact_boundary` "
+        f"after the questions' evidence, {len(files) - real} where a `compact_boundary` and an `isCompactSummary` "
+        "line (Codex: a `compacted` record) are written as the agent writes them, at about 75% of the records. The "
+        "store is built as a user's: `ragmem hook AGENT --install`, then the transcript written line by line up to "
+        "the cut while the installed command runs, a fresh process each time, on the events the settings match "
+        "(`UserPromptSubmit` at each typed prompt, `Stop` at each turn's end, `PreCompact`, `SessionStart` "
+        "compact): the hook and its worker import it. Every `qa.jsonl` question about the turns before the cut "
+        "is then asked as a `UserPromptSubmit` of that session; its evidence (resolved to the stored message as "
+        "`--transcripts` resolves it) counts when the hook's output, at its default "
+        f"{result.get('budget', 1500):,} tokens, shows it. Halves alternate within each file. Warm hook p50 "
+        f"{lat['p50_ms']:.0f} ms (answered by the store's worker, each a fresh process), `ragmem --version` "
+        f"{floor['p50_ms']:.0f} ms beside it. docs/agents.md.",
+        agent_sessions.hook_table)
+
+
 def hook_section(result: dict) -> str:
     """A coding agent's hook as a fresh process, each way it can answer, against ``ragmem --version`` (``hook``)."""
     def rows_of(r: dict) -> list[str]:
@@ -444,6 +467,8 @@ def write(path: Path, command: str, info: dict, results: dict, elapsed_s: float 
         parts.append(ingest_section(results["ingest_long"]))
     if "namespace_layout" in results:
         parts.append(namespace_section(results["namespace_layout"]))
+    if "agent_hook" in results:
+        parts.append(agent_hook_section(results["agent_hook"]))
     if "hook" in results:
         parts.append(hook_section(results["hook"]))
     parts.append(machine_section(info))

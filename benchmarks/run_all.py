@@ -53,7 +53,7 @@ BENCHMARKS = {
     "recall_locomo": recall_locomo.run, "recall_dev": recall_dev.suite, "recall_longmemeval": recall_longmemeval.suite,
     "query_step": query_step.suite, "episodes": episodes.run, "models": models.run, "e5_agreement": e5_agreement.run,
     "crosslingual": crosslingual.run, "agent_transcripts": agent_sessions.suite, "longmemeval": longmemeval.run, "prompt_path": _prompt_path, "speed": speed.run,
-    "ingest_long": _ingest, "namespace_layout": _namespace, "hook": hook.run,
+    "ingest_long": _ingest, "namespace_layout": _namespace, "agent_hook": agent_sessions.run_hook, "hook": hook.run,
 }
 
 

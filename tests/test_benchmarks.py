@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,105 @@ def test_the_transcripts_slice_asks_each_question_both_ways_from_a_cached_import
     again = agent_sessions.suite(quick=True, out_dir=tmp_path, sets=("pomodoro",))
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == cached and len(cached) == 1
     assert [r["ev"] for r in again["per"]] == [r["ev"] for r in res["per"]]
+
+
+# -- the hook end to end (agent_sessions --hook): the cut at a compaction, and a hook that recalls across it
+
+FIXTURE = ROOT / "tests" / "fixtures" / "agents" / "claude-code-compaction.jsonl"
+REAL_COMPACTED = TRANSCRIPTS / "claude-code" / "ce3dbbb4-29e8-46ff-8659-ebabb07f2db8.jsonl"
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines(keepends=True)
+
+
+def test_a_written_compaction_is_claude_codes_own_shape_and_the_importer_reads_it_as_one():
+    from ragmem.importers import parse
+
+    from benchmarks.agent_sessions import (CLAUDE_SUMMARY_HEAD, _open_calls, compaction_lines, cut_at_compaction,
+                                           hook_prompt)
+
+    lines = [x for x in _lines(FIXTURE) if '"compact_boundary"' not in x and "isCompactSummary" not in x]
+    # the real lines of the shared session (Claude Code 2.0.37/2.0.42) where they are here, else the fixture's
+    real = _lines(REAL_COMPACTED) if REAL_COMPACTED.exists() else _lines(FIXTURE)
+    at = next(i for i, x in enumerate(real) if '"subtype":"compact_boundary"' in x)
+    real_boundary, real_summary = json.loads(real[at]), json.loads(real[at + 1])
+    cut, boundary, was_real = cut_at_compaction("claude-code", lines, last_evidence=5)
+    assert not was_real and boundary >= int(0.75 * len(lines)) and boundary > 5
+    wb, ws = (json.loads(x) for x in cut[boundary:])
+    assert cut[:boundary] == lines[:boundary] and len(cut) == boundary + 2
+    assert set(wb) == set(real_boundary) and set(ws) - {"slug"} == set(real_summary)  # the same fields ...
+    for key in ("type", "subtype", "content", "isMeta", "level", "parentUuid", "userType"):  # ... and values
+        assert wb[key] == real_boundary[key], key
+    assert wb["compactMetadata"]["trigger"] == "auto" and isinstance(wb["compactMetadata"]["preTokens"], int)
+    last = json.loads(lines[boundary - 1])
+    assert wb["logicalParentUuid"] == last["uuid"] and ws["parentUuid"] == wb["uuid"]  # chained as Claude Code does
+    assert (wb["sessionId"], wb["cwd"], ws["sessionId"]) == (last["sessionId"], last["cwd"], last["sessionId"])
+    assert ws["isCompactSummary"] is True and ws["isVisibleInTranscriptOnly"] is True
+    assert ws["message"]["role"] == "user" and ws["message"]["content"].startswith(CLAUDE_SUMMARY_HEAD)
+    assert real_summary["message"]["content"].startswith(CLAUDE_SUMMARY_HEAD)
+    assert wb["timestamp"] > last["timestamp"] and ws["timestamp"] > wb["timestamp"]
+    assert cut[boundary].startswith('{"parentUuid":null,')  # compact JSON, as the agent writes its lines
+    assert hook_prompt("claude-code", ws) is None  # a summary is no typed prompt
+    assert _open_calls("claude-code", [json.loads(x) for x in cut[:boundary]]) == set()  # no call left waiting
+    # what the hook reads through: the importer keeps the summary as the session's compaction summary, after
+    # every message of the lines before it
+    (s,) = parse("".join(cut), "claude-code", filename="t.jsonl").sessions
+    kinds = [(m.get("metadata") or {}).get("kind") for m in s.messages]
+    assert kinds.count("compaction_summary") == 1 and kinds[-1] == "compaction_summary"
+    (before,) = parse("".join(lines[:boundary]), "claude-code", filename="t.jsonl").sessions
+    assert [m["id"] for m in s.messages[:-1]] == [m["id"] for m in before.messages]
+    # a file with real boundaries is cut at its last one after the evidence, its own summary line included
+    if REAL_COMPACTED.exists():
+        cut, boundary, was_real = cut_at_compaction("claude-code", real, last_evidence=at - 10)
+        assert was_real and json.loads(cut[boundary])["subtype"] == "compact_boundary"
+        assert json.loads(cut[-1])["isCompactSummary"] and boundary > at  # the second of its two
+    # Codex: its compacted record, read as the compaction summary
+    codex = TRANSCRIPTS / "codex" / "codex-pomodor-timer.jsonl"
+    if codex.exists():
+        (rec,) = (json.loads(x) for x in compaction_lines("codex", _lines(codex)))
+        assert set(rec) == {"timestamp", "type", "payload"} and rec["type"] == "compacted"
+        assert isinstance(rec["payload"]["message"], str)
+        cut, boundary, _ = cut_at_compaction("codex", _lines(codex), last_evidence=3)
+        (s,) = parse("".join(cut), "codex", filename=codex.name).sessions
+        assert (s.messages[-1].get("metadata") or {}).get("kind") == "compaction_summary"
+
+
+@pytest.mark.model
+@pytest.mark.slow  # real hook processes and their worker, the model loaded: about a minute
+def test_after_a_written_compaction_the_installed_hook_recalls_a_turn_from_before_it(tmp_path):
+    import contextlib
+    import shlex
+
+    from ragmem import _hookd
+
+    from benchmarks.agent_sessions import (_hook_event, _imported_to, _run_hook, _stop_worker, cut_at_compaction,
+                                           installed_commands, replay)
+
+    lines = [x for x in _lines(FIXTURE) if '"compact_boundary"' not in x and "isCompactSummary" not in x]
+    at = next(i for i, x in enumerate(lines) if "p99 4870ms" in x)
+    cut, _, _ = cut_at_compaction("claude-code", lines, last_evidence=at)
+    for d in ("home", "project"):
+        (tmp_path / d).mkdir()
+    store = tmp_path / "store"
+    commands = installed_commands(store, tmp_path / "home", tmp_path / "project")  # --install makes the store
+    assert shlex.split(commands["claude-code"]["UserPromptSubmit"][0][1])[-2:] == ["hook", "claude-code"]
+    transcript = tmp_path / "session.jsonl"
+    try:
+        assert replay(commands, "claude-code", cut, transcript) >= 3  # prompts, a Stop, PreCompact, SessionStart
+        assert transcript.read_text() == "".join(cut)
+        end = time.monotonic() + 300  # the worker imports what the last events handed it
+        while _imported_to(store, "claude-code", transcript) < transcript.stat().st_size and time.monotonic() < end:
+            time.sleep(0.5)
+        session, cwd = json.loads(cut[1])["sessionId"], json.loads(cut[1])["cwd"]
+        ask = _hook_event("claude-code", "UserPromptSubmit", session, transcript, cwd,
+                          prompt="What p99 latency did the staging load test measure?")
+        _, out = _run_hook(commands, "claude-code", "UserPromptSubmit", ask)
+        assert "p99 4870ms" in out and "this session, before its compaction" in out, out
+        assert "The user's requests so far" not in out  # the summary the agent still sees is not repeated
+        assert not (store / "hook.log").exists()
+    finally:
+        with contextlib.suppress(OSError):
+            _stop_worker(store)
+        assert _hookd.worker_pid(store) is None
+
