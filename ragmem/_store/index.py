@@ -143,7 +143,34 @@ def make_client(path: str | None = None, url: str | None = None):
     return chromadb.PersistentClient(path=str(path), settings=settings)
 
 
-class VectorIndex:
+class Generations:
+    """Which generation of a namespace's collections an index reads and writes: the store's log says it
+    (``index.generation:<namespace>``, moved on by ``Store.reindex``); read once per namespace and kept, until
+    a commit of another process may have moved it. :class:`VectorIndex` and the owner's ``OwnedIndex`` share it.
+    """
+
+    def __init__(self, generation_of: Callable[[str], int] | None) -> None:
+        self._generation_of = generation_of  # none means 0 for every namespace
+        self._generations: dict[str, int] = {}
+
+    def generation(self, namespace: str) -> int:
+        """The generation of a namespace's collections that this index reads and writes."""
+        g = self._generations.get(namespace)
+        if g is None:
+            g = self._generations[namespace] = self._generation_of(namespace) if self._generation_of else 0
+        return g
+
+    def forget_collections(self) -> None:
+        """Read each namespace's generation again (after a reindex, this process's or another's)."""
+        self._generations = {}
+
+    def forget_generations(self) -> None:
+        """Another process committed: if it moved a namespace's generation on (a reindex), forget what was read."""
+        if self._generation_of and any(self._generation_of(ns) != g for ns, g in list(self._generations.items())):
+            self.forget_collections()
+
+
+class VectorIndex(Generations):
     """Chunks of messages with their vectors, over a Chroma client."""
 
     def __init__(
@@ -158,23 +185,13 @@ class VectorIndex:
         self._collections: dict[tuple[str, str], Any] = {}
         #: Keep a collection per namespace beside the sessions' (False reproduces schema 2, for benchmarks).
         self.namespace_collections = namespace_collections
-        #: A namespace's live generation (``Store.reindex`` moves it on), read once per namespace: the store's
-        #: log says it (``index.generation:<namespace>``); none means 0 for every namespace.
-        self._generation_of = generation_of
-        self._generations: dict[str, int] = {}
+        super().__init__(generation_of)
         self._borrowed = False  # a staged() view shares its parent's client and never closes it
-
-    def generation(self, namespace: str) -> int:
-        """The generation of a namespace's collections that this index reads and writes."""
-        g = self._generations.get(namespace)
-        if g is None:
-            g = self._generations[namespace] = self._generation_of(namespace) if self._generation_of else 0
-        return g
 
     def forget_collections(self) -> None:
         """Open collections afresh, reading each namespace's generation again (after another process's reindex)."""
         self._collections = {}
-        self._generations = {}
+        super().forget_collections()
 
     def staged(self, namespace: str, generation: int, embedder_name: str) -> "VectorIndex":
         """A view of the same Chroma client that writes ``namespace``'s collections of ``generation`` with
@@ -202,11 +219,6 @@ class VectorIndex:
     def heartbeat(self) -> None:
         """Raise if Chroma does not answer (a server's readiness probe)."""
         self._call("answer", self.client.heartbeat)
-
-    def forget_generations(self) -> None:
-        """Another process committed: if it moved a namespace's generation on (a reindex), open collections afresh."""
-        if self._generation_of and any(self._generation_of(ns) != g for ns, g in list(self._generations.items())):
-            self.forget_collections()
 
     def close(self) -> None:
         """Release this index's share of the embedded Chroma (a server's client is shared per URL and stays)."""

@@ -58,7 +58,7 @@ from .._errors import (
     StoreUnavailable, UsageError,
 )
 from ..embed._base import Embedder, Kind
-from .index import NAMESPACE_SCOPE, IndexHit, VectorIndex, make_client
+from .index import NAMESPACE_SCOPE, Generations, IndexHit, VectorIndex, make_client
 
 #: The lock whose holder owns the store's embedded index (its pid inside).
 OWNER_LOCK = "index-owner.lock"
@@ -705,7 +705,7 @@ class _Link:
             release(owner)
 
 
-class OwnedIndex:
+class OwnedIndex(Generations):
     """A store's embedded vector index, wherever its owner is: :class:`VectorIndex`'s methods, sent to the owner.
 
     ``generation_of`` reads a namespace's live generation from this process's log (as VectorIndex does); the
@@ -719,8 +719,7 @@ class OwnedIndex:
         self.embedder_name = embedder_name
         self.store_id: str | None = None
         self.namespace_collections = True
-        self._generation_of = generation_of
-        self._generations: dict[str, int] = {}
+        super().__init__(generation_of)
         self._link = _link or _Link(folder, on_broken)
         self._borrowed = _link is not None
 
@@ -752,22 +751,7 @@ class OwnedIndex:
         """How many times this process took the index over from an owner that went away."""
         return self._link.takeovers
 
-    # -- generations (as VectorIndex) --------------------------------------------------------
-    def generation(self, namespace: str) -> int:
-        """The generation of a namespace's collections that this index reads and writes."""
-        g = self._generations.get(namespace)
-        if g is None:
-            g = self._generations[namespace] = self._generation_of(namespace) if self._generation_of else 0
-        return g
-
-    def forget_collections(self) -> None:
-        """Read each namespace's generation again (after a reindex, this process's or another's)."""
-        self._generations = {}
-
-    def forget_generations(self) -> None:
-        """Another process committed: read each namespace's generation again (one meta lookup each)."""
-        self._generations = {}
-
+    # -- generations: Generations' (the generation travels with each request) ---------------------------
     def staged(self, namespace: str, generation: int, embedder_name: str) -> "OwnedIndex":
         """A view writing ``namespace``'s collections of ``generation`` with ``embedder_name`` (a reindex's)."""
         view = OwnedIndex(self.folder, embedder_name, _link=self._link,
