@@ -63,6 +63,13 @@ DEFAULT_BUDGET = 1500
 LOG_NAME = "hook.log"
 #: Candidates asked of recall; the budget keeps what fits.
 RECALL_K = 40
+#: The best candidates the hook weighs by score per token before it packs (:func:`_by_worth`).
+WEIGHED = 12
+#: A unit costs at least this many tokens when weighed (a one-line message is not worth ten times a short turn).
+WORTH_FLOOR = 30
+#: The most of the budget one unit's excerpt takes at its rank (a prompt's rule, :data:`ragmem._assemble.EXCERPT_ROOM`):
+#: a file read whole that matches the prompt shows its part around the match, and the next candidates fit beside it.
+EXCERPT_ROOM = 0.5
 #: The events the hook answers with context, and when (None: always).
 ANSWERED: dict[str, tuple[str, ...] | None] = {"UserPromptSubmit": None, "SessionStart": ("compact", "resume")}
 #: The formats whose first line names the session (Claude Code's lines each carry it).
@@ -341,31 +348,49 @@ def recall(mem: "Memory", event: Event, progress: Progress, *, budget: int = DEF
                         filters=RowFilter.of(where={"project": project}), skip=skip)
     counter = mem.store.counter
     share = mem.settings.recall.excerpt_share
+    candidates = [(u, score) for u, score in found.items
+                  if u.complete and not any(m.id in skip for m in u.messages)]
     chosen: list[tuple[Unit, float]] = []
-    for u, score in found.items:
-        if not u.complete or any(m.id in skip for m in u.messages):
-            continue
+    for u, score in _by_worth(candidates, counter):
         trial = render([*chosen, (u, score)], session, boundary)
         if len(trial) <= max_chars and counter.count_text(trial) <= budget:
             chosen.append((u, score))
             continue
-        cut = _excerpted(mem, u, text, chosen, session, boundary, budget=budget, max_chars=max_chars, share=share)
+        cut = _excerpted(mem, u, text, chosen, session, boundary, budget=budget, max_chars=max_chars, share=share,
+                         most=int(EXCERPT_ROOM * budget))
         if cut is not None:
             chosen.append((cut, score))
     return render(chosen, session, boundary)
 
 
+def _by_worth(candidates: list[tuple["Unit", float]], counter: Any) -> list[tuple["Unit", float]]:
+    """The order the hook packs its candidates in: the best :data:`WEIGHED` by score per square root of their
+    tokens, then the rest by score. The budget is small (1,500 tokens hold three long turns), and the best
+    candidates often score alike: where the best-scored is a long plan or summary that fills a third of it, two
+    short turns that score nearly as well fit in its place. The square root keeps a long unit that scores
+    clearly best ahead of short ones that barely match."""
+    from ._assemble import unit_as_text
+
+    head = sorted(candidates[:WEIGHED],
+                  key=lambda us: -us[1] / max(WORTH_FLOOR, counter.count_text(unit_as_text(us[0]))) ** 0.5)
+    return head + candidates[WEIGHED:]
+
+
 def _excerpted(mem: "Memory", u: "Unit", query: str, chosen: list[tuple["Unit", float]], session: str | None,
-               boundary: int | None, *, budget: int, max_chars: int, share: float) -> "Unit | None":
+               boundary: int | None, *, budget: int, max_chars: int, share: float,
+               most: int | None = None) -> "Unit | None":
     """``u`` with its giant tool results as marked excerpts (as a prompt shows them:
-    :func:`ragmem._assemble.excerpt_unit`), in what ``chosen`` leaves of the budget and the characters; None
-    when it holds none, or too little would show. The excerpt is cut to the tokens left, then smaller while
+    :func:`ragmem._assemble.excerpt_unit`), in what ``chosen`` leaves of the budget and the characters, and in at
+    most ``most`` tokens (the candidates after it keep the rest, as a prompt keeps them :data:`EXCERPT_ROOM`);
+    None when it holds none, or too little would show. The excerpt is cut to the tokens left, then smaller while
     the rendered text runs over either bound (a line costs fewer tokens than a message, characters vary)."""
     from ._assemble import excerpt_unit
 
     counter = mem.store.counter
     now = render(chosen, session, boundary) if chosen else HEADER
     room = budget - counter.count_text(now) - 40  # its episode's head and the line breaks
+    if most is not None:
+        room = min(room, most)
     for _ in range(4):
         if room <= 0:
             return None
