@@ -178,6 +178,32 @@ def test_the_owner_killed_hands_the_index_to_the_next_process(tmp_path, embedder
     assert lacking_vectors(store, embedder) == []
 
 
+def test_a_stopped_owner_is_said_at_once_and_answers_again_when_resumed(tmp_path, embedder):
+    """Ctrl-Z of the process that owns the index (a terminal's ``import-chats --follow``): another process's call
+    fails within seconds with a StoreUnavailable that says so and how to resume it (it waited 600 s), loses
+    nothing, and the same Memory answers again once the owner runs."""
+    from ragmem import StoreUnavailable
+
+    store = tmp_path / "s"
+    holder = _holder(store)
+    mem = Memory(store, session="s", embedder=embedder)
+    try:
+        mem.add({"role": "user", "content": "the kestrel nests above the harbour crane"}, id="k")
+        holder.send_signal(signal.SIGSTOP)
+        t0 = time.monotonic()
+        with pytest.raises(StoreUnavailable, match=rf"pid {holder.pid}\) is stopped.*kill -CONT {holder.pid}"):
+            vector_ids(mem, "kestrel harbour")
+        assert time.monotonic() - t0 < 15
+        holder.send_signal(signal.SIGCONT)
+        assert "k" in vector_ids(mem, "kestrel harbour")
+        assert not mem.store.index.owned  # the owner is still the holder: nothing was taken over
+    finally:
+        holder.send_signal(signal.SIGCONT)
+        holder.kill()
+        holder.wait()
+        mem.close()
+
+
 WRITER = """
 import sys, time
 from ragmem import Memory

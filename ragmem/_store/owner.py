@@ -72,6 +72,9 @@ SUN_PATH_MAX = 103 if sys.platform == "darwin" else 107
 REACH_TIMEOUT = 60.0
 #: Seconds a client waits for one reply (a big upsert, a check of a large namespace).
 REPLY_TIMEOUT = 600.0
+#: While waiting for a reply, a client looks this often whether the owner is stopped (Ctrl-Z of a terminal's
+#: ``import-chats --follow``): a stopped owner never answers, and an agent's hook or MCP call must not wait 600 s.
+STOPPED_CHECK = 1.0
 #: The largest frame either side accepts.
 MAX_FRAME = 1 << 30
 #: The operations a client may ask for: VectorIndex's methods and the owner's own.
@@ -173,6 +176,18 @@ def owner_pid(store: str | os.PathLike[str]) -> int | None:
         return int(text) if text.isdigit() else None
     finally:
         os.close(fd)
+
+
+def process_stopped(pid: int) -> bool:
+    """Whether the process is stopped by a signal or a tracer (state ``T``/``t`` in Linux's ``/proc``; elsewhere
+    it cannot be told, and a stopped owner is waited for until :data:`REPLY_TIMEOUT`)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat_line = f.read()
+    except OSError:
+        return False
+    fields = stat_line.rpartition(b")")[2].split()  # the command's name, in parentheses, may hold spaces
+    return bool(fields) and fields[0] in (b"T", b"t")
 
 
 def _try_lock(fd: int) -> bool:
@@ -673,9 +688,14 @@ class _Link:
             sock = self._connect()
         try:
             sock.settimeout(REPLY_TIMEOUT)
+            self._not_stopped(req)
             _send(sock, {"v": PROTOCOL, "op": req.op, "model": req.model, "ns": req.namespace, "gen": req.generation,
                          "args": _encode_args(req.op, req.args)})
+            self._await_reply(sock, req)
             reply = _recv(sock)
+        except StoreUnavailable:
+            sock.close()  # its reply, if the owner resumes, would answer the next request on this socket
+            raise
         except socket.timeout as exc:
             sock.close()
             raise StoreUnavailable(
@@ -693,6 +713,30 @@ class _Link:
         if "error" in reply:
             raise _remote_error(reply)
         return _decode_result(req.op, reply.get("ok"))
+
+    def _await_reply(self, sock: socket.socket, req: Request) -> None:
+        """Wait until the reply starts to arrive (then :func:`_recv` reads it whole), looking every
+        :data:`STOPPED_CHECK` seconds whether the owner was stopped meanwhile; ``socket.timeout`` after
+        :data:`REPLY_TIMEOUT`."""
+        import select
+
+        end = time.monotonic() + REPLY_TIMEOUT
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise socket.timeout("no reply")
+            if select.select([sock], [], [], min(left, STOPPED_CHECK))[0]:
+                return
+            self._not_stopped(req)
+
+    def _not_stopped(self, req: Request) -> None:
+        """Raise :class:`StoreUnavailable` at once if the owner is a stopped process (it would never answer)."""
+        pid = owner_pid(self.folder)
+        if pid is not None and pid != os.getpid() and process_stopped(pid):
+            raise StoreUnavailable(
+                f"the process that owns the vector index of the store at {self.folder} (pid {pid}) is stopped "
+                f"(Ctrl-Z, or a debugger), so it cannot {req.op}; resume it (`fg`, or `kill -CONT {pid}`) or end "
+                "it, and another process takes the index over. Messages already added are safe in the log")
 
     def close(self) -> None:
         with self._lock:
