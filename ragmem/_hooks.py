@@ -273,6 +273,30 @@ def _boundary_seq(mem: "Memory", session: str, progress: Progress) -> int | None
     return None if m is None else m.seq
 
 
+#: A compaction record in a transcript's lines: Claude Code's ``compact_boundary`` system line, Codex's
+#: ``compacted`` record.
+_COMPACTION = re.compile(rb'"subtype"\s*:\s*"compact_boundary"|"type"\s*:\s*"compacted"')
+
+
+def _compacted_after(event: Event, progress: Progress) -> bool:
+    """Whether the transcript holds a compaction past what the store imported of it.
+
+    That is the state right after a compaction while the worker still has the turn before it queued (a prompt
+    does not import a handed-over transcript itself, :func:`run_status`): the store has not seen the boundary,
+    yet every turn it holds of this session is gone from the agent's context. Without this the hook took the
+    session for one never compacted and recalled none of it, exactly when its turns had just been dropped.
+    """
+    if not event.transcript:
+        return False
+    try:
+        with open(event.transcript, "rb") as f:
+            f.seek(progress.offset)
+            tail = f.read()
+    except OSError:
+        return False  # not written yet, or unreadable: the import reports it, recall goes by the store
+    return _COMPACTION.search(tail) is not None
+
+
 def _query_text(mem: "Memory", event: Event, session: str | None) -> str | None:
     """What to recall for: the prompt; at a SessionStart, the session's latest typed prompt."""
     if event.prompt and event.prompt.strip():
@@ -323,7 +347,8 @@ def recall(mem: "Memory", event: Event, progress: Progress, *, budget: int = DEF
     """What the agent no longer sees, recalled for the event's prompt: ``""`` when there is nothing.
 
     Candidates come from the namespace's sessions of the event's project; this session's messages from
-    its last compaction summary on (what the agent still sees, the summary included) are kept out. The
+    its last compaction summary on (what the agent still sees, the summary included) are kept out, and when
+    the transcript holds a compaction the store has not imported yet (:func:`_compacted_after`), none are. The
     best units that fit go in whole, within ``budget`` tokens and ``max_chars`` characters; a unit that does
     not, its tool result too big, goes in with that result as a marked excerpt when one fits (as prompts show
     them: its id and full size named, so the agent can ask MCP's ``get_message`` for the rest).
@@ -341,7 +366,9 @@ def recall(mem: "Memory", event: Event, progress: Progress, *, budget: int = DEF
     skip: set[str] = set()
     if session is not None:
         last = log.messages(mem.namespace, session, limit=1, newest_first=True)
-        if last:
+        if last and _compacted_after(event, progress):
+            boundary = last[0].seq + 1  # compacted after all that is stored: every stored turn was dropped
+        elif last:
             seen = last[0].seq - (boundary if boundary is not None else 0) + 1  # the summary on, or all
             skip = {m.id for m in log.messages(mem.namespace, session, limit=seen, newest_first=True)}
     found, _ = retrieve(mem, text, RECALL_K, grain="unit", scope="namespace",

@@ -479,6 +479,32 @@ def test_the_hook_brings_back_the_pre_compaction_tool_result_and_nothing_after_t
 
 
 @pytest.mark.model
+def test_right_after_a_compaction_whose_import_is_still_queued_the_hook_recalls_the_turns_before_it(tmp_path):
+    """The compaction is in the transcript, its lines handed to the worker and not imported yet (a prompt does not
+    import a queued transcript itself): every stored turn of the session is gone from the agent's context, so the
+    hook recalls them; it took the session for one never compacted and recalled none of it."""
+    from ragmem import Memory
+
+    store, transcript = new_store(tmp_path / "store"), tmp_path / f"{SESSION}.jsonl"
+    before, after = split_at_boundary(FIXTURE)
+    transcript.write_text(before)
+
+    def ask(handed: tuple[str, ...] = ()) -> str:
+        raw = json.dumps(event("UserPromptSubmit", transcript, prompt="What p99 latency did the staging load test measure?"))
+        out, ok = _hooks.run_status("claude-code", raw, open_memory=lambda: Memory(store, create=False), store=store,
+                                    handed=handed)
+        assert ok and log_lines(store) == [], log_lines(store)
+        return out
+
+    assert "4870ms" not in ask()  # stored; no compaction yet: the agent still sees its own turns
+    with transcript.open("a") as f:
+        f.write(after)
+    queued = ask(handed=(str(transcript),))
+    assert "p99 4870ms" in queued and "this session, before its compaction" in queued
+    assert "p99 4870ms" in ask()  # imported now: the boundary read from the store, the same turn recalled
+
+
+@pytest.mark.model
 @pytest.mark.slow
 def test_two_tenants_over_the_hook_never_see_each_other(tmp_path):
     store = new_store(tmp_path / "store")
