@@ -375,8 +375,10 @@ def recall(mem: "Memory", event: Event, progress: Progress, *, budget: int = DEF
                         filters=RowFilter.of(where={"project": project}), skip=skip)
     counter = mem.store.counter
     share = mem.settings.recall.excerpt_share
+    # an earlier compaction's summary is no turn: what it kept, the agent's latest summary carries on
     candidates = [(u, score) for u, score in found.items
-                  if u.complete and not any(m.id in skip for m in u.messages)]
+                  if u.complete and not any(m.id in skip or (m.metadata or {}).get("kind") == "compaction_summary"
+                                            for m in u.messages)]
     chosen: list[tuple[Unit, float]] = []
     for u, score in _by_worth(candidates, counter):
         trial = render([*chosen, (u, score)], session, boundary)
