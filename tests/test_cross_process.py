@@ -128,6 +128,51 @@ def test_dead_writers_leftovers_are_indexed_by_a_live_process(tmp_path, embedder
     reader.close()
 
 
+SLOW_WRITER = """
+import sys, time
+import ragmem._store.store as st
+real = st.index_messages
+def slow(*args, **kwargs):  # the fault: an index write that takes long (an import's add of thousands)
+    print("APPENDED", flush=True)
+    time.sleep(float(sys.argv[2]))
+    return real(*args, **kwargs)
+st.index_messages = slow
+from ragmem import Memory
+mem = Memory(sys.argv[1], session="s")
+mem.add({"role": "user", "content": "the slow writer's note on the harbour crane", "id": "slow"})
+print("DONE", flush=True)
+"""
+
+
+def test_a_live_writers_rows_are_left_to_it(tmp_path, embedder):
+    """A writer whose index write takes longer than the grace (an import): a process opening the store meanwhile
+    does not index its rows, nor does a long-lived reader adopt them; the writer indexes them, once."""
+    store = tmp_path / "s"
+    reader = Memory(store, session="s", embedder=embedder)
+    reader.add({"role": "user", "content": "a note of the reader about lunch"})
+    writer = subprocess.Popen([sys.executable, "-c", SLOW_WRITER, str(store), str(ORPHAN_GRACE + 4)], env=ENV,
+                              text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert writer.stdout.readline().strip() == "APPENDED", writer.stderr.read()[-2000:]
+        assert reader.store.log.lexical.unindexed_rowids()
+        opened = Memory(store, session="s", embedder=embedder)
+        assert opened.store.repaired.get("indexed", 0) == 0  # the writer's, in flight
+        opened.close()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < ORPHAN_GRACE + 1.5:
+            assert "slow" not in vector_ids(reader, "harbour crane")
+            time.sleep(0.3)
+        assert reader.store.leftovers.adopted == 0
+        assert writer.stdout.readline().strip() == "DONE", writer.stderr.read()[-2000:]
+        assert writer.wait(timeout=60) == 0
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+    assert "slow" in vector_ids(reader, "harbour crane")
+    assert reader.store.leftovers.adopted == 0 and reader.store.log.lexical.unindexed_rowids() == []
+    reader.close()
+
+
 HOLDER = """
 import sys
 import ragmem._store.index as ix

@@ -49,7 +49,7 @@ from . import Index, Log, VectorIndex, make_client, open_log
 from .faults import IndexCorrupt, IndexRebuilt, embedded_index_problem, rebuild_notice
 from .index import read_only_chroma
 from .locking import LocationLock, check_location, index_location
-from .others import Leftovers
+from .others import Leftovers, LiveWrites, others_writing
 from .check import CheckReport
 from .owner import OwnedIndex, SharedModel
 from .._summary import ExtractiveSummarizer, Summarizer, fold_behind
@@ -152,6 +152,8 @@ class Store:
         # one store folder, one vector index at a time: refused while a live process indexes it elsewhere
         self._location_lock: LocationLock | None = check_location(
             self.path, self.log.meta.get("index_location"), index_location(self.chroma_url), bool(self.log.count()))
+        #: This process's writes in flight, told to other processes (``index.lock`` held shared).
+        self.live_writes = LiveWrites(self.path)
         #: What the repair on open did (``{"purged": ..., "indexed": ..., ...}``), for tools that report it.
         self.repaired: dict[str, int] = self._repair_on_open()
         # index="background": add() returns once the message is durable in the log; a worker embeds
@@ -295,13 +297,22 @@ class Store:
         if messages and not self._debt.behind:
             self.index.collection(namespace, session)  # another model's store raises before any write
             self._check_namespace_model(namespace, session)  # and another model's namespace
-        stored = self.log.append(namespace, session, messages, orphans=orphans)
         if self._indexer is not None:
+            stored = self.log.append(namespace, session, messages, orphans=orphans)
             if stored:
                 if window is not None:
                     self._indexer.fold_later(namespace, session, window, stored[-1].seq)
                 self._indexer.wake()
             return stored
+        with self.live_writes.span():  # from the commit to the index write: other processes leave these rows
+            stored = self.log.append(namespace, session, messages, orphans=orphans)
+            self._index_added(stored, recall)
+        if stored and window is not None:
+            self._fold_behind(namespace, session, window, stored[-1].seq)
+        return stored
+
+    def _index_added(self, stored: list[Message], recall: RecallSettings) -> None:
+        """Index what a synchronous add just stored (see :meth:`add`)."""
         with self._lock:
             try:
                 if self._debt.behind:
@@ -326,9 +337,6 @@ class Store:
                     "this works, by Memory.store.repair(), or on the next open; do not add them again without "
                     "their ids (re-adding by id is a no-op)", ids,
                 ) from exc
-        if stored and window is not None:
-            self._fold_behind(namespace, session, window, stored[-1].seq)
-        return stored
 
     def rewrite(self, namespace: str, messages: Sequence[Message]) -> int:
         """Replace what stored messages say (ids, sessions, order and units unchanged) and index them again.
@@ -344,7 +352,7 @@ class Store:
         if not messages:
             return 0
         log = self.log
-        with self._lock:
+        with self.live_writes.span(), self._lock:
             log.rewrite(namespace, messages)
             ids = {m.id for m in messages}
             units = log.units.ids_of(namespace, [m.id for m in messages if m.tool_calls])
@@ -427,7 +435,7 @@ class Store:
         }
 
     # -- maintenance ---------------------------------------------------------------
-    def repair(self, full: bool = False, *, purge: bool = True) -> dict[str, int]:
+    def repair(self, full: bool = False, *, purge: bool = True, pending: bool = True) -> dict[str, int]:
         """Bring the index back into agreement with the log after a crash; run on open.
 
         Finishes interrupted forgets (tombstoned messages) and indexes messages
@@ -437,6 +445,9 @@ class Store:
         longer holds; open runs it when the index location changed.
         ``purge=False`` leaves pending forgets to the first search or prompt
         (opening uses it: the purge needs the index, which model-free commands never open).
+        ``pending=False`` leaves the messages the index lacks to the reads that follow (opening uses it while
+        another process writes: they are that live writer's, see :class:`~ragmem._store.others.LiveWrites`);
+        a full repair indexes them whatever it says.
         Returns what it did: ``{"purged": n, "indexed": n, "dropped": n, ...}``.
         """
         log = self.log
@@ -464,7 +475,7 @@ class Store:
                     done["dropped"] += len(extra)
                     log.lexical.mark_unindexed(ns, [i for i, f in flags.items() if f and i not in held])
             try:
-                done["indexed"] += self._index_pending()
+                done["indexed"] += self._index_pending() if pending or full else 0
             except IndexCorrupt as exc:  # "Failed to apply logs to the hnsw segment writer" and its kin:
                 self._set_damaged_index_aside(exc)  # damage, rebuilt from the log (every message flagged)
                 done["indexed"] += self._index_pending()
@@ -706,7 +717,10 @@ class Store:
         # a deleted or damaged embedded index is set aside and rebuilt from the log, saying so
         broken = self._check_embedded_index()
         # a read-only store (a read-only mount) is searched as it is: nothing can be repaired there
-        done = {} if self.log.read_only else self.repair(full=self._index_moved() or broken, purge=False)
+        # a live writer's rows in flight are its own to index (each process opening beside an import embedded
+        # them again); a dead writer's are adopted by the first read that follows (Leftovers)
+        done = {} if self.log.read_only else self.repair(full=self._index_moved() or broken, purge=False,
+                                                         pending=not others_writing(self.path))
         if not self.log.read_only and self._terms_seen() < TERMS_VERSION:
             relexed = self._relex(self._terms_seen())
             if relexed:
