@@ -27,19 +27,22 @@ Then the agent's turns (issue 44), replayed from the shared real Claude Code ses
 100 KB or more of transcript (a prompt, then the agent's calls and results up to the next prompt) is
 appended to two copies of the session, each over its own store and warm worker:
 
-* **before**, as ``--install`` installed the hooks until now (``UserPromptSubmit``, ``SessionStart``,
-  ``PreCompact``): the whole turn is written, then the next prompt's ``UserPromptSubmit`` imports it
-  (embeds it) and recalls;
+* **no Stop**, as ``--install`` installed the hooks before issue 44 (``UserPromptSubmit``, ``SessionStart``,
+  ``PreCompact``): the whole turn is written, then the next prompt's ``UserPromptSubmit`` comes with nothing
+  handed over before it (until issue 44 it imported the turn, embedding it, before it recalled: 28x
+  ``--version``; now the worker answers from what is stored and imports the turn beside);
 * **after**, as it installs them now: every tool result written fires a ``PostToolUse`` (handed to the
   worker, which embeds while the agent works; :data:`PACE` seconds between calls, a fast agent), the turn's
   end a ``Stop``, and the next prompt's ``UserPromptSubmit`` follows the ``Stop`` at once.
 
-Each hook event is timed as a fresh process against ``ragmem --version`` (targets: ``UserPromptSubmit``
-after a long turn, and every other event, at most 1.5x). The same run asks a new session's first prompt
-with no transcript yet (it must recall the project's other sessions), and measures what MCP's
-``search_memory(k=5)`` costs (``ragmem mcp --scope project:...``, the shared questions of those sessions):
-its text content against the hits' message contents (cl100k_base), beside the compact JSON it sent
-before, and the worker's resident memory.
+Before each long turn the session's earlier work is written and imported (a prompt hands it to the worker,
+which is waited for, untimed). Each hook event is timed as a fresh process against ``ragmem --version``
+(targets: ``UserPromptSubmit`` after a long turn, and every other event, at most 1.5x). The same run asks a new
+session's first prompt with no transcript yet (it must recall the project's other sessions), and measures what
+MCP's ``search_memory(k=5)`` costs (``ragmem mcp --scope project:...``, the shared questions of those sessions):
+its text content against the hits' message contents (cl100k_base), beside the compact JSON it sent before.
+Last, the workers' resident memory once their imports are done, and again once they have been idle past
+``RAGMEM_HOOK_UNLOAD`` (they give back what the imports made the model keep), and a prompt timed then.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 from ragmem import _hookd
 
@@ -154,14 +158,15 @@ def agent_turns(root: Path, quick: bool) -> dict:
     py = [sys.executable, "-m", "ragmem"]
     from ragmem._store import open_log
 
-    stores = {way: root / f"turns-{way}" for way in ("before", "after")}
+    stores = {way: root / f"turns-{way.replace(' ', '-')}" for way in ("no Stop", "after")}
     for store in stores.values():
         open_log(store).close()  # an empty store, as --install makes it (the hook never creates one)
-    times: dict[str, list[float]] = {"ragmem --version": [], "before: UserPromptSubmit after the turn": [],
+    times: dict[str, list[float]] = {"ragmem --version": [], "no Stop: UserPromptSubmit after the turn": [],
                                      "after: PostToolUse": [], "after: Stop": [],
                                      "after: UserPromptSubmit right after the Stop": [], "after: PreCompact": [],
                                      "after: SessionStart (startup)": []}
     turns_done: list[dict] = []
+    every_copy: list[dict[str, Path]] = []
     workers: dict[str, int] = {}
     projects: dict[str, str] = {}
     budget_turns = 3 if quick else 7
@@ -180,7 +185,8 @@ def agent_turns(root: Path, quick: bool) -> dict:
             lines = src.read_text().splitlines(keepends=True)
             sid, cwd = _session_of(src)
             projects[fname] = cwd
-            copies = {way: root / f"{way}-{fname}" for way in stores}
+            copies = {way: root / f"{way.replace(' ', '-')}-{fname}" for way in stores}
+            every_copy.append(copies)
             for c in copies.values():
                 c.write_text("")
             written = 0
@@ -190,7 +196,7 @@ def agent_turns(root: Path, quick: bool) -> dict:
                     break  # what follows a giant turn would need it imported first: minutes, untimed
                 if size < LONG_TURN:
                     continue
-                # the agent's earlier work, imported untimed by a prompt on each side (the worker waits for it)
+                # the agent's earlier work, imported untimed: a prompt on each side hands it over, waited for
                 for way, c in copies.items():
                     with c.open("a") as f:
                         f.writelines(lines[written:start])
@@ -198,13 +204,14 @@ def agent_turns(root: Path, quick: bool) -> dict:
                     if way not in workers:
                         workers[way] = _wait_worker(stores[way])
                         hook(way, c, "UserPromptSubmit", sid, cwd, prompt="warm up")
+                    _settled(stores[way], c)
                 prompt = _prompt_text(lines[end])
                 times["ragmem --version"].append(_timed([*py, "--version"])[0])
-                # before: the whole turn written, then the next prompt imports and recalls
-                with copies["before"].open("a") as f:
+                # no Stop: the whole turn written, then the next prompt, nothing handed over before it
+                with copies["no Stop"].open("a") as f:
                     f.writelines(lines[start:end])
-                took, _ = hook("before", copies["before"], "UserPromptSubmit", sid, cwd, prompt=prompt)
-                times["before: UserPromptSubmit after the turn"].append(took)
+                took, _ = hook("no Stop", copies["no Stop"], "UserPromptSubmit", sid, cwd, prompt=prompt)
+                times["no Stop: UserPromptSubmit after the turn"].append(took)
                 times["ragmem --version"].append(_timed([*py, "--version"])[0])
                 # after: a PostToolUse at every tool result, a Stop at the end, the prompt right after it
                 calls, cut = 0, start
@@ -231,18 +238,13 @@ def agent_turns(root: Path, quick: bool) -> dict:
                 written = end
                 turns_done.append({"file": fname, "lines": [start, end], "kb": round(size / 1000), "tool_calls": calls,
                                    "answer_chars": len(answer)})
-                log(f"turn {len(turns_done)}: {fname} lines {start}-{end}, {size // 1000} KB, {calls} calls: before "
-                    f"{times['before: UserPromptSubmit after the turn'][-1] * 1000:.0f} ms, after "
+                log(f"turn {len(turns_done)}: {fname} lines {start}-{end}, {size // 1000} KB, {calls} calls: no Stop "
+                    f"{times['no Stop: UserPromptSubmit after the turn'][-1] * 1000:.0f} ms, after "
                     f"{times['after: UserPromptSubmit right after the Stop'][-1] * 1000:.0f} ms")
         first = _first_prompt(py, stores["after"], projects) if projects else {}
         mcp = _mcp_cost(stores["after"], projects) if projects else {}
-        rss = {}
-        try:
-            import psutil
-
-            rss = {way: round(psutil.Process(pid).memory_info().rss / 2**20) for way, pid in workers.items()}
-        except Exception:  # noqa: BLE001 - psutil missing or the worker gone: the figure is left out
-            pass
+        rss = _idle_memory(workers, stores, every_copy, times, lambda: hook("after", copies["after"], "UserPromptSubmit",
+                                                                       sid, cwd, prompt=prompt)[0]) if workers else {}
     finally:
         for pid in workers.values():
             with contextlib.suppress(OSError):
@@ -258,6 +260,53 @@ def agent_turns(root: Path, quick: bool) -> dict:
         "mcp_search_k5": mcp,
         "worker_rss_mb": rss,
     }
+
+
+def _rss(pid: int) -> int:
+    import psutil
+
+    return round(psutil.Process(pid).memory_info().rss / 2**20)
+
+
+def _settled(store: Path, transcript: Path, timeout: float = 1800.0) -> None:
+    """Wait until the store holds ``transcript`` as far as it can be taken in (what the worker's import reaches)."""
+    from ragmem._hooks import Progress
+    from ragmem._store import open_log
+    from ragmem.importers import parse
+
+    text = transcript.read_text()
+    whole = len(text[: parse(text, "claude-code", filename=str(transcript)).consumed].encode())
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        log = open_log(store, create=False)  # the log alone: a Memory opened here would index the worker's rows
+        try:
+            raw = log.meta.get(Progress.key("default", "claude-code", str(transcript)))
+        finally:
+            log.close()
+        if raw and json.loads(raw)["offset"] >= whole:
+            return
+        time.sleep(1.0)
+    raise SystemExit(f"the worker of {store} did not import {transcript} within {timeout:.0f} s")
+
+
+def _idle_memory(workers: dict[str, int], stores: dict[str, Path], every_copy: list[dict[str, Path]],
+                 times: dict[str, list[float]], ask: Callable[[], float]) -> dict:
+    """Each worker's resident memory once its imports are done, then once idle past the unload delay (it gives back
+    what the imports made the model keep); a prompt timed after that."""
+    out: dict = {"unload_after_s": _hookd.unload_seconds()}
+    try:
+        for copies in every_copy:
+            for way in workers:
+                _settled(stores[way], copies[way])
+        out["imports_done"] = {way: _rss(pid) for way, pid in workers.items()}
+        time.sleep(_hookd.unload_seconds() + 15)
+        out["idle"] = {way: _rss(pid) for way, pid in workers.items()}
+    except Exception as exc:  # noqa: BLE001 - psutil missing or a worker gone: the figure is left out
+        out["error"] = str(exc)
+        return out
+    times["after: UserPromptSubmit once the idle worker gave back its memory"] = [ask()]
+    times["ragmem --version"].append(_timed([sys.executable, "-m", "ragmem", "--version"])[0])
+    return out
 
 
 def _questions(fname: str) -> list[str]:

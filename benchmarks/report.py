@@ -388,6 +388,16 @@ def agent_hook_section(result: dict) -> str:
         agent_sessions.hook_table)
 
 
+def _worker_memory(turns: dict) -> str:
+    """The hook workers' resident memory, once their imports were done and once idle (issue 44)."""
+    rss = turns.get("worker_rss_mb") or {}
+    if "idle" not in rss:  # a run of record from before the workers gave their memory back
+        return f"The hook worker's resident memory after the run: {rss} MB."
+    shown = ", ".join(f"{way} {rss['imports_done'][way]} -> {rss['idle'][way]} MB" for way in rss["idle"])
+    return (f"The hook workers' resident memory once their imports were done, then idle {rss['unload_after_s']:.0f} s "
+            f"and more (the model's memory given back): {shown}.")
+
+
 def hook_section(result: dict) -> str:
     """A coding agent's hook as a fresh process, each way it can answer, against ``ragmem --version`` (``hook``)."""
     def rows_of(r: dict) -> list[str]:
@@ -404,15 +414,15 @@ def hook_section(result: dict) -> str:
             kb = sum(t["kb"] for t in turns["turns"])
             mcp, first = turns.get("mcp_search_k5") or {}, turns.get("first_prompt") or {}
             out += (f"\n\nThe agent's turns (issue 44): {len(turns['turns'])} turns of the shared Claude Code sessions "
-                    f"({kb} KB in all, each 100 KB or more), replayed before (today's install: the next prompt's hook "
-                    f"imports the turn) and after (a `PostToolUse` at every tool result, {turns['pace_s']} s apart, a "
-                    f"`Stop`, the prompt right after it), each hook a fresh process:\n\n" + "\n".join(rows_of(turns))
+                    f"({kb} KB in all, each 100 KB or more), replayed with no `Stop` (an older install: nothing is "
+                    f"handed over before the next prompt) and as installed now (a `PostToolUse` at every tool result, "
+                    f"{turns['pace_s']} s apart, a `Stop`, the prompt right after it), each hook a fresh "
+                    f"process:\n\n" + "\n".join(rows_of(turns))
                     + f"\n\nA new session's first prompt, its transcript not written yet: {first.get('answer_chars')} "
                     f"characters recalled from the project's other sessions. MCP `search_memory(k=5)` under "
                     f"`--scope project:...`, {mcp.get('calls')} questions: the text costs {mcp.get('ratio')}x the hits' "
                     f"contents (per call p50 {mcp.get('ratio_p50_per_call')}x, max {mcp.get('ratio_max_per_call')}x; "
-                    f"the compact JSON it sent before: {mcp.get('ratio_before')}x). The hook worker's resident memory "
-                    f"after the run: {turns.get('worker_rss_mb')} MB.")
+                    f"the compact JSON it sent before: {mcp.get('ratio_before')}x). " + _worker_memory(turns))
         return out
 
     return _run_section(

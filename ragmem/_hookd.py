@@ -24,7 +24,13 @@ unix socket, and prints the answer, never importing chromadb, torch or tiktoken.
   is removed by the next worker, under the lock.
 * **How long.** The worker exits after :data:`DEFAULT_IDLE` seconds without a
   request (``RAGMEM_HOOK_IDLE`` sets it), or as soon as its socket file is gone or
-  replaced (the store folder deleted or moved).
+  replaced (the store folder deleted or moved). :data:`DEFAULT_UNLOAD` seconds after
+  its last import and request (``RAGMEM_HOOK_UNLOAD``) it gives back the memory its
+  imports made the model keep, and loads the query engine again fresh.
+* **Off the prompt's path.** Events that only import are queued for an import
+  thread of low CPU priority, which reads a transcript a step at a time; a prompt
+  is answered on the main thread and imports nothing a hand-over holds, nor more
+  than :data:`INLINE_BYTES` of new lines (those are queued after its answer).
 * **Tenancy.** A worker answers for its own store only (the request names it and
   the worker compares), and only requests opened the way it was: the options that
   open a store (``--log-url``, ``--chroma-url``, ``--embedder``,
@@ -77,9 +83,9 @@ from ._errors import StoreError
 from ._store.owner import listen_private, peer_uid as _peer_uid, recv_line as _recv_line, socket_path as _socket_path
 
 __all__ = [
-    "CONNECT_TIMEOUT", "DEADLINE", "DEFAULT_IDLE", "IDLE_ENV", "LOCK_NAME", "SOCKET_NAME", "STEP_BYTES", "SUN_PATH_MAX",
-    "VERSION", "ask", "fingerprint", "hand_over", "idle_seconds", "main", "run_worker", "socket_path", "spawn",
-    "worker_pid",
+    "CONNECT_TIMEOUT", "DEADLINE", "DEFAULT_IDLE", "DEFAULT_UNLOAD", "IDLE_ENV", "INLINE_BYTES", "LOCK_NAME",
+    "SOCKET_NAME", "STEP_BYTES", "SUN_PATH_MAX", "UNLOAD_ENV", "VERSION", "ask", "fingerprint", "hand_over",
+    "idle_seconds", "main", "run_worker", "socket_path", "spawn", "unload_seconds", "worker_pid",
 ]
 
 #: The worker's socket in the store folder.
@@ -90,6 +96,12 @@ LOCK_NAME = "hook-worker.lock"
 IDLE_ENV = "RAGMEM_HOOK_IDLE"
 #: Seconds without a request after which the worker exits.
 DEFAULT_IDLE = 900.0
+#: The variable that sets :data:`DEFAULT_UNLOAD`, in seconds.
+UNLOAD_ENV = "RAGMEM_HOOK_UNLOAD"
+#: Seconds after its last import (and request) after which the worker lets go of the model's memory: a long turn's
+#: import grows what ONNX Runtime keeps from 0.3 GB to over 1 GB, held until the idle exit; the query engine is
+#: loaded again at once, beside the waiting (about a second), so the next prompt does not pay for it.
+DEFAULT_UNLOAD = 30.0
 #: Seconds the client waits for the worker to accept the connection.
 CONNECT_TIMEOUT = 1.0
 #: Seconds the client waits for the whole answer (the agents give a hook 30; in process takes 10 or so).
@@ -107,7 +119,7 @@ _FIRST_ENV = "RAGMEM_HOOK_WORKER_FIRST"
 #: ``RAGMEM_*`` variables that do not shape how a store opens: the client resolves them and sends the result
 #: (namespace, session, store), or they belong to other doors (--server's) or to the worker itself.
 _NOT_OPENING = {"RAGMEM_NAMESPACE", "RAGMEM_SESSION", "RAGMEM_STORE", "RAGMEM_KEY", "RAGMEM_SERVER", IDLE_ENV,
-                _OPENING_ENV, _LOCK_FD_ENV, _FIRST_ENV}
+                UNLOAD_ENV, _OPENING_ENV, _LOCK_FD_ENV, _FIRST_ENV}
 
 
 def _supported() -> bool:
@@ -135,12 +147,21 @@ def socket_path(store: str | os.PathLike[str]) -> Path:
 
 def idle_seconds() -> float:
     """The worker's idle timeout: ``RAGMEM_HOOK_IDLE`` seconds, else :data:`DEFAULT_IDLE`."""
-    raw = os.environ.get(IDLE_ENV, "")
+    return _seconds(IDLE_ENV, DEFAULT_IDLE)
+
+
+def unload_seconds() -> float:
+    """How long the worker keeps the model's memory after its last import: ``RAGMEM_HOOK_UNLOAD`` seconds, else
+    :data:`DEFAULT_UNLOAD`."""
+    return _seconds(UNLOAD_ENV, DEFAULT_UNLOAD)
+
+
+def _seconds(name: str, default: float) -> float:
     try:
-        value = float(raw)
+        value = float(os.environ.get(name, ""))
     except ValueError:
-        return DEFAULT_IDLE
-    return value if value > 0 else DEFAULT_IDLE
+        return default
+    return value if value > 0 else default
 
 
 def fingerprint(store: str | os.PathLike[str], opening: Mapping[str, Any]) -> str:
@@ -278,7 +299,8 @@ def spawn(store: str | os.PathLike[str], opening: Mapping[str, Any],
         safe = ["-P"] if sys.version_info >= (3, 11) else []  # nothing of the working folder is imported
         env = {**os.environ, _OPENING_ENV: json.dumps(dict(opening)), _LOCK_FD_ENV: str(fd)}
         if first is not None:
-            env[_FIRST_ENV] = json.dumps(dict(first), ensure_ascii=False)
+            # a hand-over, as hand_over marks one: queued for the import thread, never imported before listening
+            env[_FIRST_ENV] = json.dumps({**first, "kind": "import"}, ensure_ascii=False)
         try:
             proc = subprocess.Popen(
                 [sys.executable, *safe, "-m", "ragmem._hookd", os.path.abspath(store)], env=env, cwd="/",
@@ -311,16 +333,20 @@ def _count(value: Any) -> bool:
 #: Most bytes of a transcript one step of a handed-over import reads (whole lines: one longer line is read
 #: whole): the hand-overs of several sessions are imported in turns, a step each.
 STEP_BYTES = 32 * 1024
+#: Most bytes of new transcript a prompt the worker answers imports itself first; more goes to the import
+#: thread, and the prompt is answered from what is stored (the agent has those lines in its context anyway).
+INLINE_BYTES = STEP_BYTES
 
 #: A handed-over import, queued: (agent, namespace, session, transcript); the latest request of each is kept.
 _Key = tuple[str, str, str, str]
 
 
-def _handed_key(raw: bytes) -> _Key | None:
-    """The queue key of a :func:`hand_over` request (``"kind": "import"``), None for a request to answer now."""
+def _key(raw: bytes, handed_only: bool = True) -> _Key | None:
+    """The queue key of a request: of a :func:`hand_over` request (``"kind": "import"``) only, unless
+    ``handed_only`` is False; None for a request without a transcript, or to answer now."""
     try:
         req = json.loads(raw)
-        if not isinstance(req, dict) or req.get("kind") != "import":
+        if not isinstance(req, dict) or (handed_only and req.get("kind") != "import"):
             return None
         transcript = json.loads(req.get("event") or "{}").get("transcript_path")
         parts = (req.get("agent"), req.get("namespace"), req.get("session"), transcript)
@@ -334,9 +360,10 @@ def _answer(root: Any, store: str, mine: str, raw: bytes, queued: Collection[_Ke
     """One request's reply: the hook's stdout through :func:`ragmem._hooks.run_status`, or why it is declined.
 
     A prompt whose transcript has a handed-over import still queued does not import (``queued``): what the
-    agent wrote since is in its own context, and the recall needs only what is stored. With ``step``, the
-    request is a queued hand-over, imported that many bytes further (:func:`ragmem._hooks.import_step`);
-    ``more`` says whether its transcript holds more.
+    agent wrote since is in its own context, and the recall needs only what is stored. Nor does one whose
+    transcript holds more than :data:`INLINE_BYTES` not imported: the reply says ``"handed": true`` and the
+    caller queues its import. With ``step``, the request is a queued import, imported that many bytes
+    further (:func:`ragmem._hooks.import_step`); ``more`` says whether its transcript holds more.
     """
     from . import _hooks
 
@@ -353,14 +380,23 @@ def _answer(root: Any, store: str, mine: str, raw: bytes, queued: Collection[_Ke
     if not (isinstance(agent, str) and isinstance(event, str) and isinstance(namespace, str)
             and isinstance(session, str) and _count(budget) and _count(max_chars)):
         return {"declined": "a malformed request"}
+
+    def view() -> Any:
+        return root.for_session(session, namespace)
+
     if step is not None:
-        more = _hooks.import_step(agent, event, open_memory=lambda: root.for_session(session, namespace),
-                                  store=store, limit=step)
-        return {"output": "", "more": more}
+        return {"output": "", "more": _hooks.import_step(agent, event, open_memory=view, store=store, limit=step)}
     handed = {k[3] for k in queued if k[:2] == (agent, namespace)}
-    out, _ = _hooks.run_status(agent, event, open_memory=lambda: root.for_session(session, namespace),
-                               store=store, budget=int(budget), max_chars=int(max_chars), handed=handed)
-    return {"output": out}
+    late = None
+    try:
+        parsed = _hooks.read_event(agent, event)
+        if parsed.transcript and parsed.transcript not in handed and _hooks.behind(view(), parsed) > INLINE_BYTES:
+            late = parsed.transcript  # a long turn no Stop handed over: imported beside, never before the answer
+    except Exception:  # noqa: BLE001 - run_status meets the same fault, and logs it
+        pass
+    out, _ = _hooks.run_status(agent, event, open_memory=view, store=store, budget=int(budget),
+                               max_chars=int(max_chars), handed=handed | ({late} if late else set()))
+    return {"output": out, "handed": True} if late else {"output": out}
 
 
 class _Imports:
@@ -370,12 +406,17 @@ class _Imports:
     goes on beside it (the store is built for that: the index's owner serves every thread and process, the
     log is one connection behind a lock, index writes take the store's own). One request per transcript is
     kept, the latest: an import reads from the offset the store keeps, so it stands for all before it.
+    The thread runs at the lowest CPU priority (:func:`_background`): on a busy machine the agent's next hook
+    process and the answer come first, the import takes what is left.
     """
 
     def __init__(self, root: Any, store: str, mine: str) -> None:
         self.root, self.store, self.mine = root, store, mine
         self.queued: dict[_Key, bytes] = {}
         self.running: _Key | None = None
+        #: Steps imported so far, and when the last one ended (the worker lets go of the model's memory after).
+        self.steps = 0
+        self.done_at = time.monotonic()
         self._cond = threading.Condition()
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="ragmem-hook-imports", daemon=True)
@@ -402,6 +443,7 @@ class _Imports:
         self._thread.join(timeout=30)
 
     def _run(self) -> None:
+        _background()
         while True:
             with self._cond:
                 while not self.queued and not self._stopped:
@@ -417,24 +459,59 @@ class _Imports:
             finally:
                 with self._cond:
                     self.running = None
+                    self.steps += 1
+                    self.done_at = time.monotonic()
                     if more and key not in self.queued:
                         self.queued[key] = raw  # to the back: two sessions' turns are imported in turns
 
 
+def _background() -> None:
+    """This thread at the lowest CPU priority (nice 19; Linux, where a thread has a nice value of its own)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+
+
+def _let_go(root: Any) -> None:
+    """Give back the memory a long import made the model keep: every engine unloaded, the freed heap returned to
+    the system, and the query engine loaded again fresh (a prompt then pays nothing for it)."""
+    import gc
+
+    from ._store.owner import SharedModel
+    from .embed import default_embedder
+
+    emb = root.store.embedder
+    if isinstance(emb, SharedModel):  # the store's model: loaded here only when this process owns the index
+        emb = default_embedder(emb.name)
+    unload = getattr(emb, "unload", None)  # an embedder of the caller's without one is left as it is
+    if callable(unload):
+        unload()
+    gc.collect()
+    if sys.platform.startswith("linux"):  # glibc keeps freed pages; ask it to give them back (musl has no trim)
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).malloc_trim(0)
+    root.store.embedder.embed_batch(["warm"], kind="query")
+
+
 def _serve(listener: socket.socket, path: Path, inode: int, root: Any, store: str, mine: str, idle: float,
-           first: bytes | None = None) -> None:
+           first: bytes | None = None, unload: float | None = None) -> None:
     """Answer requests until ``idle`` seconds pass without one and nothing handed over is left to import, or the
     socket file is not ours.
 
     Requests that want an answer (a prompt's) are answered on this thread as they come; the hand-overs
     (:func:`hand_over`: the events that only import) go to :class:`_Imports`, on a thread of their own: the
     agent waits for neither, and a prompt never waits behind a turn's embedding. A prompt whose transcript
-    is still handed over does not import it itself.
+    is still handed over does not import it itself. ``unload`` seconds after the last import and request, the
+    model's memory is given back (:func:`_let_go`).
     """
+    unload = unload if unload is not None else unload_seconds()
+    let_go_at = 0  # the steps imported when the model's memory was last given back
     imports = _Imports(root, store, mine)
-    key = _handed_key(first) if first else None
+    key = _key(first) if first else None
     if first and key is not None:
-        imports.put(key, first)  # the spawning hook's event: it has exited
+        imports.put(key, first)  # the spawning hook's event (one that only imports): it has exited
     elif first:
         _answer(root, store, mine, first)
     last = time.monotonic()
@@ -454,6 +531,12 @@ def _serve(listener: socket.socket, path: Path, inode: int, root: Any, store: st
                         return  # replaced: another worker's now
                 except OSError:
                     return  # gone: the store folder was deleted or moved
+                now = time.monotonic()
+                if (imports.steps != let_go_at and not imports.busy()
+                        and now - max(last, imports.done_at) >= unload):
+                    let_go_at = imports.steps
+                    with contextlib.suppress(Exception):  # a failure costs memory, never the worker
+                        _let_go(root)
                 continue
             with conn:
                 try:
@@ -461,13 +544,18 @@ def _serve(listener: socket.socket, path: Path, inode: int, root: Any, store: st
                     if uid is not None and uid != os.getuid():
                         continue
                     raw = _recv_line(conn, time.monotonic() + 5.0, MAX_REQUEST)
-                    handed = _handed_key(raw)
+                    handed = _key(raw)
                     if handed is not None:
                         imports.put(handed, raw)
                         continue
                     reply = _answer(root, store, mine, raw, imports.pending())
-                    conn.settimeout(5.0)
-                    conn.sendall(json.dumps(reply, ensure_ascii=False).encode("utf-8") + b"\n")
+                    late = _key(raw, handed_only=False) if reply.pop("handed", False) else None
+                    try:
+                        conn.settimeout(5.0)
+                        conn.sendall(json.dumps(reply, ensure_ascii=False).encode("utf-8") + b"\n")
+                    finally:
+                        if late is not None:
+                            imports.put(late, raw)  # after the answer: the import does not compete with it
                 except (OSError, StoreError):
                     pass  # the client left (its deadline) or sent nothing whole: it answers in process
                 finally:

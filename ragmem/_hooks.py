@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._units import Unit
 
 __all__ = [
-    "AGENTS", "DEFAULT_BUDGET", "LOG_NAME", "MAX_CHARS", "Change", "Event", "Progress", "answer", "backup_path",
+    "AGENTS", "DEFAULT_BUDGET", "ENDED", "LOG_NAME", "MAX_CHARS", "Change", "Event", "Progress", "answer", "backup_path", "behind",
     "codex_home", "default_scope", "event_name", "hook_command", "import_file", "import_new", "import_step",
     "install", "install_mcp", "keep_out_of_git", "log_failure", "log_path", "mcp_path", "mcp_server", "read_event",
     "recall", "render", "require_store", "run", "run_remote", "run_status", "serve_hook", "settings_path",
@@ -72,6 +72,10 @@ WORTH_FLOOR = 30
 EXCERPT_ROOM = 0.5
 #: The events the hook answers with context, and when (None: always).
 ANSWERED: dict[str, tuple[str, ...] | None] = {"UserPromptSubmit": None, "SessionStart": ("compact", "resume")}
+#: The events after which the agent writes no more to the transcript (Claude Code's ``SessionEnd``: ``/exit``,
+#: ``/clear``, the terminal closed): what waits at its end (a call whose result never came) is then stored as it
+#: stands, the call with a tool message saying it got no result, instead of waiting for good.
+ENDED = ("SessionEnd",)
 #: The formats whose first line names the session (Claude Code's lines each carry it).
 HEAD_FIRST = ("codex",)
 #: The header of the recalled context.
@@ -186,14 +190,16 @@ def _head(data: bytes) -> bytes:
     return data[: cut + 1] if cut >= 0 else b""
 
 
-def import_new(mem: "Memory", event: Event, chunk: bytes, offset: int, head: bytes = b"") -> Progress:
+def import_new(mem: "Memory", event: Event, chunk: bytes, offset: int, head: bytes = b"",
+               final: bool = False) -> Progress:
     """Import the transcript text ``chunk`` that starts at byte ``offset``; return the progress, saved.
 
     ``head`` is the file's first line when ``offset`` is past it: for a format whose first line alone
     says whose session it is (:data:`HEAD_FIRST`: Codex's ``session_meta``) it goes before the chunk, so
     the chunk's messages get their session and project. Only what the importers took in is imported
     (their ``consumed``: whole lines, and not a response still waiting for a tool's result), so a
-    half-written last line waits for the next event.
+    half-written last line waits for the next event. ``final``: ``chunk`` runs to the end of a transcript whose
+    session has ended (:data:`ENDED`), so nothing waits (:func:`ragmem.importers.parse`).
     """
     from ._importing import store_sessions
     from ._redact import redact_value
@@ -206,7 +212,7 @@ def import_new(mem: "Memory", event: Event, chunk: bytes, offset: int, head: byt
                          f"{progress.offset}; send it from there")
     prefix = head if offset > 0 and event.agent in HEAD_FIRST else b""
     text = (prefix + chunk).decode("utf-8", errors="replace")
-    parsed = parse(text, event.agent, filename=transcript, known=progress.sessions)
+    parsed = parse(text, event.agent, filename=transcript, known=progress.sessions, final=final)
     consumed = len(text[: parsed.consumed].encode("utf-8")) - len(prefix)
     store_sessions(mem, parsed.sessions, transcript)  # import-chats' one path: all checked, then stored
     for s in parsed.sessions:
@@ -256,9 +262,26 @@ def import_file(mem: "Memory", event: Event, limit: int | None = None) -> Progre
         raise StoreError(f"cannot read the transcript {event.transcript} ({exc.strerror or exc})") from None
     if not chunk:
         return progress
-    progress = import_new(mem, event, chunk, offset, head)
+    progress = import_new(mem, event, chunk, offset, head, final=event.name in ENDED and offset + len(chunk) >= size)
+    if limit is not None and progress.offset == offset and offset + len(chunk) < size:
+        # nothing taken in, and the file holds more: the piece ended before the result of the response it holds
+        # (a file written whole fills it); read a larger one. Stopping here left the rest of a handed-over turn
+        # to the next prompt, which imported it itself (a 322 KB turn of a shared session: 50 s).
+        return import_file(mem, event, limit * 2)
     progress.more = limit is not None and offset + len(chunk) < size and progress.offset > offset
     return progress
+
+
+def behind(mem: "Memory", event: Event) -> int:
+    """Bytes of the event's transcript not imported yet (0: none, no transcript, or none readable)."""
+    if not event.transcript:
+        return 0
+    try:
+        size = os.path.getsize(event.transcript)
+    except OSError:
+        return 0
+    offset = Progress.load(mem, event.agent, event.transcript).offset
+    return size - offset if offset <= size else size
 
 
 # ------------------------------------------------------------------ recall
@@ -670,10 +693,11 @@ def serve_hook(mem: "Memory", body: Mapping[str, Any]) -> dict[str, Any]:
 Scope = Literal["project", "user"]
 
 #: The events ragmem installs for each agent, and their matchers (None: every occurrence). The events that only
-#: import (PostToolUse, Stop, PreCompact) hand the new lines to the store's worker and return at once.
+#: import (PostToolUse, Stop, PreCompact, SessionEnd) hand the new lines to the store's worker and return at once.
+#: No end-of-session hook is installed for Codex: a call its rollout ends on waits for a later import of the file.
 INSTALLED: dict[str, list[tuple[str, str | None]]] = {
     "claude-code": [("UserPromptSubmit", None), ("SessionStart", "resume|compact"), ("PreCompact", None),
-                    ("PostToolUse", None), ("Stop", None)],
+                    ("PostToolUse", None), ("Stop", None), ("SessionEnd", None)],
     "codex": [("UserPromptSubmit", None), ("SessionStart", "resume|compact"), ("PreCompact", None),
               ("PostToolUse", None), ("Stop", None)],
 }
@@ -760,15 +784,18 @@ def _ours(entry: Any, agent: str) -> bool:
     return found is not None and found.group(1) == agent
 
 
-def _read_settings(path: Path) -> dict[str, Any]:
+def _read_json(path: Path, hooks: bool = False) -> dict[str, Any]:
+    """The JSON object in ``path`` ({} when there is none); with ``hooks``, its ``hooks`` must be an object too
+    (an agent's settings file). Anything else is refused before ragmem changes the file."""
     if not path.exists():
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8") or "{}")
     except ValueError as exc:
         raise UsageError(f"{path} is not valid JSON ({exc}); fix it by hand first, nothing was changed") from None
-    if not isinstance(data, dict) or not isinstance(data.get("hooks", {}), dict):
-        raise UsageError(f"{path} must hold a JSON object whose 'hooks' is an object; nothing was changed")
+    if not isinstance(data, dict) or (hooks and not isinstance(data.get("hooks", {}), dict)):
+        what = "a JSON object whose 'hooks' is an object" if hooks else "a JSON object"
+        raise UsageError(f"{path} must hold {what}; nothing was changed")
     return data
 
 
@@ -865,7 +892,7 @@ def install(agent: str, path: Path, command: str) -> Change:
     Idempotent: when the file already holds exactly these entries, nothing is written. Otherwise ragmem's
     earlier entries (another store, another path) are replaced and the old file kept as its one backup.
     """
-    data = _read_settings(path)
+    data = _read_json(path, hooks=True)
     hooks, removed = _without_ours(dict(data.get("hooks", {})), agent)
     events = []
     for event, matcher in INSTALLED[agent]:
@@ -884,7 +911,7 @@ def install(agent: str, path: Path, command: str) -> Change:
 
 def uninstall(agent: str, path: Path) -> Change:
     """Remove ragmem's own hooks for ``agent`` from the settings file; every other entry stays as it was."""
-    data = _read_settings(path)
+    data = _read_json(path, hooks=True)
     if not data:
         return Change(path)
     hooks, removed = _without_ours(dict(data.get("hooks", {})), agent)
@@ -934,18 +961,6 @@ def keep_out_of_git(path: Path, project: str | os.PathLike[str]) -> Path | None:
 
 
 # ------------------------------------------------------------------ the agent's MCP server
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8") or "{}")
-    except ValueError as exc:
-        raise UsageError(f"{path} is not valid JSON ({exc}); fix it by hand first, nothing was changed") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{path} must hold a JSON object; nothing was changed")
-    return data
 
 
 def _claude_servers(data: dict[str, Any], scope: Scope, project: str) -> dict[str, Any]:
@@ -1013,9 +1028,7 @@ def install_mcp(agent: str, scope: Scope, project: str, server: Mapping[str, Any
             servers[MCP_NAME] = {"type": "stdio", **server}
         if json.dumps(data, sort_keys=True) == old or (server is None and not had):
             return Change(path, what="MCP server")
-        change = Change(path, what="MCP server", removed=[MCP_NAME] if server is None else [],
-                        replaced=[MCP_NAME] if had and server is not None else [],
-                        added=[MCP_NAME] if not had and server is not None else [])
+        change = _mcp_change(path, server, had)
         change.backup = _write(path, data)
         return change
     table = f"mcp_servers.{MCP_NAME}"
@@ -1026,8 +1039,13 @@ def install_mcp(agent: str, scope: Scope, project: str, server: Mapping[str, Any
     if new == text or (server is None and not had):
         return Change(path, what="MCP server")
     _check_toml(path, new)
-    change = Change(path, what="MCP server", removed=[MCP_NAME] if server is None else [],
-                    replaced=[MCP_NAME] if had and server is not None else [],
-                    added=[MCP_NAME] if not had and server is not None else [])
+    change = _mcp_change(path, server, had)
     change.backup = _write_text(path, new)
     return change
+
+
+def _mcp_change(path: Path, server: Mapping[str, Any] | None, had: bool) -> Change:
+    """What :func:`install_mcp` does to ``path``: removes ragmem's server (None), replaces it, or adds it."""
+    return Change(path, what="MCP server", removed=[MCP_NAME] if server is None else [],
+                  replaced=[MCP_NAME] if had and server is not None else [],
+                  added=[MCP_NAME] if not had and server is not None else [])

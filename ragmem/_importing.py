@@ -7,7 +7,10 @@ read (in the log's ``meta`` table, written after what it counts is stored). A
 later import of a grown file, and ``--follow``, read on from there: kill the
 importer at any moment and the next run stores what is missing, and nothing
 twice (message ids derive from the source's ids; an id already stored
-is skipped).
+is skipped). What may still grow at a transcript's end (a call waiting for its
+result) waits for the next read, unless the file has ended (:func:`ended`):
+a one-shot import then stores it as it stands, the call with a tool message
+saying it got no result.
 """
 
 from __future__ import annotations
@@ -34,6 +37,11 @@ LINE_FORMATS = ("claude-code", "codex")
 OFFSETS_FILE = "imports.json"
 #: What ``--follow`` reads of a file at a time, at most (a longer record or open response reads a larger piece).
 FOLLOW_PIECE = 256 * 1024
+#: Seconds a transcript must have stayed unchanged for a one-shot import to take it as ended: what waits at its
+#: end (a call without its result, a response still open) is then stored as it stands, instead of waiting for
+#: a next import. A live session's file changes within seconds (its agent may be running this very import);
+#: one that waits on the user's answer for longer than this gets its call stored without a result.
+SETTLED = 3600.0
 #: The prefix of the ``log.meta`` keys that keep how far each file was read, per namespace.
 META_PREFIX = "import:"
 _SUFFIXES = (".jsonl", ".json")
@@ -71,6 +79,8 @@ class FileResult:
     warnings: list[str] = field(default_factory=list)
     waiting: int = 0
     interrupted: int = 0
+    #: Of ``interrupted``: the calls the file ended on, taken as they stand because it had ended (see :data:`SETTLED`).
+    ended: int = 0
     #: The file ends in a half-written record (a line, a JSON file mid-rewrite) that waits for the next read.
     partial: bool = False
     #: The file holds more to read now (the call read a bounded piece of it).
@@ -126,10 +136,11 @@ class Report:
                     f.results += result.results
                     f.skipped.update(result.skipped)
                     f.interrupted += result.interrupted
+                    f.ended += result.ended
                 else:
                     f.messages, f.calls, f.results = result.messages, result.calls, result.results
                     f.skipped = collections.Counter(result.skipped)
-                    f.interrupted = result.interrupted
+                    f.interrupted, f.ended = result.interrupted, result.ended
                 f.redacted.update(result.redacted)  # of the messages newly stored: they add up
                 f.warnings.extend(w for w in result.warnings if w not in f.warnings)
                 f.format = result.format
@@ -169,13 +180,13 @@ class Report:
             "imported": self.stored, "sessions": sessions,
             "skipped": dict(sorted(self.skipped.items())), "redacted": dict(sorted(self.redacted.items())),
             "waiting": sum(f.waiting for f in self.files), "half_written": sum(f.partial for f in self.files),
-            "interrupted": sum(f.interrupted for f in self.files),
+            "interrupted": sum(f.interrupted for f in self.files), "ended": sum(f.ended for f in self.files),
             "warnings": [w for f in self.files for w in f.warnings],
             "files": [{"file": f.source, "format": f.format, "stored": sum(f.stored.values()),
                        "messages": f.messages, "tool_calls": f.calls, "tool_results": f.results,
                        "skipped": dict(sorted(f.skipped.items())), "redacted": dict(sorted(f.redacted.items())),
                        "waiting": f.waiting, "half_written": f.partial,
-                       "interrupted": f.interrupted} for f in self.files if f.format != "?"],
+                       "interrupted": f.interrupted, "ended": f.ended} for f in self.files if f.format != "?"],
             "unknown_files": self.unknown_files,
             "other_format_files": self.other_format,
             "refused": self.refused,
@@ -423,8 +434,8 @@ def import_export(memory: Any, data: Any, source: str = "the export") -> dict[st
 
 
 def import_file(memory: Any, src: Source, fmt: str | None = None, *, skip_bad_lines: bool = False,
-                offsets: Offsets | None = None, named: bool = True, max_bytes: int | None = None
-                ) -> FileResult | None:
+                offsets: Offsets | None = None, named: bool = True, max_bytes: int | None = None,
+                final: bool = False) -> FileResult | None:
     """Import one file into ``memory``'s namespace, from where the last import of it stopped.
 
     Returns None for a file of no known format found in a folder (``named``
@@ -432,7 +443,10 @@ def import_file(memory: Any, src: Source, fmt: str | None = None, *, skip_bad_li
     only after the messages are stored. ``max_bytes`` bounds what one call
     reads of a line format (``--follow``: bounded memory, and a Ctrl-C waits
     for one such piece, not a whole transcript); the result's ``more`` then
-    says the file holds more to read now.
+    says the file holds more to read now. ``final``: the file has ended (a
+    one-shot import of a file unchanged for :data:`SETTLED` seconds, a zip),
+    so what waits at its end is stored as it stands (``ended`` counts its
+    calls without a result).
     """
     ns = memory.namespace
     rec = offsets.get(ns, src) if offsets is not None else None
@@ -474,7 +488,7 @@ def import_file(memory: Any, src: Source, fmt: str | None = None, *, skip_bad_li
         if kind is None and not named:
             return None
         parsed = parse(text, kind, filename=src.label, skip_bad_lines=skip_bad_lines, known=known,
-                       first_line=first_line)
+                       first_line=first_line, final=final and not more)
         if not more or parsed.consumed > 0:
             break
         limit = (limit or FOLLOW_PIECE) * 2  # one record (or one response still open) longer than the piece: read a larger one
@@ -506,7 +520,8 @@ def _result(label: str, parsed: Parsed, stored: dict[str, int]) -> FileResult:
         calls=sum(len(m.get("tool_calls") or ()) for m in msgs), results=sum(1 for m in msgs if m["role"] == "tool"),
         skipped=parsed.skipped, warnings=parsed.warnings, waiting=parsed.waiting, partial=parsed.partial,
         # counted from what is stored, not from the parse's way there: a no-result message is one of them
-        interrupted=sum(1 for m in msgs if m["role"] == "tool" and (m.get("metadata") or {}).get("kind") == "no_result"))
+        interrupted=sum(1 for m in msgs if m["role"] == "tool" and (m.get("metadata") or {}).get("kind") == "no_result"),
+        ended=parsed.ended)
 
 
 def import_paths(memory: Any, paths: Sequence[str], fmt: str | None = None, *, skip_bad_lines: bool = False,
@@ -520,7 +535,9 @@ def import_paths(memory: Any, paths: Sequence[str], fmt: str | None = None, *, s
     message) stores nothing of itself and is refused, named with its error in
     ``report.refused``, and the import goes on with the others
     (:meth:`Report.failure` is the error to end with). A fault of the store
-    itself stops the import. ``progress`` is told the bytes of each file done.
+    itself stops the import. A file that has ended (:func:`ended`) is read as
+    final: a call it ends on without a result is stored with a tool message
+    saying so, not held back for a next import. ``progress`` is told the bytes of each file done.
     """
     if fmt is not None and fmt not in FORMATS:
         raise UsageError(f"--from {fmt!r}: expected one of {', '.join(FORMATS)}")
@@ -530,7 +547,8 @@ def import_paths(memory: Any, paths: Sequence[str], fmt: str | None = None, *, s
     report = Report()
     for src, named in sources(paths):
         try:
-            result = import_file(memory, src, fmt, skip_bad_lines=skip_bad_lines, offsets=offsets, named=named)
+            result = import_file(memory, src, fmt, skip_bad_lines=skip_bad_lines, offsets=offsets, named=named,
+                                 final=ended(src))
         except InvalidMessage as exc:  # this file is refused whole; the others go on
             report.refused[src.label] = str(exc)
             result = None
@@ -544,6 +562,17 @@ def import_paths(memory: Any, paths: Sequence[str], fmt: str | None = None, *, s
         if progress is not None:
             progress(_size(src))
     return report
+
+
+def ended(src: Source, now: float | None = None) -> bool:
+    """Whether a file has ended as far as an import can tell: a zip's member, or a file unchanged for
+    :data:`SETTLED` seconds (a live agent writes its transcript every few seconds)."""
+    if src.member is not None:
+        return True
+    try:
+        return (time.time() if now is None else now) - src.path.stat().st_mtime >= SETTLED
+    except OSError:
+        return False
 
 
 def _size(src: Source) -> int:
@@ -644,7 +673,9 @@ def summary_lines(report: Report, namespace: str, *, warnings_shown: bool = Fals
         yield (f"waiting: {' and '.join(held)} still being written (a tool running, a response that may grow, a "
                "line or file not yet whole); the next import stores them")
     if data["interrupted"]:
-        yield (f"interrupted: {_n(data['interrupted'], 'tool call')} had no result; each is stored with a tool "
+        end = (f" ({data['ended']} at the end of a file that had ended: the agent never wrote its result)"
+               if data["ended"] else "")
+        yield (f"interrupted: {_n(data['interrupted'], 'tool call')} had no result{end}; each is stored with a tool "
                "message saying so")
     if warnings_shown and data["warnings"]:
         yield f"{_n(len(data['warnings']), 'warning')}, shown above (--json lists them)"

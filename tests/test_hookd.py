@@ -17,9 +17,10 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
-from ragmem import _hookd
+from ragmem import _hookd, _hooks
 from ragmem._errors import StoreError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -255,3 +256,96 @@ def test_a_stop_signal_is_not_an_exception_the_hooks_path_can_swallow():
             pytest.fail("an except Exception caught the worker's stop")
     except _hookd._Stop:
         pass
+
+
+# ------------------------------------------------------------------ a long turn: off the prompt's path, memory given back
+
+#: A real long turn (tests/test_hooks.py's shared sessions): its lines 102-118 hold a file written whole (a 31 KB
+#: Write call) whose result comes after a snapshot line, past the end of a 32 KB import step.
+LONG_TURN = th.TRANSCRIPTS / "claude-code" / "ce3dbbb4-29e8-46ff-8659-ebabb07f2db8.jsonl"
+
+
+def _turn(first: int, end: int) -> str:
+    return "".join(LONG_TURN.read_text().splitlines(keepends=True)[first:end])
+
+
+def _offset(store: Path, transcript: Path) -> int:
+    """How far the store has imported ``transcript`` (read from the log alone: opening a Memory here would index
+    the worker's rows in flight itself)."""
+    from ragmem._store import open_log
+
+    log = open_log(store, create=False)
+    try:
+        raw = log.meta.get(_hooks.Progress.key("default", "claude-code", str(transcript)))
+    finally:
+        log.close()
+    return int(json.loads(raw)["offset"]) if raw else 0
+
+
+def _imported_to(store: Path, transcript: Path, end: int, worker: psutil.Process, still: float = 120.0) -> int:
+    """Wait until the store has ``transcript`` up to byte ``end``, or its offset stops moving for ``still``
+    seconds; the worker's largest resident memory meanwhile."""
+    peak, last, moved = 0, -1, time.monotonic()
+    while True:
+        peak = max(peak, worker.memory_info().rss)
+        now = _offset(store, transcript)
+        if now == end:
+            return peak
+        if now != last:
+            last, moved = now, time.monotonic()
+        elif time.monotonic() - moved > still:
+            pytest.fail(f"the handed-over import stopped at byte {now} of {end} ({th.log_lines(store)})")
+        time.sleep(0.5)
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.skipif(not LONG_TURN.exists(), reason="the shared Claude Code transcripts are not beside the clone")
+def test_a_long_turn_is_imported_to_its_end_off_the_prompts_path_and_the_idle_worker_gives_back_its_memory(tmp_path):
+    """Issue 44: after one 322 KB turn of a shared session the next prompt waited 65-88 s. The handed-over import
+    stopped at a step that held a call but not its result (a file written whole, 31 KB, fills a 32 KB step) and
+    left the rest of the turn to the prompt, which imported it on the worker's only answering thread. Now a
+    step that takes nothing in reads a larger one and the import runs to the turn's end with no other event;
+    a prompt whose transcript holds a long stretch nobody handed over is answered first and the stretch is
+    imported beside; and the worker, idle after its imports, gives back the memory they made the model keep
+    (1.2-1.4 GB held for 15 minutes)."""
+    store, transcript = th.new_store(tmp_path / "store"), tmp_path / "turn.jsonl"
+    transcript.write_text(_turn(102, 119))  # 129 KB, ending on the last call's result: all of it is taken in
+    sid = json.loads(transcript.read_text().splitlines()[0])["sessionId"]
+    stop = th.event("Stop", transcript, session=sid)
+    assert run_hook(store, stop, extra_env={_hookd.UNLOAD_ENV: "3"}).stdout == ""  # starts the worker, handed this
+    worker = psutil.Process(wait_worker(store))
+    peak = _imported_to(store, transcript, transcript.stat().st_size, worker)
+
+    wait_for(lambda: worker.memory_info().rss < 0.6 * peak, "the idle worker to give back the model's memory",
+             timeout=120)
+    # a prompt over a stretch no Stop handed over (37 KB, more than a prompt imports itself): answered, then imported
+    with transcript.open("a") as f:
+        f.write(_turn(119, 129))  # ending on a result: all of it is taken in
+    ask = run_hook(store, th.event("UserPromptSubmit", transcript, session=sid, prompt="Which file was written?"))
+    assert ask.returncode == 0 and worker.is_running()
+    _imported_to(store, transcript, transcript.stat().st_size, worker)
+    assert th.log_lines(store) == [] and [p.pid for p in workers(tmp_path)] == [worker.pid]
+
+
+@pytest.mark.model
+@pytest.mark.skipif(not LONG_TURN.exists(), reason="the shared Claude Code transcripts are not beside the clone")
+def test_the_worker_answers_a_prompt_before_a_long_stretch_nobody_handed_over_and_leaves_it_to_its_import_thread(
+        tmp_path):
+    """The worker's answer to a prompt whose transcript holds more than INLINE_BYTES not imported: no import on the
+    answering thread (it imported all of it, however long, before it answered), the reply marked to queue it."""
+    from ragmem import Memory
+
+    store, transcript = th.new_store(tmp_path / "store"), tmp_path / "turn.jsonl"
+    transcript.write_text(_turn(102, 119))
+    sid = json.loads(transcript.read_text().splitlines()[0])["sessionId"]
+    event = th.event("UserPromptSubmit", transcript, session=sid, prompt="Which file was written?")
+    with Memory(store, create=False) as root:
+        mine = _hookd.fingerprint(store, {})
+        raw = json.dumps({"v": _hookd.VERSION, "store": str(store), "fingerprint": mine, "agent": "claude-code",
+                          "event": json.dumps(event), "namespace": "default", "session": "default", "budget": 1500,
+                          "max_chars": 10_000}).encode()
+        reply = _hookd._answer(root, str(store), mine, raw)
+        assert reply == {"output": "", "handed": True}
+        assert _hooks.Progress.load(root, "claude-code", str(transcript)).offset == 0 and root.sessions() == []
+        assert _hookd._answer(root, str(store), mine, raw, step=_hookd.STEP_BYTES)["more"] is True  # the thread's step

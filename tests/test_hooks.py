@@ -177,7 +177,9 @@ def home(tmp_path, monkeypatch):
     return tmp_path / "home"
 
 
-INSTALLED_EVENTS = "UserPromptSubmit, SessionStart, PreCompact, PostToolUse, Stop"
+#: The events --install adds, by agent (Claude Code's SessionEnd stores the call a session ended on).
+INSTALLED_EVENTS = {"claude-code": "UserPromptSubmit, SessionStart, PreCompact, PostToolUse, Stop, SessionEnd",
+                    "codex": "UserPromptSubmit, SessionStart, PreCompact, PostToolUse, Stop"}
 
 
 @pytest.mark.parametrize("agent, rel", [("claude-code", ".claude/settings.local.json"), ("codex", "home/.codex/hooks.json")])
@@ -191,7 +193,7 @@ def test_install_keeps_other_hooks_twice_changes_nothing_uninstall_restores(tmp_
 
     first = runner.invoke(cli, ["--store", str(store), "hook", agent, "--install", "--no-mcp"])
     assert first.exit_code == 0, first.output
-    assert f"added ragmem's hook on {INSTALLED_EVENTS}" in first.output and "created the store" in first.output
+    assert f"added ragmem's hook on {INSTALLED_EVENTS[agent]}" in first.output and "created the store" in first.output
     assert "previous file is kept as" in first.output
     installed = json.loads(settings.read_text())
     assert installed["permissions"] == OTHER_HOOKS["permissions"]
@@ -224,10 +226,10 @@ def test_install_replaces_an_earlier_install_says_so_and_refuses_a_broken_file(t
     moved = runner.invoke(cli, ["--store", "b", "--namespace", "team", "hook", "claude-code", "--install", "--no-mcp",
                                 "--budget", "900"])
     assert moved.exit_code == 0, moved.output
-    assert f"replaced ragmem's hook on {INSTALLED_EVENTS}" in moved.output and "added" not in moved.output
+    assert f"replaced ragmem's hook on {INSTALLED_EVENTS['claude-code']}" in moved.output and "added" not in moved.output
     data = json.loads((tmp_path / ".claude/settings.local.json").read_text())
     commands = [h["command"] for groups in data["hooks"].values() for g in groups for h in g["hooks"]]
-    assert len(commands) == 5 and all(f"--store {tmp_path / 'b'}" in c and "--namespace team" in c
+    assert len(commands) == 6 and all(f"--store {tmp_path / 'b'}" in c and "--namespace team" in c
                                       and "--budget 900" in c for c in commands)
     (tmp_path / ".claude/settings.local.json").write_text("{not json")
     broken = runner.invoke(cli, ["hook", "claude-code", "--install"])
@@ -721,3 +723,31 @@ def test_a_prompt_is_answered_beside_the_handed_over_import_and_never_imports_it
             break
         time.sleep(1)
     assert offset() == whole and log_lines(store) == []
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.skipif(not LONG.exists(), reason="the shared Claude Code transcripts are not beside the clone")
+def test_a_session_that_ended_on_a_call_without_result_stores_it_at_its_session_end(tmp_path):
+    """Issue 44, the real shape: a shared Claude Code session ends on an ExitPlanMode call the user never answered.
+    Stop leaves it waiting (the agent may still write its result); SessionEnd (/exit, /clear) says the file is
+    done: the call is stored, with a tool message saying it got no result, and no orphan."""
+    from ragmem import Memory
+
+    lines = (TRANSCRIPTS / "claude-code" / "ce3dbbb4-29e8-46ff-8659-ebabb07f2db8.jsonl").read_text().splitlines(True)
+    store, transcript = new_store(tmp_path / "store"), tmp_path / "ended.jsonl"
+    transcript.write_text("".join(lines[-8:]))
+    first = json.loads(lines[-1])
+    for name in ("Stop", "SessionEnd"):
+        e = event(name, transcript, session=first["sessionId"], cwd=first["cwd"]) | {"reason": "prompt_input_exit"}
+        assert hook(store, "claude-code", e, "--no-daemon").returncode == 0
+        with Memory(store, create=False) as mem:
+            [session] = [s.session for s in mem.sessions()]
+            msgs = mem.messages(session)
+            calls = [c.name for m in msgs for c in m.tool_calls]
+            if name == "Stop":
+                assert "ExitPlanMode" not in calls  # it waits
+            else:
+                assert calls[-1] == "ExitPlanMode" and msgs[-1].role == "tool"
+                assert msgs[-1].metadata["kind"] == "no_result" and msgs[-1].tool_call_id == msgs[-2].tool_calls[-1].id
+    assert log_lines(store) == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -593,18 +594,25 @@ SHARED = CODEX.parents[1]  # the shared real transcripts (../shared/data/transcr
 def test_every_shared_transcript_imports_with_its_own_dates_no_orphan_and_nothing_twice(tmp_path, hash_embedder):
     """Every real file of the shared folder, and the ChatGPT export fixture: all imported, each message dated
     by its file (never by the import), every call with its result, and a second import stores nothing."""
-    files = {str(p) for p in SHARED.rglob("*") if p.suffix in (".json", ".jsonl") and p.name != "qa.jsonl"}
+    shared = tmp_path / "shared"  # a copy, its files last written two hours ago: sessions that have ended
+    shutil.copytree(SHARED, shared)
+    old = time.time() - 7200
+    for p in shared.rglob("*"):
+        os.utime(p, (old, old))
+    files = {str(p) for p in shared.rglob("*") if p.suffix in (".json", ".jsonl") and p.name != "qa.jsonl"}
     export = str(FIX / "chatgpt-export-mapping-first.json")
     mem = Memory(tmp_path / "s", embedder=hash_embedder)
     try:
         started = time.time()
-        report = import_paths(mem, [str(SHARED), export])
-        assert report.refused == {} and report.unknown_files == [str(SHARED / "qa.jsonl")], report.to_dict()
+        report = import_paths(mem, [str(shared), export])
+        assert report.refused == {} and report.unknown_files == [str(shared / "qa.jsonl")], report.to_dict()
         assert {f.source for f in report.files} == files | {export} and len(files) == 9
         assert all(sum(f.stored.values()) > 0 for f in report.files)
         assert report.stored == mem.store.log.count("default")
-        # what waits is the one call the session never answered: the last ExitPlanMode, awaiting the user
-        assert {Path(f.source).name: f.waiting for f in report.files if f.waiting} == {
+        # nothing waits: the one call a session never answered (its last ExitPlanMode, awaiting the user when the
+        # session ended) is stored with a tool message saying it got no result, and the summary says so
+        assert [f.waiting for f in report.files if f.waiting] == []
+        assert {Path(f.source).name: f.ended for f in report.files if f.ended} == {
             "ce3dbbb4-29e8-46ff-8659-ebabb07f2db8.jsonl": 1}
         names = {s.session for s in mem.sessions()}
         assert len(names) == 10  # one session a file (the subagent's file is its own), and the export's conversation
@@ -619,7 +627,7 @@ def test_every_shared_transcript_imports_with_its_own_dates_no_orphan_and_nothin
         # the Gemini CLI's own notice (a failed self-update), which a question of qa.jsonl asks about
         notes = [m for n in names for m in mem.messages(n) if m.metadata.get("kind") == "cli_notice"]
         assert any("Automatic update failed. Please try updating manually" in m.text for m in notes)
-        assert import_paths(mem, [str(SHARED), export]).stored == 0
+        assert import_paths(mem, [str(shared), export]).stored == 0
         assert mem.store.log.count("default") == report.stored
     finally:
         mem.close()
@@ -663,3 +671,37 @@ def test_sessions_says_when_a_file_held_no_time_for_its_messages(tmp_path, hash_
     assert "undated: some times are the import's" in undated and "undated" not in held and "2025-05-01 12:00" in held
     listed = json.loads(CliRunner().invoke(cli, ["--store", str(tmp_path / "s"), "--json", "sessions"]).stdout)
     assert [s["metadata"].get("undated") for s in sorted(listed, key=lambda s: "0196dddd" in s["session"])] == [True, None]
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="the shared transcripts are not beside the repository")
+def test_a_call_a_file_ends_on_waits_while_the_file_is_live_and_is_stored_without_result_once_it_has_ended(
+        tmp_path, hash_embedder):
+    """Issue 44: the real shape, a Claude Code session that ended on an ExitPlanMode call the user never answered.
+    A one-shot import held it back as "waiting" for good. While the file is live (written within the hour: its
+    agent may be running this very import), the call waits as before; once the file has ended, the import stores
+    it with a tool message saying it got no result (no orphan either way), and the summary says so."""
+    lines = (SHARED / "claude-code" / "ce3dbbb4-29e8-46ff-8659-ebabb07f2db8.jsonl").read_text().splitlines(True)
+    assert "ExitPlanMode" in lines[-1]
+    path = tmp_path / "ended.jsonl"
+    path.write_text("".join(lines[-8:]))
+    mem = Memory(tmp_path / "s", embedder=hash_embedder)
+    try:
+        live = import_paths(mem, [str(path)])
+        assert live.to_dict()["waiting"] == 1 and live.to_dict()["ended"] == 0
+        assert any(line.startswith("waiting: 1 message") for line in summary_lines(live, "default"))
+        old = time.time() - 7200
+        os.utime(path, (old, old))
+        ended = import_paths(mem, [str(path)])
+        data = ended.to_dict()
+        assert (data["waiting"], data["interrupted"], data["ended"], data["imported"]) == (0, 1, 1, 2)  # call, no-result
+        assert ("interrupted: 1 tool call had no result (1 at the end of a file that had ended: the agent never "
+                "wrote its result); each is stored with a tool message saying so") in summary_lines(ended, "default")
+        [session] = [s.session for s in mem.sessions()]
+        msgs = mem.messages(session)
+        call = msgs[-2]
+        assert [c.name for c in call.tool_calls] == ["ExitPlanMode"]
+        assert msgs[-1].role == "tool" and msgs[-1].tool_call_id == call.tool_calls[0].id
+        assert msgs[-1].metadata["kind"] == "no_result" and _stored_counts(mem, session)["orphans"] == 0
+        assert import_paths(mem, [str(path)]).stored == 0  # read to its end: nothing waits, nothing twice
+    finally:
+        mem.close()

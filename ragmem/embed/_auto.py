@@ -206,6 +206,12 @@ class AutoEmbedder(BundledFacts, Embedder):
         self.last_path = f"torch-{self.torch.precision_used}"
         return out
 
+    def unload(self) -> None:
+        """Let go of every loaded engine and the memory it kept (a long-lived process that went idle: the hook's
+        worker); each loads again on its next use."""
+        for engine in (self.torch, self.onnx, self.int8):
+            engine.unload()
+
     @property
     def precision_used(self) -> str | None:  # type: ignore[override]  # the path that ran last
         """The path that computed the latest vectors (``"onnx-fp32"``, ``"onnx-int8"``, ``"torch-bf16"``, ...)."""

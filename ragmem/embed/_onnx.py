@@ -294,11 +294,20 @@ class OnnxEmbedder(BundledFacts, Embedder):
         check_file(self.onnx_path, record.get("onnx_sha256"), rebuild)
 
     def _ready(self) -> tuple[Any, Any]:
-        if self._session is None:
+        session = self._session  # one read: an unload() between a check and a return cannot hand back None
+        if session is None:
             with self._lock:
                 if self._session is None:
                     self._load()
-        return self._session, self._tokenizer
+                session = self._session
+        return session, self._tokenizer
+
+    def unload(self) -> None:
+        """Let go of the loaded graph and the memory the runtime kept for it (as much as its largest batch
+        needed: hundreds of MB after a long import); the next use loads it again (about a second). A batch
+        running meanwhile finishes on the graph it holds."""
+        with self._lock:
+            self._session = None
 
     def embed_batch(self, texts: Sequence[str], kind: Kind = "document") -> list[list[float]]:
         """Unit-length vectors, one per text (prefixed with the model's prompt for ``kind``); similar lengths batch together.

@@ -68,11 +68,18 @@ class SentenceTransformerEmbedder(Embedder):
     @property
     def model(self) -> Any:
         """The loaded ``SentenceTransformer`` (loaded on first access)."""
-        if self._model is None:
+        model = self._model  # one read: an unload() between a check and a return cannot hand back None
+        if model is None:
             with self._lock:
                 if self._model is None:
                     self._model = self._load()
-        return self._model
+                model = self._model
+        return model
+
+    def unload(self) -> None:
+        """Let go of the loaded model; the next use loads it again."""
+        with self._lock:
+            self._model = None
 
     def _load(self) -> Any:
         if self.bundled is not None:

@@ -22,9 +22,9 @@ from typing import Any, Callable, Mapping
 
 from .._errors import InvalidMessage
 from . import chatgpt, claude_ai, claude_code, codex, gemini
-from ._common import NO_RESULT, ImportedSession, Parsed
+from ._common import FINAL_FORMATS, NO_RESULT, ImportedSession, Parsed
 
-__all__ = ["DESCRIBED", "FORMATS", "NO_RESULT", "ImportedSession", "Parsed", "detect", "parse"]
+__all__ = ["DESCRIBED", "FINAL_FORMATS", "FORMATS", "NO_RESULT", "ImportedSession", "Parsed", "detect", "parse"]
 
 #: The formats, as ``--from`` names them.
 FORMATS = ("claude-code", "codex", "gemini", "chatgpt", "claude")
@@ -50,7 +50,7 @@ def detect(filename: str, text: str) -> str | None:
 
 
 def parse(text: str, fmt: str | None = None, *, filename: str = "", skip_bad_lines: bool = False,
-          known: Mapping[str, Mapping[str, Any]] | None = None, first_line: int = 1) -> Parsed:
+          known: Mapping[str, Mapping[str, Any]] | None = None, first_line: int = 1, final: bool = False) -> Parsed:
     """The sessions in a file's ``text``, in format ``fmt`` (detected when None).
 
     ``filename`` names the file in errors and warnings (and, for the formats
@@ -60,6 +60,11 @@ def parse(text: str, fmt: str | None = None, *, filename: str = "", skip_bad_lin
     file: ``{session key: {"name": ..., "metadata": ...}}`` of the sessions it
     returned, so that ``text[consumed:]`` lands in the same sessions; ``first_line``
     is then the number of its first line in the file (for errors).
+
+    ``final`` says ``text`` runs to the end of a file that will not grow (a session that ended, a file long
+    unchanged): a transcript's last response is then taken as it stands instead of waiting for more, each of
+    its calls without a result answered by a tool message saying so (``Parsed.ended`` counts them). Only the
+    line formats wait (:data:`FINAL_FORMATS`); a whole-JSON file is always read as it stands.
     """
     if fmt is None:
         fmt = detect(filename, text)
@@ -69,4 +74,6 @@ def parse(text: str, fmt: str | None = None, *, filename: str = "", skip_bad_lin
                 "Gemini CLI, ChatGPT or Claude.ai); name its format with --from if it is one of them")
     if fmt not in _PARSERS:
         raise InvalidMessage(f"unknown format {fmt!r}; expected one of: {', '.join(FORMATS)}")
-    return _PARSERS[fmt](text, filename=filename, skip_bad_lines=skip_bad_lines, known=known, first_line=first_line)
+    extra = {"final": final} if fmt in FINAL_FORMATS else {}
+    return _PARSERS[fmt](text, filename=filename, skip_bad_lines=skip_bad_lines, known=known, first_line=first_line,
+                         **extra)

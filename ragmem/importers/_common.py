@@ -43,6 +43,9 @@ class Parsed:
     result). Parsing ``text[consumed:]`` later continues where this stopped.
     ``waiting`` counts the messages held back that way; ``interrupted`` the tool
     calls that never got a result (each answered by a tool message saying so).
+    A parse told the text is final (the whole of a file that will not grow)
+    holds nothing back: ``ended`` counts the calls of ``interrupted`` that were
+    still waiting at its end.
     """
 
     format: str
@@ -52,6 +55,8 @@ class Parsed:
     consumed: int = 0
     waiting: int = 0
     interrupted: int = 0
+    #: Of ``interrupted``: the calls a final text ended on, their results never written (see :data:`FINAL_FORMATS`).
+    ended: int = 0
     #: The text ends in a half-written record (a line still being written, a JSON file caught mid-rewrite): it
     #: waits, as ``waiting``'s messages do, though how many messages it holds is not known yet.
     partial: bool = False
@@ -71,6 +76,10 @@ class Parsed:
                 self.skipped[kind] += n
         self.pending.clear()
 
+
+#: The formats whose parse holds back what may still grow at the text's end (a call waiting for its result, a
+#: response still being written), unless told the text is final (``parse(..., final=True)``).
+FINAL_FORMATS = ("claude-code", "codex")
 
 #: The text of the tool message that answers a call whose result the file never recorded.
 NO_RESULT = "[no result recorded: the session went on or ended before this tool call returned]"

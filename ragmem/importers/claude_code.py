@@ -93,12 +93,13 @@ class _Thread:
 
 
 def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
-          known: Mapping[str, Mapping[str, Any]] | None = None, first_line: int = 1) -> Parsed:
+          known: Mapping[str, Mapping[str, Any]] | None = None, first_line: int = 1, final: bool = False) -> Parsed:
     """A Claude Code transcript's sessions (see the module's docstring).
 
     ``known`` maps a session key already imported from the start of this file
     to its ``{"name": ..., "metadata": ...}``, so text that continues a file
-    (``text[consumed:]`` of an earlier parse) lands in the same sessions.
+    (``text[consumed:]`` of an earlier parse) lands in the same sessions. ``final``: the text ends the file
+    for good, so its last response does not wait (:func:`ragmem.importers.parse`).
     """
     parsed = Parsed(FORMAT, [])
     lines = jsonl(text, filename, FORMAT, skip_bad_lines, parsed, first_line=first_line)
@@ -259,14 +260,16 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
             continue
         g = th.group
         pending = any(not answered for answered in g.calls.values())
-        if pending or (not g.calls and last_closing <= g.last and not g.ended):
+        if not final and (pending or (not g.calls and last_closing <= g.last and not g.ended)):
             # the response may still grow (or its tool is running): it waits for the next read
             parsed.waiting += len(th.messages) - g.index if g.msg["content"] or g.calls else 0
             del th.messages[g.index:]
             consumed = min(consumed, g.start)
             th.group = None
         else:
+            before = parsed.interrupted
             close(th)
+            parsed.ended += parsed.interrupted - before
     parsed.consumed = consumed
     parsed.settle()
     for th in threads.values():

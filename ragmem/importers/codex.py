@@ -95,8 +95,9 @@ def _answer_search(search: dict[str, Any], end: Mapping[str, str]) -> None:
 
 
 def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
-          known: Mapping[str, Mapping[str, Any]] | None = None, first_line: int = 1) -> Parsed:
-    """A Codex rollout's session (see the module's docstring); ``known`` as in :func:`ragmem.importers.parse`."""
+          known: Mapping[str, Mapping[str, Any]] | None = None, first_line: int = 1, final: bool = False) -> Parsed:
+    """A Codex rollout's session (see the module's docstring); ``known`` and ``final`` as in
+    :func:`ragmem.importers.parse`."""
     parsed = Parsed(FORMAT, [])
     lines = jsonl(text, filename, FORMAT, skip_bad_lines, parsed, first_line=first_line)
     known = known or {}
@@ -284,7 +285,10 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
         else:
             unknown(parsed, filename, f"response_item:{itype}", line.start)
 
-    if searches:  # a search with no web_search_end yet: it waits (the lines after it are read again)
+    if searches and final:  # the file ended before their web_search_end: stored with their no-result message
+        parsed.ended += len(searches)
+        parsed.interrupted += len(searches)
+    elif searches:  # a search with no web_search_end yet: it waits (the lines after it are read again)
         first = min(searches, key=lambda x: x["index"])
         parsed.waiting += len(messages) - first["index"]
         del messages[first["index"]:]
@@ -292,8 +296,10 @@ def parse(text: str, *, filename: str = "", skip_bad_lines: bool = False,
         if group is not None and group["index"] >= first["index"]:
             group = None
     if group is not None:
-        if all(group["calls"].values()):
+        if all(group["calls"].values()) or final:
+            before = parsed.interrupted
             close()
+            parsed.ended += parsed.interrupted - before
         else:  # the calls are running: they wait for their outputs, with the lines after them
             parsed.waiting += len(messages) - group["index"]
             del messages[group["index"]:]
