@@ -362,7 +362,18 @@ def when_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, text
     Of the best :data:`WHEN_POOL`, each whose text holds a date or a relative time
     (:func:`ragmem._when.told`) gains ``settings.when_weight`` times its score over the best's.
     """
-    if settings.when_weight <= 0 or not first or first[0].score <= 0 or not when.asks_when(text):
+    if settings.when_weight <= 0 or not when.asks_when(text):
+        return list(first)
+    return lift(first, log, namespace,
+                lambda c, m, top: settings.when_weight * c.score / top if c.score > 0 and when.told(m) else 0.0)
+
+
+def lift(first: Sequence[Candidate], log: MessageLog, namespace: str,
+         gain: Callable[[Candidate, Message, float], float]) -> list[Candidate]:
+    """The candidates, with each of the best :data:`WHEN_POOL` gaining ``gain(candidate, its message, the round's
+    best score)`` (0: nothing), best first again: one read of the pool's messages for the lifts that weigh what a
+    candidate says (:func:`when_boost`, :func:`phrase_boost`)."""
+    if not first or first[0].score <= 0:
         return list(first)
     pool = first[:WHEN_POOL]
     held = log.get_many(namespace, [c.message_id for c in pool])
@@ -370,8 +381,9 @@ def when_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, text
     gains = {}
     for c in pool:
         m = held.get(c.message_id)
-        if m is not None and c.score > 0 and when.told(m):
-            gains[c.message_id] = (c, settings.when_weight * c.score / top)
+        g = gain(c, m, top) if m is not None else 0.0
+        if g > 0:
+            gains[c.message_id] = (c, g)
     return with_gains(first, gains) if gains else list(first)
 
 
@@ -442,20 +454,13 @@ def phrase_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, te
     call that shared a word of it): each gains the round's best score, so the exact words outrank
     every message that only shares some of them, in the order they had among themselves."""
     wanted = phrases(text)
-    if not wanted or not first or first[0].score <= 0:
+    if not wanted:
         return list(first)
-    pool = first[:WHEN_POOL]
-    held = log.get_many(namespace, [c.message_id for c in pool])
-    top = first[0].score
-    gains = {}
-    for c in pool:
-        m = held.get(c.message_id)
-        if m is None:
-            continue
+
+    def holds(c: Candidate, m: Message, top: float) -> float:
         words = " ".join(" ".join([m.text, *(_strings(a.arguments) for a in m.tool_calls)]).lower().split())
-        if any(p in words for p in wanted):
-            gains[c.message_id] = (c, top)
-    return with_gains(first, gains) if gains else list(first)
+        return top if any(p in words for p in wanted) else 0.0
+    return lift(first, log, namespace, holds)
 
 
 def with_gains(first: Sequence[Candidate], gains: dict[str, tuple[Candidate, float]]) -> list[Candidate]:
