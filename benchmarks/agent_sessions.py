@@ -48,6 +48,7 @@ import random
 import statistics
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -329,12 +330,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--refresh", action="store_true", help="with --transcripts: import again, not from the cache")
     p.add_argument("--model", default=None, metavar="NAME",
                    help="with --transcripts: import with this offline embedding model (default: ragmem's default)")
-    p.add_argument("--before", default=None, metavar="FIELD=VALUE,...",
-                   help="with --transcripts: also ask every question with these RecallSettings (as before a change), "
-                        "e.g. early_weight=0")
+    p.add_argument("--before", action="append", default=None, metavar="FIELD=VALUE,...",
+                   help="with --transcripts: also ask every question with these settings (RecallSettings fields, or "
+                        "recall_format), as before a change or with a step off, e.g. early_weight=0; give it again for "
+                        "another variant, each asked in the same run")
     p.add_argument("--neutral", default=None, metavar="TREE",
                    help="with --transcripts: the imported sessions exported and fed through Memory.add_many to the "
                         "code of TREE (a worktree of an older commit) and to this tree's, each question asked of both")
+    p.add_argument("--against", default=None, metavar="TREE",
+                   help="with --transcripts: the same cached import asked with the code of TREE (a worktree of main, "
+                        "its store code the same) and with this tree's, each question of both, in one run")
     p.add_argument("--neutral-child", nargs=4, default=None, help=argparse.SUPPRESS)
     p.add_argument("--hook", action="store_true",
                    help="the hook end to end: the Claude Code sessions and one Codex rollout cut at a compaction, the "
@@ -358,14 +363,16 @@ def main(argv: list[str] | None = None) -> None:
             options["budgets"] = tuple(int(x) for x in args.budgets.split(","))
         if args.limit is not None:
             options["limit"] = args.limit
-        if args.neutral:
-            res = neutral(args.neutral, args.quick, args.refresh, **options)
-            print(f"Evidence in the prompt, {args.neutral} -> this tree, the same messages through add_many:\n")
+        if args.neutral or args.against:
+            res = neutral(args.neutral or args.against, args.quick, args.refresh, against=bool(args.against),
+                          **options)
+            how = "the same cached import" if args.against else "the same messages through add_many"
+            print(f"Evidence in the prompt, {args.neutral or args.against} -> this tree, {how}:\n")
             print(neutral_table(res))
             print(f"prompt p50 {res['old']['prompt_p50_ms']:.1f} ms -> {res['new']['prompt_p50_ms']:.1f} ms")
             return
-        before = None if args.before is None else {
-            k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.before.split(",") if kv)}
+        before = None if args.before is None else [
+            {k: _value_of(v) for k, v in (kv.split("=", 1) for kv in one.split(",") if kv)} for one in args.before]
         print_transcripts(suite(args.quick, before=before, refresh=args.refresh, model=args.model, **options))
         return
     turns = args.turns or (HARD["turns"] if args.hard else 400)
@@ -377,6 +384,14 @@ def main(argv: list[str] | None = None) -> None:
     print(table(res))
     print(f"broken tool pairs / over budget: {len(res['problems'])} {res['problems'][:5]}")
     print(f"took {time.perf_counter() - start:.0f} s")
+
+
+def _value_of(text: str):
+    """A ``--before`` value: JSON (``0``, ``true``), else the word itself (``recall_format=messages``)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 # -- real transcripts ------------------------------------------------------------------------------------------------
@@ -694,20 +709,74 @@ def _found(q: dict, got) -> float:
     return float(any(hits)) if q["match"] == "any" else sum(hits) / len(hits)
 
 
+def variants_of(before: dict | list[dict] | None) -> dict[str, dict]:
+    """The variants a run asks beside today's settings, by name (``FIELD=VALUE,...``): ``before`` is one dict of
+    settings or a list of them."""
+    if not before:
+        return {}
+    return {",".join(f"{k}={json.dumps(v)}" for k, v in d.items()): d
+            for d in ([before] if isinstance(before, dict) else before)}
+
+
+def variant_settings(settings, fields: dict):
+    """``settings`` (a Memory's :class:`ragmem._settings.Settings`) with a variant's fields: those of
+    :class:`ragmem.RecallSettings` in its ``recall``, the others (``recall_format``) its own; ``code_words``
+    is the benchmark's own (:func:`query_code_words`)."""
+    from dataclasses import fields as _fields
+
+    from ragmem import RecallSettings
+
+    names = {f.name for f in _fields(RecallSettings)}
+    recall = {k: v for k, v in fields.items() if k in names}
+    rest = {k: v for k, v in fields.items() if k not in names and k != "code_words"}
+    return replace(settings, recall=replace(settings.recall, **recall), **rest)
+
+
+@contextmanager
+def query_code_words(on: bool = True):
+    """With ``on`` False, the lexical leg reads a question's words as it did before code words (issue 35, item 4:
+    no whole form of a path, a flag or a dotted name; ``ragmem._lexical._words_terms``), the rows as they are: what
+    code words are worth on the query's side, where a store need not be built again. A no-op when ``on``."""
+    from ragmem import _lexical, _recall
+
+    if on:
+        yield
+        return
+    saved = _recall.lexical_candidates
+
+    def plain(log, text, *, namespace, session, n, filters=None, settings=_recall.DEFAULT_RECALL):
+        # _recall.lexical_candidates with the words' terms only, not tokenize's
+        terms = list(dict.fromkeys(_lexical._words_terms(text)))
+        total, df = log.lexical.lexical_df(terms)
+        if total > settings.common_term_min_rows:
+            terms = [t for t in terms if df.get(t, 0) <= settings.common_term_share * total] or terms
+        terms = [t for t in terms if df.get(t, 0) > 0]
+        if not terms:
+            return []
+        rows = log.lexical.lexical_search(namespace, session, terms, n, filters=filters,
+                                          above=settings.lexical_scope_rows)
+        return [_recall.Candidate(*row) for row in rows]
+    _recall.lexical_candidates = plain
+    try:
+        yield
+    finally:
+        _recall.lexical_candidates = saved
+
+
 def run_transcripts(store: Path, manifest: dict, budgets: tuple[int, ...] = TRANSCRIPT_BUDGETS,
-                    limit: int | None = None, sets: tuple[str, ...] = QUESTION_SETS, before: dict | None = None,
+                    limit: int | None = None, sets: tuple[str, ...] = QUESTION_SETS,
+                    before: dict | list[dict] | None = None,
                     methods: tuple[str, ...] = TRANSCRIPT_METHODS) -> dict:
     """Every question of the chosen ``sets``, in both :data:`MODES`, by every method at every budget.
 
     ``store`` holds each file's session (``manifest``: file -> namespace and session), as :func:`import_transcripts`
     or ``--neutral``'s ``add_many`` built it. ``late`` asks in the file's session, ``new session`` from a fresh
     session of its namespace with namespace recall. ``limit`` keeps each file's first questions of each set only
-    (the quick slice). ``before`` (fields of :class:`ragmem.RecallSettings`, e.g. ``{"early_weight": 0}``) asks each
-    question once more as ragmem did before a change, on the same stores in the same run: the method ``before``,
-    and ``@10 before``.
+    (the quick slice). ``before`` (fields of :class:`ragmem.RecallSettings` or of the Memory's settings, e.g.
+    ``{"early_weight": 0}``, or a list of such variants) asks each question once more per variant, as ragmem did
+    before a change or with one step turned off, on the same stores in the same run: the method named by the
+    variant (:func:`variants_of`), and ``@10 NAME``.
     """
-    from dataclasses import replace as _replace
-
     from ragmem import Memory
     from ragmem._units import group_units
 
@@ -718,7 +787,8 @@ def run_transcripts(store: Path, manifest: dict, budgets: tuple[int, ...] = TRAN
     per: list[dict] = []
     problems: list[str] = []
     lat: list[float] = []
-    lat_before: list[float] = []  # the same prompts as before the change (``before``), beside them in one run
+    variants = variants_of(before)
+    lat_before: dict[str, list[float]] = {}  # the same prompts with each variant's settings, beside them in one run
     base = Memory(path=str(store), window=WINDOW)
     try:
         sessions = stored_sessions(base, manifest)
@@ -746,9 +816,10 @@ def run_transcripts(store: Path, manifest: dict, budgets: tuple[int, ...] = TRAN
                     rec = {"set": q["set"], "file": key, "kind": q["kind"], "half": q["half"], "mode": mode,
                            "question": q["question"], "@10": _found(q, [h.message.id for h in hits]),
                            "@10 bm25": _found(q, ranked[:10]), "ev": {}, "fate": {}}
-                    # before and after in turns, each first for every other question: a question asked again finds
-                    # warm caches, which must not favour one side
-                    arms = ["now"] if before is None else ["then", "now"] if qi % 2 else ["now", "then"]
+                    # now and each variant in turns, each first in its turn: a question asked again finds warm
+                    # caches, which must not favour one side
+                    arms = ["now", *variants]
+                    arms = arms[qi % len(arms):] + arms[:qi % len(arms)]
                     for arm in arms:
                         if arm == "now":
                             for method in methods:
@@ -767,27 +838,26 @@ def run_transcripts(store: Path, manifest: dict, budgets: tuple[int, ...] = TRAN
                                                 for i in q["ids"]]
                                     rec["ev"][f"{method}@{b}"] = _found(q, got)
                             continue
-                        # the same question, as ragmem answered it before the change
-                        from ragmem import RecallSettings
-
-                        saved, m.settings = m.settings, _replace(m.settings, recall=RecallSettings(**before or {}))
+                        # the same question, as ragmem answered it with a variant's settings (before a change)
+                        saved, m.settings = m.settings, variant_settings(m.settings, variants[arm])
                         try:
-                            rec["@10 before"] = _found(q, [h.message.id for h in
-                                                           m.search(q["question"], k=10, scope=scope or "session")])
-                            for b in budgets:
-                                t = time.perf_counter()
-                                ctx = m.prompt(q["question"], budget=b, recall_scope=scope)
-                                lat_before.append(time.perf_counter() - t)
-                                rec["ev"][f"before@{b}"] = _found(q, shown(q, ctx, by_id))
+                            with query_code_words(variants[arm].get("code_words", True)):
+                                rec[f"@10 {arm}"] = _found(q, [h.message.id for h in m.search(
+                                    q["question"], k=10, scope=scope or "session")])
+                                for b in budgets:
+                                    t = time.perf_counter()
+                                    ctx = m.prompt(q["question"], budget=b, recall_scope=scope)
+                                    lat_before.setdefault(arm, []).append(time.perf_counter() - t)
+                                    rec["ev"][f"{arm}@{b}"] = _found(q, shown(q, ctx, by_id))
                         finally:
                             m.settings = saved
                     per.append(rec)
             log(f"[agent_sessions] transcript {key}: {len(msgs)} messages, {len(qs)} questions")
     finally:
         base.close()
-    return {"per": per, "problems": problems, "budgets": list(budgets), "before": before, "sets": list(sets),
-            "prompt_p50_ms": 1000 * statistics.median(lat) if lat else None,
-            "prompt_p50_ms_before": 1000 * statistics.median(lat_before) if lat_before else None,
+    return {"per": per, "problems": problems, "budgets": list(budgets), "before": list(variants.values()) or None,
+            "sets": list(sets), "prompt_p50_ms": 1000 * statistics.median(lat) if lat else None,
+            "prompt_p50_ms_before": {k: 1000 * statistics.median(v) for k, v in lat_before.items()} or None,
             "questions": len({(r["file"], r["question"]) for r in per}),
             "unresolved": sorted({f"{q['file']}: {q['question']}" for q in questions if None in q["ids"]}),
             "ambiguous": sum(q["ambiguous"] for q in questions)}
@@ -868,12 +938,13 @@ def fates_table(res: dict) -> str:
 
 
 def before_table(res: dict) -> str:
-    """Evidence and search recall@10, before a change (``run_transcripts(before=...)``) and after, by set, half and
-    mode."""
+    """Evidence and search recall@10 with each variant's settings (``run_transcripts(before=...)``) and today's, by
+    set, half and mode."""
     b = res["budgets"]
     rows = []
+    names = list(variants_of(res.get("before")))
     for qset, half, mode, rs in _groups(res):
-        for name, ev, at10 in (("before", "before", "@10 before"), ("after", "ragmem", "@10")):
+        for name, ev, at10 in [(n, n, f"@10 {n}") for n in names] + [("today", "ragmem", "@10")]:
             rows.append([qset, half, mode, name, len(rs)] + [_mean(rs, lambda r, x=x, ev=ev: r["ev"][f"{ev}@{x}"])
                                                             for x in b] + [_mean(rs, lambda r, at10=at10: r[at10])])
     return markdown_table(["set", "half", "asked", "ragmem", "n"] + [f"@{x}" for x in b] + ["recall@10"], rows)
@@ -883,7 +954,8 @@ def before_table(res: dict) -> str:
 QUICK_TRANSCRIPTS = {"limit": 4, "budgets": (1000, 2000), "sets": ("long",)}
 
 
-def suite(quick: bool = False, out_dir: Path | None = None, before: dict | None = None, refresh: bool = False,
+def suite(quick: bool = False, out_dir: Path | None = None, before: dict | list[dict] | None = None,
+          refresh: bool = False,
           model: str | None = None, **options) -> dict:
     """The transcripts benchmark of record (``run_all``): its JSON in ``agent_transcripts.json``; ``before``, the
     settings of a run before a change, asked beside it (:func:`run_transcripts`); ``options`` override the quick
@@ -921,6 +993,14 @@ def _neutral_child(code: str, records: Path, out: Path, options: dict) -> None:
     if not Path(ragmem.__file__).resolve().is_relative_to(Path(code).resolve()):
         raise SystemExit(f"ragmem came from {ragmem.__file__}, not {code}")
     data = json.loads(records.read_text())
+    imported = options.pop("imported", None)
+    if imported is not None:  # --against: the imported store itself, asked with the tree's code
+        manifest = {rel: {"namespace": v["namespace"], "session": v["session"]} for rel, v in data.items()}
+        with tempfile.TemporaryDirectory(prefix="ragmem-against-") as tmp:
+            res = run_transcripts(_fresh_copy(Path(imported), Path(tmp)), manifest, **options)
+        res["code"] = code
+        write_json_plain(out, res)
+        return
     h = hashlib.sha256((_source_hash(Path(code), QUERY_ONLY) + hashlib.sha256(records.read_bytes()).hexdigest())
                        .encode()).hexdigest()[:16]
     cached = cache_dir() / f"neutral-{h}"
@@ -946,11 +1026,15 @@ def write_json_plain(path: Path, data: dict) -> None:
     path.write_text(json.dumps(data, default=str))
 
 
-def neutral(old: str, quick: bool = False, refresh: bool = False, **options) -> dict:
+def neutral(old: str, quick: bool = False, refresh: bool = False, against: bool = False, **options) -> dict:
     """The neutral comparison (issue 42, item 3): the imported sessions exported, then fed through
     ``Memory.add_many`` to the code of ``old`` (a worktree of an earlier commit) and to this tree, each in a child
     process with its code first on the path, and every question asked of both. Returns ``{"old": result, "new":
-    result}``, each a :func:`run_transcripts` result."""
+    result}``, each a :func:`run_transcripts` result.
+
+    ``against``: no ``add_many``; both trees are asked of the one cached import (a copy each), which holds what
+    both would store when only query-time modules (:data:`QUERY_ONLY`) differ: today's code against a change.
+    """
     import os
     import subprocess
     import sys
@@ -958,6 +1042,10 @@ def neutral(old: str, quick: bool = False, refresh: bool = False, **options) -> 
     from .common import REPO_ROOT
 
     opts = {**(QUICK_TRANSCRIPTS if quick else {}), **options, "methods": ("ragmem",)}
+    if against:
+        if _source_hash(Path(old), QUERY_ONLY) != _source_hash(REPO_ROOT, QUERY_ONLY):
+            raise SystemExit(f"--against {old}: its store code differs from this tree's; compare with --neutral")
+        opts["imported"] = str(cached_import(transcripts_dir(), transcript_files()) / "store")
     with tempfile.TemporaryDirectory(prefix="ragmem-neutral-") as tmp:
         store, manifest = import_transcripts(Path(tmp), refresh=refresh)
         from ragmem import Memory
@@ -1009,10 +1097,10 @@ def print_transcripts(res: dict) -> None:
     print(transcripts_table(res))
     print(f"\nPer file:\n\n{files_table(res)}")
     print(f"\nWhere the missed evidence went:\n\n{fates_table(res)}")
-    if res.get("before") is not None:
-        print("\nbefore ({}) and after:\n{}".format(res["before"], before_table(res)))
-    if res.get("prompt_p50_ms_before"):
-        print(f"prompt p50 before {res['prompt_p50_ms_before']:.1f} ms, after {res['prompt_p50_ms']:.1f} ms")
+    if res.get("before"):
+        print(f"\nWith each variant's settings, and today's:\n{before_table(res)}")
+    for name, ms in (res.get("prompt_p50_ms_before") or {}).items():
+        print(f"prompt p50 with {name} {ms:.1f} ms, today {res['prompt_p50_ms']:.1f} ms")
     print(f"monotone in budget: {res['monotone']}; prompt p50 {res['prompt_p50_ms']:.1f} ms; "
           f"broken tool pairs / over budget: {len(res['problems'])} {res['problems'][:5]}; "
           f"evidence no import holds: {res['unresolved']}; evidence several messages hold: {res['ambiguous']}; "

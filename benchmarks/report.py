@@ -344,13 +344,22 @@ def transcripts_section(result: dict) -> str:
         f"recall@10 by ragmem and by BM25. Evidence never falls as the budget grows in every question set: "
         f"{mono['all_sets']} ({mono['question_falls']} single questions lose evidence from one budget to the "
         f"next); `prompt()` p50 {result['prompt_p50_ms']:.1f} ms"
-        + (f" ({result['prompt_p50_ms_before']:.1f} ms as before the change, in the same run)"
-           if result.get("prompt_p50_ms_before") else "")
+        + _variants_p50(result)
         + ". The second table says where the evidence of the "
         "questions that missed some went (`agent_sessions.fate`): not among recall's candidates, too big for "
         "the whole room recall had (by what is big in its unit, the call or a result), crowded out by "
         "better-ranked units, or left out of an excerpt.",
         _transcripts_tables)
+
+
+def _variants_p50(result: dict) -> str:
+    """The prompt's p50 with each variant's settings, in the same run (an older result holds one number)."""
+    got = result.get("prompt_p50_ms_before")
+    if not got:
+        return ""
+    if not isinstance(got, dict):
+        return f" ({got:.1f} ms as before the change, in the same run)"
+    return " (" + "; ".join(f"{ms:.1f} ms with `{n}`" for n, ms in got.items()) + ", in the same run)"
 
 
 def _transcripts_tables(result: dict) -> str:
@@ -359,9 +368,9 @@ def _transcripts_tables(result: dict) -> str:
     if all("fate" in x for x in result["per"]):
         out += "\n\n" + agent_sessions.fates_table(result)
     if result.get("before"):
-        fields = ", ".join(f"{k}={v}" for k, v in result["before"].items())
-        out += (f"\n\nThe same run asked every question once more as ragmem did before its last change "
-                f"(`--before {fields}`), on the same stores:\n\n{agent_sessions.before_table(result)}")
+        names = " ".join(f"`--before {n}`" for n in agent_sessions.variants_of(result["before"]))
+        out += (f"\n\nThe same run asked every question once more with each variant's settings ({names}: a step "
+                f"turned off, or as before a change), on the same stores:\n\n{agent_sessions.before_table(result)}")
     return out
 
 

@@ -545,8 +545,15 @@ def _finish(
 #: unit does not fit whole (invariant 3's second exception); ``RecallSettings.excerpt_share``, 0 turns it off.
 EXCERPT_SHARE = 0.25
 #: An excerpt placed at its unit's rank (a unit too big for all of recall's room) takes at most this share of
-#: that room, so one giant result cannot crowd out the units ranked after it.
-EXCERPT_ROOM = 0.5
+#: that room, so one giant result cannot crowd out the units ranked after it (0.5 until issue 42: chosen on the
+#: agent transcripts' tuning half, docs/recall.md).
+EXCERPT_ROOM = 0.35
+#: A unit crowded out of recall's room whose giant part could show as an excerpt goes in as one before any unit
+#: scoring below this share of its score (issue 42: a unit found near the top is not lost to its size).
+EXCERPT_BEFORE = 0.8
+#: The smallest room recall is packed into on its own first: a room of at least twice this is packed in passes,
+#: half of it first (:func:`_pack_recall`), so what a smaller budget places stays placed in a larger one.
+PASS_MIN = 1000
 #: The fewest tokens of a result's text an excerpt shows: below that, a marker is most of what it says.
 EXCERPT_MIN_TOKENS = 48
 #: A line longer than this is matched in pieces of this many characters (minified files, one-line JSON).
@@ -904,11 +911,18 @@ def _pack_recall(
     ``first`` (the note before the window). When the best unit fits only without its markers, it goes
     in bare, and only units that join its episode may follow (another episode would need both markers).
 
+    **What less room places stays placed** (issue 42): a room of at least twice :data:`PASS_MIN` is packed
+    in passes, first into half of it (a quarter first, and so on, while at least :data:`PASS_MIN`), then into
+    all of it, each pass as below over what is not placed yet. Greedy packing in one pass is not monotone in
+    its room: a unit that fits only in the larger room took the room of several smaller, better-placed ones.
+
     With ``excerpts``, a unit holding a giant part (:class:`_Excerpts`: a tool result, or a call's one giant
-    argument such as a file written whole) that does not fit whole may go in with that part as a marked excerpt: at its rank when the unit is bigger than all of the
-    room (it could never go in whole), in at most :data:`EXCERPT_ROOM` of the room; after every whole unit
-    that fits, in what is left, when better-ranked units crowded it out. So whole units are packed as
-    before, and an excerpt takes only room that no whole unit ranked after it could have had whole.
+    argument such as a file written whole) that does not fit whole may go in with that part as a marked
+    excerpt: at its rank when the unit is bigger than all of the room (it could never go in whole), in at most
+    :data:`EXCERPT_ROOM` of the room; when better-ranked units crowded it out, before the first unit that scores
+    below :data:`EXCERPT_BEFORE` of its score, in what is left (a unit found near the top is not lost to its
+    size while much lower ones go in), and otherwise after every whole unit that fits. So an excerpt never
+    takes the room of a whole unit ranked above it in its pass.
 
     (Packing by score per token, kept when it held more total score, was
     measured too: +0.002 evidence on LoCoMo at 2,000 tokens, -0.008 on the hard
@@ -920,13 +934,14 @@ def _pack_recall(
     bare = False
     # what a unit costs where it goes: its messages, or its lines when recall is dated text (marks.lines)
     size = costs.text_unit if marks is not None and marks.lines else costs.unit
+    room = cap  # the room of the pass under way
 
     def fits(u: Unit) -> int | None:  # what u costs with its markers, or None when it cannot go in
         extra = marks.delta(u, bare) if marks else 0
         if extra is None:
             return None
         cost = size(u) + extra + (first if marks and not chosen else 0)
-        return cost if used + cost <= cap else None
+        return cost if used + cost <= room else None
 
     def take(u: Unit, score: float, cost: int) -> None:
         nonlocal used
@@ -942,7 +957,7 @@ def _pack_recall(
         extra = marks.delta(u, bare) if marks else 0
         if extra is None:
             return None
-        got = excerpts.unit(u, min(most, cap - used) - extra - (first if marks and not chosen else 0))
+        got = excerpts.unit(u, min(most, room - used) - extra - (first if marks and not chosen else 0))
         if got is None:
             return None
         excerpts.take(got[1])
@@ -960,32 +975,52 @@ def _pack_recall(
         if cost is not None:
             take(n, score, cost)
 
-    crowded: list[tuple[Unit, float]] = []
-    for u, score in sorted(recall, key=lambda us: -us[1]):
-        if u.id in in_window or u.id in seen:
-            continue  # invariant 6: never repeat the window
-        seen.add(u.id)
-        if not u.complete:
-            _split_incomplete([u], "recall", dropped, costs)
-            continue
-        cost = fits(u)
-        if cost is None and marks and not chosen and size(u) <= cap:
-            bare, cost = True, size(u)  # the budget has room for the unit, not for its marker
-        if cost is None:
-            got = excerpted(u, int(EXCERPT_ROOM * cap)) if size(u) > cap else None
-            if got is None:
-                dropped.append(_drop("recall", u, costs.unit(u), "over budget", score))
-                crowded.append((u, score))
+    def place_excerpt(u: Unit, score: float) -> bool:  # u in what is left, with excerpts
+        got = excerpted(u, room)
+        if got is None:
+            return False
+        take(got[0], score, got[1])
+        companion(got[0], score)
+        return True
+
+    ordered = sorted(recall, key=lambda us: -us[1])
+
+    def fill(last: bool) -> None:  # one pass over what is not placed yet, into `room`
+        nonlocal bare
+        crowded: list[tuple[Unit, float]] = []
+        waiting: list[tuple[Unit, float]] = []  # crowded out, with a giant part: an excerpt before much lower units
+        for u, score in ordered:
+            if u.id in in_window or u.id in seen:
+                continue  # invariant 6: never repeat the window
+            while waiting and score < EXCERPT_BEFORE * waiting[0][1]:
+                place_excerpt(*waiting.pop(0))
+            if not u.complete:
+                if last:
+                    seen.add(u.id)
+                    _split_incomplete([u], "recall", dropped, costs)
                 continue
-            u, cost = got
-        take(u, score, cost)
-        companion(u, score)
-    for u, score in crowded:  # what is left after every whole unit that fits: excerpts of the crowded out
-        got = excerpted(u, cap)
-        if got is not None:
-            dropped[:] = [d for d in dropped if not (d.unit_id == u.id and d.section == "recall")]
-            take(got[0], score, got[1])
-            companion(got[0], score)
+            cost = fits(u)
+            if cost is None and last and marks and not chosen and size(u) <= room:
+                bare, cost = True, size(u)  # the budget has room for the unit, not for its marker
+            if cost is None:
+                got = excerpted(u, int(EXCERPT_ROOM * room)) if size(u) > room else None
+                if got is None:
+                    crowded.append((u, score))
+                    if excerpts is not None and excerpts.giants(u):
+                        waiting.append((u, score))
+                    continue
+                u, cost = got
+            take(u, score, cost)
+            companion(u, score)
+        for u, score in crowded:  # what is left after every whole unit that fits: excerpts of the crowded out
+            if u.id not in seen and not place_excerpt(u, score) and last:
+                dropped.append(_drop("recall", u, costs.unit(u), "over budget", score))
+
+    rooms = [cap]
+    while rooms[-1] // 2 >= PASS_MIN:
+        rooms.append(rooms[-1] // 2)
+    for room in reversed(rooms):
+        fill(room == cap)
     return chosen, bare
 
 

@@ -400,17 +400,23 @@ def early_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, ses
     :meth:`~ragmem._store.log_base.LogBase.earliest`) that pass the filters gain ``settings.early_weight``
     times the round's best score, by their place: the first all of it, each later one a step less
     (``1 - i / EARLY_TURNS``). A gain adds to the message's own relevance, so the early turns that match
-    the question rise most; one the first round missed enters with its gain alone.
+    the question rise most. A question about the opening of the session (:func:`ragmem._when.asks_start`:
+    "what did I ask for at the very start?") lifts them all, one the first round missed entering with its gain
+    alone; one about the first of something ("the first version of script.js", "before the fix") only those
+    among the round's best :data:`WHEN_POOL`: the session's opening turns that do not match it stay out of the
+    way of the first write of that file (issue 42).
     """
-    if settings.early_weight <= 0 or not first or first[0].score <= 0 or not when.asks_early(text):
+    start = when.asks_start(text)
+    if settings.early_weight <= 0 or not first or first[0].score <= 0 or not (start or when.asks_early(text)):
         return list(first)
     rows = log.earliest(namespace, session, EARLY_TURNS)
     if filters:  # the caller's role, time and metadata filters hold here as in every round
         held = log.get_many(namespace, [r[0] for r in rows])
         rows = [r for r in rows if r[0] in held and filters.matches(held[r[0]])]
+    matched = None if start else {c.message_id for c in first[:WHEN_POOL]}
     top = first[0].score
     gains = {mid: (Candidate(mid, uid, sess, seq, 0.0), settings.early_weight * top * (1 - i / EARLY_TURNS))
-             for i, (mid, uid, sess, seq) in enumerate(rows)}
+             for i, (mid, uid, sess, seq) in enumerate(rows) if matched is None or mid in matched}
     return with_gains(first, gains) if gains else list(first)
 
 

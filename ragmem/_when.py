@@ -18,8 +18,9 @@ best. A question that names no date costs a few regex scans.
 
 A question that asks when (:func:`asks_when`) lifts, instead, the first
 round's candidates whose text tells a time (:func:`ragmem._recall.when_boost`).
-A question about the start (:func:`asks_early`: "at the very start", "originally", "before the fix")
-lifts the earliest turns of its scope (:func:`ragmem._recall.early_boost`).
+A question about the start of its session (:func:`asks_start`: "at the very start", "what did I originally ask")
+lifts the earliest turns of its scope; one about the first of something (:func:`asks_early`: "the first version",
+"before the fix") only those of them it matches (:func:`ragmem._recall.early_boost`).
 A question about time (:func:`about_time`: it asks when, or names a time) has
 its recall shown dated by ``recall_format="auto"``. These are the one reading
 of a question's time that recall and assembly share.
@@ -40,11 +41,16 @@ from . import _timeparse as timeparse
 from ._messages import Message
 from ._store.filters import RowFilter
 
-__all__ = ["about_time", "asks_early", "asks_when", "named_periods", "period_end", "refers_to", "told", "window"]
+__all__ = ["about_time", "asks_early", "asks_start", "asks_when", "named_periods", "period_end", "refers_to", "told", "window"]
 
+#: A question that opens with a clause saying when, then asks something else: "When the agent retried the patch,
+#: why was it rejected?", "When I asked about X, what did you recommend?" (it asks why and what, not when).
+_WHEN_CLAUSE = re.compile(r"^\W*when\b(?=[^?]*,\s*(?:what|why|how|which|who|whom|whose|where|did|does|do|was"
+                          r"|were|is|are|could|can|should)\b)", re.I)
 #: A question that asks for a time: "When did ...", "what day ...", "how long ago ...", "since when".
 _ASKS_WHEN = re.compile(
-    r"^\W*when\b|\bwhen (?:did|was|were|is|are|will|do|does|has|have|had)\b|\bsince when\b|\bhow long ago\b"
+    r"^\W*when\b"
+    r"|\bwhen (?:did|was|were|is|are|will|do|does|has|have|had)\b|\bsince when\b|\bhow long ago\b"
     r"|\b(?:what|which) (?:day|date|time|month|year|week|weekend)\b",
     re.I,
 )
@@ -53,10 +59,15 @@ _ASKS_WHEN = re.compile(
 def asks_when(text: str) -> bool:
     """Whether a question asks when something happened.
 
+    A question that opens with a clause saying when and then asks something else does not: "When the agent
+    retried the patch, why was it rejected?" asks why.
+
     >>> asks_when("When did Nate get his turtles?"), asks_when("What did I cook when it rained?")
     (True, False)
+    >>> asks_when("When the agent retried the patch, why was it rejected?")
+    False
     """
-    return bool(_ASKS_WHEN.search(text))
+    return bool(_ASKS_WHEN.search(_WHEN_CLAUSE.sub("", text, count=1)))
 
 
 #: What a session's early turns are called after "the first": a turn, or what one made (a "first argument" or a
@@ -83,14 +94,47 @@ _ASKS_EARLY = re.compile(
 )
 
 
+#: A question about the opening of its session itself: what was asked, said or planned first, "at the very start",
+#: "at the start of the ocodex-labs session", "when the session opened". The other questions :func:`asks_early`
+#: reads ("the first version of script.js", "the first time the install failed", "before the fix") ask about the
+#: earliest of something, wherever the session began.
+_ASKS_START = re.compile(
+    r"\b(?:at|from|in) the (?:very )?(?:start|beginning|outset)\b(?! of (?!(?:the |this |our |my )?"
+    r"(?:[\w.-]+ ){0,3}(?:session|conversation|chat|project|thread|work|day)\b))"
+    r"|\bwhen (?:the |this |our |my )?(?:[\w.-]+ ){0,3}(?:session|conversation|chat) (?:opened|started|began)\b"
+    r"|\bat (?:the )?(?:very )?first\b(?=\s*[,?.!]|\s*$| (?:I|you|we)\b)"
+    r"|\bto (?:begin|start) with\b|\bearly on\b|\bin the first place\b"
+    r"|\b(?:the|my|your|our) (?:very )?(?:first|initial|earliest|original) (?:thing|things|request|question|message"
+    r"|prompt|ask|task|goal|plan|idea)s?\b"
+    r"|\b(?:I|you|we) (?:first|originally|initially) (?:ask|say|tell|want|request|plan|mean|mention|asked|said|told"
+    r"|wanted|requested|planned|meant|mentioned)\b"
+    r"|\bfirst (?:asked|said|told|mentioned|started|began|requested|wanted)\b"
+    r"|\b(?:I|you|we) (?:ask|want|say|request|plan|asked|wanted|said|requested|planned)(?: for)?(?: \w+)? "
+    r"(?:originally|initially)\b"
+    r"|\bwhen (?:I|you|we) (?:first )?(?:started|began)\b",
+    re.I,
+)
+
+
+def asks_start(text: str) -> bool:
+    """Whether a question asks about the opening of its session (what was asked first, "at the very start"),
+    not about the earliest of something in it ("the first version of the script", "the first time it failed").
+
+    >>> asks_start("What did I ask for at the very start?"), asks_start("What was in the first version of app.js?")
+    (True, False)
+    """
+    return bool(_ASKS_START.search(text))
+
+
 def asks_early(text: str) -> bool:
-    """Whether a question asks about the start of its session (or project): "What did I ask for at the very
-    start?", "the first thing I asked", "originally", "before we fixed the test", "in the beginning".
+    """Whether a question asks about the start of its session (or project), or about the first of something in
+    it: "What did I ask for at the very start?" (:func:`asks_start`), "the first thing I asked", "originally",
+    "the first version", "before we fixed the test", "in the beginning".
 
     >>> asks_early("What did I ask for at the very start?"), asks_early("How do I start the server?")
     (True, False)
     """
-    return bool(_ASKS_EARLY.search(text))
+    return asks_start(text) or bool(_ASKS_EARLY.search(text))
 
 
 _TIME_WORDS = re.compile(
@@ -113,6 +157,7 @@ def about_time(text: str) -> bool:
     >>> [(asks_when(q), about_time(q)) for q in ("When did Jon move?", "What did Tim do in May?", "May I ask?")]
     [(True, True), (False, True), (False, False)]
     """
+    text = _WHEN_CLAUSE.sub("", text, count=1)  # "When the build failed, what did you change?" asks what
     return asks_when(text) or bool(_TIME_WORDS.search(text) or _MONTHS.search(text))
 
 

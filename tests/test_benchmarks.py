@@ -148,6 +148,18 @@ def test_the_transcripts_slice_asks_each_question_both_ways_from_a_cached_import
     again = agent_sessions.suite(quick=True, out_dir=tmp_path, sets=("pomodoro",))
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == cached and len(cached) == 1
     assert [r["ev"] for r in again["per"]] == [r["ev"] for r in res["per"]]
+    # variants (a step turned off) asked beside today's settings in the same run, on the same stores; today's arm
+    # answers as a run without them (a variant's settings and the query-side switch are put back)
+    both = agent_sessions.suite(quick=True, out_dir=tmp_path, sets=("pomodoro",),
+                                before=[{"early_weight": 0}, {"code_words": False, "recall_format": "messages"}])
+    names = list(agent_sessions.variants_of(both["before"]))
+    assert names == ["early_weight=0", 'code_words=false,recall_format="messages"']
+    assert all({f"{n}@{b}" for n in names for b in (1000, 2000)} <= set(r["ev"]) and f"@10 {names[1]}" in r
+               for r in both["per"])
+    assert [{k: v for k, v in r["ev"].items() if k.startswith("ragmem@")} for r in both["per"]] == \
+        [{k: v for k, v in r["ev"].items() if k.startswith("ragmem@")} for r in res["per"]]
+    table = agent_sessions.before_table(both)
+    assert "| pomodoro | check | late | early_weight=0 |" in table and "| pomodoro | check | late | today |" in table
 
 
 # -- the hook end to end (agent_sessions --hook): the cut at a compaction, and a hook that recalls across it

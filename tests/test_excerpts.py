@@ -187,11 +187,13 @@ def test_a_unit_too_big_for_all_of_recall_goes_in_with_its_result_excerpted():
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(history=histories(), budget=st.integers(300, 6000), window=st.integers(0, 3), data=st.data())
+@given(history=histories(), budget=st.integers(300, 2000), window=st.integers(0, 3), data=st.data())
 def test_excerpts_never_take_the_room_of_a_whole_unit_ranked_above_them(history, budget, window, data):
     """Whole units are packed as without excerpts: an excerpt goes in at its rank (its unit too big for all of
-    the room) or after every whole unit, so each unit placed whole without excerpts and ranked above every
-    excerpted one is placed whole with them too; and with no excerpt placed, the prompt is the same."""
+    the room), before much lower units or after every whole unit, so each unit placed whole without excerpts and
+    ranked above every excerpted one is placed whole with them too; and with no excerpt placed, the prompt is
+    the same. In one pass: a budget of 2,000 leaves recall a room under twice PASS_MIN (a larger room is packed
+    half first, where what an excerpt took stays taken, as in the smaller budget)."""
     units = group_units(history)
     window_units = units[len(units) - window:] if window else []
     scores = data.draw(st.lists(st.floats(0, 1), min_size=len(units), max_size=len(units), unique=True))
@@ -208,3 +210,57 @@ def test_excerpts_never_take_the_room_of_a_whole_unit_ranked_above_them(history,
     for u in off.trace.included:
         if u.section == "recall" and score[u.unit_id] > highest:
             assert u.unit_id in whole_on
+
+
+def test_a_unit_found_near_the_top_goes_in_as_an_excerpt_before_much_lower_units():
+    """Issue 42: a unit ranked second, crowded out of the room by the first, is not lost to its size while units
+    scoring far below it fill the room: its giant part goes in as an excerpt before the first unit scoring below
+    EXCERPT_BEFORE of its score (before, the low units took the room and the excerpt found none left)."""
+    from ragmem._assemble import EXCERPT_BEFORE
+
+    css = "\n".join(f".rule{i} {{ color: #{i:06x}; margin: {i}px; }}" for i in range(48)) + \
+        "\n.timer-display { font-size: 72px; color: tomato; }\n" + \
+        "\n".join(f".after{i} {{ padding: {i}px; }}" for i in range(40))
+    raw = [{"role": "assistant", "content": "the timer layout " * 150},
+           {"role": "assistant", "content": None, "tool_calls": [
+               {"id": "c1", "type": "function", "function": {"name": "Read", "arguments": '{"path": "style.css"}'}}]},
+           {"role": "tool", "tool_call_id": "c1", "content": css},
+           *[{"role": "user", "content": f"an unrelated turn {i} about the weather, " + "rain and sun " * 40}
+             for i in range(10)]]
+    top, read, *low = group_units(parse_message(r).with_(seq=i, session="s", namespace="n", id=f"m{i}")
+                                  for i, r in enumerate(raw))
+    question = "what font size did the timer display use?"
+    room = 1600 - 60  # the user turn and the recall header aside
+    assert room > COUNTER.count_text(css) > room - COUNTER.count_text(raw[0]["content"])  # crowded out by the first
+    recall = [(top, 1.0), (read, 0.9)] + [(u, 0.9 * EXCERPT_BEFORE - 0.01 * i) for i, u in enumerate(low)]
+    ctx = assemble(question, budget=1600, counter=COUNTER, recall=recall)
+    assert [x.message_id for x in ctx.trace.excerpts] == [read.messages[1].id]
+    x = ctx.trace.excerpts[0]
+    assert ".timer-display { font-size: 72px; color: tomato; }" in css[x.start:x.end]
+    placed = [u.unit_id for u in ctx.trace.included if u.section == "recall"]
+    assert top.id in placed and read.id in placed
+    # units scoring about as high as the crowded one still go in whole before it, as they did: no room is left
+    even = [(top, 1.0), (read, 0.9)] + [(u, 0.89 - 0.001 * i) for i, u in enumerate(low)]
+    ctx = assemble(question, budget=1600, counter=COUNTER, recall=even)
+    assert not ctx.trace.excerpts and any(d.unit_id == read.id for d in ctx.trace.dropped)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sizes=st.lists(st.integers(5, 900), min_size=1, max_size=30), data=st.data())
+def test_what_less_room_places_stays_placed_in_twice_the_room(sizes, data):
+    """Issue 42: recall packed into a room of at least twice PASS_MIN places first what half of it would place,
+    so twice the room never holds less of it (greedy in one pass: a unit that fits only in the larger room took
+    the room of several smaller ones)."""
+    from ragmem._assemble import PASS_MIN, _Costs, _pack_recall
+
+    assert PASS_MIN <= 1000
+    msgs = [parse_message({"role": "user", "content": "word " * n}).with_(seq=i, session="s", namespace="n",
+                                                                          id=f"m{i}")
+            for i, n in enumerate(sizes)]
+    scores = data.draw(st.lists(st.floats(0, 1), min_size=len(msgs), max_size=len(msgs), unique=True))
+    recall = list(zip(group_units(msgs), scores))
+    cap = data.draw(st.integers(1000, 1999))
+    costs = _Costs(COUNTER)
+    small, _ = _pack_recall(recall, {}, set(), cap, costs, [])
+    large, _ = _pack_recall(recall, {}, set(), 2 * cap, costs, [])
+    assert {u.id for u, _ in small} <= {u.id for u, _ in large}

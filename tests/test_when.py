@@ -337,3 +337,47 @@ def test_a_question_about_the_start_lifts_the_earliest_turns(tmp_path, embedder)
 def test_early_weight_is_a_share():
     with pytest.raises(UsageError, match="early_weight"):
         RecallSettings(early_weight=1.5)
+
+
+@pytest.mark.parametrize("question, start", [
+    # about the opening of the session itself: its earliest turns are lifted, whatever they say
+    ("What did I ask for at the very start?", True),
+    ("What was the first thing I asked?", True),
+    ("What did I originally ask for in the billing session?", True),
+    ("What did I ask for at the start of the billing-api refactor session?", True),
+    ("What did the CLI print right when the session opened?", True),
+    ("What did I want initially?", True),
+    # the first of something in it: only the early turns that match it are lifted
+    ("What was in the first version of app.js?", False),
+    ("Why did the install fail the first time?", False),
+    ("What did the test say before we fixed the import?", False),
+    ("What did the original HTML name the pause button?", False),
+    ("What is at the start of the main config file?", False),
+])
+def test_a_question_about_the_session_opening_is_told_from_the_first_of_something(question, start):
+    assert when.asks_start(question) is start
+    assert when.asks_early(question) is (start or "config file" not in question)
+
+
+def test_a_clause_saying_when_does_not_make_a_question_ask_when():
+    """Issue 42: "When the agent retried the patch, why was it rejected?" asks why: no lift of the turns that say
+    when, no dated text recall; "When did the build fail?" still asks when."""
+    for q in ("When the agent retried the patch, why was it rejected?", "When I asked about caching, what did you say?"):
+        assert not when.asks_when(q) and not when.about_time(q)
+    for q in ("When did the build fail?", "When was the last deploy, and what broke?", "When is the demo?"):
+        assert when.asks_when(q) and when.about_time(q)
+
+
+def test_the_first_of_something_lifts_only_the_early_turns_it_matches(tmp_path, embedder):
+    """Issue 42: "the first version of app.js" wants that file's first write, not the session's opening turns: the
+    early turns that match it are lifted, the opening request that does not stays out; a question about the
+    session's start still lifts the opening request."""
+    raw = ["Let's plan a picnic by the lake next weekend, with sandwiches and lemonade.",
+           "Here is the first draft of app.js: function start() { timer.begin(); }",
+           *[f"I updated app.js again: change number {i} to the timer loop." for i in range(40)]]
+    with Memory(tmp_path / "s", embedder=embedder, window=2) as mem:
+        mem.add_many([{"role": "user", "content": t, "id": f"u{i}"} for i, t in enumerate(raw)])
+        first = [h.message.id for h in mem.search("What was in the first version of app.js?", k=5)]
+        start = [h.message.id for h in mem.search("What did I ask for at the very start?", k=5)]
+    assert first[0] == "u1" and "u0" not in first
+    assert "u0" in start  # the opening request, which shares no word with the question
