@@ -481,6 +481,36 @@ def test_the_hook_brings_back_the_pre_compaction_tool_result_and_nothing_after_t
 
 
 @pytest.mark.model
+def test_after_a_compaction_the_hook_recalls_for_the_last_typed_prompt_not_a_built_in_commands_lines(tmp_path):
+    """At SessionStart (compact, resume) the hook recalls for the session's last typed prompt; the user lines Claude
+    Code writes for a built-in command (``/login`` and its output) are no prompt: it recalled for "Login
+    successful"."""
+    from ragmem import Memory
+
+    store, transcript = new_store(tmp_path / "store"), tmp_path / f"{SESSION}.jsonl"
+    before, after = split_at_boundary(FIXTURE)
+    last = json.loads(before.splitlines()[-1])
+    typed = next(r["message"]["content"] for r in map(json.loads, reversed(before.splitlines()))
+                 if r.get("type") == "user" and isinstance(r["message"]["content"], str))
+    lines = []
+    for i, text in enumerate(("<command-name>/login</command-name>\n<command-message>login</command-message>",
+                              "<local-command-stdout>Login successful</local-command-stdout>")):
+        lines.append(json.dumps({**{k: last[k] for k in ("isSidechain", "userType", "cwd", "sessionId", "version",
+                                                          "gitBranch")},
+                                 "parentUuid": last["uuid"], "type": "user", "uuid": f"00000099-aaaa-4bbb-8ccc-00000000009{i}",
+                                 "timestamp": last["timestamp"], "message": {"role": "user", "content": text}}))
+    transcript.write_text(before + "\n".join(lines) + "\n" + "".join(after.splitlines(keepends=True)[:2]))
+    raw = json.dumps(event("SessionStart", transcript, source="compact"))
+    out, ok = _hooks.run_status("claude-code", raw, open_memory=lambda: Memory(store, create=False), store=store)
+    assert ok and out and log_lines(store) == []
+    with Memory(store, create=False) as mem:
+        progress = _hooks.Progress.load(mem, "claude-code", str(transcript))
+        session = progress.sessions[SESSION]["name"]
+        assert any("Login successful" in m.text for m in mem.store.log.messages(mem.namespace, session, limit=50))
+        assert _hooks._query_text(mem, _hooks.read_event("claude-code", raw), session) == typed
+
+
+@pytest.mark.model
 def test_right_after_a_compaction_whose_import_is_still_queued_the_hook_recalls_the_turns_before_it(tmp_path):
     """The compaction is in the transcript, its lines handed to the worker and not imported yet (a prompt does not
     import a queued transcript itself): every stored turn of the session is gone from the agent's context, so the
