@@ -125,8 +125,8 @@ class AsyncStore:
         return await self._worker.run(self._store.stats, namespace, session)
 
     @_mirrors(Store.repair)
-    async def repair(self, full: bool = False, *, purge: bool = True) -> dict[str, int]:
-        return await self._worker.run(self._store.repair, full, purge=purge)
+    async def repair(self, full: bool = False, *, purge: bool = True, pending: bool = True) -> dict[str, int]:
+        return await self._worker.run(self._store.repair, full, purge=purge, pending=pending)
 
     @_mirrors(Store.finish_forgets)
     async def finish_forgets(self) -> int:

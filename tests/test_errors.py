@@ -60,6 +60,7 @@ ALLOWED = {
     ("_store/owner.py", "_recv", "_Closed"): "a frame too large: the connection is dropped like an EOF",
     ("_store/owner.py", "_connect", "_Closed"): "no owner listening (yet): _Link.call tries the lock, then again",
     ("_store/owner.py", "_remote", "_Closed"): "cut off mid-request: _Link.call sends it again (idempotent ops)",
+    ("_store/owner.py", "_await_reply", "socket.timeout"): "no reply in REPLY_TIMEOUT: _remote raises StoreUnavailable",
     ("_cli.py", "_handle", "KeyboardInterrupt"): "a second Ctrl-C stops import-chats --follow at once, as Python's own",
     # pydantic turns a validator's ValueError into a ValidationError, which parse_message re-raises as InvalidMessage
     ("_messages.py", "_parts_have_type", "ValueError"): "pydantic validator; the caller gets InvalidMessage",
@@ -77,7 +78,7 @@ ALLOWED = {
     ("_serve.py", "tool", "unknown"): "the UsageError of ragmem._doors.unknown_arguments",
     ("_serve.py", "check", "refused"): "the UsageError of ragmem._doors.unknown_arguments",
     # a StoreError re-raised with its own class and a longer message (the isinstance check is just above)
-    ("_store/store.py", "add", "type(exc)"): "re-raises a StoreError subclass, guarded by isinstance",
+    ("_store/store.py", "_index_added", "type(exc)"): "re-raises a StoreError subclass, guarded by isinstance",
     # a variable holding the StoreError of resource_fault(), which the scan cannot type
     ("_store/log.py", "__init__", "fault"): "fault: the StoreError of resource_fault()",
     ("_store/log.py", "_tx", "fault"): "fault: the StoreError of resource_fault()",
