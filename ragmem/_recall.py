@@ -18,7 +18,8 @@ A message then gains a share of its best neighbour's score: the turn that
 asks is often found while the turn after it carries the answer. A question
 that names a period searches it again (:func:`date_boost`, :mod:`ragmem._when`),
 one that asks when lifts the candidates that say when (:func:`when_boost`), and one
-about the start of its scope lifts the scope's earliest turns (:func:`early_boost`); the messages holding
+about the start of its scope lifts the scope's earliest turns (:func:`early_boost`), and one about what the
+user said lifts the user's own messages (:func:`user_boost`); the messages holding
 a short query's exact words come first (:func:`phrase_boost`).
 Extra queries run the same round; each message keeps its best score
 (:func:`best_of`). For a prompt, every hit is expanded to its whole unit,
@@ -63,7 +64,8 @@ class Hit:
     ``score`` is recall's relevance score, the one :func:`recall` ranks by, whatever the
     filters: the fused score of the dense and lexical rounds (:func:`fuse`, about 0 to 1.15:
     a share of the best neighbour's score may come on top), plus the gains of a period the
-    query names, of a question asking when, of one about the start and of a query's exact words; with a query expander, each query's round
+    query names, of a question asking when, of one about the start, of one about the user's own words and of a
+    query's exact words; with a query expander, each query's round
     divided by its best (:func:`best_of`); with a reranker, the same scores handed out again
     in the reranker's order. It is relative to its query: compare it within one result, not
     across queries. ``similarity`` is absolute.
@@ -236,7 +238,8 @@ def candidates(query: Query, *, log: MessageLog, index: Index, n: int,
     A round (:func:`round_of`): the dense and the lexical retrievers in the query's scope and
     filters, fused (:func:`fuse`); the messages of a period the question names gain a share
     (:func:`date_boost`); for a question asking when, the messages that say when
-    (:func:`when_boost`); for one about the start, the scope's earliest messages (:func:`early_boost`).
+    (:func:`when_boost`); for one about the start, the scope's earliest messages (:func:`early_boost`); for one
+    about what the user said, the user's messages (:func:`user_boost`).
     With extra queries, a message keeps its best score over the rounds (:func:`best_of`,
     ``settings.expansion_weight``). ``similarity``, when given, receives each
     of the question's dense candidates' cosine similarity, by message id.
@@ -273,6 +276,8 @@ def round_of(text: str, vector: Sequence[float], query: Query, *, log: MessageLo
         fused = when_boost(fused, log, namespace, text, settings)
     if settings.early_weight > 0:  # a question about the start lifts the earliest turns
         fused = early_boost(fused, log, namespace, session, text, query.filters, settings)
+    if settings.user_weight > 0:  # a question about what the user said lifts the user's messages
+        fused = user_boost(fused, log, namespace, text, settings)
     return phrase_boost(fused, log, namespace, text)
 
 
@@ -384,6 +389,32 @@ def lift(first: Sequence[Candidate], log: MessageLog, namespace: str,
         g = gain(c, m, top) if m is not None else 0.0
         if g > 0:
             gains[c.message_id] = (c, g)
+    return with_gains(first, gains) if gains else list(first)
+
+
+#: The first round's best candidates a question about the user's own words reads for the user's messages.
+USER_POOL = 50
+
+
+def user_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, text: str,
+               settings: RecallSettings = DEFAULT_RECALL) -> list[Candidate]:
+    """The first round's candidates, with the user's messages lifted, if the question asks what the user
+    said, asked, reported or chose (:func:`ragmem._when.asks_own_words`: "Which app did I report ...?").
+
+    Of the best :data:`USER_POOL`, each message of the user gains ``settings.user_weight`` times its score
+    over the best's (as :func:`when_boost`): in a coding agent's session the user's few lines sit among
+    hundreds of the agent's messages and tool results that share the question's words.
+    """
+    if settings.user_weight <= 0 or not first or first[0].score <= 0 or not when.asks_own_words(text):
+        return list(first)
+    pool = first[:USER_POOL]
+    held = log.get_many(namespace, [c.message_id for c in pool])
+    top = first[0].score
+    gains = {}
+    for c in pool:
+        m = held.get(c.message_id)
+        if m is not None and m.role == "user" and c.score > 0:
+            gains[c.message_id] = (c, settings.user_weight * c.score / top)
     return with_gains(first, gains) if gains else list(first)
 
 

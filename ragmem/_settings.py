@@ -85,6 +85,12 @@ class RecallSettings:
       :func:`ragmem._recall.early_boost`), so they compete with the relevant turns rather than being forced
       in. 0 turns it off. Measured on the agent transcripts (docs/recall.md, "A question about the start");
       no LoCoMo question asks about the start, so none changes.
+    * ``user_weight``: a question about what the user said, asked, reported or chose ("Which app did I
+      report ...?", "what was my second request": :func:`ragmem._when.asks_own_words`) lifts the user's own
+      messages: each of the first round's best ``USER_POOL`` that is the user's gains this share of its score
+      over the round's best (:func:`ragmem._recall.user_boost`, as ``when_weight``). 0 turns it off. Measured on
+      the agent transcripts (docs/recall.md, "A question about what I said"); no LoCoMo or LongMemEval dev
+      question asks so, so none changes.
     * ``expansion_weight``: with a query expander (``Memory(query_expander=...)``, :mod:`ragmem._queries`),
       each extra query runs the same retrieval as the question, every round is divided by its own
       best, and a message keeps its best score, an extra query's times this share (1: each query is
@@ -132,6 +138,7 @@ class RecallSettings:
     date_lag_days: int = 62
     when_weight: float = 0.2
     early_weight: float = 0.5
+    user_weight: float = 1.0
     dense_keep: int = 1
     dense_keep_at: int = 3
     expansion_weight: float = 1.0
@@ -151,7 +158,7 @@ class RecallSettings:
                     raise UsageError(f"RecallSettings.{f.name} must be a whole number >= 0, got {value!r}")
             elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise UsageError(f"RecallSettings.{f.name} must be a number >= 0, got {value!r}")
-        for name in ("dense_weight", "common_term_share", "date_weight", "when_weight", "early_weight", "expansion_weight",
+        for name in ("dense_weight", "common_term_share", "date_weight", "when_weight", "early_weight", "user_weight", "expansion_weight",
                      "excerpt_share"):
             if getattr(self, name) > 1:
                 raise UsageError(f"RecallSettings.{name} is a share between 0 and 1, got {getattr(self, name)!r}")

@@ -41,7 +41,8 @@ from . import _timeparse as timeparse
 from ._messages import Message
 from ._store.filters import RowFilter
 
-__all__ = ["about_time", "asks_early", "asks_start", "asks_when", "named_periods", "period_end", "refers_to", "told", "window"]
+__all__ = ["about_time", "asks_early", "asks_own_words", "asks_start", "asks_when", "named_periods", "period_end", "refers_to",
+           "told", "window"]
 
 #: A question that opens with a clause saying when, then asks something else: "When the agent retried the patch,
 #: why was it rejected?", "When I asked about X, what did you recommend?" (it asks why and what, not when).
@@ -102,6 +103,10 @@ _ASKS_START = re.compile(
     r"\b(?:at|from|in) the (?:very )?(?:start|beginning|outset)\b(?! of (?!(?:the |this |our |my )?"
     r"(?:[\w.-]+ ){0,3}(?:session|conversation|chat|project|thread|work|day)\b))"
     r"|\bwhen (?:the |this |our |my )?(?:[\w.-]+ ){0,3}(?:session|conversation|chat) (?:opened|started|began)\b"
+    # what a session was opened for: "what did I ask for in the web-search session", "what exactly did I ask to be
+    # built in this session" (a request about something else names it: "what did I ask about the cache")
+    r"|\b(?:did|have) I (?:\w+ )?ask(?:ed)? (?:for|you to|to)\b[^?]{0,40}?\b(?:in|during|for) (?:this|the|that|our|my) "
+    r"(?:[\w.-]+ ){0,3}(?:session|conversation|chat)\b"
     r"|\bat (?:the )?(?:very )?first\b(?=\s*[,?.!]|\s*$| (?:I|you|we)\b)"
     r"|\bto (?:begin|start) with\b|\bearly on\b|\bin the first place\b"
     r"|\b(?:the|my|your|our) (?:very )?(?:first|initial|earliest|original) (?:thing|things|request|question|message"
@@ -116,6 +121,18 @@ _ASKS_START = re.compile(
 )
 
 
+#: A question about what the asker said: "what did I ask for", "which app did I report", "what did I tell it
+#: instead". The answer is in the user's own messages (``When I complained ..., what did the agent decide`` asks
+#: about the agent's reply, and says none of it).
+_ASKS_OWN = re.compile(
+    r"\b(?:did|do|have|had) I (?:\w+ly |\w+ )?(?:ask|say|tell|report|mention|want|choose|pick|give|request|complain"
+    r"|describe|suggest|decide|write|type|paste|prefer|need|insist|propose)\b"
+    # "what was my second request", "my last message"
+    r"|\bmy (?:\w+ )?(?:request|requests|question|questions|message|messages|instruction|instructions|prompt|ask)\b",
+    re.I,
+)
+
+
 def asks_start(text: str) -> bool:
     """Whether a question asks about the opening of its session (what was asked first, "at the very start"),
     not about the earliest of something in it ("the first version of the script", "the first time it failed").
@@ -124,6 +141,15 @@ def asks_start(text: str) -> bool:
     (True, False)
     """
     return bool(_ASKS_START.search(text))
+
+
+def asks_own_words(text: str) -> bool:
+    """Whether a question asks what the asker (the user) said, asked, reported or chose.
+
+    >>> asks_own_words("Which app did I report as not switching?"), asks_own_words("What did the agent report?")
+    (True, False)
+    """
+    return bool(_ASKS_OWN.search(text))
 
 
 def asks_early(text: str) -> bool:

@@ -296,6 +296,10 @@ def test_when_weight_is_a_share():
     ("How did the first version tell the user a session had ended?", True),
     ("What did the original HTML name the pause button?", True),
     ("At first, which framework did you use?", True),
+    ("What did I ask for at the start of the ocodex-labs orchestrator session?", True),
+    ("What did Gemini CLI itself complain about right when the theme-toggle session opened?", True),
+    ("What exactly did I ask to be built in this session?", True),
+    ("What did I ask you to fix in the login session?", True),
     # the same words about something else
     ("How do I start the server?", False),
     ("Are functions first-class in Lua?", False),
@@ -308,6 +312,9 @@ def test_when_weight_is_a_share():
     ("What does initialSeconds hold?", False),
     ("When did Jon first meet Tim?", False),  # a life's first time, not the conversation's
     ("Which tournament did Nate win in the beginning of November 2022?", False),
+    ("What did I ask about the cache in this session?", False),  # a request about something, not the opening one
+    ("What did I ask for?", False),
+    ("When does the session start?", False),
 ])
 def test_a_question_asks_about_the_start_by_its_words(question, early):
     assert when.asks_early(question) is early
@@ -347,6 +354,8 @@ def test_early_weight_is_a_share():
     ("What did I ask for at the start of the billing-api refactor session?", True),
     ("What did the CLI print right when the session opened?", True),
     ("What did I want initially?", True),
+    ("What exactly did I ask to be built in this session?", True),
+    ("What did I ask you to fix in the login session?", True),
     # the first of something in it: only the early turns that match it are lifted
     ("What was in the first version of app.js?", False),
     ("Why did the install fail the first time?", False),
@@ -381,3 +390,47 @@ def test_the_first_of_something_lifts_only_the_early_turns_it_matches(tmp_path, 
         start = [h.message.id for h in mem.search("What did I ask for at the very start?", k=5)]
     assert first[0] == "u1" and "u0" not in first
     assert "u0" in start  # the opening request, which shares no word with the question
+
+
+@pytest.mark.parametrize("question, own", [
+    # what the asker said, asked, reported or chose: the user's own messages hold it
+    ("Which app did I report as not switching after the first version of the toggle?", True),
+    ("What did I tell it instead?", True),
+    ("Which cross-repo tracking option did I choose, and on what condition?", True),
+    ("What numbered instructions did I give before the agent continued?", True),
+    ("What did I originally ask for?", True),
+    ("What was my second request?", True),
+    # the agent's reply, a tool's output, or someone else's words
+    ("When I complained that the search was shallow, what did the agent decide to build?", False),
+    ("What did the agent report after the tests?", False),
+    ("What did Caroline say about the adoption agency?", False),
+    ("Why did my first run stop right away?", False),
+])
+def test_a_question_asks_about_the_users_own_words(question, own):
+    assert when.asks_own_words(question) is own
+
+
+def test_a_question_about_what_i_said_lifts_my_messages(tmp_path, embedder):
+    """In an agent's session the user's few lines sit among many of the agent's that share the question's words:
+    "Which app did I report ...?" lifts the user's messages (RecallSettings.user_weight)."""
+    agent = [f"I will update the toggle script so that app number {i} switches between light and dark mode."
+             for i in range(12)]
+    msgs = [{"role": "user", "content": "make a command that toggles dark and light mode for every app", "id": "u0"}]
+    msgs += [{"role": "assistant", "content": t, "id": f"a{i}"} for i, t in enumerate(agent[:6])]
+    msgs.append({"role": "user", "content": "helium didn't flip from light to dark mode, everything else did", "id": "u1"})
+    msgs += [{"role": "assistant", "content": t, "id": f"b{i}"} for i, t in enumerate(agent[6:])]
+    with Memory(tmp_path / "s", embedder=embedder, window=2) as mem:
+        mem.add_many(msgs)
+        q, other = "Which app did I report as not switching to dark mode?", "Which app is not switching to dark mode?"
+        on, other_on = mem.search(q, k=5), mem.search(other, k=5)
+        mem.settings = replace(mem.settings, recall=RecallSettings(user_weight=0))
+        off, other_off = mem.search(q, k=5), mem.search(other, k=5)
+    ids = lambda hits: [h.message.id for h in hits]  # noqa: E731
+    assert "u1" in ids(on)[:2] and "u1" not in ids(off)
+    # a question that does not ask about the user's words is ranked the same either way
+    assert [(h.message.id, h.score) for h in other_on] == [(h.message.id, h.score) for h in other_off]
+
+
+def test_user_weight_is_a_share():
+    with pytest.raises(UsageError, match="user_weight"):
+        RecallSettings(user_weight=1.5)
