@@ -428,7 +428,7 @@ def run(quick: bool = False, out_dir: Path | None = None, rounds: int | None = N
         parts = {}
         for name, code in PARTS.items():
             parts[name] = p50_p95([_timed([sys.executable, "-c", code])[0] for _ in range(max(3, rounds // 3))])
-        log("replaying the shared sessions' long turns, before and after (issue 44)")
+        log("replaying the shared sessions' long turns, with no Stop and as installed (issue 44)")
         turns = agent_turns(root, quick)
     floor = statistics.median(times["ragmem --version"])
     result = {
