@@ -253,6 +253,12 @@ def test_codex_a_call_whose_output_has_not_come_waits():
     lines = text.splitlines(keepends=True)
     head = parse("".join(lines[:5]))  # up to the custom_tool_call, without its output
     assert head.waiting == 1 and head.consumed == len("".join(lines[:4]))
+    # a rollout that has ended there (issue 44): the call is stored with a tool message saying it got no result
+    ended = parse("".join(lines[:5]), final=True)
+    assert ended.waiting == 0 and ended.consumed == len("".join(lines[:5])) and (ended.ended, ended.interrupted) == (1, 1)
+    msgs = ended.sessions[0].messages
+    assert msgs[-1]["role"] == "tool" and msgs[-1]["metadata"]["kind"] == "no_result"
+    assert msgs[-1]["tool_call_id"] == msgs[-2]["tool_calls"][-1]["id"] and _orphans(msgs) == (set(), set())
 
 
 def test_gemini_parts_errors_cancelled_calls_and_a_file_cut_by_a_rewrite():
