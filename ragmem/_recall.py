@@ -374,13 +374,13 @@ def when_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, text
 
 
 def lift(first: Sequence[Candidate], log: MessageLog, namespace: str,
-         gain: Callable[[Candidate, Message, float], float]) -> list[Candidate]:
-    """The candidates, with each of the best :data:`WHEN_POOL` gaining ``gain(candidate, its message, the round's
+         gain: Callable[[Candidate, Message, float], float], pool_size: int = WHEN_POOL) -> list[Candidate]:
+    """The candidates, with each of the best ``pool_size`` gaining ``gain(candidate, its message, the round's
     best score)`` (0: nothing), best first again: one read of the pool's messages for the lifts that weigh what a
-    candidate says (:func:`when_boost`, :func:`phrase_boost`)."""
+    candidate says (:func:`when_boost`, :func:`phrase_boost`, :func:`user_boost`)."""
     if not first or first[0].score <= 0:
         return list(first)
-    pool = first[:WHEN_POOL]
+    pool = first[:pool_size]
     held = log.get_many(namespace, [c.message_id for c in pool])
     top = first[0].score
     gains = {}
@@ -405,17 +405,10 @@ def user_boost(first: Sequence[Candidate], log: MessageLog, namespace: str, text
     over the best's (as :func:`when_boost`): in a coding agent's session the user's few lines sit among
     hundreds of the agent's messages and tool results that share the question's words.
     """
-    if settings.user_weight <= 0 or not first or first[0].score <= 0 or not when.asks_own_words(text):
+    if settings.user_weight <= 0 or not when.asks_own_words(text):
         return list(first)
-    pool = first[:USER_POOL]
-    held = log.get_many(namespace, [c.message_id for c in pool])
-    top = first[0].score
-    gains = {}
-    for c in pool:
-        m = held.get(c.message_id)
-        if m is not None and m.role == "user" and c.score > 0:
-            gains[c.message_id] = (c, settings.user_weight * c.score / top)
-    return with_gains(first, gains) if gains else list(first)
+    return lift(first, log, namespace, lambda c, m, top: settings.user_weight * c.score / top
+                if m.role == "user" and c.score > 0 else 0.0, USER_POOL)
 
 
 #: The earliest messages of a scope that a question about its start lifts.
