@@ -13,6 +13,8 @@ they save many times over, where several owners would lose vectors
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import random
 import signal
@@ -449,6 +451,179 @@ def test_mcp_servers_the_owner_killed_the_other_goes_on(tmp_path, embedder):
     finally:
         mem.close()
     assert lacking_vectors(store, embedder) == []
+
+
+class _Transcript:
+    """A Claude Code 2.0 session file that grows a turn at a time: a prompt, a Bash call, its result, a reply."""
+
+    def __init__(self, path: Path, session: str, cwd: str) -> None:
+        self.path, self.session, self.cwd, self.turns = path, session, cwd, 0
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+
+    def turn(self, tag: str) -> str:
+        """Append one whole turn; return its prompt."""
+        self.turns += 1
+        k, sid = self.turns, self.session
+        words = ["kestrel", "lantern", "quarry", "meadow", "saddle", "tundra", "harbour", "crane", "violet"]
+        prompt = f"{tag} prompt {k}: check the {words[k % 9]} job on the {words[(k * 4) % 9]} host"
+        at = f"2025-10-19T14:{k // 60:02d}:{k % 60:02d}.000Z"
+        base = {"isSidechain": False, "userType": "external", "cwd": self.cwd, "sessionId": sid, "version": "2.0.24",
+                "gitBranch": "main", "timestamp": at}
+        tid = f"toolu_{sid[:6]}_{k}"
+        rows = [
+            {**base, "parentUuid": None, "type": "user", "uuid": f"{sid}-u{k}",
+             "message": {"role": "user", "content": prompt}},
+            {**base, "parentUuid": f"{sid}-u{k}", "type": "assistant", "uuid": f"{sid}-a{k}", "requestId": f"r{k}",
+             "message": {"model": "claude-sonnet-4-5-20250929", "id": f"msg_{sid[:6]}_{k}", "type": "message",
+                         "role": "assistant", "content": [{"type": "tool_use", "id": tid, "name": "Bash",
+                                                           "input": {"command": f"systemctl status {tag}-{k}"}}]}},
+            {**base, "parentUuid": f"{sid}-a{k}", "type": "user", "uuid": f"{sid}-t{k}",
+             "message": {"role": "user", "content": [{"tool_use_id": tid, "type": "tool_result",
+                                                      "content": f"{tag}-{k}.service active (running) since 14:{k:02d}"}]}},
+            {**base, "parentUuid": f"{sid}-t{k}", "type": "assistant", "uuid": f"{sid}-b{k}", "requestId": f"r{k}b",
+             "message": {"model": "claude-sonnet-4-5-20250929", "id": f"msg_{sid[:6]}_{k}b", "type": "message",
+                         "role": "assistant", "content": [{"type": "text", "text": f"{tag}-{k} is running."}]}},
+        ]
+        with self.path.open("a") as f:
+            f.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
+        return prompt
+
+
+@pytest.mark.slow  # two `ragmem mcp` servers, a follower, a hooked session and its worker: ~60-90 s
+def test_agents_as_they_run_mcp_servers_a_hook_and_a_follower_the_owner_killed_lose_nothing(tmp_path, embedder):
+    """The scenario of several agents on one store (``../shared/repro/many-writers``): two ``ragmem mcp`` servers
+    through the official SDK client, a Claude Code session whose transcript grows with ``ragmem hook claude-code``
+    after every prompt (its worker imports it), and ``import-chats --follow`` over a third transcript, all at once;
+    the MCP server that owns the index is killed -9 midway. Every MCP add and search of the other server succeeds,
+    every hook exits 0 and logs nothing (a logged line is a failed import or recall), the follower exits 0 on
+    Ctrl-C; afterwards every acknowledged message and every transcript turn is in the log, each acknowledged
+    message is a vector hit, ``ragmem check`` finds nothing lost or pending, and the store stays small."""
+    import anyio
+    import psutil
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    from ragmem import _hookd
+    from ragmem._store import open_log
+
+    store = tmp_path / "s"
+    open_log(store).close()  # as `ragmem hook --install` leaves it: the hook never creates a store
+    followed = _Transcript(tmp_path / "follow" / "f0a1b2c3-0000-4000-8000-000000000001.jsonl",
+                           "f0a1b2c3-0000-4000-8000-000000000001", "/home/dev/work/notes")
+    hooked = _Transcript(tmp_path / "hooked" / "e0a1b2c3-0000-4000-8000-000000000002.jsonl",
+                         "e0a1b2c3-0000-4000-8000-000000000002", "/home/dev/work/relproj")
+    followed.turn("follow")
+    env = {**ENV, _hookd.IDLE_ENV: "300"}
+    acked: list[str] = []
+    hook_problems: list[str] = []
+    stop = threading.Event()
+    hook_log = store / "hook.log"
+
+    def agent_turns() -> None:  # the hooked session and the followed file grow, a turn at a time
+        while not stop.is_set():
+            followed.turn("follow")
+            prompt = hooked.turn("hook")
+            before = hook_log.stat().st_size if hook_log.exists() else 0
+            ev = {"session_id": hooked.session, "transcript_path": str(hooked.path), "cwd": hooked.cwd,
+                  "permission_mode": "default", "hook_event_name": "UserPromptSubmit", "prompt": prompt}
+            p = subprocess.run([sys.executable, "-m", "ragmem", "--store", str(store), "hook", "claude-code"],
+                               input=json.dumps(ev), capture_output=True, text=True, timeout=120, env=env)
+            grew = hook_log.read_text()[before:] if hook_log.exists() else ""
+            if p.returncode != 0 or grew.strip():
+                hook_problems.append(f"rc {p.returncode}: {grew.strip()[-300:]} {p.stderr[-300:]}")
+            time.sleep(0.3)
+
+    def params(session: str) -> StdioServerParameters:
+        return StdioServerParameters(command=sys.executable, args=["-m", "ragmem", "--store", str(store), "--session",
+                                                                   session, "mcp"], env=ENV)
+
+    async def add(s: ClientSession, name: str, i: int) -> None:
+        r = await s.call_tool("add_messages", {"messages": [
+            {"role": "user", "content": f"{name} notes item {i}: the harbour crane moved to bay {i}", "id": f"{name}-{i}"}]})
+        assert not r.is_error, r.content[0].text
+        acked.extend(r.structured_content["ids"])
+
+    finished: list[bool] = []
+
+    async def scenario() -> None:
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params("a"), errlog=errlog) as (ra, wa), ClientSession(ra, wa) as a:
+                await a.initialize()
+                for i in range(3):
+                    await add(a, "a", i)
+                owner = owner_pid(store)
+                assert owner is not None and "mcp" in psutil.Process(owner).cmdline()
+                agents.start()
+                follower.append(subprocess.Popen(
+                    [sys.executable, "-m", "ragmem", "--store", str(store), "import-chats", "--from", "claude-code",
+                     "--follow", "--interval", "0.3", str(followed.path.parent)],
+                    env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+                async with stdio_client(params("b"), errlog=errlog) as (rb, wb), ClientSession(rb, wb) as b:
+                    await b.initialize()
+                    for i in range(10):
+                        await add(b, "b", i)
+                        await anyio.sleep(0.5)
+                    while hooked.turns < 6:  # the hook worker is at work when the owner goes
+                        await anyio.sleep(0.5)
+                    assert owner_pid(store) == owner
+                    os.kill(owner, signal.SIGKILL)  # the server this test started, owning the index
+                    for i in range(10, 30):
+                        await add(b, "b", i)
+                        r = await b.call_tool("search_memory", {"query": "harbour crane bay", "k": 3})
+                        assert not r.is_error, r.content[0].text
+                        await anyio.sleep(0.5)
+                    assert owner_pid(store) not in (None, owner)  # someone took the index over
+                finished.append(True)
+
+    agents = threading.Thread(target=agent_turns)
+    follower: list[subprocess.Popen] = []
+    try:
+        try:
+            anyio.run(scenario)
+        except BaseException:  # noqa: BLE001
+            if not finished:
+                raise
+            # only leaving a's stdio context can raise after that: its server was killed, its pipes are gone
+        stop.set()
+        agents.join(300)
+        assert not hook_problems, hook_problems
+        time.sleep(1.5)  # the follower's next look takes the last turn
+        follower[0].send_signal(signal.SIGINT)
+        assert follower[0].wait(120) == 0, follower[0].stderr.read().decode()[-2000:]
+    finally:
+        stop.set()
+        for p in follower:
+            if p.poll() is None:
+                p.kill()
+        for p in psutil.process_iter(["cmdline"]):  # the hook worker this test started
+            if "ragmem._hookd" in (p.info["cmdline"] or []) and any(str(store) in a for a in p.info["cmdline"]):
+                with contextlib.suppress(psutil.NoSuchProcess, psutil.TimeoutExpired):
+                    p.kill()
+                    p.wait(30)
+    assert finished and len(acked) == 33 and hooked.turns >= 8
+    mem = Memory(store, embedder=embedder)
+    try:
+        for session in ("a", "b"):
+            view = mem.for_session(session)
+            for mid in [m for m in acked if m.startswith(session + "-")]:
+                assert mid in vector_ids(view, view.get(mid).content), mid
+        held = set()
+        for ns in mem.store.log.namespaces():
+            view = mem.for_session("any", namespace=ns)
+            held |= {m.content for s in view.sessions() for m in view.messages(s.session) if isinstance(m.content, str)}
+        for t, tag in ((followed, "follow"), (hooked, "hook")):
+            words = ["kestrel", "lantern", "quarry", "meadow", "saddle", "tundra", "harbour", "crane", "violet"]
+            missing = [k for k in range(1, t.turns + 1)
+                       if f"{tag} prompt {k}: check the {words[k % 9]} job on the {words[(k * 4) % 9]} host" not in held]
+            assert not missing, (tag, missing)
+    finally:
+        mem.close()
+    checked = subprocess.run([sys.executable, "-m", "ragmem", "--store", str(store), "--json", "check"], env=ENV,
+                             capture_output=True, text=True, timeout=300)
+    report = json.loads(checked.stdout)
+    assert report["ok"] and report["lost"] == 0 and report["pending"] == 0, report
+    assert folder_bytes(store) < 64 << 20, folder_bytes(store)
 
 
 HOLD = """

@@ -416,3 +416,46 @@ def test_a_bad_embedder_result_is_an_embedder_error_naming_it():
         as_vectors([[1.0, 0.0], [1.0, 0.0, 0.0]], 2, "MyEmbedder")
     with pytest.raises(EmbedderError, match="one sequence of floats per text, got int"):
         as_vectors(7, 1, "MyEmbedder")
+
+
+@pytest.mark.model  # the bundled model's ONNX engine
+def test_a_thread_that_finds_the_engine_loading_never_meets_it_half_loaded(monkeypatch):
+    """Several processes' first texts reach the index owner's one engine at once. A thread that found the
+    session already set while another thread was still loading the rest took the tokenizer as None
+    ("'NoneType' object has no attribute 'encode_batch'", seen by the hook in the many-writers scenario).
+    The loading thread is slowed inside its load (the second tokenizer it reads), and a second thread embeds
+    the moment the session appears."""
+    import threading
+    import time
+
+    import tokenizers
+
+    real = tokenizers.Tokenizer.from_file
+    reads: list[str] = []
+
+    def slow(path: str):  # the load's later reads take a while, as on a busy machine
+        reads.append(path)
+        if len(reads) == 2:
+            time.sleep(1.0)
+        return real(path)
+
+    monkeypatch.setattr(tokenizers.Tokenizer, "from_file", staticmethod(slow))
+    emb = OnnxEmbedder()
+    results: dict[str, object] = {}
+
+    def embed(name: str) -> None:
+        try:
+            results[name] = emb.embed_batch(["the first text of a process"])
+        except Exception as exc:  # noqa: BLE001  # the test reports what the thread met
+            results[name] = exc
+
+    loader = threading.Thread(target=embed, args=("loader",))
+    loader.start()
+    deadline = time.monotonic() + 120
+    while emb._session is None and loader.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    embed("second")  # the session is set (or the load is over): this must see a whole engine
+    loader.join(120)
+    assert len(reads) >= 2, "the load never read its second tokenizer: the test slowed nothing"
+    for name in ("loader", "second"):
+        assert isinstance(results[name], list) and len(results[name][0]) == emb.dimension, results[name]

@@ -273,7 +273,7 @@ class OnnxEmbedder(BundledFacts, Embedder):
         # 7 ms without, a batch of 64 texts 1017 ms against 797, and `ragmem serve`'s hand-offs between its
         # threads waited behind the spinners (docs/serve.md, "Costs").
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self._session = ort.InferenceSession(str(self.onnx_path), opts, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(str(self.onnx_path), opts, providers=["CPUExecutionProvider"])
         self._whole_tokenizer = Tokenizer.from_file(tokenizer_file)
         self._whole_tokenizer.no_truncation()
         self._whole_tokenizer.no_padding()
@@ -281,6 +281,10 @@ class OnnxEmbedder(BundledFacts, Embedder):
         self._prompt_tokens = max((len(self._whole_tokenizer.encode(p, add_special_tokens=False).ids)
                                    for p in spec.prompts.values()), default=0)
         self._tokenizer = tok
+        # The session last: _ready() takes a set session for a finished load without the lock, so a thread
+        # that saw it set while another was still loading met a tokenizer of None (the index owner embedding
+        # for several processes at once at its first use: "'NoneType' object has no attribute 'encode_batch'").
+        self._session = session
 
     def _check_graph(self) -> None:
         """The graph must have the sha256 of its signed record (made when it was exported from the pinned
