@@ -32,6 +32,13 @@ is deterministic). Data: ``$RAGMEM_LONGMEMEVAL`` or ``--data`` (default
 ``../shared/data/longmemeval``).
 
     python -m benchmarks.longmemeval [--quick] [--limit N] [--data DIR]
+
+Two source trees side by side (issue 45: chat recall no lower than the code before a change): run the
+benchmark under each tree (``cd TREE && PYTHONPATH=$PWD python -m benchmarks.longmemeval --out DIR``; a
+tree is ``git archive REV | tar -x -C TREE``), then ``--compare OLD_DIR NEW_DIR`` prints each layout's
+figures old beside new and every question whose figures moved, and writes ``longmemeval-compare.json``.
+
+    python -m benchmarks.longmemeval --compare OLD_DIR NEW_DIR [--labels OLD,NEW]
 """
 
 from __future__ import annotations
@@ -426,6 +433,40 @@ def plot(result: dict, path: Path) -> Path:
     return path
 
 
+#: The figures ``--compare`` sets side by side, per layout: (name, how a question's record gives it).
+COMPARED = (("session any@5", lambda r: r["session"]["any@5"]), ("session any@10", lambda r: r["session"]["any@10"]),
+            ("turn recall@10", lambda r: r["turn@10"]),
+            *((f"evidence @{b:,}", lambda r, b=b: r["prompt"][str(b)]) for b in BUDGETS))
+
+
+def compare(old_dir: Path, new_dir: Path, labels: tuple[str, str] = ("old", "new"), out_dir: Path | None = None) -> dict:
+    """Two runs' figures side by side (each a ``--out`` folder of this benchmark, run under its own tree): every
+    layout's means over the questions with evidence both ran, and each question whose figures differ."""
+    runs = [{r["id"]: r for r in json.loads((d / f"{NAME}-questions.json").read_text())["per_question"]}
+            for d in (old_dir, new_dir)]
+    ids = [i for i in runs[0] if i in runs[1] and runs[0][i]["evidence_turns"]]
+    rows, moved = [], []
+    for layout in LAYOUTS:
+        for name, get in COMPARED:
+            old, new = (mean(get(run[i][layout]) for i in ids) for run in runs)
+            rows.append([layout, name, old, new, round(new - old, 3)])
+            for i in ids:
+                a, b = get(runs[0][i][layout]), get(runs[1][i][layout])
+                if a != b:
+                    moved.append({"id": i, "type": runs[0][i]["type"], "layout": layout, "figure": name,
+                                  labels[0]: round(a, 3), labels[1]: round(b, 3)})
+    table = markdown_table(["layout", "figure", labels[0], labels[1], "difference"], rows)
+    changed = markdown_table(["question", "type", "layout", "figure", labels[0], labels[1]],
+                             [[m["id"], m["type"], m["layout"], m["figure"], m[labels[0]], m[labels[1]]]
+                              for m in moved]) if moved else "(none)"
+    result = {"benchmark": f"{NAME}-compare", "command": invocation(), "labels": list(labels),
+              "questions": len(ids), "figures": rows, "moved": moved}
+    write_json(result_path(f"{NAME}-compare", False, out_dir=out_dir), result)
+    print(f"\n## LongMemEval dev, {labels[0]} beside {labels[1]} ({len(ids)} questions with evidence)\n\n{table}\n\n"
+          f"**Questions whose figures moved**\n\n{changed}\n")
+    return result
+
+
 def pick(questions: list[dict], quick: bool, limit: int | None) -> list[dict]:
     if quick:  # different types, with evidence
         seen, out = set(), []
@@ -521,7 +562,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--types", default=None, help="only these question types, e.g. multi-session")
     ap.add_argument("--embedder", default=None, metavar="NAME",
                     help="an offline model by name (results in benchmarks/results/embedder-NAME/)")
+    ap.add_argument("--compare", nargs=2, type=Path, default=None, metavar=("OLD_DIR", "NEW_DIR"),
+                    help="set two runs' --out folders side by side (each run under its own tree); runs nothing")
+    ap.add_argument("--labels", default="old,new", help="with --compare: the two runs' names, e.g. 01a2e4e,main")
     args = ap.parse_args(argv)
+    if args.compare:
+        old, new = args.labels.split(",")
+        return compare(*args.compare, labels=(old, new), out_dir=args.out)
     return run(quick=args.quick, out_dir=args.out, limit=args.limit, data=args.data, resume=args.resume,
                done_only=args.done_only, configs=args.configs.split(",") if args.configs else None,
                types=args.types.split(",") if args.types else None, model=args.embedder)

@@ -113,10 +113,11 @@ def run(configs: list[str], cache: Path, relex: bool, limit: int | None, only: l
                 config = CONFIGS[name] if name in CONFIGS or name not in expanders else {}
                 mem.settings = replace(mem.settings, recall=settings_of(config), query_expander=expanders.get(name))
                 args = {k[len("prompt."):]: v for k, v in config.items() if k.startswith("prompt.")}
-                for q in qs:
+                for n, q in enumerate(qs):
                     ev = set(q.evidence_ids)
                     ids = list(dict.fromkeys(h.message.id for h in mem.search(q.question, k=max(KS))))
-                    rec = {"cat": q.category, "half": half(conv.sample), **{f"@{k}": len(ev & set(ids[:k])) / len(ev) for k in KS}}
+                    rec = {"id": f"{conv.sample}/{n}", "cat": q.category, "half": half(conv.sample),
+                           **{f"@{k}": len(ev & set(ids[:k])) / len(ev) for k in KS}}
                     t = time.perf_counter()
                     ctx = mem.prompt(q.question, budget=BUDGET, **args)
                     lat[name].append(time.perf_counter() - t)
@@ -183,6 +184,10 @@ def suite(quick: bool = False, out_dir: Path | None = None) -> dict:
     out = {"benchmark": "recall_dev", "ragmem": ragmem_version(), "command": "python -m benchmarks.recall_dev --configs full",
            "tables": halves(result), "elapsed_s": round(time.perf_counter() - start, 1)}
     write_json(result_path("recall_dev", quick, out_dir=out_dir), out)
+    # each question's figures (conversation/index among its questions with evidence): two runs compared question by
+    # question say whether a bar moved by one question, which the same code does from one process to the next
+    write_json(result_path("recall_dev-questions", quick, out_dir=out_dir), {"per_question": result["per"]["full"]},
+               compact=True)
     print(out["tables"])
     return out
 

@@ -262,3 +262,27 @@ def test_after_a_written_compaction_the_installed_hook_recalls_a_turn_from_befor
             _stop_worker(store)
         assert _hookd.worker_pid(store) is None
 
+
+
+def test_longmemeval_compare_sets_two_runs_side_by_side_and_names_each_question_that_moved(tmp_path, capsys):
+    from benchmarks.longmemeval import compare
+
+    def record(qid: str, per_chat_8k: float, evidence: int = 2) -> dict:
+        layout = lambda ev8: {"session": {"any@5": 1.0, "any@10": 1.0}, "turn@10": 0.5,  # noqa: E731
+                              "prompt": {"2000": 0.5, "4000": 1.0, "8000": ev8}}
+        return {"id": qid, "type": "multi-session", "evidence_turns": evidence, "one_session": layout(1.0),
+                "per_chat": layout(per_chat_8k)}
+
+    for name, fig in (("old", 1.0), ("new", 0.5)):
+        (tmp_path / name).mkdir()
+        per = [record("a", 1.0), record("b", fig), record("c_abs", 0.0, evidence=0)]  # an abstention has no figures
+        (tmp_path / name / "longmemeval-questions.json").write_text(json.dumps({"per_question": per}))
+    result = compare(tmp_path / "old", tmp_path / "new", labels=("01a2e4e", "main"), out_dir=tmp_path)
+    assert result["questions"] == 2
+    rows = {(r[0], r[1]): r[2:] for r in result["figures"]}
+    assert rows[("per_chat", "evidence @8,000")] == [1.0, 0.75, -0.25]
+    assert rows[("one_session", "evidence @8,000")] == [1.0, 1.0, 0.0]
+    assert result["moved"] == [{"id": "b", "type": "multi-session", "layout": "per_chat", "figure": "evidence @8,000",
+                                "01a2e4e": 1.0, "main": 0.5}]
+    assert json.loads((tmp_path / "longmemeval-compare.json").read_text())["moved"] == result["moved"]
+    assert "| b | multi-session | per_chat | evidence @8,000 | 1.000 | 0.500 |" in capsys.readouterr().out
