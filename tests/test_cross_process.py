@@ -387,41 +387,74 @@ def test_soak_writers_and_the_owner_killed_lose_no_vector(tmp_path, embedder):
     assert folder_bytes(store / "chroma") < 64 << 20, folder_bytes(store / "chroma")
 
 
+WORDS = ["kestrel", "lantern", "quarry", "meadow", "saddle", "tundra", "harbour", "crane", "violet"]
+
+
+def _mcp_server(store: Path, session: str):
+    """How the MCP SDK client starts ``ragmem mcp`` on ``store``'s ``session``, as an agent's configuration does."""
+    from mcp.client.stdio import StdioServerParameters
+
+    return StdioServerParameters(command=sys.executable, args=["-m", "ragmem", "--store", str(store), "--session",
+                                                               session, "mcp"], env=ENV)
+
+
+async def _mcp_add(s, acked: list[str], mid: str, content: str) -> None:
+    """One ``add_messages`` call through the SDK client; it must succeed, and its ids join ``acked``."""
+    r = await s.call_tool("add_messages", {"messages": [{"role": "user", "content": content, "id": mid}]})
+    assert not r.is_error, r.content[0].text
+    acked.extend(r.structured_content["ids"])
+
+
+def _run_past_a_killed_server(scenario, finished: list[bool]) -> None:
+    """``anyio.run(scenario)``; once the scenario has appended to ``finished``, only leaving the stdio context of
+    the server it killed can raise (its pipes are gone), and that is not the test's failure."""
+    import anyio
+
+    try:
+        anyio.run(scenario)
+    except BaseException:  # noqa: BLE001
+        if not finished:  # anything before the scenario's last check failed: the test fails with it
+            raise
+
+
+def _acked_are_vector_hits(store: Path, embedder, acked: list[str], sessions: tuple[str, ...]) -> None:
+    """Every acknowledged message of each session is a vector hit for its own text, asked by a fresh process's
+    view (the writers gone), and the index can return every chunk the log says it holds."""
+    mem = Memory(store, embedder=embedder)
+    try:
+        for session in sessions:
+            view = mem.for_session(session)
+            for mid in [m for m in acked if m.startswith(session + "-")]:
+                assert mid in vector_ids(view, view.get(mid).content), mid
+    finally:
+        mem.close()
+    assert lacking_vectors(store, embedder) == []
+
+
 @pytest.mark.slow  # two `ragmem mcp` servers, one loads the model
 def test_mcp_servers_the_owner_killed_the_other_goes_on(tmp_path, embedder):
     """The agents' case through the official MCP SDK client: two `ragmem mcp` servers on one store, the one that
     owns the index killed -9 midway. The other's every add and search succeeds (it takes the index over), and
     every acknowledged message is a vector hit afterwards."""
-    import anyio
     import psutil
     from mcp import ClientSession
-    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.stdio import stdio_client
 
     store = tmp_path / "s"
     acked: list[str] = []
 
-    def params(session: str) -> StdioServerParameters:
-        return StdioServerParameters(command=sys.executable, args=["-m", "ragmem", "--store", str(store), "--session",
-                                                                   session, "mcp"], env=ENV)
-
     async def add(s: ClientSession, name: str, i: int) -> None:
-        words = ["kestrel", "lantern", "quarry", "meadow", "saddle", "tundra", "harbour", "crane", "violet"]
-        mid = f"{name}-{i}"
-        r = await s.call_tool("add_messages", {"messages": [
-            {"role": "user", "content": f"{name} notes item {i}: the {words[i % 9]} by the {words[(i * 4) % 9]}",
-             "id": mid}]})
-        assert not r.is_error, r.content[0].text
-        acked.extend(r.structured_content["ids"])
+        await _mcp_add(s, acked, f"{name}-{i}", f"{name} notes item {i}: the {WORDS[i % 9]} by the {WORDS[(i * 4) % 9]}")
 
     async def scenario() -> None:
         with open(os.devnull, "w") as errlog:
-            async with stdio_client(params("a"), errlog=errlog) as (ra, wa), ClientSession(ra, wa) as a:
+            async with stdio_client(_mcp_server(store, "a"), errlog=errlog) as (ra, wa), ClientSession(ra, wa) as a:
                 await a.initialize()
                 for i in range(4):
                     await add(a, "a", i)
                 owner = owner_pid(store)
                 assert owner is not None and "mcp" in psutil.Process(owner).cmdline()
-                async with stdio_client(params("b"), errlog=errlog) as (rb, wb), ClientSession(rb, wb) as b:
+                async with stdio_client(_mcp_server(store, "b"), errlog=errlog) as (rb, wb), ClientSession(rb, wb) as b:
                     await b.initialize()
                     for i in range(4):
                         await add(b, "b", i)
@@ -435,23 +468,9 @@ def test_mcp_servers_the_owner_killed_the_other_goes_on(tmp_path, embedder):
                 finished.append(True)
 
     finished: list[bool] = []
-    try:
-        anyio.run(scenario)
-    except BaseException:  # noqa: BLE001
-        if not finished:  # anything before b's last check failed: the test fails with it
-            raise
-        # only leaving a's stdio context can raise after that: its server was killed, its pipes are gone
+    _run_past_a_killed_server(scenario, finished)
     assert finished and len(acked) == 16
-    mem = Memory(store, embedder=embedder)
-    try:
-        for session in ("a", "b"):
-            view = mem.for_session(session)
-            for mid in [m for m in acked if m.startswith(session + "-")]:
-                assert mid in vector_ids(view, view.get(mid).content), mid
-    finally:
-        mem.close()
-    assert lacking_vectors(store, embedder) == []
-
+    _acked_are_vector_hits(store, embedder, acked, ("a", "b"))
 
 class _Transcript:
     """A Claude Code 2.0 session file that grows a turn at a time: a prompt, a Bash call, its result, a reply."""
@@ -461,12 +480,16 @@ class _Transcript:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch()
 
+    @staticmethod
+    def prompt(tag: str, k: int) -> str:
+        """The prompt of turn ``k``."""
+        return f"{tag} prompt {k}: check the {WORDS[k % 9]} job on the {WORDS[(k * 4) % 9]} host"
+
     def turn(self, tag: str) -> str:
         """Append one whole turn; return its prompt."""
         self.turns += 1
         k, sid = self.turns, self.session
-        words = ["kestrel", "lantern", "quarry", "meadow", "saddle", "tundra", "harbour", "crane", "violet"]
-        prompt = f"{tag} prompt {k}: check the {words[k % 9]} job on the {words[(k * 4) % 9]} host"
+        prompt = self.prompt(tag, k)
         at = f"2025-10-19T14:{k // 60:02d}:{k % 60:02d}.000Z"
         base = {"isSidechain": False, "userType": "external", "cwd": self.cwd, "sessionId": sid, "version": "2.0.24",
                 "gitBranch": "main", "timestamp": at}
@@ -502,7 +525,7 @@ def test_agents_as_they_run_mcp_servers_a_hook_and_a_follower_the_owner_killed_l
     import anyio
     import psutil
     from mcp import ClientSession
-    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.stdio import stdio_client
 
     from ragmem import _hookd
     from ragmem._store import open_log
@@ -534,21 +557,14 @@ def test_agents_as_they_run_mcp_servers_a_hook_and_a_follower_the_owner_killed_l
                 hook_problems.append(f"rc {p.returncode}: {grew.strip()[-300:]} {p.stderr[-300:]}")
             time.sleep(0.3)
 
-    def params(session: str) -> StdioServerParameters:
-        return StdioServerParameters(command=sys.executable, args=["-m", "ragmem", "--store", str(store), "--session",
-                                                                   session, "mcp"], env=ENV)
-
     async def add(s: ClientSession, name: str, i: int) -> None:
-        r = await s.call_tool("add_messages", {"messages": [
-            {"role": "user", "content": f"{name} notes item {i}: the harbour crane moved to bay {i}", "id": f"{name}-{i}"}]})
-        assert not r.is_error, r.content[0].text
-        acked.extend(r.structured_content["ids"])
+        await _mcp_add(s, acked, f"{name}-{i}", f"{name} notes item {i}: the harbour crane moved to bay {i}")
 
     finished: list[bool] = []
 
     async def scenario() -> None:
         with open(os.devnull, "w") as errlog:
-            async with stdio_client(params("a"), errlog=errlog) as (ra, wa), ClientSession(ra, wa) as a:
+            async with stdio_client(_mcp_server(store, "a"), errlog=errlog) as (ra, wa), ClientSession(ra, wa) as a:
                 await a.initialize()
                 for i in range(3):
                     await add(a, "a", i)
@@ -559,7 +575,7 @@ def test_agents_as_they_run_mcp_servers_a_hook_and_a_follower_the_owner_killed_l
                     [sys.executable, "-m", "ragmem", "--store", str(store), "import-chats", "--from", "claude-code",
                      "--follow", "--interval", "0.3", str(followed.path.parent)],
                     env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
-                async with stdio_client(params("b"), errlog=errlog) as (rb, wb), ClientSession(rb, wb) as b:
+                async with stdio_client(_mcp_server(store, "b"), errlog=errlog) as (rb, wb), ClientSession(rb, wb) as b:
                     await b.initialize()
                     for i in range(10):
                         await add(b, "b", i)
@@ -579,12 +595,7 @@ def test_agents_as_they_run_mcp_servers_a_hook_and_a_follower_the_owner_killed_l
     agents = threading.Thread(target=agent_turns)
     follower: list[subprocess.Popen] = []
     try:
-        try:
-            anyio.run(scenario)
-        except BaseException:  # noqa: BLE001
-            if not finished:
-                raise
-            # only leaving a's stdio context can raise after that: its server was killed, its pipes are gone
+        _run_past_a_killed_server(scenario, finished)
         stop.set()
         agents.join(300)
         assert not hook_problems, hook_problems
@@ -602,20 +613,15 @@ def test_agents_as_they_run_mcp_servers_a_hook_and_a_follower_the_owner_killed_l
                     p.kill()
                     p.wait(30)
     assert finished and len(acked) == 33 and hooked.turns >= 8
+    _acked_are_vector_hits(store, embedder, acked, ("a", "b"))
     mem = Memory(store, embedder=embedder)
     try:
-        for session in ("a", "b"):
-            view = mem.for_session(session)
-            for mid in [m for m in acked if m.startswith(session + "-")]:
-                assert mid in vector_ids(view, view.get(mid).content), mid
         held = set()
         for ns in mem.store.log.namespaces():
             view = mem.for_session("any", namespace=ns)
             held |= {m.content for s in view.sessions() for m in view.messages(s.session) if isinstance(m.content, str)}
         for t, tag in ((followed, "follow"), (hooked, "hook")):
-            words = ["kestrel", "lantern", "quarry", "meadow", "saddle", "tundra", "harbour", "crane", "violet"]
-            missing = [k for k in range(1, t.turns + 1)
-                       if f"{tag} prompt {k}: check the {words[k % 9]} job on the {words[(k * 4) % 9]} host" not in held]
+            missing = [k for k in range(1, t.turns + 1) if t.prompt(tag, k) not in held]
             assert not missing, (tag, missing)
     finally:
         mem.close()
