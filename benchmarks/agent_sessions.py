@@ -1544,7 +1544,7 @@ def run_hook(quick: bool = False, limit: int | None = None, refresh: bool = Fals
     root = transcripts_dir()
     files = hook_files(root)[-2:] if quick else hook_files(root)  # quick: the smaller Claude Code file and Codex's
     limit = 4 if quick and limit is None else limit
-    cached = build_hooked(root, refresh, files)
+    cached = build_hooked(root, refresh, files).resolve()  # the paths the hooks were given (a linked cache too)
     built = json.loads((cached / "manifest.json").read_text())
     questions = hook_questions(root)
     count = default_counter()
@@ -1595,7 +1595,7 @@ def run_hook(quick: bool = False, limit: int | None = None, refresh: bool = Fals
                     per.append({"file": rel, "agent": agent, "question": q["question"], "kind": q["kind"],
                                 "half": q["half"], "ev": sum(f == "shown" for f in fates) / len(fates),
                                 "fates": fates, "chars": len(text), "tokens": count.count_text(text) if text else 0,
-                                "ms": round(took * 1000)})
+                                "ms": round(took * 1000), **({"output": text} if any(f != "shown" for f in fates) else {})})
                 log(f"[agent_sessions] hook: {rel}: {len(qs)} questions before the cut")
         finally:
             _stop_worker(store)

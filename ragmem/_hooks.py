@@ -67,9 +67,12 @@ RECALL_K = 40
 WEIGHED = 12
 #: A unit costs at least this many tokens when weighed (a one-line message is not worth ten times a short turn).
 WORTH_FLOOR = 30
-#: The most of the budget one unit's excerpt takes at its rank (a prompt's rule, :data:`ragmem._assemble.EXCERPT_ROOM`):
-#: a file read whole that matches the prompt shows its part around the match, and the next candidates fit beside it.
-EXCERPT_ROOM = 0.5
+#: How much a unit's tokens weigh against its score (:func:`_by_worth`: score / tokens ** this). Chosen on the
+#: tuning halves of the shared sessions' questions asked of the hook (``agent_sessions --hook``, and every
+#: ``--transcripts`` question asked of the hook's packing with the whole session compacted): 0.5 held 61.5 of 81,
+#: 0.2 to 0.33 held 63.5 to 64 (0.25 chosen, mid-plateau), 0.1 held 63, 0.75 and 1 held 60. With 0.5 a turn scoring a
+#: third better lost its place to one half its length.
+WORTH_POWER = 0.25
 #: The events the hook answers with context, and when (None: always).
 ANSWERED: dict[str, tuple[str, ...] | None] = {"UserPromptSubmit": None, "SessionStart": ("compact", "resume")}
 #: The events after which the agent writes no more to the transcript (Claude Code's ``SessionEnd``: ``/exit``,
@@ -383,9 +386,6 @@ def recall(mem: "Memory", event: Event, progress: Progress, *, budget: int = DEF
     not, its tool result too big, goes in with that result as a marked excerpt when one fits (as prompts show
     them: its id and full size named, so the agent can ask MCP's ``get_message`` for the rest).
     """
-    from ._pipeline import retrieve
-    from ._store.filters import RowFilter
-
     session = (progress.sessions.get(event.session_id) or {}).get("name")
     project = progress.project or event.cwd
     text = _query_text(mem, event, session)
@@ -401,16 +401,36 @@ def recall(mem: "Memory", event: Event, progress: Progress, *, budget: int = DEF
         elif last:
             seen = last[0].seq - (boundary if boundary is not None else 0) + 1  # the summary on, or all
             skip = {m.id for m in log.messages(mem.namespace, session, limit=seen, newest_first=True)}
+    return _pack(mem, _candidates(mem, text, project, skip), text, session, boundary, budget=budget,
+                 max_chars=max_chars)
+
+
+def _candidates(mem: "Memory", text: str, project: str, skip: Collection[str] = ()) -> list[tuple["Unit", float]]:
+    """The units recall may show for ``text``, best first: the project's (``metadata["project"]``) whole units
+    across the namespace's sessions, none holding a message of ``skip`` (what the agent still sees) or a
+    compaction summary (an earlier compaction's summary is no turn: what it kept, the agent's latest summary
+    carries on)."""
+    from ._pipeline import retrieve
+    from ._store.filters import RowFilter
+
     found, _ = retrieve(mem, text, RECALL_K, grain="unit", scope="namespace",
                         filters=RowFilter.of(where={"project": project}), skip=skip)
+    return [(u, score) for u, score in found.items
+            if u.complete and not any(m.id in skip or (m.metadata or {}).get("kind") == "compaction_summary"
+                                      for m in u.messages)]
+
+
+def _pack(mem: "Memory", found: list[tuple["Unit", float]], text: str, session: str | None, boundary: int | None, *,
+         budget: int = DEFAULT_BUDGET, max_chars: int = MAX_CHARS) -> str:
+    """The recalled context of ``found`` (:func:`_candidates`) for ``text``: the best units that fit go in whole,
+    within ``budget`` tokens and ``max_chars`` characters of the rendered text (:func:`render`); a unit that does
+    not, its tool result too big, goes in with that result as a marked excerpt when one fits."""
+    from ._assemble import EXCERPT_ROOM  # the prompt's rule: the hook measured the same with 0.35 and 0.5
+
     counter = mem.store.counter
     share = mem.settings.recall.excerpt_share
-    # an earlier compaction's summary is no turn: what it kept, the agent's latest summary carries on
-    candidates = [(u, score) for u, score in found.items
-                  if u.complete and not any(m.id in skip or (m.metadata or {}).get("kind") == "compaction_summary"
-                                            for m in u.messages)]
     chosen: list[tuple[Unit, float]] = []
-    for u, score in _by_worth(candidates, counter):
+    for u, score in _by_worth(found, counter):
         trial = render([*chosen, (u, score)], session, boundary)
         if len(trial) <= max_chars and counter.count_text(trial) <= budget:
             chosen.append((u, score))
@@ -423,15 +443,16 @@ def recall(mem: "Memory", event: Event, progress: Progress, *, budget: int = DEF
 
 
 def _by_worth(candidates: list[tuple["Unit", float]], counter: Any) -> list[tuple["Unit", float]]:
-    """The order the hook packs its candidates in: the best :data:`WEIGHED` by score per square root of their
-    tokens, then the rest by score. The budget is small (1,500 tokens hold three long turns), and the best
-    candidates often score alike: where the best-scored is a long plan or summary that fills a third of it, two
-    short turns that score nearly as well fit in its place. The square root keeps a long unit that scores
-    clearly best ahead of short ones that barely match."""
+    """The order the hook packs its candidates in: the best :data:`WEIGHED` by score per their tokens to the
+    power :data:`WORTH_POWER` (a fourth root), then the rest by score. The budget is small (1,500 tokens hold
+    three long turns), and the best candidates often score alike: where the best-scored is a long plan or
+    summary that fills a third of it, two short turns that score nearly as well fit in its place. The root keeps
+    a unit that scores clearly better ahead of shorter ones that match less (a third better outweighs twice the
+    tokens)."""
     from ._assemble import unit_as_text
 
-    head = sorted(candidates[:WEIGHED],
-                  key=lambda us: -us[1] / max(WORTH_FLOOR, counter.count_text(unit_as_text(us[0]))) ** 0.5)
+    head = sorted(candidates[:WEIGHED], key=lambda us: -us[1] / max(
+        WORTH_FLOOR, counter.count_text(unit_as_text(us[0]))) ** WORTH_POWER)
     return head + candidates[WEIGHED:]
 
 
@@ -440,7 +461,8 @@ def _excerpted(mem: "Memory", u: "Unit", query: str, chosen: list[tuple["Unit", 
                most: int | None = None) -> "Unit | None":
     """``u`` with its giant tool results as marked excerpts (as a prompt shows them:
     :func:`ragmem._assemble.excerpt_unit`), in what ``chosen`` leaves of the budget and the characters, and in at
-    most ``most`` tokens (the candidates after it keep the rest, as a prompt keeps them :data:`EXCERPT_ROOM`);
+    most ``most`` tokens (the candidates after it keep the rest, as a prompt keeps them
+    :data:`ragmem._assemble.EXCERPT_ROOM`);
     None when it holds none, or too little would show. The excerpt is cut to the tokens left, then smaller while
     the rendered text runs over either bound (a line costs fewer tokens than a message, characters vary)."""
     from ._assemble import excerpt_unit

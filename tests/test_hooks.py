@@ -648,6 +648,35 @@ def test_a_giant_pre_compaction_tool_result_comes_back_as_a_marked_excerpt(tmp_p
         assert mem.get(mid).text.endswith(config.split("\n")[-1]) and "statement_timeout_ms: 7345" in mem.get(mid).text
 
 
+def _turn(seq: int, tokens: int, counter) -> tuple:
+    """An assistant turn of about ``tokens`` tokens as the hook renders it, as its one unit."""
+    from ragmem import group_units, parse_message
+
+    words = ["pool"] * tokens
+    while counter.count_text("assistant: " + " ".join(words)) > tokens:
+        words.pop()
+    (u,) = group_units([parse_message({"role": "assistant", "content": " ".join(words), "id": f"t{seq}"}).with_(
+        seq=seq, session="s")])
+    return u
+
+
+def test_the_hooks_packing_order_weighs_tokens_without_letting_a_shorter_weaker_turn_jump_a_clearly_better_one():
+    """The hook packs its best dozen by score per token to a small power (a long plan that scores a little
+    better gives way to short turns that score nearly as well), but a turn scoring a third better goes ahead of
+    one half its length: with the square root, the 700-token commit's result (0.91) lost its place to a
+    360-token table (0.68), and the budget was full when its turn came (issue 42, item 2)."""
+    from ragmem._tokens import default_counter
+
+    counter = default_counter()
+    better, shorter = _turn(1, 700, counter), _turn(2, 360, counter)
+    assert [u.id for u, _ in _hooks._by_worth([(better, 0.91), (shorter, 0.68)], counter)] == [better.id, shorter.id]
+    plan, short = _turn(3, 1400, counter), _turn(4, 150, counter)
+    assert [u.id for u, _ in _hooks._by_worth([(plan, 0.95), (short, 0.85)], counter)] == [short.id, plan.id]
+    rest = [(_turn(10 + i, 40, counter), 0.5) for i in range(_hooks.WEIGHED)]  # past the dozen: by score
+    got = _hooks._by_worth([(plan, 0.95), *rest[:-1], (short, 0.1), rest[-1]], counter)
+    assert [u.id for u, _ in got[-2:]] == [short.id, rest[-1][0].id]
+
+
 # ------------------------------------------------------------------ imports off the prompt's path
 
 
