@@ -598,18 +598,22 @@ def _piece_terms(text: str) -> tuple[list[tuple[int, int]], list[frozenset[str]]
     return got
 
 
-def excerpt_span(text: str, query: str, max_chars: int) -> tuple[int, int]:
+def excerpt_span(text: str, query: str, max_chars: int, focus: tuple[int, int] | None = None) -> tuple[int, int]:
     r"""The slice of ``text`` (``start``, ``end``) of at most ``max_chars`` characters around what matches ``query``.
 
     ``text`` is cut into lines (long ones into pieces); a piece weighs the query's terms it holds
     (:func:`ragmem._lexical.tokenize`, so code words match as a developer writes them), each term by how
     rare it is in ``text``; the slice is the run of whole pieces within ``max_chars`` that weighs most, the
     earliest of equals, then grown by whole pieces on both sides while they fit. No match: the start of
-    ``text``. Pure and deterministic.
+    ``text``. ``focus``, a span of ``text`` where the search found the question's meaning (the message's
+    best-matching chunk, :func:`ragmem._recall.dense_candidates`), comes first: the slice holds all of it and
+    grows around it when it fits, else it is the run within it that the terms weigh most. Pure and deterministic.
 
     >>> t = "alpha\nbeta\nretry_limit = 5\ngamma\n"
     >>> s, e = excerpt_span(t, "what is the retry limit?", 16); t[s:e]
     'retry_limit = 5\n'
+    >>> s, e = excerpt_span(t, "what is the retry limit?", 16, focus=(0, 11)); t[s:e]
+    'alpha\nbeta\n'
     """
     if max_chars <= 0 or not text:
         return 0, 0
@@ -623,18 +627,24 @@ def excerpt_span(text: str, query: str, max_chars: int) -> tuple[int, int]:
         for t in ts:
             df[t] = df.get(t, 0) + 1
     weight = [sum(1.0 / df[t] for t in ts) for ts in terms]
-    best, best_at, total, i = -1.0, (0, 0), 0.0, 0
-    for j, (_, b) in enumerate(pieces):  # two pointers: pieces i..j within max_chars
-        total += weight[j]
-        while b - pieces[i][0] > max_chars and i < j:
-            total -= weight[i]
-            i += 1
-        if b - pieces[i][0] <= max_chars and total > best + 1e-12:
-            best, best_at = total, (i, j)
-    if best <= 0:  # nothing matched: the head of the result, as a reader would start
-        i = j = 0
+    lo, hi = 0, len(pieces) - 1  # the pieces a run may take
+    inside = [k for k, (a, b) in enumerate(pieces) if focus and a < focus[1] and b > focus[0]]
+    if inside and pieces[inside[-1]][1] - pieces[inside[0]][0] <= max_chars:
+        i, j = inside[0], inside[-1]  # the focus fits: all of it, and what is around it
     else:
-        i, j = best_at
+        if inside:  # the focus is longer than the slice: the run that weighs most within it
+            lo, hi = inside[0], inside[-1]
+        best, best_at, total, i = -1.0, (lo, lo), 0.0, lo
+        for j in range(lo, hi + 1):  # two pointers: pieces i..j within max_chars
+            b = pieces[j][1]
+            total += weight[j]
+            while b - pieces[i][0] > max_chars and i < j:
+                total -= weight[i]
+                i += 1
+            if b - pieces[i][0] <= max_chars and total > best + 1e-12:
+                best, best_at = total, (i, j)
+        # nothing matched: the head of the result (of the focus), as a reader would start
+        i, j = best_at if best > 0 else (lo, lo)
     start, end = pieces[i][0], pieces[j][1]
     if end - start > max_chars:  # a single piece longer than allowed (EXCERPT_PIECE > max_chars)
         return start, start + max_chars
@@ -726,6 +736,27 @@ def giant_argument(m: Message) -> tuple[int, Path, str, Any] | None:
 #: What the giant argument of a stored call costs, by (counter, message id) (bounded: it starts over).
 _ARGUMENT_TOKENS: dict[tuple[int, str], int] = {}
 
+#: Where the search found a recalled message: the text of its piece (a chunk of its vectors, its head left off)
+#: that matched the question best, or None (found by its words only, or one piece). An excerpt holds that piece.
+Found = Callable[[Message], "str | None"]
+
+
+def locate(text: str, piece: str | None) -> tuple[int, int] | None:
+    r"""Where ``piece`` (a chunk's text, :data:`Found`) lies in ``text``: its span, or None when it is not there
+    verbatim (a chunk of the lines that say what failed, or one that runs over two arguments). A chunk may open
+    with the section header it carries (its first line): then the rest is looked for.
+
+    >>> locate("a\nb\nc\n", "b\nc"), locate("a\nb\nc\n", "# head\nb"), locate("abc", "x")
+    ((2, 5), (2, 3), None)
+    """
+    if not piece:
+        return None
+    at = text.find(piece)
+    if at < 0 and "\n" in piece:
+        piece = piece.split("\n", 1)[1]
+        at = text.find(piece) if piece.strip() else -1
+    return (at, at + len(piece)) if at >= 0 else None
+
 
 class _Excerpts:
     """Marked excerpts of the giant parts of units in one assembly (invariant 3's second exception).
@@ -735,11 +766,13 @@ class _Excerpts:
     fit whole, as an excerpt around what matches the query (:func:`excerpt_span`): a result right after
     its call, opened by :func:`excerpt_marker`; an argument inside its string value, opened by
     :func:`argument_marker`, the call keeping its name, its id and every other argument, its arguments
-    valid JSON. Every other message, and every marker, stays whole.
+    valid JSON. Every other message, and every marker, stays whole. ``found``, when given, tells for a
+    message the text of its piece that the search matched best (:data:`Found`): the excerpt holds it.
     """
 
-    def __init__(self, counter: TokenCounter, costs: _Costs, query: str, share: float, limit: int):
-        self.counter, self.costs, self.query = counter, costs, query
+    def __init__(self, counter: TokenCounter, costs: _Costs, query: str, share: float, limit: int,
+                 found: "Found | None" = None):
+        self.counter, self.costs, self.query, self.found = counter, costs, query, found
         self.giant = int(share * limit) if share > 0 else None
         self.made: dict[str, ExcerptTrace] = {}
 
@@ -804,8 +837,9 @@ class _Excerpts:
             return None
         per_token = len(text) / max(body, 1)
         max_chars = int(room_text * per_token)
+        focus = locate(text, self.found(m)) if self.found is not None else None
         for _ in range(8):  # characters per token vary along a text: shrink until the count fits
-            start, end = excerpt_span(text, self.query, max_chars)
+            start, end = excerpt_span(text, self.query, max_chars, focus)
             if end - start == 0:
                 return None
             marked = make(start, end)
@@ -882,10 +916,12 @@ class _Excerpts:
 
 
 def excerpt_unit(u: Unit, room: int, *, counter: TokenCounter, query: str, limit: int,
-                 share: float = EXCERPT_SHARE, token_cache: dict[str, int] | None = None) -> Unit | None:
+                 share: float = EXCERPT_SHARE, token_cache: dict[str, int] | None = None,
+                 found: "Found | None" = None) -> Unit | None:
     """``u`` with its tool results and call arguments over ``share`` of ``limit`` shown as marked excerpts around
-    what matches ``query``, costing at most ``room`` tokens as messages; None when it holds no such part or too
-    little of one would show. For a door that packs recall itself (the agents' hook, :func:`ragmem._hooks.recall`).
+    what matches ``query`` (and holds the piece ``found`` names, :data:`Found`), costing at most ``room`` tokens
+    as messages; None when it holds no such part or too little of one would show. For a door that packs recall
+    itself (the agents' hook, :func:`ragmem._hooks.recall`).
 
     >>> from ragmem._tokens import default_counter
     >>> excerpt_unit(Unit("u", ()), 100, counter=default_counter(), query="q", limit=1000) is None
@@ -893,7 +929,7 @@ def excerpt_unit(u: Unit, room: int, *, counter: TokenCounter, query: str, limit
     """
     if share <= 0:
         return None
-    got = _Excerpts(counter, _Costs(counter, token_cache), query, share, limit).unit(u, room)
+    got = _Excerpts(counter, _Costs(counter, token_cache), query, share, limit, found).unit(u, room)
     return got[0] if got else None
 
 
@@ -1045,6 +1081,7 @@ def assemble(
     current_session: str | None = None,
     query: str | None = None,
     excerpt_share: float = EXCERPT_SHARE,
+    found: Found | None = None,
 ) -> Context:
     """Assemble a prompt from its sections within ``budget``; see the module docstring for the layout.
 
@@ -1064,6 +1101,8 @@ def assemble(
     A recalled tool result that costs more than ``excerpt_share`` of the limit may be shown as a marked
     excerpt around what matches ``query`` (the user turn's text by default) when its unit does not fit
     whole (:func:`_pack_recall`); ``trace.excerpts`` says which and how much each left out. 0 turns it off.
+    ``found`` says where in a recalled message the search found the question (:data:`Found`): its excerpt
+    holds that piece.
 
     >>> from ragmem._tokens import default_counter
     >>> ctx = assemble("hi", budget=100, counter=default_counter(), system="be brief")
@@ -1119,7 +1158,7 @@ def assemble(
     marks = _Marks(counter, current_session, lines=recall_format == "text")
     first = marks.cost(WINDOW_MARKER) if chosen_window and placement == "before_window" else 0
     excerpts = _Excerpts(counter, counter_costs, content_text(user.get("content")) if query is None else query,
-                         excerpt_share, budget.limit) if excerpt_share > 0 else None
+                         excerpt_share, budget.limit, found) if excerpt_share > 0 else None
     chosen_recall, bare = _pack_recall(recall, companions or {}, in_window, recall_cap, counter_costs, dropped,
                                        marks, first, excerpts)
     return _finish(

@@ -39,7 +39,7 @@ from ._assemble import (
 from ._errors import InvalidMessage
 from ._settings import MemorySettings, check_scope
 from ._messages import Message, parse_message
-from ._recall import Query, Recalled, companions, make_query, recall as recall_path
+from ._recall import Query, Recalled, companions, found_pieces, make_query, recall as recall_path
 from ._store.filters import RowFilter
 from ._summary import fold
 from ._trace import Context
@@ -169,7 +169,7 @@ def run(mem: Session, req: Request) -> Context:
         return timings.into(whole)
     with timings("summary"):
         summary = update_summary(mem, tail, stored_summary)
-    recalled, beside, queries = recall(mem, req, tail, window_units, timings)
+    recalled, beside, queries, chunks = recall(mem, req, tail, window_units, timings)
     with timings("assemble"):
         ctx = assemble(
             req.user_turn, budget=req.budget, counter=mem.store.counter, system=req.system, state=state,
@@ -178,6 +178,7 @@ def run(mem: Session, req: Request) -> Context:
             format=req.format, placement=req.placement, recall_format=req.recall_format,
             monitor=mem.settings.monitor, token_cache=mem.store.token_cache.setdefault(mem.namespace, {}),
             current_session=mem.session, query=req.query, excerpt_share=mem.settings.recall.excerpt_share,
+            found=found_pieces(chunks, [*(u for u, _ in recalled), *beside.values()], mem.store.embedder),
         )
     ctx.trace.queries = queries
     return timings.into(ctx)
@@ -287,14 +288,15 @@ def retrieve(mem: Session, text: str, k: int, *, grain: Literal["message", "unit
 
 
 def recall(mem: Session, req: Request, tail: list[Message], window_units: list[Unit],
-           timings: Timings) -> tuple[list[tuple[Unit, float]], dict[str, Any], list[str]]:
+           timings: Timings) -> tuple[list[tuple[Unit, float]], dict[str, Any], list[str], dict[str, int]]:
     """Units from outside the window, by relevance to the query (:func:`retrieve`), the units that must
-    come with them (:func:`ragmem._recall.companions`), and the query expander's extra queries."""
+    come with them (:func:`ragmem._recall.companions`), the query expander's extra queries, and the number of
+    each recalled message's best-matching chunk (:attr:`ragmem._recall.Recalled.chunks`)."""
     log = mem.store.log
     wide = req.scope == "namespace"
     older = bool(tail) and tail[0].seq > 0
     if not (req.k > 0 and (older or (wide and log.count(mem.namespace) > len(tail)))):
-        return [], {}, []  # nothing outside the window to recall, in this session or another
+        return [], {}, [], {}  # nothing outside the window to recall, in this session or another
     user_turn = req.user_turn
     text = req.query or (user_turn if isinstance(user_turn, str) else str(user_turn.get("content", "")))
     found, query = retrieve(mem, text, req.k + len(window_units), grain="unit", scope=req.scope,
@@ -309,4 +311,4 @@ def recall(mem: Session, req: Request, tail: list[Message], window_units: list[U
             beside.update(companions(log, units, namespace=mem.namespace, session=sess,
                                      before_seq=tail[0].seq if tail and sess == mem.session else 2**62,
                                      settings=mem.settings.recall))
-    return recalled, beside, [q for q, _ in query.also]
+    return recalled, beside, [q for q, _ in query.also], found.chunks

@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Collection, ContextManager, Iterator, Literal, Sequence, TypeVar
 
@@ -98,10 +98,13 @@ class Candidate:
     score: float
 
 
-def dense_candidates(hits: Sequence[IndexHit], log: MessageLog, namespace: str) -> list[Candidate]:
+def dense_candidates(hits: Sequence[IndexHit], log: MessageLog, namespace: str,
+                     chunks: dict[str, int] | None = None) -> list[Candidate]:
     """Index hits of a namespace (queried without metadata: chunk ids) folded to one candidate per message
     (its best chunk), best first, each placed from the log (``log.units.positions``), inside ``namespace``.
-    A chunk whose message the log no longer holds (forgotten since it was indexed) is left out."""
+    A chunk whose message the log no longer holds (forgotten since it was indexed) is left out.
+    ``chunks``, when given, receives the number of each message's best chunk (``<message id>#<n>``), by
+    message id: the piece of a long message the question matched (an excerpt is taken around it)."""
     where = log.units.positions(namespace, [h.message_id for h in hits])
     best: dict[str, Candidate] = {}
     for h in hits:
@@ -111,6 +114,10 @@ def dense_candidates(hits: Sequence[IndexHit], log: MessageLog, namespace: str) 
         c = best.get(mid)
         if c is None or h.score > c.score:
             best[mid] = Candidate(mid, uid, sess, seq, h.score)
+            if chunks is not None and h.message_id != mid:
+                n = h.message_id[len(mid) + 1:]
+                if n.isdigit():
+                    chunks[mid] = int(n)
     return sorted(best.values(), key=lambda c: -c.score)
 
 
@@ -232,7 +239,7 @@ def _untimed(step: str) -> Iterator[None]:
 
 def candidates(query: Query, *, log: MessageLog, index: Index, n: int,
                settings: RecallSettings = DEFAULT_RECALL, similarity: dict[str, float] | None = None,
-               ) -> list[Candidate]:
+               chunks: dict[str, int] | None = None) -> list[Candidate]:
     """The fused candidate messages of a query, best first: the question's round, then each extra query's.
 
     A round (:func:`round_of`): the dense and the lexical retrievers in the query's scope and
@@ -242,10 +249,11 @@ def candidates(query: Query, *, log: MessageLog, index: Index, n: int,
     about what the user said, the user's messages (:func:`user_boost`).
     With extra queries, a message keeps its best score over the rounds (:func:`best_of`,
     ``settings.expansion_weight``). ``similarity``, when given, receives each
-    of the question's dense candidates' cosine similarity, by message id.
+    of the question's dense candidates' cosine similarity, by message id; ``chunks`` the number of
+    each one's best chunk (:func:`dense_candidates`).
     """
     first = round_of(query.text, query.vector, query, log=log, index=index, n=n, settings=settings,
-                     similarity=similarity)
+                     similarity=similarity, chunks=chunks)
     if not query.also:
         return first
     rounds = [round_of(q, v, query, log=log, index=index, n=n, settings=settings) for q, v in query.also]
@@ -254,7 +262,7 @@ def candidates(query: Query, *, log: MessageLog, index: Index, n: int,
 
 def round_of(text: str, vector: Sequence[float], query: Query, *, log: MessageLog, index: Index, n: int,
              settings: RecallSettings = DEFAULT_RECALL, similarity: dict[str, float] | None = None,
-             ) -> list[Candidate]:
+             chunks: dict[str, int] | None = None) -> list[Candidate]:
     """One query's round in ``query``'s scope and filters (see :func:`candidates`)."""
     pool = max(settings.candidates, n)
     namespace, session = query.namespace, query.session
@@ -262,7 +270,7 @@ def round_of(text: str, vector: Sequence[float], query: Query, *, log: MessageLo
     # asked, never a filter
     sessions = [session] if session is not None else None
     dense = dense_candidates(index.query(namespace, vector, n=pool, where=query.filters.chroma(), sessions=sessions,
-                                         metadata=False), log, namespace)
+                                         metadata=False), log, namespace, chunks)
     if similarity is not None:
         similarity.update((c.message_id, c.score) for c in dense)
     lex = filtered_lexical(log, index, text, namespace=namespace, session=session, n=pool, filters=query.filters,
@@ -507,11 +515,13 @@ def with_gains(first: Sequence[Candidate], gains: dict[str, tuple[Candidate, flo
 
 @dataclass(frozen=True)
 class Recalled:
-    """What :func:`recall` gives back: the items, best first, with their scores (see :class:`Hit`), and
-    the question's cosine similarity to each dense candidate, by message id."""
+    """What :func:`recall` gives back: the items, best first, with their scores (see :class:`Hit`), the
+    question's cosine similarity to each dense candidate, by message id, and the number of the chunk of
+    each that matched best (:func:`dense_candidates`: where in a long message the question was found)."""
 
     items: list[tuple[Any, float]]
     similarity: dict[str, float]
+    chunks: dict[str, int] = field(default_factory=dict)
 
 
 def recall(query: Query, k: int, *, grain: Literal["message", "unit"], log: MessageLog, index: Index,
@@ -534,7 +544,9 @@ def recall(query: Query, k: int, *, grain: Literal["message", "unit"], log: Mess
     the query's namespace and scope.
     """
     similarity: dict[str, float] = {}
-    cands = candidates(query, log=log, index=index, n=3 * k, settings=settings, similarity=similarity)
+    chunks: dict[str, int] = {}
+    cands = candidates(query, log=log, index=index, n=3 * k, settings=settings, similarity=similarity,
+                       chunks=chunks)
     if min_similarity is not None:  # on the absolute cosine, not the fused score, which is relative per query
         cands = [c for c in cands if similarity.get(c.message_id, -1.0) >= min_similarity]
     head = max(k, RERANK_TOP) if reranker is not None else k
@@ -549,7 +561,7 @@ def recall(query: Query, k: int, *, grain: Literal["message", "unit"], log: Mess
         items = rerank(reranker, query.text, items, lambda x: x.text)[:k]
     if grain == "unit":
         items = diversify(items, settings.diversity)
-    return Recalled(items, similarity)
+    return Recalled(items, similarity, chunks)
 
 
 def _units(cands: Sequence[Candidate], log: MessageLog, query: Query, k: int,
@@ -709,6 +721,41 @@ def companions(
         if n is not None and n.complete and n.id != uid and n.last_seq < before_seq:
             out[uid] = n
     return out
+
+
+#: The pieces of long recalled messages, as their vectors were made (:func:`ragmem._indexing.chunks_of`), by
+#: embedder and message id: a long tool output comes back prompt after prompt (bounded: it starts over).
+_PIECES: dict[tuple[int, str, str, str], list[str]] = {}
+_PIECES_MAX = 256
+
+
+def found_pieces(chunks: dict[str, int], units: Sequence[Unit], embedder: Any) -> Callable[[Message], str | None]:
+    """What :func:`ragmem._assemble.assemble` reads as ``found``: for a message of ``units``, the text of its chunk
+    that matched the question best (``chunks``, :attr:`Recalled.chunks`), its head left off; None when the
+    dense retriever did not find it, or its vectors are one piece. The message is cut again as its vectors
+    were cut, only when an excerpt asks (a giant part that does not fit whole), and kept."""
+    from ._indexing import chunks_of, indexed_parts
+
+    calls = {c.id: c for u in units for m in u.messages for c in m.tool_calls}
+
+    def found(m: Message) -> str | None:
+        n = chunks.get(m.id)
+        if n is None:
+            return None
+        call = calls.get(m.tool_call_id) if m.tool_call_id else None
+        head = indexed_parts(m, call)[0]  # it counts in each piece's size: the key holds it
+        key = (id(embedder), m.session, m.id, head)
+        pieces = _PIECES.get(key)
+        if pieces is None:
+            if len(_PIECES) >= _PIECES_MAX:
+                _PIECES.clear()
+            pieces = _PIECES[key] = chunks_of(m, call, embedder)
+        if len(pieces) < 2 or n >= len(pieces):
+            return None
+        lead = head + "\n"
+        piece = pieces[n]
+        return piece[len(lead):] if piece.startswith(lead) else piece
+    return found
 
 
 def embed_query(embedder: Embedder, text: str) -> list[float]:

@@ -264,3 +264,45 @@ def test_what_less_room_places_stays_placed_in_twice_the_room(sizes, data):
     small, _ = _pack_recall(recall, {}, set(), cap, costs, [])
     large, _ = _pack_recall(recall, {}, set(), 2 * cap, costs, [])
     assert {u.id for u, _ in small} <= {u.id for u, _ in large}
+
+
+def test_an_excerpt_holds_the_piece_the_search_found_and_the_words_choose_within_a_longer_one():
+    """Issue 42: the slice was chosen by the question's words alone, so a result whose evidence shares no word with
+    the question showed its head (or whatever shared a common word). ``focus``, the span of the chunk the dense
+    search matched, comes first: shown whole with what is around it when it fits, else the run of it that the
+    words weigh most."""
+    from ragmem._assemble import locate
+
+    text = "".join(f"line {i} of the padding\n" for i in range(40)) + "osc.frequency.value = 880;\n" + \
+        "".join(f"more {i} of the padding\n" for i in range(40))
+    at = text.index("osc.frequency")
+    question = "What pitch in hertz is the notification tone?"
+    s, e = excerpt_span(text, question, 120)
+    assert "880" not in text[s:e] and s == 0  # no word matches: the head
+    focus = (at - 50, at + 40)
+    s, e = excerpt_span(text, question, 120, focus)
+    assert "osc.frequency.value = 880;" in text[s:e] and e - s <= 120 and s <= focus[0] and e >= at + 27
+    # a focus longer than the slice: the run within it that the words weigh most, never outside it
+    wide = (0, at + 30)
+    s, e = excerpt_span(text, "what about line 7?", 60, wide)
+    assert "line 7 of" in text[s:e]
+    s, e = excerpt_span(text, "what about more 7?", 60, wide)
+    assert s < wide[1] and "more 7 of" not in text[s:e]
+    # a chunk is found where it lies, its carried section header (its first line) aside
+    assert locate(text, "line 3 of the padding\nline 4") == (text.index("line 3 of"), text.index("line 4") + 6)
+    assert locate(text, "## header\nline 5 of the padding") == (text.index("line 5 of"), text.index("line 6") - 1)
+    assert locate(text, "not in it") is None and locate(text, None) is None
+
+
+def test_assembly_excerpts_around_the_piece_the_search_found():
+    units, css = _session_with_a_giant_result()
+    recall = [(u, 1.0 if u.messages[0].tool_calls else 0.1) for u in units[:-4]]
+    question = "what font size did the timer display use?"  # the words point at .timer-display; the search: .after150
+    piece = "\n".join(f".after{i} {{ padding: {i}px; }}" for i in range(148, 153))
+    result = units[1].messages[1]
+    ctx = assemble(question, budget=2000, counter=COUNTER, window=units[-4:], recall=recall,
+                   found=lambda m: piece if m.id == result.id else None)
+    (x,) = ctx.trace.excerpts
+    assert piece in css[x.start:x.end] and ".timer-display" not in css[x.start:x.end]
+    (y,) = assemble(question, budget=2000, counter=COUNTER, window=units[-4:], recall=recall).trace.excerpts
+    assert ".timer-display" in css[y.start:y.end] and piece not in css[y.start:y.end]

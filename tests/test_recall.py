@@ -461,3 +461,39 @@ def test_a_message_holding_the_exact_words_outranks_those_sharing_some(tmp_path,
         ])])
         assert mem.search("apply_patch verification failed", k=3)[0].message.id == "m1"
         assert mem.search("Apply_patch   VERIFICATION failed", k=3)[0].message.id == "m1"  # case and spacing aside
+
+
+def test_a_prompt_excerpts_a_long_result_where_the_search_found_it(tmp_path, embedder):
+    """Issue 42: an excerpt of a long result was cut around the question's words only; when the evidence shares
+    none (pitch in hertz, ``osc.frequency.value = 880``) it showed the result's head, at every budget. The dense
+    search knows which chunk of the result matched (``Recalled.chunks``); the excerpt now holds it."""
+    from ragmem._assemble import excerpt_span
+    from ragmem._pipeline import retrieve
+
+    def block(name: str, lines: list[str]) -> str:
+        return f"function {name}() {{\n" + "\n".join("  " + line for line in lines) + "\n}\n"
+    blocks = [block(f"layoutGrid{i}", [f"grid.style.columns = '{i}fr 1fr';", f"grid.style.gap = '{i}px';",
+                                       "grid.classList.add('wide');"] * 6) for i in range(6)]
+    blocks.insert(3, block("playBeep", ["const ctx = new AudioContext();", "const osc = ctx.createOscillator();",
+                                        "osc.type = 'sine';", "osc.frequency.value = 880;",
+                                        "osc.connect(ctx.destination);", "osc.start();"]))
+    blocks += [block(f"saveSettings{i}", [f"localStorage.setItem('key{i}', JSON.stringify(state));",
+                                          "state.saved = true;"] * 6) for i in range(6)]
+    code = "\n".join(blocks)
+    question = "What pitch in hertz is the notification tone?"
+    s, e = excerpt_span(code, question, 400)
+    assert "= 880" not in code[s:e]  # the question's words alone miss it
+    with Memory(tmp_path / "s", session="s", embedder=embedder) as mem:
+        mem.add_many([
+            {"role": "user", "content": "show me app.js"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+                "name": "Read", "arguments": '{"file_path": "app.js"}'}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": code, "id": "result"},
+            *[{"role": "user" if k % 2 == 0 else "assistant", "content": f"turn {k} about the release notes"}
+              for k in range(30)],
+        ])
+        found, _ = retrieve(mem, question, 10, grain="unit", scope="session")
+        assert found.chunks.get("result", 0) > 0  # a chunk past the head matched
+        for budget in (700, 1500):
+            (x,) = mem.prompt(question, budget=budget).trace.excerpts
+            assert "osc.frequency.value = 880;" in code[x.start:x.end]
