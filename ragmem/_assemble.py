@@ -548,6 +548,10 @@ EXCERPT_SHARE = 0.25
 #: that room, so one giant result cannot crowd out the units ranked after it (0.5 until issue 42: chosen on the
 #: agent transcripts' tuning half, docs/recall.md).
 EXCERPT_ROOM = 0.35
+#: The best unit of a pass, too big for all of its room, whose excerpt does not fit :data:`EXCERPT_ROOM` of it (the
+#: unit's other messages are large: a call's long text, several results) may take up to this share instead: no unit
+#: ranks above it (issue 42, chosen on the agent transcripts' tuning halves: 0.5 and 0.7 measured).
+EXCERPT_FIRST = 0.7
 #: A unit crowded out of recall's room whose giant part could show as an excerpt goes in as one before any unit
 #: scoring below this share of its score (issue 42: a unit found near the top is not lost to its size).
 EXCERPT_BEFORE = 0.8
@@ -955,7 +959,7 @@ def _pack_recall(
     With ``excerpts``, a unit holding a giant part (:class:`_Excerpts`: a tool result, or a call's one giant
     argument such as a file written whole) that does not fit whole may go in with that part as a marked
     excerpt: at its rank when the unit is bigger than all of the room (it could never go in whole), in at most
-    :data:`EXCERPT_ROOM` of the room; when better-ranked units crowded it out, before the first unit that scores
+    :data:`EXCERPT_ROOM` of the room (:data:`EXCERPT_FIRST` for the first unit placed, when that is too little); when better-ranked units crowded it out, before the first unit that scores
     below :data:`EXCERPT_BEFORE` of its score, in what is left (a unit found near the top is not lost to its
     size while much lower ones go in), and otherwise after every whole unit that fits. So an excerpt never
     takes the room of a whole unit ranked above it in its pass.
@@ -1040,6 +1044,8 @@ def _pack_recall(
                 bare, cost = True, size(u)  # the budget has room for the unit, not for its marker
             if cost is None:
                 got = excerpted(u, int(EXCERPT_ROOM * room)) if size(u) > room else None
+                if got is None and not chosen and size(u) > room:  # nothing ranks above it: a larger share
+                    got = excerpted(u, int(EXCERPT_FIRST * room))
                 if got is None:
                     crowded.append((u, score))
                     if excerpts is not None and excerpts.giants(u):

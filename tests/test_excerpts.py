@@ -306,3 +306,30 @@ def test_assembly_excerpts_around_the_piece_the_search_found():
     assert piece in css[x.start:x.end] and ".timer-display" not in css[x.start:x.end]
     (y,) = assemble(question, budget=2000, counter=COUNTER, window=units[-4:], recall=recall).trace.excerpts
     assert ".timer-display" in css[y.start:y.end] and piece not in css[y.start:y.end]
+
+
+def test_the_best_unit_too_big_for_the_room_goes_in_when_its_other_messages_are_long():
+    """Issue 42: a unit ranked first and bigger than all of recall's room goes in at its rank as an excerpt in at most
+    EXCERPT_ROOM of the room; when its other messages (a call's long text) leave no useful excerpt there, it was
+    dropped, though nothing ranks above it (the units close below it filled the room). It may now take
+    EXCERPT_FIRST of the room."""
+    from ragmem._assemble import EXCERPT_FIRST, EXCERPT_ROOM
+
+    log = "\n".join(f"step {i}: compiled module_{i} in {i % 7} ms" for i in range(600)) + \
+        "\nerror: the linker could not find libtimer.so\n"
+    raw = [{"role": "assistant", "content": "I will build the project and read the whole log. " * 25,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "Bash",
+                                                                        "arguments": '{"command": "make"}'}}]},
+           {"role": "tool", "tool_call_id": "c1", "content": log},
+           *[{"role": "user", "content": f"an unrelated turn {i} about lunch, " + "soup and bread " * 60}
+             for i in range(6)]]
+    build, *low = group_units(parse_message(r).with_(seq=i, session="s", namespace="n", id=f"m{i}")
+                              for i, r in enumerate(raw))
+    call = COUNTER.count_text(raw[0]["content"])
+    room = 1000 - 60
+    assert EXCERPT_ROOM * room < call + 100 < EXCERPT_FIRST * room - 100  # the call's text alone fills the share
+    recall = [(build, 1.0)] + [(u, 0.95 - 0.01 * i) for i, u in enumerate(low)]  # close below it: they fill the room
+    ctx = assemble("which library could the linker not find?", budget=1000, counter=COUNTER, recall=recall)
+    (x,) = ctx.trace.excerpts
+    assert x.message_id == "m1" and "libtimer.so" in log[x.start:x.end]
+    assert ctx.trace.total_tokens <= 1000
