@@ -720,16 +720,40 @@ def variants_of(before: dict | list[dict] | None) -> dict[str, dict]:
 
 def variant_settings(settings, fields: dict):
     """``settings`` (a Memory's :class:`ragmem._settings.Settings`) with a variant's fields: those of
-    :class:`ragmem.RecallSettings` in its ``recall``, the others (``recall_format``) its own; ``code_words``
-    is the benchmark's own (:func:`query_code_words`)."""
+    :class:`ragmem.RecallSettings` in its ``recall``, the others (``recall_format``) its own; ``code_words``,
+    ``excerpt_focus`` and ``excerpt_first`` are the benchmark's own (:data:`BENCHMARK_SIDE`)."""
     from dataclasses import fields as _fields
 
     from ragmem import RecallSettings
 
     names = {f.name for f in _fields(RecallSettings)}
     recall = {k: v for k, v in fields.items() if k in names}
-    rest = {k: v for k, v in fields.items() if k not in names and k != "code_words"}
+    rest = {k: v for k, v in fields.items() if k not in names and k not in BENCHMARK_SIDE}
     return replace(settings, recall=replace(settings.recall, **recall), **rest)
+
+
+#: Variant fields that are no setting: steps of the query-time code switched here, in-process, for a ``--before``
+#: variant (``code_words=false``: :func:`query_code_words`; ``excerpt_focus=false``: excerpts cut by the question's
+#: words alone, not around the chunk the dense search matched, issue 42; ``excerpt_first=0.35``: the first unit
+#: placed gets no larger share than any, :data:`ragmem._assemble.EXCERPT_FIRST`).
+BENCHMARK_SIDE = ("code_words", "excerpt_focus", "excerpt_first")
+
+
+@contextmanager
+def benchmark_side(fields: dict):
+    """The variant's :data:`BENCHMARK_SIDE` steps switched for the ``with`` block (none given: a no-op)."""
+    from ragmem import _assemble, _pipeline
+
+    saved = _pipeline.found_pieces, _assemble.EXCERPT_FIRST
+    if fields.get("excerpt_focus", True) is False:
+        _pipeline.found_pieces = lambda *args: (lambda m: None)  # type: ignore[assignment]
+    if "excerpt_first" in fields:
+        _assemble.EXCERPT_FIRST = float(fields["excerpt_first"])
+    try:
+        with query_code_words(fields.get("code_words", True)):
+            yield
+    finally:
+        _pipeline.found_pieces, _assemble.EXCERPT_FIRST = saved
 
 
 @contextmanager
@@ -841,7 +865,7 @@ def run_transcripts(store: Path, manifest: dict, budgets: tuple[int, ...] = TRAN
                         # the same question, as ragmem answered it with a variant's settings (before a change)
                         saved, m.settings = m.settings, variant_settings(m.settings, variants[arm])
                         try:
-                            with query_code_words(variants[arm].get("code_words", True)):
+                            with benchmark_side(variants[arm]):
                                 rec[f"@10 {arm}"] = _found(q, [h.message.id for h in m.search(
                                     q["question"], k=10, scope=scope or "session")])
                                 for b in budgets:
