@@ -182,22 +182,56 @@ def test_a_forgotten_id_stored_again_is_counted_again(tmp_path, hash_embedder):
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Chroma's, reading a configuration
-def test_collections_put_their_graph_on_disk_every_hundred_vectors(tmp_path, embedder):
+def test_collections_put_their_graph_on_disk_every_hundred_vectors_and_search_wide(tmp_path, embedder):
     """The first query after an open re-inserts what only Chroma's write-ahead log holds: a new collection
-    syncs every SYNC_THRESHOLD vectors, and one made with Chroma's default of 1,000 is given the lower
-    threshold the first time ragmem opens it."""
-    from ragmem._store.index import SYNC_THRESHOLD, VectorIndex
+    syncs every SYNC_THRESHOLD vectors and searches EF_SEARCH wide, and one made with Chroma's defaults (1,000
+    and 100) is given both the first time ragmem opens it, in this process's search too."""
+    from ragmem._store.index import EF_SEARCH, SYNC_THRESHOLD, VectorIndex
 
     mem = Memory(tmp_path / "s", embedder=embedder)
     mem.add({"role": "user", "content": "hello"})
-    col = mem.store.index.collection(mem.namespace, mem.session)
+    index = VectorIndex(mem.store.index.client, mem.store.embedder.name)  # as the owner views its client
+    col = index.collection(mem.namespace, mem.session)
     assert col.configuration["hnsw"]["sync_threshold"] == SYNC_THRESHOLD
-    old = mem.store.index.client.create_collection("old", configuration={"hnsw": {"space": "cosine"}},
-                                                   embedding_function=None)
-    assert old.configuration["hnsw"]["sync_threshold"] == 1000
-    VectorIndex._sync_sooner(old)  # the owner's VectorIndex does it the first time it opens a collection
-    again = mem.store.index.client.get_collection("old", embedding_function=None)
+    assert col.configuration["hnsw"]["ef_search"] == EF_SEARCH
+    old = index.client.create_collection("old", configuration={"hnsw": {"space": "cosine"}}, embedding_function=None)
+    assert old.configuration["hnsw"]["sync_threshold"] == 1000 and old.configuration["hnsw"]["ef_search"] == 100
+    given = index._configured(old)  # what the owner's VectorIndex does the first time it opens a collection
+    assert given.configuration["hnsw"]["ef_search"] == EF_SEARCH
+    again = index.client.get_collection("old", embedding_function=None)
     assert again.configuration["hnsw"]["sync_threshold"] == SYNC_THRESHOLD
+    assert again.configuration["hnsw"]["ef_search"] == EF_SEARCH
+    mem.close()
+
+
+def test_the_pool_of_a_vector_search_is_the_exact_hundred_nearest(tmp_path, hash_embedder):
+    """Recall asks the index for the 100 nearest chunks. With Chroma's default search width (100) the graph
+    search returned 0.96 of the exact 100 on 2,000 clustered vectors (and another set in another process); a
+    collection as ragmem makes it returns them all."""
+    import numpy as np
+
+    from ragmem._store.index import NAMESPACE_SCOPE
+
+    mem = Memory(tmp_path / "s", embedder=hash_embedder)
+    mem.add({"role": "user", "content": "opens the namespace"})
+    col = mem.store.index.collection(mem.namespace, NAMESPACE_SCOPE)  # this process owns the index: Chroma's own
+    col.delete(ids=col.get()["ids"])
+    rng = np.random.default_rng(1)
+    dim, n = hash_embedder.dimension, 2000
+    centres = rng.normal(size=(40, dim))  # clusters, as sentence embeddings are
+    vecs = centres[rng.integers(0, 40, n)] + rng.normal(scale=0.8, size=(n, dim))
+    vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
+    ids = [f"v{i}" for i in range(n)]
+    for a in range(0, n, 500):
+        col.add(ids=ids[a:a + 500], embeddings=vecs[a:a + 500].tolist())
+    found = []
+    for q in range(20):
+        v = vecs[q] + rng.normal(scale=0.05, size=dim).astype(np.float32)
+        v /= np.linalg.norm(v)
+        exact = {ids[i] for i in np.argsort(-(vecs @ v))[:100]}
+        got = col.query(query_embeddings=[v.tolist()], n_results=100, include=["distances"])["ids"][0]
+        found.append(len(exact & set(got)) / 100)
+    assert sum(found) / len(found) >= 0.995, found
     mem.close()
 
 

@@ -44,8 +44,15 @@ NAMESPACE_SCOPE = ""
 #: re-inserts them all into the graph: 240 ms on a LongMemEval haystack of 500 long messages (about 780
 #: chunks), 12 ms at 100 (benchmarks/prompt_path.py, issue 27); ingest measured the same within noise.
 SYNC_THRESHOLD = 100
+#: How many candidates Chroma's graph search keeps as it walks (HNSW's ``ef_search``). Chroma's default, 100,
+#: equals the pool recall asks for (100 nearest), so the pool's tail was approximate, and it was not the same
+#: from one process to the next (the graph each process rebuilds from the write-ahead log differs): on the
+#: shared agent transcripts' collections 0.967 of the exact 100 nearest came back, 0.85-1.0 per collection,
+#: and a benchmark bar moved by a question between two runs of the same code. At 400, every collection but
+#: two (whose tails tie) returns the exact 100, the same set in every process, for about 0.1-0.3 ms a query.
+EF_SEARCH = 400
 #: The HNSW configuration of every collection ragmem creates.
-HNSW = {"space": "cosine", "sync_threshold": SYNC_THRESHOLD}
+HNSW = {"space": "cosine", "sync_threshold": SYNC_THRESHOLD, "ef_search": EF_SEARCH}
 T = TypeVar("T")
 
 
@@ -308,7 +315,7 @@ class VectorIndex(Generations):
             if col is None:
                 return None
         if create:
-            self._sync_sooner(col)
+            col = self._configured(col)
         meta = col.metadata or {}
         if meta.get("embedder") not in (None, self.embedder_name):
             raise EmbeddingMismatch(
@@ -341,19 +348,27 @@ class VectorIndex(Generations):
                 found.append(meta["session"])
         return sorted(set(found))
 
-    @staticmethod
-    def _sync_sooner(col: Any) -> None:
-        """Give a collection created before :data:`SYNC_THRESHOLD` (Chroma's default of 1,000) the lower
-        threshold, so its next write puts the graph on disk and the first query after an open stops
-        re-inserting what only the write-ahead log held. Once per collection and process."""
+    def _configured(self, col: Any) -> Any:
+        """``col`` with ragmem's HNSW settings (:data:`HNSW`): a collection created before a setting (with
+        Chroma's default sync threshold of 1,000, or its ``ef_search`` of 100) is given it, once per collection
+        and process, and opened again, for Chroma applies a changed configuration to the collections it opens
+        afterwards. The threshold makes its next write put the graph on disk, so the first query after an open
+        stops re-inserting what only the write-ahead log held; the search width makes the pool exact."""
         try:
             with warnings.catch_warnings():  # reading it warns of the "legacy" embedding function ragmem never uses
                 warnings.simplefilter("ignore", DeprecationWarning)
                 hnsw = (getattr(col, "configuration", None) or {}).get("hnsw") or {}
+            change: dict[str, int] = {}
             if int(hnsw.get("sync_threshold") or SYNC_THRESHOLD) > SYNC_THRESHOLD:
-                col.modify(configuration={"hnsw": {"sync_threshold": SYNC_THRESHOLD}})
-        except Exception:  # noqa: BLE001  # only speed is at stake: a Chroma that refuses keeps its threshold
-            pass
+                change["sync_threshold"] = SYNC_THRESHOLD
+            if int(hnsw.get("ef_search") or EF_SEARCH) < EF_SEARCH:
+                change["ef_search"] = EF_SEARCH
+            if not change:
+                return col
+            col.modify(configuration={"hnsw": change})
+            return self._existing(col.name) or col
+        except Exception:  # noqa: BLE001  # only speed and the pool's tail are at stake: a refusing Chroma keeps its own
+            return col
 
     def _existing(self, name: str):
         try:
