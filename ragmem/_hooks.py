@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Literal, Mapping, S
 from ._errors import StoreError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ._assemble import Found
     from ._memory import Memory
     from ._units import Unit
 
@@ -401,30 +402,35 @@ def recall(mem: "Memory", event: Event, progress: Progress, *, budget: int = DEF
         elif last:
             seen = last[0].seq - (boundary if boundary is not None else 0) + 1  # the summary on, or all
             skip = {m.id for m in log.messages(mem.namespace, session, limit=seen, newest_first=True)}
-    return _pack(mem, _candidates(mem, text, project, skip), text, session, boundary, budget=budget,
-                 max_chars=max_chars)
+    found, where = _candidates(mem, text, project, skip)
+    return _pack(mem, found, text, session, boundary, budget=budget, max_chars=max_chars, where=where)
 
 
-def _candidates(mem: "Memory", text: str, project: str, skip: Collection[str] = ()) -> list[tuple["Unit", float]]:
+def _candidates(mem: "Memory", text: str, project: str, skip: Collection[str] = ()
+                ) -> tuple[list[tuple["Unit", float]], "Found"]:
     """The units recall may show for ``text``, best first: the project's (``metadata["project"]``) whole units
     across the namespace's sessions, none holding a message of ``skip`` (what the agent still sees) or a
     compaction summary (an earlier compaction's summary is no turn: what it kept, the agent's latest summary
-    carries on)."""
+    carries on); and where the search found each long message's match (:func:`ragmem._recall.found_pieces`, what
+    a prompt's excerpts hold)."""
     from ._pipeline import retrieve
+    from ._recall import found_pieces
     from ._store.filters import RowFilter
 
     found, _ = retrieve(mem, text, RECALL_K, grain="unit", scope="namespace",
                         filters=RowFilter.of(where={"project": project}), skip=skip)
-    return [(u, score) for u, score in found.items
-            if u.complete and not any(m.id in skip or (m.metadata or {}).get("kind") == "compaction_summary"
-                                      for m in u.messages)]
+    units = [(u, score) for u, score in found.items
+             if u.complete and not any(m.id in skip or (m.metadata or {}).get("kind") == "compaction_summary"
+                                       for m in u.messages)]
+    return units, found_pieces(found.chunks, [u for u, _ in units], mem.store.embedder)
 
 
 def _pack(mem: "Memory", found: list[tuple["Unit", float]], text: str, session: str | None, boundary: int | None, *,
-         budget: int = DEFAULT_BUDGET, max_chars: int = MAX_CHARS) -> str:
+          budget: int = DEFAULT_BUDGET, max_chars: int = MAX_CHARS, where: "Found | None" = None) -> str:
     """The recalled context of ``found`` (:func:`_candidates`) for ``text``: the best units that fit go in whole,
     within ``budget`` tokens and ``max_chars`` characters of the rendered text (:func:`render`); a unit that does
-    not, its tool result too big, goes in with that result as a marked excerpt when one fits."""
+    not, its tool result too big, goes in with that result as a marked excerpt when one fits, holding the piece
+    the search matched (``where``) as a prompt's excerpt does."""
     from ._assemble import EXCERPT_ROOM  # the prompt's rule: the hook measured the same with 0.35 and 0.5
 
     counter = mem.store.counter
@@ -436,7 +442,7 @@ def _pack(mem: "Memory", found: list[tuple["Unit", float]], text: str, session: 
             chosen.append((u, score))
             continue
         cut = _excerpted(mem, u, text, chosen, session, boundary, budget=budget, max_chars=max_chars, share=share,
-                         most=int(EXCERPT_ROOM * budget))
+                         most=int(EXCERPT_ROOM * budget), where=where)
         if cut is not None:
             chosen.append((cut, score))
     return render(chosen, session, boundary)
@@ -458,7 +464,7 @@ def _by_worth(candidates: list[tuple["Unit", float]], counter: Any) -> list[tupl
 
 def _excerpted(mem: "Memory", u: "Unit", query: str, chosen: list[tuple["Unit", float]], session: str | None,
                boundary: int | None, *, budget: int, max_chars: int, share: float,
-               most: int | None = None) -> "Unit | None":
+               most: int | None = None, where: "Found | None" = None) -> "Unit | None":
     """``u`` with its giant tool results as marked excerpts (as a prompt shows them:
     :func:`ragmem._assemble.excerpt_unit`), in what ``chosen`` leaves of the budget and the characters, and in at
     most ``most`` tokens (the candidates after it keep the rest, as a prompt keeps them
@@ -476,7 +482,7 @@ def _excerpted(mem: "Memory", u: "Unit", query: str, chosen: list[tuple["Unit", 
         if room <= 0:
             return None
         cut = excerpt_unit(u, room, counter=counter, query=query, limit=budget, share=share,
-                           token_cache=mem.store.token_cache.setdefault(mem.namespace, {}))
+                           token_cache=mem.store.token_cache.setdefault(mem.namespace, {}), found=where)
         if cut is None:
             return None
         trial = render([*chosen, (cut, 0.0)], session, boundary)

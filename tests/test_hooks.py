@@ -677,6 +677,27 @@ def test_the_hooks_packing_order_weighs_tokens_without_letting_a_shorter_weaker_
     assert [u.id for u, _ in got[-2:]] == [short.id, rest[-1][0].id]
 
 
+def test_the_hooks_excerpt_holds_the_piece_the_search_found_as_a_prompts_does(tmp_path):
+    """A file read whole, too big for the hook's answer, shows as an excerpt: around the piece the dense search
+    matched (:func:`ragmem._recall.found_pieces`, what the prompt's excerpts hold since issue 42), not only where
+    the prompt's words fall. Before, the hook's excerpts went by the words alone."""
+    from ragmem import Memory, group_units, parse_message
+
+    config = "database:\n" + "\n".join(f"  setting_{i}: value-{i}-" + "x" * 30 for i in range(300)) + \
+        "\n  statement_timeout_ms: 7345\n" + "\n".join(f"  tail_{i}: {i}" for i in range(200))
+    call = parse_message({"role": "assistant", "content": None, "id": "a1", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "Read", "arguments": '{"file_path": "config/db.yaml"}'}}]})
+    result = parse_message({"role": "tool", "tool_call_id": "c1", "content": config, "id": "r1"})
+    (unit,) = group_units([call.with_(seq=0, session="s"), result.with_(seq=1, session="s")])
+    piece = "\n".join(f"  tail_{i}: {i}" for i in range(150, 153))
+    question = "What statement timeout does the database config set?"
+    with Memory(tmp_path / "store") as mem:
+        found = _hooks._pack(mem, [(unit, 1.0)], question, "s", None, where=lambda m: piece if m.id == "r1" else None)
+        words = _hooks._pack(mem, [(unit, 1.0)], question, "s", None)
+    assert "[excerpt of tool result r1" in found and piece in found and "statement_timeout_ms" not in found
+    assert "statement_timeout_ms: 7345" in words and piece not in words
+
+
 # ------------------------------------------------------------------ imports off the prompt's path
 
 
