@@ -337,6 +337,9 @@ class CollectionInfo:
 
 
 
+#: Seconds the owner waits after a failed accept before it accepts again (a failure never ends its serving).
+ACCEPT_RETRY = 0.05
+
 def listen_private(path: Path, purpose: str, *, backlog: int) -> tuple[socket.socket, int]:
     """Listen on a unix socket at ``path`` that only this user may connect to (0600); return it and its inode.
 
@@ -452,19 +455,34 @@ class Owner:
         threading.Thread(target=self._accept, name="ragmem-index-owner", daemon=True).start()
 
     def _accept(self) -> None:
+        """Accept the other processes' connections until this owner closes.
+
+        Nothing but the close ends this loop: an owner that stopped accepting while it holds the lock would
+        leave every other process refused until it exits (its backlog full, each call failing after
+        ``REACH_TIMEOUT``). A failed accept (a connection its client abandoned, no file descriptor left), a
+        peer that went before it could be asked who it is, or no thread to answer with cost that connection
+        only."""
         listener = self._listener
         assert listener is not None
         while not self._closed:
             try:
                 conn, _ = listener.accept()
             except OSError:
-                return  # closed
-            uid = peer_uid(conn)
-            if uid is not None and uid != os.getuid():
-                conn.close()
+                if self._closed:
+                    return  # close() shut the listener
+                time.sleep(ACCEPT_RETRY)  # ECONNABORTED, EMFILE...: passing; this process still owns the index
                 continue
-            self._conns.add(conn)
-            threading.Thread(target=self._answer, args=(conn,), name="ragmem-index-client", daemon=True).start()
+            try:
+                uid = peer_uid(conn)
+                if uid is not None and uid != os.getuid():
+                    conn.close()
+                    continue
+                self._conns.add(conn)
+                threading.Thread(target=self._answer, args=(conn,), name="ragmem-index-client", daemon=True).start()
+            except (OSError, RuntimeError):  # the peer left, or no thread can start: that client asks again
+                self._conns.discard(conn)
+                with contextlib.suppress(OSError):
+                    conn.close()
 
     def _answer(self, conn: socket.socket) -> None:
         try:
