@@ -398,6 +398,26 @@ def _mcp_server(store: Path, session: str):
                                                                session, "mcp"], env=ENV)
 
 
+@contextlib.asynccontextmanager
+async def _mcp_client(store: Path, session: str, errlog):
+    """An initialised SDK client session with ``ragmem mcp`` on ``store``'s ``session`` (its stderr to ``errlog``)."""
+    from mcp import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    async with stdio_client(_mcp_server(store, session), errlog=errlog) as (r, w), ClientSession(r, w) as client:
+        await client.initialize()
+        yield client
+
+
+def _mcp_owner(store: Path) -> int:
+    """The pid of the process that owns ``store``'s index, which must be a ``ragmem mcp`` server."""
+    import psutil
+
+    owner = owner_pid(store)
+    assert owner is not None and "mcp" in psutil.Process(owner).cmdline()
+    return owner
+
+
 async def _mcp_add(s, acked: list[str], mid: str, content: str) -> None:
     """One ``add_messages`` call through the SDK client; it must succeed, and its ids join ``acked``."""
     r = await s.call_tool("add_messages", {"messages": [{"role": "user", "content": content, "id": mid}]})
@@ -436,9 +456,7 @@ def test_mcp_servers_the_owner_killed_the_other_goes_on(tmp_path, embedder):
     """The agents' case through the official MCP SDK client: two `ragmem mcp` servers on one store, the one that
     owns the index killed -9 midway. The other's every add and search succeeds (it takes the index over), and
     every acknowledged message is a vector hit afterwards."""
-    import psutil
     from mcp import ClientSession
-    from mcp.client.stdio import stdio_client
 
     store = tmp_path / "s"
     acked: list[str] = []
@@ -448,14 +466,11 @@ def test_mcp_servers_the_owner_killed_the_other_goes_on(tmp_path, embedder):
 
     async def scenario() -> None:
         with open(os.devnull, "w") as errlog:
-            async with stdio_client(_mcp_server(store, "a"), errlog=errlog) as (ra, wa), ClientSession(ra, wa) as a:
-                await a.initialize()
+            async with _mcp_client(store, "a", errlog) as a:
                 for i in range(4):
                     await add(a, "a", i)
-                owner = owner_pid(store)
-                assert owner is not None and "mcp" in psutil.Process(owner).cmdline()
-                async with stdio_client(_mcp_server(store, "b"), errlog=errlog) as (rb, wb), ClientSession(rb, wb) as b:
-                    await b.initialize()
+                owner = _mcp_owner(store)
+                async with _mcp_client(store, "b", errlog) as b:
                     for i in range(4):
                         await add(b, "b", i)
                     assert owner_pid(store) == owner  # b reached a's index
@@ -525,7 +540,6 @@ def test_agents_as_they_run_mcp_servers_a_hook_and_a_follower_the_owner_killed_l
     import anyio
     import psutil
     from mcp import ClientSession
-    from mcp.client.stdio import stdio_client
 
     from ragmem import _hookd
     from ragmem._store import open_log
@@ -564,19 +578,16 @@ def test_agents_as_they_run_mcp_servers_a_hook_and_a_follower_the_owner_killed_l
 
     async def scenario() -> None:
         with open(os.devnull, "w") as errlog:
-            async with stdio_client(_mcp_server(store, "a"), errlog=errlog) as (ra, wa), ClientSession(ra, wa) as a:
-                await a.initialize()
+            async with _mcp_client(store, "a", errlog) as a:
                 for i in range(3):
                     await add(a, "a", i)
-                owner = owner_pid(store)
-                assert owner is not None and "mcp" in psutil.Process(owner).cmdline()
+                owner = _mcp_owner(store)
                 agents.start()
                 follower.append(subprocess.Popen(
                     [sys.executable, "-m", "ragmem", "--store", str(store), "import-chats", "--from", "claude-code",
                      "--follow", "--interval", "0.3", str(followed.path.parent)],
                     env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
-                async with stdio_client(_mcp_server(store, "b"), errlog=errlog) as (rb, wb), ClientSession(rb, wb) as b:
-                    await b.initialize()
+                async with _mcp_client(store, "b", errlog) as b:
                     for i in range(10):
                         await add(b, "b", i)
                         await anyio.sleep(0.5)

@@ -336,9 +336,9 @@ class CollectionInfo:
 # ------------------------------------------------------------------ the owner
 
 
-
 #: Seconds the owner waits after a failed accept before it accepts again (a failure never ends its serving).
 ACCEPT_RETRY = 0.05
+
 
 def listen_private(path: Path, purpose: str, *, backlog: int) -> tuple[socket.socket, int]:
     """Listen on a unix socket at ``path`` that only this user may connect to (0600); return it and its inode.
