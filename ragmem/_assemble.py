@@ -940,7 +940,7 @@ def excerpt_unit(u: Unit, room: int, *, counter: TokenCounter, query: str, limit
 def _pack_recall(
     recall: Sequence[tuple[Unit, float]], companions: Mapping[str, Unit], in_window: set[str], cap: int,
     costs: _Costs, dropped: list[DropTrace], marks: _Marks | None = None, first: int = 0,
-    excerpts: _Excerpts | None = None,
+    excerpts: _Excerpts | None = None, share: float = EXCERPT_SHARE,
 ) -> tuple[list[tuple[Unit, float]], bool]:
     """The recall units to place, and whether their one episode goes without its marker.
 
@@ -963,6 +963,12 @@ def _pack_recall(
     below :data:`EXCERPT_BEFORE` of its score, in what is left (a unit found near the top is not lost to its
     size while much lower ones go in), and otherwise after every whole unit that fits. So an excerpt never
     takes the room of a whole unit ranked above it in its pass.
+
+    **A unit the room can never hold** (bigger than all of ``cap``) may excerpt any part over ``share`` of that
+    room, not only of the prompt's limit (issue 42): when the window and the summary leave recall half the
+    budget, a unit of three files written whole (each under ``share`` of the limit) is bigger than the room
+    and held no giant part, so it was dropped where half the budget, whose smaller limit made its files giant,
+    placed it as an excerpt.
 
     (Packing by score per token, kept when it held more total score, was
     measured too: +0.002 evidence on LoCoMo at 2,000 tokens, -0.008 on the hard
@@ -991,13 +997,16 @@ def _pack_recall(
         if marks:
             marks.add(u)
 
+    def over(u: Unit) -> int | None:  # the size over which a part of u may be excerpted (None: share of the limit)
+        return int(share * cap) if size(u) > cap else None
+
     def excerpted(u: Unit, most: int) -> tuple[Unit, int] | None:  # u with excerpts, in at most `most` tokens
-        if excerpts is None or not excerpts.giants(u):
+        if excerpts is None or not excerpts.giants(u, over(u)):
             return None
         extra = marks.delta(u, bare) if marks else 0
         if extra is None:
             return None
-        got = excerpts.unit(u, min(most, room - used) - extra - (first if marks and not chosen else 0))
+        got = excerpts.unit(u, min(most, room - used) - extra - (first if marks and not chosen else 0), over(u))
         if got is None:
             return None
         excerpts.take(got[1])
@@ -1048,7 +1057,7 @@ def _pack_recall(
                     got = excerpted(u, int(EXCERPT_FIRST * room))
                 if got is None:
                     crowded.append((u, score))
-                    if excerpts is not None and excerpts.giants(u):
+                    if excerpts is not None and excerpts.giants(u, over(u)):
                         waiting.append((u, score))
                     continue
                 u, cost = got
@@ -1166,7 +1175,7 @@ def assemble(
     excerpts = _Excerpts(counter, counter_costs, content_text(user.get("content")) if query is None else query,
                          excerpt_share, budget.limit, found) if excerpt_share > 0 else None
     chosen_recall, bare = _pack_recall(recall, companions or {}, in_window, recall_cap, counter_costs, dropped,
-                                       marks, first, excerpts)
+                                       marks, first, excerpts, excerpt_share)
     return _finish(
         strategy="ragmem", fmt=format, budget=budget, counter=counter, costs=counter_costs, sys_msgs=sys_msgs,
         user=user, summary_msgs=summary_msgs, recall_units=list(chosen_recall), window_units=chosen_window,
