@@ -430,19 +430,37 @@ def _pack(mem: "Memory", found: list[tuple["Unit", float]], text: str, session: 
     """The recalled context of ``found`` (:func:`_candidates`) for ``text``: the best units that fit go in whole,
     within ``budget`` tokens and ``max_chars`` characters of the rendered text (:func:`render`); a unit that does
     not, its tool result too big, goes in with that result as a marked excerpt when one fits, holding the piece
-    the search matched (``where``) as a prompt's excerpt does."""
-    from ._assemble import EXCERPT_ROOM  # the prompt's rule: the hook measured the same with 0.35 and 0.5
+    the search matched (``where``) as a prompt's excerpt does.
+
+    The best-scored candidate comes first when it is long (over :data:`ragmem._assemble.EXCERPT_ROOM` of the
+    budget) and holds a giant part (a file written or read whole, a long log): as its excerpt, in at most that
+    share of the budget, or, when that is too little, :data:`ragmem._assemble.EXCERPT_FIRST` (the prompt's rule
+    for its first unit). The rest go in the order of :func:`_by_worth`. Weighed by its whole size, such a unit
+    came after the shorter ones and found the budget full: the file asked about, ranked first, was left out
+    while a to-do list went in (issue 42, item 2).
+    """
+    from ._assemble import EXCERPT_FIRST, EXCERPT_ROOM, unit_as_text  # the prompt's rules
 
     counter = mem.store.counter
     share = mem.settings.recall.excerpt_share
+
+    def excerpt(u: "Unit", chosen: list[tuple["Unit", float]], room: float) -> "Unit | None":
+        return _excerpted(mem, u, text, chosen, session, boundary, budget=budget, max_chars=max_chars, share=share,
+                          most=int(room * budget), where=where)
+
     chosen: list[tuple[Unit, float]] = []
-    for u, score in _by_worth(found, counter):
+    rest = found
+    if found and counter.count_text(unit_as_text(found[0][0])) > EXCERPT_ROOM * budget:
+        best, score = found[0]
+        cut = excerpt(best, [], EXCERPT_ROOM) or excerpt(best, [], EXCERPT_FIRST)
+        if cut is not None:
+            chosen, rest = [(cut, score)], found[1:]
+    for u, score in _by_worth(rest, counter):
         trial = render([*chosen, (u, score)], session, boundary)
         if len(trial) <= max_chars and counter.count_text(trial) <= budget:
             chosen.append((u, score))
             continue
-        cut = _excerpted(mem, u, text, chosen, session, boundary, budget=budget, max_chars=max_chars, share=share,
-                         most=int(EXCERPT_ROOM * budget), where=where)
+        cut = excerpt(u, chosen, EXCERPT_ROOM)
         if cut is not None:
             chosen.append((cut, score))
     return render(chosen, session, boundary)

@@ -831,3 +831,32 @@ def test_a_session_that_ended_on_a_call_without_result_stores_it_at_its_session_
                 assert calls[-1] == "ExitPlanMode" and msgs[-1].role == "tool"
                 assert msgs[-1].metadata["kind"] == "no_result" and msgs[-1].tool_call_id == msgs[-2].tool_calls[-1].id
     assert log_lines(store) == []
+
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.skipif(not LONG.exists(), reason="the shared Claude Code transcripts are not beside the clone")
+def test_the_best_match_a_script_written_whole_comes_back_before_shorter_turns_fill_the_answer(tmp_path):
+    """The real Pomodoro session, compacted after its last line as Claude Code writes it: asked for the
+    notification tone's pitch, the script written whole (about 1,100 tokens) is the best match, but weighed by its
+    whole size it came after shorter turns that scored lower (a to-do list, CSS edits), and when its turn came they
+    had taken the room its excerpt needed: the answer was not in the hook's output (issue 42, item 2). Now the best
+    candidate's excerpt goes in first, around the piece the search found, and the shorter turns fill the rest."""
+    from benchmarks.agent_sessions import compaction_lines
+
+    store, transcript = new_store(tmp_path / "store"), tmp_path / "pomodoro.jsonl"
+    lines = LONG.read_text().splitlines(keepends=True)
+    transcript.write_text("".join(lines + compaction_lines("claude-code", lines)))
+    first = next(r for r in map(json.loads, lines) if "sessionId" in r)
+    ev = event("UserPromptSubmit", transcript, session=first["sessionId"], cwd=first["cwd"],
+               prompt="What pitch in hertz is the notification tone?")
+    ask = hook(store, "claude-code", ev, "--no-daemon")
+    out = ask.stdout
+    assert ask.returncode == 0 and log_lines(store) == [], log_lines(store)
+    assert "oscillator.frequency.value = 800" in out and "[excerpt of argument content of call " in out
+    assert out.index("[excerpt of argument content of call ") < out.index("oscillator.frequency.value = 800")
+    assert out.count("\nassistant: ") > 2  # shorter turns beside it
+    from ragmem._tokens import default_counter
+
+    assert default_counter().count_text(out) <= _hooks.DEFAULT_BUDGET and len(out) <= _hooks.MAX_CHARS
