@@ -1549,6 +1549,37 @@ def _hook_output(agent: str, out: str) -> str:
     return json.loads(out)["hookSpecificOutput"]["additionalContext"]
 
 
+def hook_everywhere(tmp: Path) -> list[dict]:
+    """Every ``--transcripts`` question (``qa.jsonl``, the Pomodoro and the German ones; 123) asked of the hook's
+    recall in this process, each file's session compacted after its last message (every stored turn dropped, as
+    right after a compaction): the hook's candidates and packing (:func:`ragmem._hooks._candidates`,
+    :func:`ragmem._hooks._pack`, what ``recall`` calls) over four times the questions the end-to-end run asks, on the
+    store ``--transcripts`` imports (cached). One row per question: set, file, kind, half, evidence shown."""
+    from ragmem import Memory, _hooks
+
+    store, manifest = import_transcripts(tmp)
+    mem = Memory(path=str(store), window=WINDOW)
+    rows = []
+    try:
+        sessions = stored_sessions(mem, manifest)
+        for q in transcript_questions(sessions):
+            v = manifest[q["file"]]
+            m = mem.for_session(v["session"], namespace=v["namespace"])
+            project = next((p for x in sessions[q["file"]] if (p := (x.get("metadata") or {}).get("project"))), None)
+            last = mem.store.log.messages(v["namespace"], v["session"], limit=1, newest_first=True)[0].seq
+            text = ""
+            if project:
+                found, where = _hooks._candidates(m, q["question"], project)
+                text = _hooks._pack(m, found, q["question"], v["session"], last + 1, where=where)
+            hits = [i is not None and evidence_shown(e, text) for e, i in zip(q["evidence"], q["ids"])]
+            rows.append({"set": q["set"], "file": q["file"], "kind": q["kind"], "half": q["half"],
+                         "question": q["question"],
+                         "ev": float(any(hits)) if q["match"] == "any" else sum(hits) / len(hits)})
+    finally:
+        mem.close()
+    return rows
+
+
 def run_hook(quick: bool = False, limit: int | None = None, refresh: bool = False, out_dir: Path | None = None) -> dict:
     """The hook end to end (see the section's comment): every question about the turns before the cut asked of a
     fresh copy of the hooked store, as a ``UserPromptSubmit`` through the installed command answered by the store's
@@ -1624,9 +1655,10 @@ def run_hook(quick: bool = False, limit: int | None = None, refresh: bool = Fals
         finally:
             _stop_worker(store)
         failures = (store / "hook.log").read_text() if (store / "hook.log").exists() else ""
+        everywhere = [] if quick else hook_everywhere(Path(tmp) / "everywhere")
     res = {"command": invocation(), "ragmem": ragmem_version(), "files": built["files"], "build_s": built["build_s"],
            "per": per, "latency": p50_p95(times), "version_latency": p50_p95(floor), "hook_log": failures[-2000:],
-           "elapsed_s": round(time.perf_counter() - start, 1), "budget": 1500}
+           "elapsed_s": round(time.perf_counter() - start, 1), "budget": 1500, "everywhere": everywhere}
     write_json(result_path("agent_hook", quick, out_dir=out_dir), res)
     return res
 
@@ -1651,6 +1683,14 @@ def hook_table(res: dict) -> str:
                      _mean(rs, lambda r: r["tokens"])] + [fates.count(f) for f in HOOK_FATES[1:]])
     out += "\n\n" + markdown_table(["file", "agent", "boundary at line", "boundary", "n", "check", "tuning",
                                     "tokens out (mean)"] + list(HOOK_FATES[1:]), rows)
+    every = res.get("everywhere") or []
+    if every:  # the hook's recall in process on every --transcripts question (hook_everywhere)
+        rows = [[name, half, len(rs), _mean(rs, lambda r: r["ev"])]
+                for name in sorted({r["set"] for r in every}) + ["all"] for half in ("tuning", "check")
+                if (rs := [r for r in every if r["half"] == half and name in ("all", r["set"])])]
+        head = ("Every --transcripts question asked of the hook's recall in process, the session compacted after "
+                "its last message:")
+        out += f"\n\n{head}\n\n" + markdown_table(["set", "half", "n", "evidence in the hook's output"], rows)
     return out
 
 
