@@ -1147,6 +1147,8 @@ def print_transcripts(res: dict) -> None:
 # Then every question about the turns before the cut is asked as a ``UserPromptSubmit`` event of that session, and
 # its evidence (resolved to the stored message as ``--transcripts`` resolves it) counts when the hook's output shows
 # it. The built store is cached under a key of the files, the cut and the code that decides what a store holds.
+# Beside it (not in --quick), every --transcripts question is asked of the hook's recall in process, each session
+# compacted after its last message (:func:`hook_everywhere`): four times the questions, for its ranking and packing.
 
 #: Where a file without a real compaction is cut: the first point past this share of its records with no call open.
 HOOK_CUT = 0.75
