@@ -541,8 +541,9 @@ def _finish(
 
 # ------------------------------------------------------------------ excerpts of giant tool results
 
-#: A tool result that costs more than this share of the prompt's limit may be shown as a marked excerpt when its
-#: unit does not fit whole (invariant 3's second exception); ``RecallSettings.excerpt_share``, 0 turns it off.
+#: A tool result that costs more than this share of the prompt's limit (of recall's room, when its unit is bigger
+#: than all of that room: :func:`_pack_recall`) may be shown as a marked excerpt when its unit does not fit whole
+#: (invariant 3's second exception); ``RecallSettings.excerpt_share``, 0 turns it off.
 EXCERPT_SHARE = 0.25
 #: An excerpt placed at its unit's rank (a unit too big for all of recall's room) takes at most this share of
 #: that room, so one giant result cannot crowd out the units ranked after it (0.5 until issue 42: chosen on the
@@ -1113,7 +1114,8 @@ def assemble(
     by a marker that says when it was and, for a session other than
     ``current_session`` (``recall_scope="namespace"``), which conversation
     (:func:`episode_marker`); gaps inside an episode are noted where they fall.
-    A recalled tool result that costs more than ``excerpt_share`` of the limit may be shown as a marked
+    A recalled tool result that costs more than ``excerpt_share`` of the limit (of recall's room, when its unit is
+    bigger than all of that room) may be shown as a marked
     excerpt around what matches ``query`` (the user turn's text by default) when its unit does not fit
     whole (:func:`_pack_recall`); ``trace.excerpts`` says which and how much each left out. 0 turns it off.
     ``found`` says where in a recalled message the search found the question (:data:`Found`): its excerpt
