@@ -80,6 +80,7 @@ from pathlib import Path
 from typing import Any, Collection, Mapping
 
 from ._errors import StoreError
+from ._priority import background, keep_normal
 from ._store.owner import listen_private, peer_uid as _peer_uid, recv_line as _recv_line, socket_path as _socket_path
 
 __all__ = [
@@ -406,7 +407,7 @@ class _Imports:
     goes on beside it (the store is built for that: the index's owner serves every thread and process, the
     log is one connection behind a lock, index writes take the store's own). One request per transcript is
     kept, the latest: an import reads from the offset the store keeps, so it stands for all before it.
-    The thread runs at the lowest CPU priority (:func:`_background`): on a busy machine the agent's next hook
+    The thread runs at the lowest CPU priority (:func:`ragmem._priority.background`): on a busy machine the agent's next hook
     process and the answer come first, the import takes what is left.
     """
 
@@ -443,7 +444,7 @@ class _Imports:
         self._thread.join(timeout=30)
 
     def _run(self) -> None:
-        _background()
+        background()
         while True:
             with self._cond:
                 while not self.queued and not self._stopped:
@@ -463,13 +464,6 @@ class _Imports:
                     self.done_at = time.monotonic()
                     if more and key not in self.queued:
                         self.queued[key] = raw  # to the back: two sessions' turns are imported in turns
-
-
-def _background() -> None:
-    """This thread at the lowest CPU priority (nice 19; Linux, where a thread has a nice value of its own)."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
 
 def _let_go(root: Any) -> None:
@@ -573,6 +567,7 @@ def run_worker(store: str, opening: Mapping[str, Any], lock_fd: int | None = Non
     from ._memory import Memory  # not through ragmem._cli, which imports this module: no cycle
 
     store = os.path.abspath(store)
+    keep_normal()  # before the import thread lowers itself: what serves others is made at this priority
     fd = lock_fd if lock_fd is not None else _open_lock(store)
     if not _try_lock(fd):  # the same open file as the spawner's: already ours; else another worker's
         return 0

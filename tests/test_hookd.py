@@ -7,6 +7,7 @@ imported by a hook the worker answered, and every way a worker can be missing, s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -349,3 +350,114 @@ def test_the_worker_answers_a_prompt_before_a_long_stretch_nobody_handed_over_an
         assert reply == {"output": "", "handed": True}
         assert _hooks.Progress.load(root, "claude-code", str(transcript)).offset == 0 and root.sessions() == []
         assert _hookd._answer(root, str(store), mine, raw, step=_hookd.STEP_BYTES)["more"] is True  # the thread's step
+
+
+def _turns(session: str, n: int) -> str:
+    """A Claude Code transcript of ``n`` turns (a prompt, a Bash call, its 2 KB result, a reply), chained."""
+    base = {"isSidechain": False, "userType": "external", "cwd": "/srv/app", "sessionId": session,
+            "version": "2.0.24", "gitBranch": "main"}
+    rows: list[dict] = []
+    parent = None
+    for i in range(n):
+        stamp = f"2025-10-19T14:{i // 60:02d}:{i % 60:02d}.000Z"
+        out = "\n".join(f"line {j} of job {i}: worker {j * i % 97} finished in {j + i} ms" for j in range(40))
+        for kind, row in (
+                ("u", {"type": "user", "message": {"role": "user", "content": f"Run job {i} and report."}}),
+                ("a", {"type": "assistant", "requestId": f"req_{i}a", "message": {
+                    "model": "claude-sonnet-4-5-20250929", "id": f"msg_{i}a", "type": "message", "role": "assistant",
+                    "content": [{"type": "tool_use", "id": f"toolu_{i}", "name": "Bash",
+                                 "input": {"command": f"./run-job {i}"}}]}}),
+                ("r", {"type": "user", "toolUseResult": {"stdout": out, "stderr": ""}, "message": {
+                    "role": "user", "content": [{"tool_use_id": f"toolu_{i}", "type": "tool_result",
+                                                 "content": out}]}}),
+                ("b", {"type": "assistant", "requestId": f"req_{i}b", "message": {
+                    "model": "claude-sonnet-4-5-20250929", "id": f"msg_{i}b", "type": "message", "role": "assistant",
+                    "content": [{"type": "text", "text": f"Job {i} finished."}]}})):
+            uuid = f"{session}-{i}{kind}"
+            rows.append({**base, **row, "parentUuid": parent, "uuid": uuid, "timestamp": stamp})
+            parent = uuid
+    return "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread has a nice value of its own on Linux")
+def test_what_a_lowered_thread_starts_through_normal_runs_at_the_kept_priority_and_its_errors_come_back():
+    """ragmem._priority, in process: a thread lowered by background() hands normal()'s work to the thread
+    keep_normal() started, so the threads that work starts are not lowered; a thread never lowered runs it in
+    place; an error raised there is raised to the caller."""
+    import threading
+
+    from ragmem import _priority
+
+    _priority.keep_normal()
+    seen: dict[str, object] = {}
+
+    def start_one() -> int:  # a thread started where normal() runs it: its nice value
+        box: list[int] = []
+        t = threading.Thread(target=lambda: box.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+        t.start()
+        t.join()
+        return box[0]
+
+    def lowered() -> None:
+        _priority.background()
+        seen["self"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        seen["plain"] = start_one()
+        seen["normal"] = _priority.normal(start_one)
+        seen["where"] = _priority.normal(lambda: threading.current_thread().name)
+        try:
+            _priority.normal(lambda: 1 / 0)
+        except ZeroDivisionError as exc:
+            seen["error"] = exc
+
+    t = threading.Thread(target=lowered)
+    t.start()
+    t.join()
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    assert seen["self"] == seen["plain"] == _priority.BACKGROUND_NICE
+    assert seen["normal"] == base and seen["where"] == "ragmem-normal-priority"
+    assert isinstance(seen["error"], ZeroDivisionError)
+    assert _priority.normal(lambda: threading.current_thread().name) == threading.current_thread().name
+
+
+def _nice(pid: int) -> dict[int, int]:
+    """Each thread of ``pid`` and its nice value (/proc/PID/task/TID/stat, the 19th field)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):
+            stat_line = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            out[int(tid)] = int(stat_line[stat_line.rindex(")") + 2:].split()[16])
+    return out
+
+
+@pytest.mark.model
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread has a nice value of its own on Linux")
+def test_a_worker_whose_import_takes_the_index_over_serves_it_at_normal_priority(tmp_path):
+    """The worker imports on a thread at nice 19, and a thread starts with its starter's nice value: when the
+    import took a store's index over from an owner that went away, Chroma's runtime, the owner's server and the
+    model's thread pool were all made by it, and every process reaching the index through the worker (and the
+    worker's own prompts) was served at nice 19 (15 of its 17 threads; on a busy machine, seconds a call). Now
+    they are made on a thread the worker keeps at its normal priority: the import thread is the only one lowered."""
+    from ragmem import Memory
+    from ragmem._store.owner import owner_pid
+
+    store, transcript = th.new_store(tmp_path / "store"), tmp_path / "t.jsonl"
+    sid = "a1b2c3d4-0000-4000-8000-00000000beef"
+    onnx = {"RAGMEM_EMBED_BACKEND": "onnx"}
+    whole = "".join(_turns(sid, 40).splitlines(keepends=True)[:-1])  # ending on a result: all of it is taken in
+    transcript.write_text("".join(whole.splitlines(keepends=True)[:4]))
+    with Memory(store) as mine:  # this process owns the index while the worker starts: the worker is its client
+        mine.search("job")
+        assert owner_pid(store) == os.getpid()
+        # ONNX alone: torch, timed once against int8 for bulk batches, would make its own thread pool on the
+        # import thread (lowered, and rightly: it embeds the import's batches only)
+        assert run_hook(store, th.event("UserPromptSubmit", transcript, session=sid, prompt="Which job ran?"),
+                        extra_env=onnx).returncode == 0
+        worker = psutil.Process(wait_worker(store))
+    transcript.write_text(whole)  # handed to the import thread, which finds no owner and takes the index over
+    assert run_hook(store, th.event("Stop", transcript, session=sid), extra_env=onnx).stdout == ""
+    _imported_to(store, transcript, transcript.stat().st_size, worker)
+    assert owner_pid(store) == worker.pid
+    nice = _nice(worker.pid)
+    lowered = [tid for tid, n in nice.items() if n != 0]
+    assert len(lowered) == 1 and nice[lowered[0]] == 19, nice  # the import thread alone
+    assert th.log_lines(store) == []

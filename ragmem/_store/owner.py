@@ -57,6 +57,7 @@ from .._errors import (
     EmbeddingMismatch, IndexCorrupt, MissingDependency, RagmemError, SchemaVersionError, StoreError,
     StoreUnavailable, UsageError,
 )
+from .._priority import normal
 from ..embed._base import Embedder, Kind
 from .index import NAMESPACE_SCOPE, Generations, IndexHit, VectorIndex, make_client
 
@@ -543,9 +544,6 @@ _OWNERS_LOCK = threading.Lock()
 def acquire(folder: Path, on_broken: Callable[[str, Path | None], None] | None = None) -> Owner | None:
     """This process's :class:`Owner` of the store's embedded index, made if this process can take the lock;
     None when another process owns it. ``on_broken(problem, moved)`` hears of a damaged index set aside."""
-    from .faults import embedded_index_problem, is_index_corruption, set_aside
-    from .modes import private_file_made, private_folder
-
     key = str(folder.resolve())
     with _OWNERS_LOCK:
         owner = _OWNERS.get(key)
@@ -566,34 +564,10 @@ def acquire(folder: Path, on_broken: Callable[[str, Path | None], None] | None =
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         try:
-            chroma = folder / "chroma"
-            made = not chroma.exists()
-            problem = None if made else embedded_index_problem(chroma)
-            if problem is not None:  # a deleted or damaged database: set aside, rebuilt from the log
-                moved = set_aside(chroma)
-                if on_broken is not None:
-                    on_broken(problem, moved)
-            private_folder(chroma)  # what Chroma writes inside is the store owner's alone
-            # absolute: Chroma caches clients by path string, and a relative one would reach another
-            # folder's client after a chdir
-            try:
-                client = make_client(path=str(chroma.resolve()))
-            except Exception as exc:
-                if not is_index_corruption(exc):
-                    raise
-                moved = set_aside(chroma)
-                if on_broken is not None:
-                    on_broken("corrupt", moved)
-                private_folder(chroma)
-                client = make_client(path=str(chroma.resolve()))
-            if made:
-                private_file_made(chroma / "chroma.sqlite3")
-            owner = Owner(folder, fd, client)
-            if fd >= 0:
-                try:
-                    owner.serve()
-                except (OSError, StoreError):  # no socket here (a path too long, a planted file): still this
-                    pass  # process's index; another process waits for it, and says whose it is (owner_pid)
+            # Chroma's runtime and this owner's server are threads that serve every process on the store: made
+            # at the process's normal priority, even when a background thread (the hook worker's import, at
+            # nice 19) is the one taking the index over
+            owner = normal(lambda: _open(folder, fd, on_broken))
         except BaseException:
             if fd >= 0:
                 os.close(fd)
@@ -601,6 +575,42 @@ def acquire(folder: Path, on_broken: Callable[[str, Path | None], None] | None =
         owner.refs = 1
         _OWNERS[key] = owner
         return owner
+
+
+def _open(folder: Path, fd: int, on_broken: Callable[[str, Path | None], None] | None) -> Owner:
+    """Open the store's embedded Chroma (a damaged one set aside first) and serve it: this process's new owner."""
+    from .faults import embedded_index_problem, is_index_corruption, set_aside
+    from .modes import private_file_made, private_folder
+
+    chroma = folder / "chroma"
+    made = not chroma.exists()
+    problem = None if made else embedded_index_problem(chroma)
+    if problem is not None:  # a deleted or damaged database: set aside, rebuilt from the log
+        moved = set_aside(chroma)
+        if on_broken is not None:
+            on_broken(problem, moved)
+    private_folder(chroma)  # what Chroma writes inside is the store owner's alone
+    # absolute: Chroma caches clients by path string, and a relative one would reach another
+    # folder's client after a chdir
+    try:
+        client = make_client(path=str(chroma.resolve()))
+    except Exception as exc:
+        if not is_index_corruption(exc):
+            raise
+        moved = set_aside(chroma)
+        if on_broken is not None:
+            on_broken("corrupt", moved)
+        private_folder(chroma)
+        client = make_client(path=str(chroma.resolve()))
+    if made:
+        private_file_made(chroma / "chroma.sqlite3")
+    owner = Owner(folder, fd, client)
+    if fd >= 0:
+        try:
+            owner.serve()
+        except (OSError, StoreError):  # no socket here (a path too long, a planted file): still this
+            pass  # process's index; another process waits for it, and says whose it is (owner_pid)
+    return owner
 
 
 def release(owner: Owner) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 from .._errors import EmbedderError, MissingDependency, ModelIntegrityError, UsageError
+from .._priority import normal
 from ._base import Embedder, Kind, split_tokens
 from ._bundled import INT8_PROBE, PROBE, cache_dir, check_file, check_signed, file_sha256, notice, sign, signed
 from ._models import MINILM, BundledFacts, BundledModel, bundled_model
@@ -280,6 +281,7 @@ class OnnxEmbedder(BundledFacts, Embedder):
         # the longest prompt's tokens: a chunk leaves room for them
         self._prompt_tokens = max((len(self._whole_tokenizer.encode(p, add_special_tokens=False).ids)
                                    for p in spec.prompts.values()), default=0)
+        tok.encode_batch(["", ""])  # the tokenizer's thread pool (one per process) starts here, at this priority
         self._tokenizer = tok
         # The session last: _ready() takes a set session for a finished load without the lock, so a thread
         # that saw it set while another was still loading met a tokenizer of None (the index owner embedding
@@ -302,7 +304,9 @@ class OnnxEmbedder(BundledFacts, Embedder):
         if session is None:
             with self._lock:
                 if self._session is None:
-                    self._load()
+                    # the runtime's thread pool (and the tokenizer's) start with the loading thread's priority
+                    # and serve every later embedding: never made by a background thread (ragmem._priority)
+                    normal(self._load)
                 session = self._session
         return session, self._tokenizer
 
