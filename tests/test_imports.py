@@ -111,9 +111,12 @@ def test_the_embed_package_imports_downward_only():
     """_base and _bundled know no engine; the engines know no router; nothing below imports the package itself."""
     graph = import_graph()
     embed = {m for m in graph if m.startswith("ragmem.embed.")}
+    leaves = {"ragmem._errors", "ragmem._priority"}  # below everything: they import no ragmem module
+    for leaf in leaves:
+        assert not {m for m in graph[leaf] if m.startswith("ragmem")}, f"{leaf} imports {graph[leaf]}"
     for m in embed:
         assert "ragmem.embed" not in graph[m], f"{m} imports its own package's __init__"
-        assert graph[m] <= embed | {"ragmem._errors"}, f"{m} imports {graph[m] - embed} outside the embed package"
+        assert graph[m] <= embed | leaves, f"{m} imports {graph[m] - embed} outside the embed package"
     assert not graph["ragmem.embed._bundled"] & embed
     assert graph["ragmem.embed._base"] & embed == set()
     assert "ragmem.embed._auto" not in graph["ragmem.embed._onnx"] | graph["ragmem.embed._sentence_transformers"]
