@@ -637,30 +637,58 @@ def transcript_questions(sessions: dict[str, list[dict]], root: Path | None = No
 
 def shown(q: dict, ctx, records: dict[str, dict]) -> list[str]:
     """The ids of ``ctx``'s prompt, less the evidence it shows as an excerpt that leaves the evidence's text out."""
-    cut = {x.message_id: x for x in getattr(ctx.trace, "excerpts", ())}
+    cut: dict[str, list] = {}
+    for x in getattr(ctx.trace, "excerpts", ()):
+        cut.setdefault(x.message_id, []).append(x)
     missed = {i for i, e in zip(q["ids"], q["evidence"]) if i in cut and e not in _visible(records[i], cut[i])}
     return [i for i in ctx.message_ids() if i not in missed]
 
 
-def _visible(rec: dict, x) -> str:
-    """What a message shows of its :func:`evidence_text` as excerpt ``x``: a result's slice; for a call's argument,
-    the message with that argument (the longest string of the call ``x.call_id``) cut to its slice."""
-    if getattr(x, "argument", None) is None:
-        return evidence_text(rec)[x.start:x.end]
+def _visible(rec: dict, xs: list) -> str:
+    """What a message shows of its :func:`evidence_text` as excerpts ``xs`` (one a part): a result's slices; for
+    calls' arguments, the message with each argument excerpted (a string of the call ``x.call_id`` as long as the
+    argument, at its path when the trace names one) cut to its slices."""
+    def slices(v: str, x) -> str:  # several slices since issue 42 (each apart: "\0" between)
+        return "\0".join(v[a:b] for a, b in getattr(x, "spans", ((x.start, x.end),)))
 
-    def cut(v):
+    if getattr(xs[0], "argument", None) is None:
+        return slices(evidence_text(rec), xs[0])
+
+    def cut(v, x):
         if isinstance(v, str):
-            return v[x.start:x.end] if len(v) == x.chars else v
+            return slices(v, x) if len(v) == x.chars else v
         if isinstance(v, dict):
-            return {k: cut(w) for k, w in v.items()}
-        return [cut(w) for w in v] if isinstance(v, list) else v
+            return {k: cut(w, x) for k, w in v.items()}
+        return [cut(w, x) for w in v] if isinstance(v, list) else v
 
     calls = []
     for c in rec.get("tool_calls") or []:
-        if c["id"] == x.call_id:
-            c = {**c, "function": {**c["function"], "arguments": json.dumps(cut(json.loads(c["function"]["arguments"])))}}
+        args = json.loads(c["function"]["arguments"]) if any(x.call_id == c["id"] for x in xs) else None
+        for x in xs:
+            if x.call_id == c["id"]:
+                args = _cut_at(args, x.argument, lambda v, x=x: cut(v, x))
+        if args is not None:
+            c = {**c, "function": {**c["function"], "arguments": json.dumps(args)}}
         calls.append(c)
     return evidence_text({**rec, "tool_calls": calls})
+
+
+def _cut_at(args, path: str, cut):
+    """``args`` with ``cut`` applied at ``path`` (``content``, ``edits[0].new_string``, as the trace names it), or
+    to every string when the path is not found."""
+    import re
+
+    keys = [int(k) if k.isdigit() else k for k in re.findall(r"[^.\[\]]+", path)]
+    def at(v, ks):
+        if not ks:
+            return cut(v)
+        k, rest = ks[0], ks[1:]
+        if isinstance(v, dict) and k in v:
+            return {a: (at(b, rest) if a == k else b) for a, b in v.items()}
+        if isinstance(v, list) and isinstance(k, int) and k < len(v):
+            return [at(b, rest) if i == k else b for i, b in enumerate(v)]
+        return cut(v)
+    return at(args, keys)
 
 
 #: Where a piece of evidence went in a prompt (:func:`fate`), the rows of :func:`fates_table`.
@@ -735,8 +763,10 @@ def variant_settings(settings, fields: dict):
 #: Variant fields that are no setting: steps of the query-time code switched here, in-process, for a ``--before``
 #: variant (``code_words=false``: :func:`query_code_words`; ``excerpt_focus=false``: excerpts cut by the question's
 #: words alone, not around the chunk the dense search matched, issue 42; ``excerpt_first=0.35``: the first unit
-#: placed gets no larger share than any, :data:`ragmem._assemble.EXCERPT_FIRST`).
-BENCHMARK_SIDE = ("code_words", "excerpt_focus", "excerpt_first")
+#: placed gets no larger share than any, :data:`ragmem._assemble.EXCERPT_FIRST`; ``excerpt_slices=1``: an excerpt
+#: shows one slice, around the best piece the search matched, :data:`ragmem._assemble.EXCERPT_SLICES`;
+#: ``excerpt_arguments=1``: a call's excerpt cuts its one longest argument only, :data:`ragmem._assemble.EXCERPT_ARGUMENT`).
+BENCHMARK_SIDE = ("code_words", "excerpt_focus", "excerpt_first", "excerpt_slices", "excerpt_arguments")
 
 
 @contextmanager
@@ -744,16 +774,23 @@ def benchmark_side(fields: dict):
     """The variant's :data:`BENCHMARK_SIDE` steps switched for the ``with`` block (none given: a no-op)."""
     from ragmem import _assemble, _pipeline
 
-    saved = _pipeline.found_pieces, _assemble.EXCERPT_FIRST
+    saved = _pipeline.found_pieces, _assemble.EXCERPT_FIRST, _assemble.EXCERPT_SLICES, _assemble.EXCERPT_ARGUMENT
+    if fields.get("excerpt_arguments") == 1:  # the longest only: no other argument is long enough
+        _assemble.EXCERPT_ARGUMENT = 1 << 62
+        _assemble._ARGUMENTS.clear(), _assemble._ARGUMENT_TOKENS.clear()
     if fields.get("excerpt_focus", True) is False:
-        _pipeline.found_pieces = lambda *args: (lambda m: None)  # type: ignore[assignment]
+        _pipeline.found_pieces = lambda *args: (lambda m: ())  # type: ignore[assignment]
     if "excerpt_first" in fields:
         _assemble.EXCERPT_FIRST = float(fields["excerpt_first"])
+    if "excerpt_slices" in fields:
+        _assemble.EXCERPT_SLICES = int(fields["excerpt_slices"])
     try:
         with query_code_words(fields.get("code_words", True)):
             yield
     finally:
-        _pipeline.found_pieces, _assemble.EXCERPT_FIRST = saved
+        _pipeline.found_pieces, _assemble.EXCERPT_FIRST, _assemble.EXCERPT_SLICES, _assemble.EXCERPT_ARGUMENT = saved
+        if fields.get("excerpt_arguments") == 1:
+            _assemble._ARGUMENTS.clear(), _assemble._ARGUMENT_TOKENS.clear()
 
 
 @contextmanager

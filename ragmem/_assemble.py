@@ -441,7 +441,7 @@ def _finish(
     summary_covers: Sequence[str] = (),
     current_session: str | None = None,
     bare: bool = False,
-    excerpts: Mapping[str, ExcerptTrace] | None = None,
+    excerpts: Mapping[str, Sequence[ExcerptTrace]] | None = None,
 ) -> Context:
     """Place and render the chosen units; drop the least relevant recall until the rendered prompt fits.
 
@@ -532,7 +532,7 @@ def _finish(
     ]
     trace.marker_tokens = marker_tokens
     if excerpts:
-        trace.excerpts = [excerpts[m.id] for e in placed for u, _ in e.units for m in u.messages if m.id in excerpts]
+        trace.excerpts = [x for e in placed for u, _ in e.units for m in u.messages for x in excerpts.get(m.id, ())]
     trace.dropped = dropped
     trace.level = monitor.level(total, budget.limit)
     trace.summary_covers = list(summary_covers) if summary_msgs else []
@@ -563,6 +563,12 @@ PASS_MIN = 1000
 EXCERPT_MIN_TOKENS = 48
 #: A line longer than this is matched in pieces of this many characters (minified files, one-line JSON).
 EXCERPT_PIECE = 400
+#: The most slices an excerpt shows: the pieces of the part that the dense search matched best, each with the text
+#: around it (issue 42: a question in two parts, "which KYC level do they set, and how long does the expiry test
+#: give", found its second answer in the result's second-best piece, cut out of a one-slice excerpt).
+EXCERPT_SLICES = 2
+#: The fewest characters a slice of several shows: below that, the excerpt is one slice around the best piece.
+EXCERPT_SLICE_MIN = 160
 
 
 def excerpt_marker(message_id: str, start: int, end: int, chars: int, tokens: int) -> str:
@@ -573,6 +579,27 @@ def excerpt_marker(message_id: str, start: int, end: int, chars: int, tokens: in
     """
     return (f"[excerpt of tool result {message_id}: characters {start}-{end} of {chars} ({tokens} tokens in full); "
             f"the rest is left out, ask for {message_id} to read it whole]")
+
+
+def excerpt_continued(start: int, end: int) -> str:
+    """The line that opens each further slice of an excerpt, after the first one's marker (:func:`excerpt_marker`,
+    :func:`argument_marker`): which characters of the same text follow.
+
+    >>> excerpt_continued(5400, 5900)
+    '[excerpt continued: characters 5400-5900]'
+    """
+    return f"[excerpt continued: characters {start}-{end}]"
+
+
+def excerpt_text(text: str, spans: Sequence[tuple[int, int]], marker: str) -> str:
+    """An excerpt of ``text`` as a prompt shows it: ``marker``, then each slice of ``spans`` (in order, apart) on
+    the lines after it, every slice after the first opened by :func:`excerpt_continued`.
+
+    >>> excerpt_text("abcdefghij", [(0, 2), (6, 9)], "[m]")
+    '[m]\\nab\\n[excerpt continued: characters 6-9]\\nghi'
+    """
+    (a, b), *more = spans
+    return f"{marker}\n{text[a:b]}" + "".join(f"\n{excerpt_continued(c, d)}\n{text[c:d]}" for c, d in more)
 
 
 def _pieces(text: str) -> list[tuple[int, int]]:
@@ -663,6 +690,61 @@ def excerpt_span(text: str, query: str, max_chars: int, focus: tuple[int, int] |
     return start, end
 
 
+def excerpt_spans(text: str, query: str, max_chars: int,
+                  focus: Sequence[tuple[int, int]] = (), slices: int | None = None) -> list[tuple[int, int]]:
+    r"""The slices of ``text`` (``start``, ``end``; in order, apart) of at most ``max_chars`` characters in all
+    that an excerpt shows around the first ``slices`` (:data:`EXCERPT_SLICES`) spans of ``focus``: the pieces of
+    ``text`` the search matched, best first (:func:`locate`).
+
+    The best comes first, as :func:`excerpt_span` shows it: all of it when it fits, with what is around it,
+    else the run of it that the question's words weigh most; each next one has what the ones before leave (an
+    even share when they take less), in a slice of its own after a continuation marker, and never less than
+    :data:`EXCERPT_SLICE_MIN` characters (a room too small for that shows one slice). Slices that meet are
+    joined, and spans that one slice holds together are shown in one. Pure and deterministic.
+
+    >>> t = "".join(f"{i:04d} {'x' * 14}\n" for i in range(100))  # 100 lines of 20 characters
+    >>> excerpt_spans(t, "q", 500, [(1600, 1620), (0, 20)])
+    [(0, 220), (1500, 1720)]
+    >>> excerpt_spans(t, "q", 500, [(100, 120), (0, 20)]), excerpt_spans(t, "q", 400, [(1600, 1620), (0, 20)])
+    ([(0, 500)], [(1420, 1820)])
+    """
+    slices = EXCERPT_SLICES if slices is None else slices
+    if max_chars <= 0 or not text:
+        return [(0, 0)]
+    if len(text) <= max_chars:
+        return [(0, len(text))]
+    anchors: list[tuple[int, int]] = []
+    for f in focus:
+        if len(anchors) >= slices:
+            break
+        if not any(f[0] < b and f[1] > a for a, b in anchors):  # a span inside one taken says nothing more
+            anchors.append(f)
+    if len(anchors) > 1:
+        lo, hi = min(a for a, _ in anchors), max(b for _, b in anchors)
+        if hi - lo <= max_chars:  # one slice holds them all
+            anchors = [(lo, hi)]
+    mark = len(excerpt_continued(len(text), len(text)))
+    if len(anchors) < 2 or max_chars < len(anchors) * (mark + EXCERPT_SLICE_MIN):
+        return [excerpt_span(text, query, max_chars, anchors[0] if anchors else None)]  # one slice, as alone
+    out: list[tuple[int, int]] = []
+    left = max_chars
+    for k, (a, b) in enumerate(anchors):
+        after = len(anchors) - 1 - k  # the slices still to come, each with its marker
+        most = left - after * (mark + EXCERPT_SLICE_MIN)
+        # all of the piece when it fits, at least an even share of what is left, never the others' least
+        room = min(most, max(b - a, (left - after * mark) // (after + 1)))
+        start, end = excerpt_span(text, query, room, (a, b))
+        out.append((start, end))
+        left -= end - start + mark
+    joined: list[tuple[int, int]] = []
+    for a, b in sorted(out):
+        if joined and a <= joined[-1][1]:  # slices that meet read as one
+            joined[-1] = (joined[-1][0], max(b, joined[-1][1]))
+        else:
+            joined.append((a, b))
+    return joined
+
+
 def argument_marker(message_id: str, call_id: str, argument: str, start: int, end: int, chars: int,
                     tokens: int) -> str:
     """The line that opens an excerpt of a call's argument, inside that argument's string value: which call and
@@ -706,44 +788,53 @@ def _replaced(v: Any, path: Path, value: str) -> Any:
     return [_replaced(x, rest, value) if i == head else x for i, x in enumerate(v)]
 
 
-#: The giant argument of the calls seen lately, by their arguments' text (bounded: it starts over).
-_ARGUMENTS: dict[tuple[str, ...], tuple[int, Path, str, Any] | None] = {}
+#: A call's string argument shorter than this many characters is never cut (a path, a flag), unless it is the
+#: call's longest: the long ones are a call's giant parts (a file written whole, a patch, an edit's old and new
+#: text, each of several files written in one message).
+EXCERPT_ARGUMENT = 400
+#: The long arguments of the calls seen lately, by their arguments' text (bounded: it starts over).
+_ARGUMENTS: dict[tuple[str, ...], list[tuple[int, Path, str, Any]]] = {}
 
 
-def giant_argument(m: Message) -> tuple[int, Path, str, Any] | None:
-    """The longest string argument of ``m``'s calls, the one a call's excerpt may cut: (the call's index, the
-    argument's path in its JSON, its value, the parsed arguments); None when no call's arguments are JSON.
+def long_arguments(m: Message) -> list[tuple[int, Path, str, Any]]:
+    """The string arguments of ``m``'s calls that a call's excerpt may cut, in order: the longest, and every one
+    of at least :data:`EXCERPT_ARGUMENT` characters; each as (the call's index, the argument's path in its JSON,
+    its value, the call's parsed arguments). None when no call's arguments are JSON.
 
     >>> from ragmem._messages import parse_message
     >>> m = parse_message({"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
     ...     "function": {"name": "Write", "arguments": '{"file_path": "a.py", "content": "x = 1; y = 2"}'}}]})
-    >>> giant_argument(m)[:3]
-    (0, ('content',), 'x = 1; y = 2')
+    >>> [a[:3] for a in long_arguments(m)]
+    [(0, ('content',), 'x = 1; y = 2')]
     """
     key = tuple(c.arguments for c in m.tool_calls)
-    if key in _ARGUMENTS:
-        return _ARGUMENTS[key]
-    best: tuple[int, Path, str, Any] | None = None
+    got = _ARGUMENTS.get(key)
+    if got is not None:
+        return got
+    leaves: list[tuple[int, Path, str, Any]] = []
     for i, c in enumerate(m.tool_calls):
         try:
             obj = json.loads(c.arguments)
         except ValueError:
             continue
-        for path, v in _leaves(obj):
-            if best is None or len(v) > len(best[2]):
-                best = (i, path, v, obj)
+        leaves += [(i, path, v, obj) for path, v in _leaves(obj)]
+    longest = max(range(len(leaves)), key=lambda k: len(leaves[k][2]), default=None)  # the first of equals
+    got = [x for k, x in enumerate(leaves) if k == longest or len(x[2]) >= EXCERPT_ARGUMENT]
     if len(_ARGUMENTS) >= _PIECE_TERMS_MAX:
         _ARGUMENTS.clear()
-    _ARGUMENTS[key] = best
-    return best
+    _ARGUMENTS[key] = got
+    return got
 
 
-#: What the giant argument of a stored call costs, by (counter, message id) (bounded: it starts over).
-_ARGUMENT_TOKENS: dict[tuple[int, str], int] = {}
+#: What the long arguments of a stored call cost, by (counter, message id) (bounded: it starts over).
+_ARGUMENT_TOKENS: dict[tuple[int, str], list[int]] = {}
 
-#: Where the search found a recalled message: the text of its piece (a chunk of its vectors, its head left off)
-#: that matched the question best, or None (found by its words only, or one piece). An excerpt holds that piece.
-Found = Callable[[Message], "str | None"]
+#: Where the search found a recalled message: the texts of its pieces (chunks of its vectors, their head left off)
+#: that matched the question, best first, or none (found by its words only, or one piece). An excerpt holds the
+#: best (:data:`EXCERPT_SLICES` of them, each in a slice of its own, when one slice cannot hold them).
+Found = Callable[[Message], Sequence[str]]
+#: The slices of a text an excerpt shows, in order (:func:`excerpt_spans`).
+Spans = Sequence[tuple[int, int]]
 
 
 def locate(text: str, piece: str | None) -> tuple[int, int] | None:
@@ -763,101 +854,145 @@ def locate(text: str, piece: str | None) -> tuple[int, int] | None:
     return (at, at + len(piece)) if at >= 0 else None
 
 
+@dataclass(frozen=True)
+class _Part:
+    """A giant part of a message that an excerpt cuts: a tool result's text (``call`` None), or the string
+    argument at ``path`` of the message's call number ``call`` (``obj``: that call's parsed arguments)."""
+
+    text: str
+    call: int | None = None
+    path: Path = ()
+    obj: Any = None
+
+
 class _Excerpts:
     """Marked excerpts of the giant parts of units in one assembly (invariant 3's second exception).
 
-    A part is a tool result, or a call's one giant argument (its longest string value: a file written
-    whole, a patch). One that costs more than ``share`` of the limit may be shown, in a unit that does not
-    fit whole, as an excerpt around what matches the query (:func:`excerpt_span`): a result right after
-    its call, opened by :func:`excerpt_marker`; an argument inside its string value, opened by
+    A part is a tool result, or a call's long argument (:func:`long_arguments`: a file written whole, a
+    patch, an edit's old and new text; several in one message when it writes several files). A message
+    whose parts cost more than ``share`` of the limit may be shown, in a unit that does not fit whole, with
+    its parts as excerpts around what matches the query (:func:`excerpt_spans`): a result right after its
+    call, opened by :func:`excerpt_marker`; an argument inside its string value, opened by
     :func:`argument_marker`, the call keeping its name, its id and every other argument, its arguments
     valid JSON. Every other message, and every marker, stays whole. ``found``, when given, tells for a
-    message the text of its piece that the search matched best (:data:`Found`): the excerpt holds it.
+    message the texts of its pieces that the search matched (:data:`Found`): the excerpt holds them.
     """
 
     def __init__(self, counter: TokenCounter, costs: _Costs, query: str, share: float, limit: int,
                  found: "Found | None" = None):
         self.counter, self.costs, self.query, self.found = counter, costs, query, found
         self.giant = int(share * limit) if share > 0 else None
-        self.made: dict[str, ExcerptTrace] = {}
+        self.made: dict[str, list[ExcerptTrace]] = {}
 
     def giants(self, u: Unit, over: int | None = None) -> list[Message]:
-        """The messages of ``u`` with a part large enough to be excerpted (over ``over`` tokens, by default
+        """The messages of ``u`` with parts large enough to be excerpted (over ``over`` tokens, by default
         the share of the limit; none when excerpts are off)."""
         if self.giant is None:
             return []
         over = self.giant if over is None else over
         return [m for m in u.messages if self.costs.message(m) > over and (
-            (m.role == "tool" and len(u.messages) > 1) or (m.tool_calls and self._argument_tokens(m) > over))]
+            (m.role == "tool" and len(u.messages) > 1) or (m.tool_calls and sum(self._argument_tokens(m)) > over))]
 
-    def _argument_tokens(self, m: Message) -> int:
-        """What the giant argument of ``m``'s calls (:func:`giant_argument`) costs as text; 0 with none (cached
-        by message and counter: stored messages never change, and the same calls come back prompt after prompt)."""
+    def _argument_tokens(self, m: Message) -> list[int]:
+        """What each long argument of ``m``'s calls (:func:`long_arguments`) costs as text (cached by message and
+        counter: stored messages never change, and the same calls come back prompt after prompt)."""
         key = (id(self.counter), m.id)
         n = _ARGUMENT_TOKENS.get(key)
         if n is None:
-            arg = giant_argument(m)
             if len(_ARGUMENT_TOKENS) >= _NOTES_MAX:
                 _ARGUMENT_TOKENS.clear()
-            n = _ARGUMENT_TOKENS[key] = self.counter.count_text(arg[2]) if arg is not None else 0
+            n = _ARGUMENT_TOKENS[key] = [self.counter.count_text(a[2]) for a in long_arguments(m)]
         return n
 
-    def _part(self, m: Message) -> tuple[str, Callable[[int, int], Message], tuple[str | None, str | None]]:
-        """The text of ``m`` an excerpt cuts (the result's, or its call's giant argument), what makes ``m`` with
-        that text cut to ``start:end`` behind its marker, and (the call's id, the argument's path)."""
+    def _parts(self, m: Message) -> list[_Part]:
+        """The parts of ``m`` an excerpt cuts: its result's text, or its calls' long arguments."""
+        if m.role == "tool" or not m.tool_calls:
+            return [_Part(m.text)]
+        return [_Part(value, i, path, obj) for i, path, value, obj in long_arguments(m)]
+
+    def _make(self, m: Message, parts: Sequence[_Part], cuts: Mapping[int, Spans]) -> Message:
+        """``m`` with each part ``k`` of ``cuts`` cut to its slices behind its marker (:func:`excerpt_text`); the
+        other parts, the call's name, id and other arguments as they are, the arguments valid JSON."""
         full = self.costs.message(m)
-        arg = None if m.role == "tool" else giant_argument(m)
-        if arg is None:
-            text = m.text
+        if parts[0].call is None:
+            text, spans = parts[0].text, cuts[0]
+            return m.with_(content=excerpt_text(text, spans, excerpt_marker(m.id, *spans[0], len(text), full)))
+        objs: dict[int, Any] = {}
+        for k, spans in cuts.items():
+            p = parts[k]
+            assert p.call is not None
+            marker = argument_marker(m.id, m.tool_calls[p.call].id, _path_name(p.path), *spans[0], len(p.text), full)
+            objs[p.call] = _replaced(objs.get(p.call, p.obj), p.path, excerpt_text(p.text, spans, marker))
+        return m.with_(tool_calls=tuple(replace(c, arguments=json.dumps(objs[j], ensure_ascii=False)) if j in objs
+                                        else c for j, c in enumerate(m.tool_calls)))
 
-            def result(start: int, end: int) -> Message:
-                return m.with_(content=f"{excerpt_marker(m.id, start, end, len(text), full)}\n{text[start:end]}")
-            return text, result, (None, None)
-        i, path, value, obj = arg
-        call, name = m.tool_calls[i], _path_name(path)
-
-        def argument(start: int, end: int) -> Message:
-            cut = f"{argument_marker(m.id, call.id, name, start, end, len(value), full)}\n{value[start:end]}"
-            args = json.dumps(_replaced(obj, path, cut), ensure_ascii=False)
-            return m.with_(tool_calls=tuple(c if j != i else replace(c, arguments=args)
-                                            for j, c in enumerate(m.tool_calls)))
-        return value, argument, (call.id, name)
-
-    def _empty(self, m: Message, unit_id: str) -> tuple[Message, ExcerptTrace]:
-        """``m`` with its giant part shown as its marker alone (another part of its unit matched the question)."""
-        text, make, (call_id, name) = self._part(m)
-        marked = make(0, 0)
-        cost = count_message(self.counter, marked.to_openai())
-        return marked, ExcerptTrace(m.id, unit_id, 0, 0, len(text), self.costs.message(m), cost, call_id, name)
-
-    def _excerpt(self, m: Message, room: int, unit_id: str) -> tuple[Message, ExcerptTrace] | None:
-        """``m`` as an excerpt that costs at most ``room`` tokens, or None when too little of it would show."""
+    def _traces(self, m: Message, parts: Sequence[_Part], cuts: Mapping[int, Spans], unit_id: str,
+                cost: int) -> list[ExcerptTrace]:
+        """One :class:`ExcerptTrace` per part of ``m`` cut (``cuts``), each with the message's whole cost as shown."""
         full = self.costs.message(m)
-        text, make, (call_id, name) = self._part(m)
-        # the message with an empty slice behind a marker as long as any: what is not the excerpt's text
-        framing = count_message(self.counter, make(len(text), len(text)).to_openai())
+        out = []
+        for k, ((start, end), *more) in sorted(cuts.items()):
+            p = parts[k]
+            call_id, name = (m.tool_calls[p.call].id, _path_name(p.path)) if p.call is not None else (None, None)
+            out.append(ExcerptTrace(m.id, unit_id, start, end, len(p.text), full, cost, call_id, name,
+                                    [[a, b] for a, b in more]))
+        return out
+
+    def _empty(self, m: Message, unit_id: str) -> tuple[Message, list[ExcerptTrace]]:
+        """``m`` with its giant parts shown as their markers alone (another part of its unit matched the question)."""
+        parts = self._parts(m)
+        cuts = {k: [(0, 0)] for k in range(len(parts))}
+        marked = self._make(m, parts, cuts)
+        return marked, self._traces(m, parts, cuts, unit_id, count_message(self.counter, marked.to_openai()))
+
+    def _excerpt(self, m: Message, room: int, unit_id: str) -> tuple[Message, list[ExcerptTrace]] | None:
+        """``m`` with its giant parts as excerpts, costing at most ``room`` tokens, or None when too little would
+        show. Several parts (files written in one message, an edit's old and new text) share the room: the
+        parts the search found or the words match best first, as many as can each show a useful slice, the
+        smaller ones whole when they fit, the others their marker alone."""
+        full = self.costs.message(m)
+        parts = self._parts(m)
+        # the message with empty slices behind markers as long as any: what is not the excerpts' text
+        framing = count_message(self.counter, self._make(
+            m, parts, {k: [(len(p.text), len(p.text))] for k, p in enumerate(parts)}).to_openai())
         room_text = room - framing
         body = full - framing
-        if room_text < EXCERPT_MIN_TOKENS or body <= room_text or not text:
+        if room_text < EXCERPT_MIN_TOKENS or body <= room_text or not any(p.text for p in parts):
             return None
-        per_token = len(text) / max(body, 1)
-        max_chars = int(room_text * per_token)
-        focus = locate(text, self.found(m)) if self.found is not None else None
+        sizes = [body] if len(parts) == 1 else self._argument_tokens(m)
+        found = self.found(m)[:EXCERPT_SLICES] if self.found is not None else ()
+        focus = [[s for s in (locate(p.text, f) for f in found) if s is not None] for p in parts]
+        order, n = [0], 1
+        if len(parts) > 1:  # the parts found or matched, each shown a useful slice; the others their marker
+            score = self._matches([p.text for p in parts])
+            order = sorted(range(len(parts)), key=lambda k: (not focus[k], -score[k]))
+            n = max(1, sum(bool(focus[k]) or score[k] > 0 for k in order))
+            while n > 1 and room_text // n < 2 * EXCERPT_MIN_TOKENS:
+                n -= 1
+        budget: dict[int, int] = {}
+        left = room_text
+        for i, k in enumerate(sorted(order[:n], key=lambda k: sizes[k])):  # the smaller whole when they fit
+            budget[k] = min(sizes[k], left // (n - i))
+            left -= budget[k]
+        chars = {k: int(budget[k] * len(parts[k].text) / max(sizes[k], 1)) for k in budget}
         for _ in range(8):  # characters per token vary along a text: shrink until the count fits
-            start, end = excerpt_span(text, self.query, max_chars, focus)
-            if end - start == 0:
-                return None
-            marked = make(start, end)
+            cuts: dict[int, Spans] = {k: [(0, 0)] for k in range(len(parts)) if k not in budget}
+            for k, c in chars.items():
+                if c < len(parts[k].text):
+                    cuts[k] = excerpt_spans(parts[k].text, self.query, c, focus[k])
+            if not cuts or all(k in cuts and sum(e - s for s, e in cuts[k]) == 0 for k in budget):
+                return None  # nothing of the parts chosen would show
+            marked = self._make(m, parts, cuts)
             cost = count_message(self.counter, marked.to_openai())
             if cost <= room:
-                return marked, ExcerptTrace(m.id, unit_id, start, end, len(text), full, cost, call_id, name)
-            max_chars = int(max_chars * min(0.95, room / cost))
+                return marked, self._traces(m, parts, cuts, unit_id, cost)
+            chars = {k: int(c * min(0.95, room / cost)) for k, c in chars.items()}
         return None
 
-    def _matches(self, giants: Sequence[Message]) -> list[float]:
+    def _matches(self, texts: Sequence[str]) -> list[float]:
         """How well each giant part matches the query: its terms, each by how few of the parts hold it."""
         wanted = frozenset(tokenize(self.query))
-        terms = [wanted & frozenset().union(*_piece_terms(self._part(m)[0])[1]) for m in giants]
+        terms = [wanted & frozenset().union(*_piece_terms(t)[1]) for t in texts]
         df: dict[str, int] = {}
         for ts in terms:
             for t in ts:
@@ -867,9 +1002,9 @@ class _Excerpts:
     def unit(self, u: Unit, room: int, over: int | None = None) -> tuple[Unit, list[ExcerptTrace]] | None:
         """``u`` with its giant parts as excerpts, costing at most ``room`` tokens in all, or None.
 
-        The room left by the other messages goes to the giant parts that match the query best (parallel
+        The room left by the other messages goes to the giant messages that match the query best (parallel
         reads of several files: the one the question is about), shared evenly among as many as can each
-        show a useful excerpt; the others show their marker alone. Nothing changes until :meth:`take` puts
+        show a useful excerpt; the others show their markers alone. Nothing changes until :meth:`take` puts
         the excerpts in.
         """
         giants = self.giants(u, over)
@@ -879,19 +1014,21 @@ class _Excerpts:
         rest = sum(self.costs.message(m) for m in u.messages if m.id not in ids)
         if room - rest < EXCERPT_MIN_TOKENS * len(giants):
             return None  # the rest of the unit leaves no room for a useful excerpt
+        empty: dict[str, tuple[Message, list[ExcerptTrace]]] = {}
         if len(giants) == 1:
-            chosen, empty = giants, {}
+            chosen = giants
         else:
-            score = self._matches(giants)
+            score = self._matches(["\n".join(p.text for p in self._parts(m)) for m in giants])
             order = sorted(range(len(giants)), key=lambda i: -score[i])
             empties = {m.id: self._empty(m, u.id) for m in giants}
+            cost = {i: count_message(self.counter, v[0].to_openai()) for i, v in empties.items()}
             n = max(1, sum(x > 0 for x in score))
-            while n > 1 and (room - rest - sum(empties[giants[i].id][1].shown_tokens for i in order[n:])) // n < \
-                    2 * EXCERPT_MIN_TOKENS + count_message(self.counter, empties[giants[order[n - 1]].id][0].to_openai()):
+            while n > 1 and (room - rest - sum(cost[giants[i].id] for i in order[n:])) // n < \
+                    2 * EXCERPT_MIN_TOKENS + cost[giants[order[n - 1]].id]:
                 n -= 1
             chosen = [giants[i] for i in order[:n]]
             empty = {giants[i].id: empties[giants[i].id] for i in order[n:]}
-            rest += sum(x[1].shown_tokens for x in empty.values())
+            rest += sum(cost[i] for i in empty)
         share = (room - rest) // len(chosen)
         picked = {m.id for m in chosen}
         out: list[Message] = []
@@ -902,15 +1039,18 @@ class _Excerpts:
                 if got is None:
                     return None
                 out.append(got[0])
-                made.append(got[1])
+                made += got[1]
             else:
                 out.append(m)
         return Unit(u.id, tuple(out), u.status), made
 
     def take(self, made: Sequence[ExcerptTrace]) -> None:
-        """Excerpts made by :meth:`unit` go into the prompt: what they cost counts from now on."""
+        """Excerpts made by :meth:`unit` go into the prompt: what they cost counts from now on (a message's cost,
+        the same in each excerpt of its parts)."""
         for x in made:
-            self.made[x.message_id] = x
+            self.made.setdefault(x.message_id, [])
+            if x not in self.made[x.message_id]:
+                self.made[x.message_id].append(x)
             self.costs.excerpted[x.message_id] = x.shown_tokens
 
     def undo(self, made: Sequence[ExcerptTrace]) -> None:

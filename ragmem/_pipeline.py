@@ -288,10 +288,10 @@ def retrieve(mem: Session, text: str, k: int, *, grain: Literal["message", "unit
 
 
 def recall(mem: Session, req: Request, tail: list[Message], window_units: list[Unit],
-           timings: Timings) -> tuple[list[tuple[Unit, float]], dict[str, Any], list[str], dict[str, int]]:
+           timings: Timings) -> tuple[list[tuple[Unit, float]], dict[str, Any], list[str], dict[str, tuple[int, ...]]]:
     """Units from outside the window, by relevance to the query (:func:`retrieve`), the units that must
-    come with them (:func:`ragmem._recall.companions`), the query expander's extra queries, and the number of
-    each recalled message's best-matching chunk (:attr:`ragmem._recall.Recalled.chunks`)."""
+    come with them (:func:`ragmem._recall.companions`), the query expander's extra queries, and the numbers of
+    each recalled message's matching chunks, best first (:attr:`ragmem._recall.Recalled.chunks`)."""
     log = mem.store.log
     wide = req.scope == "namespace"
     older = bool(tail) and tail[0].seq > 0

@@ -99,14 +99,15 @@ class Candidate:
 
 
 def dense_candidates(hits: Sequence[IndexHit], log: MessageLog, namespace: str,
-                     chunks: dict[str, int] | None = None) -> list[Candidate]:
+                     chunks: dict[str, tuple[int, ...]] | None = None) -> list[Candidate]:
     """Index hits of a namespace (queried without metadata: chunk ids) folded to one candidate per message
     (its best chunk), best first, each placed from the log (``log.units.positions``), inside ``namespace``.
     A chunk whose message the log no longer holds (forgotten since it was indexed) is left out.
-    ``chunks``, when given, receives the number of each message's best chunk (``<message id>#<n>``), by
-    message id: the piece of a long message the question matched (an excerpt is taken around it)."""
+    ``chunks``, when given, receives the numbers of each message's chunks among the hits (``<message id>#<n>``),
+    best first, by message id: the pieces of a long message the question matched (an excerpt shows them)."""
     where = log.units.positions(namespace, [h.message_id for h in hits])
     best: dict[str, Candidate] = {}
+    met: dict[str, list[tuple[float, int]]] = {}
     for h in hits:
         if h.message_id not in where:
             continue
@@ -114,10 +115,12 @@ def dense_candidates(hits: Sequence[IndexHit], log: MessageLog, namespace: str,
         c = best.get(mid)
         if c is None or h.score > c.score:
             best[mid] = Candidate(mid, uid, sess, seq, h.score)
-            if chunks is not None and h.message_id != mid:
-                n = h.message_id[len(mid) + 1:]
-                if n.isdigit():
-                    chunks[mid] = int(n)
+        if chunks is not None and h.message_id != mid:
+            n = h.message_id[len(mid) + 1:]
+            if n.isdigit():
+                met.setdefault(mid, []).append((-h.score, int(n)))
+    if chunks is not None:
+        chunks.update((mid, tuple(n for _, n in sorted(got))) for mid, got in met.items())
     return sorted(best.values(), key=lambda c: -c.score)
 
 
@@ -239,7 +242,7 @@ def _untimed(step: str) -> Iterator[None]:
 
 def candidates(query: Query, *, log: MessageLog, index: Index, n: int,
                settings: RecallSettings = DEFAULT_RECALL, similarity: dict[str, float] | None = None,
-               chunks: dict[str, int] | None = None) -> list[Candidate]:
+               chunks: dict[str, tuple[int, ...]] | None = None) -> list[Candidate]:
     """The fused candidate messages of a query, best first: the question's round, then each extra query's.
 
     A round (:func:`round_of`): the dense and the lexical retrievers in the query's scope and
@@ -249,8 +252,8 @@ def candidates(query: Query, *, log: MessageLog, index: Index, n: int,
     about what the user said, the user's messages (:func:`user_boost`).
     With extra queries, a message keeps its best score over the rounds (:func:`best_of`,
     ``settings.expansion_weight``). ``similarity``, when given, receives each
-    of the question's dense candidates' cosine similarity, by message id; ``chunks`` the number of
-    each one's best chunk (:func:`dense_candidates`).
+    of the question's dense candidates' cosine similarity, by message id; ``chunks`` the numbers of
+    each one's chunks the dense search met, best first (:func:`dense_candidates`).
     """
     first = round_of(query.text, query.vector, query, log=log, index=index, n=n, settings=settings,
                      similarity=similarity, chunks=chunks)
@@ -262,7 +265,7 @@ def candidates(query: Query, *, log: MessageLog, index: Index, n: int,
 
 def round_of(text: str, vector: Sequence[float], query: Query, *, log: MessageLog, index: Index, n: int,
              settings: RecallSettings = DEFAULT_RECALL, similarity: dict[str, float] | None = None,
-             chunks: dict[str, int] | None = None) -> list[Candidate]:
+             chunks: dict[str, tuple[int, ...]] | None = None) -> list[Candidate]:
     """One query's round in ``query``'s scope and filters (see :func:`candidates`)."""
     pool = max(settings.candidates, n)
     namespace, session = query.namespace, query.session
@@ -516,12 +519,13 @@ def with_gains(first: Sequence[Candidate], gains: dict[str, tuple[Candidate, flo
 @dataclass(frozen=True)
 class Recalled:
     """What :func:`recall` gives back: the items, best first, with their scores (see :class:`Hit`), the
-    question's cosine similarity to each dense candidate, by message id, and the number of the chunk of
-    each that matched best (:func:`dense_candidates`: where in a long message the question was found)."""
+    question's cosine similarity to each dense candidate, by message id, and the numbers of the chunks of
+    each that the dense search met, best first (:func:`dense_candidates`: where in a long message the question
+    was found)."""
 
     items: list[tuple[Any, float]]
     similarity: dict[str, float]
-    chunks: dict[str, int] = field(default_factory=dict)
+    chunks: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 def recall(query: Query, k: int, *, grain: Literal["message", "unit"], log: MessageLog, index: Index,
@@ -544,7 +548,7 @@ def recall(query: Query, k: int, *, grain: Literal["message", "unit"], log: Mess
     the query's namespace and scope.
     """
     similarity: dict[str, float] = {}
-    chunks: dict[str, int] = {}
+    chunks: dict[str, tuple[int, ...]] = {}
     cands = candidates(query, log=log, index=index, n=3 * k, settings=settings, similarity=similarity,
                        chunks=chunks)
     if min_similarity is not None:  # on the absolute cosine, not the fused score, which is relative per query
@@ -729,19 +733,20 @@ _PIECES: dict[tuple[int, str, str, str], list[str]] = {}
 _PIECES_MAX = 256
 
 
-def found_pieces(chunks: dict[str, int], units: Sequence[Unit], embedder: Any) -> Callable[[Message], str | None]:
-    """What :func:`ragmem._assemble.assemble` reads as ``found``: for a message of ``units``, the text of its chunk
-    that matched the question best (``chunks``, :attr:`Recalled.chunks`), its head left off; None when the
-    dense retriever did not find it, or its vectors are one piece. The message is cut again as its vectors
-    were cut, only when an excerpt asks (a giant part that does not fit whole), and kept."""
+def found_pieces(chunks: dict[str, tuple[int, ...]], units: Sequence[Unit],
+                 embedder: Any) -> Callable[[Message], tuple[str, ...]]:
+    """What :func:`ragmem._assemble.assemble` reads as ``found``: for a message of ``units``, the texts of its
+    chunks that matched the question, best first (``chunks``, :attr:`Recalled.chunks`), each with its head left
+    off; none when the dense retriever did not find it, or its vectors are one piece. The message is cut again
+    as its vectors were cut, only when an excerpt asks (a giant part that does not fit whole), and kept."""
     from ._indexing import chunks_of, indexed_parts
 
     calls = {c.id: c for u in units for m in u.messages for c in m.tool_calls}
 
-    def found(m: Message) -> str | None:
-        n = chunks.get(m.id)
-        if n is None:
-            return None
+    def found(m: Message) -> tuple[str, ...]:
+        ns = chunks.get(m.id)
+        if not ns:
+            return ()
         call = calls.get(m.tool_call_id) if m.tool_call_id else None
         head = indexed_parts(m, call)[0]  # it counts in each piece's size: the key holds it
         key = (id(embedder), m.session, m.id, head)
@@ -750,11 +755,10 @@ def found_pieces(chunks: dict[str, int], units: Sequence[Unit], embedder: Any) -
             if len(_PIECES) >= _PIECES_MAX:
                 _PIECES.clear()
             pieces = _PIECES[key] = chunks_of(m, call, embedder)
-        if len(pieces) < 2 or n >= len(pieces):
-            return None
+        if len(pieces) < 2:
+            return ()
         lead = head + "\n"
-        piece = pieces[n]
-        return piece[len(lead):] if piece.startswith(lead) else piece
+        return tuple(p[len(lead):] if p.startswith(lead) else p for p in (pieces[n] for n in ns if n < len(pieces)))
     return found
 
 

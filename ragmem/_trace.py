@@ -87,11 +87,20 @@ class ExcerptTrace:
     #: The call whose argument is excerpted, and where that argument sits in its JSON (None for a tool result).
     call_id: str | None = None
     argument: str | None = None
+    #: The further slices shown after ``start`` .. ``end``, in order, each opened by its own marker line
+    #: (``[excerpt continued: characters START-END]``): the other pieces the search matched (issue 42).
+    #: (``[start, end]`` pairs, plain JSON data as the rest of a trace.)
+    more: list[list[int]] = field(default_factory=list)
+
+    @property
+    def spans(self) -> tuple[tuple[int, int], ...]:
+        """Every slice shown, in order: ``(start, end)`` and ``more``."""
+        return ((self.start, self.end), *((s, e) for s, e in self.more))
 
     @property
     def left_out(self) -> int:
         """Characters of the result the excerpt leaves out."""
-        return self.chars - (self.end - self.start)
+        return self.chars - sum(e - s for s, e in self.spans)
 
 
 @dataclass
@@ -134,7 +143,7 @@ class Trace:
         d["included"] = [_record(u, "message_ids") for u in self.included]
         d["dropped"] = [_record(u, "message_ids") for u in self.dropped]
         d["episodes"] = [_record(e, "unit_ids") for e in self.episodes]
-        d["excerpts"] = [dict(vars(x)) for x in self.excerpts]
+        d["excerpts"] = [{**vars(x), "more": [list(p) for p in x.more]} for x in self.excerpts]
         d["utilisation"] = round(self.utilisation, 4)
         return d
 
@@ -171,7 +180,8 @@ class Trace:
                          f"{words(u.message_ids)}")
         for x in self.excerpts:
             part = f"argument {x.argument} of call {x.call_id} in " if x.argument is not None else ""
-            lines.append(f"  ~ excerpt of {part}{x.message_id}: characters {x.start}-{x.end} of {x.chars} "
+            shown = ", ".join(f"{s}-{e}" for s, e in x.spans)
+            lines.append(f"  ~ excerpt of {part}{x.message_id}: characters {shown} of {x.chars} "
                          f"({x.shown_tokens} of {x.tokens} tok shown, {x.left_out} characters left out)")
         for d in self.dropped:
             score = f" score={d.score:.3f}" if d.score is not None else ""

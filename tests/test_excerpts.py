@@ -12,12 +12,14 @@
 from __future__ import annotations
 
 import json
+import re
+from contextlib import contextmanager
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragmem import assemble, group_units, parse_message
-from ragmem._assemble import EXCERPT_PIECE, argument_marker, excerpt_marker, excerpt_span
+from ragmem._assemble import EXCERPT_PIECE, argument_marker, excerpt_marker, excerpt_span, excerpt_text
 from ragmem._tokens import count_messages, default_counter
 
 from ragmem._assemble import count_anthropic
@@ -44,7 +46,7 @@ def histories(draw):
     """Messages of one session in log order: turns, tool calls (parallel ones too) with small and giant results."""
     raw: list[dict] = []
     for n in range(draw(st.integers(1, 25))):
-        kind = draw(st.sampled_from(["user", "assistant", "call", "call", "parallel", "write"]))
+        kind = draw(st.sampled_from(["user", "assistant", "call", "call", "parallel", "write", "writes", "edit"]))
         if kind in ("user", "assistant"):
             raw.append({"role": kind, "content": draw(TEXT)})
             continue
@@ -53,6 +55,21 @@ def histories(draw):
                 {"id": f"w{n}", "type": "function", "function": {"name": "Write", "arguments": json.dumps(
                     {"file_path": f"src/f{n}.py", "content": big_result(draw), "mode": 420})}}]})
             raw.append({"role": "tool", "tool_call_id": f"w{n}", "content": "File written."})
+            continue
+        if kind == "writes":  # several files written in one message (Gemini CLI): each call's content a part
+            ids = [f"w{n}_{j}" for j in range(draw(st.integers(2, 3)))]
+            raw.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": c, "type": "function", "function": {"name": "write_file", "arguments": json.dumps(
+                    {"file_path": f"src/{c}.js", "content": big_result(draw) if draw(st.booleans()) else draw(TEXT)})}}
+                for c in ids]})
+            raw += [{"role": "tool", "tool_call_id": c, "content": "Successfully wrote."} for c in ids]
+            continue
+        if kind == "edit":  # an edit's old and new text, two long arguments of one call
+            raw.append({"role": "assistant", "content": "Editing.", "tool_calls": [
+                {"id": f"e{n}", "type": "function", "function": {"name": "Edit", "arguments": json.dumps(
+                    {"file_path": f"src/e{n}.py", "old_string": big_result(draw), "new_string": big_result(draw),
+                     "replace_all": False})}}]})
+            raw.append({"role": "tool", "tool_call_id": f"e{n}", "content": "The file has been updated."})
             continue
         calls = [f"c{n}_{j}" for j in range(2 if kind == "parallel" else 1)]
         raw.append({"role": "assistant", "content": None, "tool_calls": [
@@ -64,17 +81,45 @@ def histories(draw):
     return [parse_message(r).with_(seq=i, session="s", namespace="n") for i, r in enumerate(raw)]
 
 
+def _at(args, path: str):
+    """The value at a trace's argument path (``content``, ``edits[0].new_string``) in parsed arguments."""
+    for k in re.findall(r"[^.\[\]]+", path):
+        args = args[int(k)] if isinstance(args, list) else args[k]
+    return args
+
+
+def _found_pieces(data, history):
+    """A random ``found`` (:data:`ragmem._assemble.Found`): for some messages, up to three pieces of their text or
+    of their calls' arguments, as the dense search may name them (the best first)."""
+    pieces = {}
+    for m in history:
+        texts = [m.text] if m.role == "tool" else [v for c in m.tool_calls for v in json.loads(c.arguments).values()
+                                                    if isinstance(v, str)]
+        texts = [t for t in texts if len(t) > 200]
+        if texts and data.draw(st.booleans()):
+            got = []
+            for _ in range(data.draw(st.integers(1, 3))):
+                t = data.draw(st.sampled_from(texts))
+                a = data.draw(st.integers(0, len(t) - 100))
+                got.append(t[a:a + data.draw(st.integers(50, 1500))])
+            pieces[m.id] = tuple(got)
+    return lambda m: pieces.get(m.id, ())
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(history=histories(), budget=st.integers(300, 6000), fmt=st.sampled_from(["openai", "anthropic"]),
        recall_format=st.sampled_from(["messages", "text"]), window=st.integers(0, 3), data=st.data())
 def test_every_excerpt_follows_its_call_carries_its_marker_and_is_a_verbatim_slice(
         history, budget, fmt, recall_format, window, data):
+    """Each slice of each excerpt (several when the search found several pieces; one per long argument of a call,
+    several files written in one message, an edit's old and new text) is verbatim behind its own marker."""
     units = group_units(history)
     window_units = units[len(units) - window:] if window else []
     recall = [(u, data.draw(st.floats(0, 1))) for u in units]
     turn = "what did the " + data.draw(TEXT) + " say?"
     ctx = assemble(turn, budget=budget, counter=COUNTER, window=window_units, recall=recall, format=fmt,
-                   recall_format=recall_format, excerpt_share=data.draw(st.sampled_from([0.1, 0.25, 0.5])))
+                   recall_format=recall_format, excerpt_share=data.draw(st.sampled_from([0.1, 0.25, 0.5])),
+                   found=_found_pieces(data, history))
     if fmt == "openai":
         assert count_messages(COUNTER, ctx.messages) == ctx.trace.total_tokens <= budget
         check_openai(ctx.messages)
@@ -82,23 +127,29 @@ def test_every_excerpt_follows_its_call_carries_its_marker_and_is_a_verbatim_sli
         assert count_anthropic(COUNTER, ctx.system, ctx.messages) == ctx.trace.total_tokens <= budget
         check_anthropic(ctx.system, ctx.messages)
     stored = {m.id: m for m in history}
-    cut = {x.message_id: x for x in ctx.trace.excerpts}
+    cut: dict[str, list] = {}
+    for x in ctx.trace.excerpts:
+        cut.setdefault(x.message_id, []).append(x)
     placed = {i for u in ctx.trace.included for i in u.message_ids}
     assert set(cut) <= placed
     for x in ctx.trace.excerpts:
         m = stored[x.message_id]
         if m.role == "tool":
-            assert x.call_id is None and x.argument is None and 0 <= x.start <= x.end <= len(m.text) == x.chars
-        else:  # a call's giant argument: the longest string of its arguments
+            assert x.call_id is None and x.argument is None and len(m.text) == x.chars
+        else:  # a call's long argument
             (call,) = [c for c in m.tool_calls if c.id == x.call_id]
-            assert x.argument == "content" and len(json.loads(call.arguments)["content"]) == x.chars
-        # an excerpt shows a slice, or (a parallel result that does not match the question) its marker alone
-        assert x.left_out == x.chars - (x.end - x.start) > 0 and (x.end > x.start or x.start == 0)
+            assert len(_at(json.loads(call.arguments), x.argument)) == x.chars
+        # slices in order, apart, within the text; or (a part that does not match the question) the marker alone
+        ends = [p for s in x.spans for p in s]
+        assert ends == sorted(ends) and 0 <= ends[0] and ends[-1] <= x.chars
+        assert all(b < c for (_, b), (c, _) in zip(x.spans, x.spans[1:]))
+        assert x.left_out == x.chars - sum(e - s for s, e in x.spans) > 0 and (x.end > x.start or x.start == 0)
         assert x.shown_tokens < x.tokens
+        assert len({y.shown_tokens for y in cut[x.message_id]}) == 1  # the message's cost, in each of its parts
     if fmt != "openai" or recall_format != "messages":
         return
-    for x in ctx.trace.excerpts:  # a call keeps its name, its id, its other arguments, and valid JSON
-        m = stored[x.message_id]
+    for mid, xs in cut.items():  # a call keeps its name, its id, its other arguments, and valid JSON
+        m = stored[mid]
         if m.role == "tool":
             continue
         (r,) = [r for r in ctx.messages if r["role"] == "assistant" and [c["id"] for c in r.get("tool_calls") or ()]
@@ -106,23 +157,24 @@ def test_every_excerpt_follows_its_call_carries_its_marker_and_is_a_verbatim_sli
         assert r["content"] == m.content
         for got, c in zip(r["tool_calls"], m.tool_calls):
             assert got["id"] == c.id and got["function"]["name"] == c.name
-            if c.id != x.call_id:
+            mine = [x for x in xs if x.call_id == c.id]
+            if not mine:
                 assert got["function"]["arguments"] == c.arguments
                 continue
             args, full = json.loads(got["function"]["arguments"]), json.loads(c.arguments)
-            head, _, body = args.pop("content").partition("\n")
-            text = full.pop("content")
-            assert args == full  # every other argument, as it was
-            assert head == argument_marker(m.id, c.id, "content", x.start, x.end, x.chars, x.tokens)
-            assert body == text[x.start:x.end]  # verbatim
+            for x in mine:
+                marker = argument_marker(m.id, c.id, x.argument, x.start, x.end, x.chars, x.tokens)
+                assert _at(args, x.argument) == excerpt_text(_at(full, x.argument), x.spans, marker)  # verbatim
+            names = {x.argument for x in mine}
+            assert [(p, v) for p, v in _paths(args) if p not in names] == \
+                [(p, v) for p, v in _paths(full) if p not in names]  # every other argument, as it was
     for i, r in enumerate(ctx.messages):
         if r["role"] != "tool" or r["tool_call_id"] not in {stored[k].tool_call_id for k in cut}:
             continue
-        x = next(x for x in cut.values() if stored[x.message_id].tool_call_id == r["tool_call_id"])
+        (x,) = next(xs for xs in cut.values() if stored[xs[0].message_id].tool_call_id == r["tool_call_id"])
         text = stored[x.message_id].text
-        head, _, body = r["content"].partition("\n")
-        assert head == excerpt_marker(x.message_id, x.start, x.end, x.chars, x.tokens)
-        assert body == text[x.start:x.end]  # verbatim
+        marker = excerpt_marker(x.message_id, x.start, x.end, x.chars, x.tokens)
+        assert r["content"] == excerpt_text(text, x.spans, marker)  # verbatim slices, each behind its marker
         j = i - 1  # right after its call (parallel results follow one another after it)
         while ctx.messages[j]["role"] == "tool":
             j -= 1
@@ -130,9 +182,17 @@ def test_every_excerpt_follows_its_call_carries_its_marker_and_is_a_verbatim_sli
     # every message that is not an excerpt is stored verbatim: the call included
     rendered = [json.dumps(m, sort_keys=True) for m in ctx.messages]
     for mid in ctx.message_ids():
-        if mid not in cut and (stored[mid].role == "tool" or not {c.id for c in stored[mid].tool_calls} &
-                               {x.call_id for x in cut.values()}):
+        if mid not in cut:
             assert json.dumps(stored[mid].to_openai(), sort_keys=True) in rendered
+
+
+def _paths(v, path: str = ""):
+    """Every leaf of parsed arguments with its path, as a trace names it."""
+    if isinstance(v, dict):
+        return [x for k, w in v.items() for x in _paths(w, f"{path}.{k}" if path else k)]
+    if isinstance(v, list):
+        return [x for i, w in enumerate(v) for x in _paths(w, f"{path}[{i}]")]
+    return [(path, v)]
 
 
 def test_an_excerpt_is_taken_around_the_words_the_question_shares_with_it():
@@ -183,7 +243,7 @@ def test_a_unit_too_big_for_all_of_recall_goes_in_with_its_result_excerpted():
     assert f"excerpt of {x.message_id}" in ctx.trace.render()
     assert ctx.trace.to_dict()["excerpts"] == [{"message_id": x.message_id, "unit_id": units[1].id, "start": x.start,
                                                 "end": x.end, "chars": len(css), "tokens": x.tokens,
-                                                "shown_tokens": x.shown_tokens, "call_id": None, "argument": None}]
+                                                "shown_tokens": x.shown_tokens, "call_id": None, "argument": None, "more": []}]
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -301,7 +361,7 @@ def test_assembly_excerpts_around_the_piece_the_search_found():
     piece = "\n".join(f".after{i} {{ padding: {i}px; }}" for i in range(148, 153))
     result = units[1].messages[1]
     ctx = assemble(question, budget=2000, counter=COUNTER, window=units[-4:], recall=recall,
-                   found=lambda m: piece if m.id == result.id else None)
+                   found=lambda m: (piece,) if m.id == result.id else ())
     (x,) = ctx.trace.excerpts
     assert piece in css[x.start:x.end] and ".timer-display" not in css[x.start:x.end]
     (y,) = assemble(question, budget=2000, counter=COUNTER, window=units[-4:], recall=recall).trace.excerpts
@@ -333,3 +393,167 @@ def test_the_best_unit_too_big_for_the_room_goes_in_when_its_other_messages_are_
     (x,) = ctx.trace.excerpts
     assert x.message_id == "m1" and "libtimer.so" in log[x.start:x.end]
     assert ctx.trace.total_tokens <= 1000
+
+
+@contextmanager
+def _one_argument():
+    """A call's excerpt cuts its one longest argument only, as before issue 42's item 4 (no other is long enough)."""
+    from ragmem import _assemble
+
+    saved, _assemble.EXCERPT_ARGUMENT = _assemble.EXCERPT_ARGUMENT, 1 << 62
+    _assemble._ARGUMENTS.clear(), _assemble._ARGUMENT_TOKENS.clear()
+    try:
+        yield
+    finally:
+        _assemble.EXCERPT_ARGUMENT = saved
+        _assemble._ARGUMENTS.clear(), _assemble._ARGUMENT_TOKENS.clear()
+
+
+def _gemini_writes(files: dict[str, str]) -> list:
+    """A session whose one message writes several files (Gemini CLI's parallel ``write_file`` calls), then turns."""
+    calls = [{"id": f"w{i}", "type": "function", "function": {"name": "write_file", "arguments": json.dumps(
+        {"file_path": path, "content": text})}} for i, (path, text) in enumerate(files.items())]
+    raw = [{"role": "user", "content": "build the pomodoro app"},
+           {"role": "assistant", "content": "Writing the three files.", "tool_calls": calls},
+           *[{"role": "tool", "tool_call_id": c["id"], "content": "Successfully created and wrote to new file."}
+             for c in calls],
+           *[{"role": "user", "content": f"an unrelated turn {i} about the weather"} for i in range(8)]]
+    return group_units(parse_message(r).with_(seq=i, session="s", namespace="n", id=f"m{i}") for i, r in enumerate(raw))
+
+
+def _files() -> dict[str, str]:
+    return {"index.html": "\n".join(f"<div class=\"row{i}\">cell {i}</div>" for i in range(220)),
+            "style.css": "\n".join(f".rule{i} {{ margin: {i}px; }}" for i in range(200)) +
+            "\n.timer-display { font-size: 72px; color: tomato; }\n" +
+            "\n".join(f".after{i} {{ padding: {i}px; }}" for i in range(100)),
+            "script.js": "\n".join(f"function step{i}() {{ return {i}; }}" for i in range(240))}
+
+
+def test_a_message_writing_several_files_goes_in_with_each_file_excerpted():
+    """Issue 42, item 4: a message with several giant arguments (three files written in one Gemini CLI message)
+    was never excerpted (only its one longest argument could be cut, the others kept it too big), so it was
+    dropped whole. Now each long argument is a part: the file the question is about shows its lines, the others
+    their markers alone (or a slice), each call keeping its name, id and other arguments."""
+    files = _files()
+    units = _gemini_writes(files)
+    write = units[1]
+    assert COUNTER.count_text(max(files.values(), key=len)) < 0.5 * sum(COUNTER.count_text(t) for t in files.values())
+    recall = [(write, 1.0), *[(u, 0.1) for u in units[2:6]]]
+    question = "what font size did the timer display use?"
+    ctx = assemble(question, budget=2000, counter=COUNTER, window=units[-2:], recall=recall)
+    assert write.id in {u.unit_id for u in ctx.trace.included}
+    xs = {x.call_id: x for x in ctx.trace.excerpts}
+    assert set(xs) == {"w0", "w1", "w2"} and {x.argument for x in xs.values()} == {"content"}
+    shown = next(r for r in ctx.messages if r.get("tool_calls"))
+    css = json.loads(shown["tool_calls"][1]["function"]["arguments"])
+    assert css["file_path"] == "style.css" and ".timer-display { font-size: 72px; color: tomato; }" in css["content"]
+    assert css["content"].startswith(argument_marker("m1", "w1", "content", xs["w1"].start, xs["w1"].end,
+                                                     len(files["style.css"]), xs["w1"].tokens))
+    assert ctx.trace.total_tokens <= 2000
+    with _one_argument():  # with one argument cut, as before: the message stays too big and is dropped
+        before = assemble(question, budget=2000, counter=COUNTER, window=units[-2:], recall=recall)
+    assert write.id not in {u.unit_id for u in before.trace.included}
+
+
+def test_an_edit_whose_old_and_new_text_are_each_below_the_share_is_excerpted():
+    """Issue 42: an edit whose old and new text are each under ``excerpt_share`` of the limit but together over it
+    was no giant (its one longest argument was under the share), so it never fit: both are parts now."""
+    old = "\n".join(f"    total_{i} = compute_{i}(rows)" for i in range(44))
+    new = old.replace("total_30 = compute_30(rows)", "total_30 = compute_30(rows, retry_limit=5)")
+    raw = [{"role": "user", "content": "the loader plan, " + "rows and totals " * 380},
+           {"role": "assistant", "content": "Editing the loader.", "tool_calls": [
+                {"id": "e1", "type": "function", "function": {"name": "Edit", "arguments": json.dumps(
+                    {"file_path": "loader.py", "old_string": old, "new_string": new, "replace_all": False})}}]},
+           {"role": "tool", "tool_call_id": "e1", "content": "The file has been updated."},
+           *[{"role": "user", "content": f"an unrelated turn {i} about lunch"} for i in range(4)]]
+    plan, edit, *rest = group_units(parse_message(r).with_(seq=i, session="s", namespace="n", id=f"m{i}")
+                                    for i, r in enumerate(raw))
+    share = 0.25 * 2000
+    assert COUNTER.count_text(old) < share < COUNTER.count_text(old) + COUNTER.count_text(new)
+    # the plan ranked above it leaves too little room for the edit whole
+    recall = [(plan, 1.0), (edit, 0.9)]
+    assert 2000 - COUNTER.count_text(raw[0]["content"]) < COUNTER.count_text(old) + COUNTER.count_text(new)
+    with _one_argument():  # before: the longest argument alone is no giant, so the edit is dropped
+        before = assemble("where did we set the retry limit?", budget=2000, counter=COUNTER, window=rest[-1:],
+                          recall=recall, excerpt_share=0.25)
+    assert edit.id not in {u.unit_id for u in before.trace.included}
+    ctx = assemble("where did we set the retry limit?", budget=2000, counter=COUNTER, window=rest[-1:],
+                   recall=recall, excerpt_share=0.25)
+    assert edit.id in {u.unit_id for u in ctx.trace.included}
+    xs = {x.argument: x for x in ctx.trace.excerpts}
+    assert set(xs) <= {"old_string", "new_string"} and "new_string" in xs
+    call = json.loads(next(r for r in ctx.messages if r.get("tool_calls"))["tool_calls"][0]["function"]["arguments"])
+    assert "retry_limit=5" in call["new_string"] and call["file_path"] == "loader.py" and call["replace_all"] is False
+    assert ctx.trace.total_tokens <= 2000
+    assert "argument new_string of call e1" in ctx.trace.render()
+
+
+def test_an_excerpt_shows_the_two_pieces_the_search_found_each_behind_its_marker():
+    """Issue 42: a question in two parts whose answers sit in two distant pieces of a long result (the ComplianceManager
+    tests' KYC level and expiry) got one slice around the best piece; the second answer was cut out. The two best
+    pieces now each have a slice, the second after a continuation marker."""
+    text = "\n".join(f"    it('case {i}', () => check(user{i}));" for i in range(300))
+    lines = text.split("\n")
+    lines[20] = "    await setKyc(user1, 2); // IDENTITY level"
+    lines[260] = "    const expiry = now + 86400; // 1 day"
+    text = "\n".join(lines)
+    first, second = (text.index(x) for x in ("const expiry", "setKyc(user1"))
+    found = (text[first - 200:first + 100], text[second - 150:second + 120])  # the best piece first
+    raw = [{"role": "assistant", "content": None, "tool_calls": [
+               {"id": "r1", "type": "function", "function": {"name": "Read", "arguments": '{"path": "kyc.test.js"}'}}]},
+           {"role": "tool", "tool_call_id": "r1", "content": text},
+           *[{"role": "user", "content": f"an unrelated turn {i} about lunch"} for i in range(4)]]
+    read, *rest = group_units(parse_message(r).with_(seq=i, session="s", namespace="n", id=f"m{i}")
+                              for i, r in enumerate(raw))
+    question = "which KYC level do they set, and how long does the expiry test give?"
+    ctx = assemble(question, budget=1000, counter=COUNTER, window=rest[-1:], recall=[(read, 1.0)],
+                   found=lambda m: found if m.id == "m1" else ())
+    (x,) = ctx.trace.excerpts
+    assert len(x.spans) == 2 and all("IDENTITY level" in text[a:b] or "86400" in text[a:b] for a, b in x.spans)
+    shown = next(r for r in ctx.messages if r["role"] == "tool")["content"]
+    assert shown == excerpt_text(text, x.spans, excerpt_marker("m1", x.start, x.end, len(text), x.tokens))
+    assert "[excerpt continued: characters " in shown and x.left_out == len(text) - sum(b - a for a, b in x.spans)
+    assert f"characters {x.start}-{x.end}, {x.more[0][0]}-{x.more[0][1]} of {len(text)}" in ctx.trace.render()
+    one = assemble(question, budget=1000, counter=COUNTER, window=rest[-1:], recall=[(read, 1.0)],
+                   found=lambda m: found[:1] if m.id == "m1" else ())
+    (y,) = one.trace.excerpts
+    assert len(y.spans) == 1 and "IDENTITY level" not in text[y.start:y.end]  # one piece: one slice, as before
+
+
+def test_a_prompt_shows_each_file_a_message_wrote_and_both_pieces_the_search_found(tmp_path, embedder):
+    """Issue 42, through ``Memory`` (the real model, Chroma and tiktoken): a message writing three files goes in with
+    each file excerpted (it was dropped whole: only its longest argument could be cut); and a long test file whose
+    two answers sit in two distant pieces shows both, each in its own slice (one slice held only the best piece)."""
+    from ragmem import Memory
+
+    files = _files()
+    tests = [f"    it('case {i} keeps the ledger balanced', () => balance(ledger{i}));" for i in range(160)]
+    tests[12] = "    await compliance.setKycLevel(user1, 2); // IDENTITY level for the KYC check"
+    tests[140] = "    const kycExpiry = now + 86400; // the KYC expires after 1 day"
+    test_file = "\n".join(tests)
+    calls = [{"id": f"w{i}", "type": "function", "function": {"name": "write_file", "arguments": json.dumps(
+        {"file_path": path, "content": text})}} for i, (path, text) in enumerate(files.items())]
+    with Memory(tmp_path / "s", session="s", embedder=embedder) as mem:
+        mem.add_many([
+            {"role": "user", "content": "build the pomodoro app"},
+            {"role": "assistant", "content": "Writing the three files.", "tool_calls": calls},
+            *[{"role": "tool", "tool_call_id": c["id"], "content": "Successfully created and wrote to new file."}
+              for c in calls],
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "r1", "type": "function", "function": {
+                "name": "Read", "arguments": '{"file_path": "test/compliance.test.js"}'}}]},
+            {"role": "tool", "tool_call_id": "r1", "content": test_file, "id": "tests"},
+            *[{"role": "user" if k % 2 == 0 else "assistant", "content": f"turn {k} about the release notes"}
+              for k in range(30)],
+        ])
+        ctx = mem.prompt("what font size did the timer display use in the stylesheet?", budget=2000)
+        assert ".timer-display { font-size: 72px; color: tomato; }" in json.dumps(ctx.messages)
+        assert {x.call_id for x in ctx.trace.excerpts} >= {"w0", "w1", "w2"}
+        with _one_argument():
+            before = mem.prompt("what font size did the timer display use in the stylesheet?", budget=2000)
+        assert ".timer-display" not in json.dumps(before.messages)
+        question = "In the compliance tests, which KYC level do they set, and how long until the KYC expires?"
+        for budget in (1000, 1500):
+            ctx = mem.prompt(question, budget=budget)
+            (x,) = [x for x in ctx.trace.excerpts if x.message_id == "tests"]
+            shown = json.dumps(ctx.messages)
+            assert "IDENTITY level" in shown and "86400" in shown and len(x.spans) == 2, budget

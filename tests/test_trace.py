@@ -17,7 +17,7 @@ def full_trace() -> Trace:
         dropped=[DropTrace("recall", "u3", ["m4"], 500, "over the recall share", 0.2)],
         summary_covers=["m0"], queries=["pool size"], marker_tokens=12,
         episodes=[EpisodeTrace("s", 3, 5, 0.81, ["u1"], skipped=1, marker="[Mon 4 Mar 2024]", marker_tokens=8)],
-        excerpts=[ExcerptTrace("m2", "u1", 100, 900, 9000, 2400, 260)],
+        excerpts=[ExcerptTrace("m2", "u1", 100, 900, 9000, 2400, 260, more=[[1200, 1500]])],
     )
 
 
