@@ -960,7 +960,8 @@ class _Excerpts:
         if room_text < EXCERPT_MIN_TOKENS or body <= room_text or not any(p.text for p in parts):
             return None
         sizes = [body] if len(parts) == 1 else self._argument_tokens(m)
-        found = self.found(m)[:EXCERPT_SLICES] if self.found is not None else ()
+        got = self.found(m) if self.found is not None else ()
+        found = ((got,) if isinstance(got, str) else tuple(got or ()))[:EXCERPT_SLICES]  # one piece, or none, as before
         focus = [[s for s in (locate(p.text, f) for f in found) if s is not None] for p in parts]
         order, n = [0], 1
         if len(parts) > 1:  # the parts found or matched, each shown a useful slice; the others their marker

@@ -163,17 +163,21 @@ def test_the_transcripts_slice_asks_each_question_both_ways_from_a_cached_import
 
 
 def test_a_variant_switches_the_query_time_steps_of_issue_42_and_puts_them_back():
-    """``--before excerpt_focus=false`` cuts excerpts by the question's words alone and ``excerpt_first=0.35`` gives
-    the first unit no larger share: what each step is worth, asked in the same run; today's arm is untouched."""
+    """``--before excerpt_focus=false`` cuts excerpts by the question's words alone, ``excerpt_first=0.35`` gives
+    the first unit no larger share, ``excerpt_slices=1`` shows one slice and ``excerpt_arguments=1`` cuts a call's
+    longest argument only: what each step is worth, asked in the same run; today's arm is untouched."""
     from benchmarks.agent_sessions import benchmark_side, variant_settings
     from ragmem import _assemble, _pipeline
     from ragmem._settings import MemorySettings
 
-    focus, first = _pipeline.found_pieces, _assemble.EXCERPT_FIRST
-    with benchmark_side({"excerpt_focus": False, "excerpt_first": 0.35}):
-        assert _pipeline.found_pieces({"m": 1}, [], None)(object()) is None and _assemble.EXCERPT_FIRST == 0.35
-    assert _pipeline.found_pieces is focus and _assemble.EXCERPT_FIRST == first
-    assert variant_settings(MemorySettings(), {"excerpt_focus": False, "excerpt_first": 0.35}) == MemorySettings()
+    fields = {"excerpt_focus": False, "excerpt_first": 0.35, "excerpt_slices": 1, "excerpt_arguments": 1}
+    saved = (_pipeline.found_pieces, _assemble.EXCERPT_FIRST, _assemble.EXCERPT_SLICES, _assemble.EXCERPT_ARGUMENT)
+    with benchmark_side(fields):
+        assert _pipeline.found_pieces({"m": (1,)}, [], None)(object()) == () and _assemble.EXCERPT_FIRST == 0.35
+        assert _assemble.EXCERPT_SLICES == 1 and _assemble.EXCERPT_ARGUMENT > 10**9
+    assert (_pipeline.found_pieces, _assemble.EXCERPT_FIRST, _assemble.EXCERPT_SLICES,
+            _assemble.EXCERPT_ARGUMENT) == saved
+    assert variant_settings(MemorySettings(), fields) == MemorySettings()
 
 
 # -- the hook end to end (agent_sessions --hook): the cut at a compaction, and a hook that recalls across it

@@ -480,12 +480,14 @@ def test_an_edit_whose_old_and_new_text_are_each_below_the_share_is_excerpted():
     ctx = assemble("where did we set the retry limit?", budget=2000, counter=COUNTER, window=rest[-1:],
                    recall=recall, excerpt_share=0.25)
     assert edit.id in {u.unit_id for u in ctx.trace.included}
+    # the new text holds the question's words: it has the room (whole when it fits), the old text its marker
     xs = {x.argument: x for x in ctx.trace.excerpts}
-    assert set(xs) <= {"old_string", "new_string"} and "new_string" in xs
+    assert set(xs) <= {"old_string", "new_string"} and xs["old_string"].end == 0
     call = json.loads(next(r for r in ctx.messages if r.get("tool_calls"))["tool_calls"][0]["function"]["arguments"])
     assert "retry_limit=5" in call["new_string"] and call["file_path"] == "loader.py" and call["replace_all"] is False
+    assert call["old_string"].startswith("[excerpt of argument old_string of call e1: characters 0-0 of ")
     assert ctx.trace.total_tokens <= 2000
-    assert "argument new_string of call e1" in ctx.trace.render()
+    assert "argument old_string of call e1" in ctx.trace.render()
 
 
 def test_an_excerpt_shows_the_two_pieces_the_search_found_each_behind_its_marker():

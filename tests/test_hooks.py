@@ -692,7 +692,7 @@ def test_the_hooks_excerpt_holds_the_piece_the_search_found_as_a_prompts_does(tm
     piece = "\n".join(f"  tail_{i}: {i}" for i in range(150, 153))
     question = "What statement timeout does the database config set?"
     with Memory(tmp_path / "store") as mem:
-        found = _hooks._pack(mem, [(unit, 1.0)], question, "s", None, where=lambda m: piece if m.id == "r1" else None)
+        found = _hooks._pack(mem, [(unit, 1.0)], question, "s", None, where=lambda m: (piece,) if m.id == "r1" else ())
         words = _hooks._pack(mem, [(unit, 1.0)], question, "s", None)
     assert "[excerpt of tool result r1" in found and piece in found and "statement_timeout_ms" not in found
     assert "statement_timeout_ms: 7345" in words and piece not in words

@@ -57,8 +57,9 @@ def test_a_unit_bigger_than_the_room_excerpts_parts_over_a_share_of_the_room():
                    window=window, recall=[(written, 0.9), (units[0], 0.2)])
     room = ctx.trace.limit - ctx.trace.sections["window"] - ctx.trace.sections["user"]
     assert sum(count_message(COUNTER, m.to_openai()) for m in written.messages) > room  # never whole
-    (x,) = ctx.trace.excerpts
-    assert x.message_id == "m1" and x.argument == "content"
+    # each file written is a part of its own (excerpts2): those the question does not match show their marker
+    assert {x.message_id for x in ctx.trace.excerpts} == {"m1"} and {x.argument for x in ctx.trace.excerpts} == {
+        "content"} and any(x.end > x.start for x in ctx.trace.excerpts)
     assert "font-size: 72px" in json.dumps(ctx.messages) and ctx.trace.total_tokens <= 2000
 
 
