@@ -113,11 +113,12 @@ class RecallSettings:
     * ``diversity``: weight of redundancy in the maximal-marginal-relevance re-ranking of recalled
       units; 0 turns it off.
     * ``companions``: bring the unit after a recalled question or tool result into the prompt with it.
-    * ``excerpt_share``: a recalled tool result, or a call's one giant argument (a file written whole, a
-      patch), that costs more than this share of the prompt's limit may be shown as a marked excerpt around
-      what matches the question, in its place, when its unit does not fit whole (invariant 3's second
-      exception; :func:`ragmem._assemble._pack_recall`): the marker names the message's id (and the call's)
-      and the full size, ``trace.excerpts`` says what was left out. 0 turns it off.
+    * ``excerpt_share``: a recalled tool result, or a call's long argument (a file written whole, a
+      patch), that costs more than this share of the prompt's limit (or of recall's room, when its unit is
+      bigger than all of that room) may be shown as a marked excerpt around what matches the question, in its
+      place, when its unit does not fit whole (invariant 3's second exception;
+      :func:`ragmem._assemble._pack_recall`): the marker names the message's id (and the call's) and the full
+      size, ``trace.excerpts`` says what was left out. 0 turns it off.
 
     Indexing (:mod:`ragmem._indexing`; it changes what is written, so it applies to messages indexed
     from then on):
