@@ -766,7 +766,8 @@ def variant_settings(settings, fields: dict):
 #: placed gets no larger share than any, :data:`ragmem._assemble.EXCERPT_FIRST`; ``excerpt_slices=1``: an excerpt
 #: shows one slice, around the best piece the search matched, :data:`ragmem._assemble.EXCERPT_SLICES`;
 #: ``excerpt_arguments=1``: a call's excerpt cuts its one longest argument only, :data:`ragmem._assemble.EXCERPT_ARGUMENT`).
-BENCHMARK_SIDE = ("code_words", "excerpt_focus", "excerpt_first", "excerpt_slices", "excerpt_arguments")
+BENCHMARK_SIDE = ("code_words", "excerpt_focus", "excerpt_first", "excerpt_slices", "excerpt_arguments",
+                  "excerpt_waiting")
 
 
 @contextmanager
@@ -775,6 +776,9 @@ def benchmark_side(fields: dict):
     from ragmem import _assemble, _pipeline
 
     saved = _pipeline.found_pieces, _assemble.EXCERPT_FIRST, _assemble.EXCERPT_SLICES, _assemble.EXCERPT_ARGUMENT
+    waiting = _assemble.EXCERPT_WAITING
+    if "excerpt_waiting" in fields:
+        _assemble.EXCERPT_WAITING = float(fields["excerpt_waiting"])
     if fields.get("excerpt_arguments") == 1:  # the longest only: no other argument is long enough
         _assemble.EXCERPT_ARGUMENT = 1 << 62
         _assemble._ARGUMENTS.clear(), _assemble._ARGUMENT_TOKENS.clear()
@@ -789,6 +793,7 @@ def benchmark_side(fields: dict):
             yield
     finally:
         _pipeline.found_pieces, _assemble.EXCERPT_FIRST, _assemble.EXCERPT_SLICES, _assemble.EXCERPT_ARGUMENT = saved
+        _assemble.EXCERPT_WAITING = waiting
         if fields.get("excerpt_arguments") == 1:
             _assemble._ARGUMENTS.clear(), _assemble._ARGUMENT_TOKENS.clear()
 

@@ -556,6 +556,10 @@ EXCERPT_FIRST = 0.7
 #: A unit crowded out of recall's room whose giant part could show as an excerpt goes in as one before any unit
 #: scoring below this share of its score (issue 42: a unit found near the top is not lost to its size).
 EXCERPT_BEFORE = 0.8
+#: Such an excerpt, placed before the lower units, takes at most this share of the room, so the units ranked after
+#: it still find some (issue 42, chosen on the agent transcripts' tuning halves: all that was left, 0.5 and 0.35
+#: measured; 0.35 lost a long-session question at 8,000 tokens).
+EXCERPT_WAITING = 0.5
 #: The smallest room recall is packed into on its own first: a room of at least twice this is packed in passes,
 #: half of it first (:func:`_pack_recall`), so what a smaller budget places stays placed in a larger one.
 PASS_MIN = 1000
@@ -1166,8 +1170,8 @@ def _pack_recall(
         if cost is not None:
             take(n, score, cost)
 
-    def place_excerpt(u: Unit, score: float) -> bool:  # u in what is left, with excerpts
-        got = excerpted(u, room)
+    def place_excerpt(u: Unit, score: float, most: int | None = None) -> bool:  # u in what is left, with excerpts
+        got = excerpted(u, room if most is None else most)
         if got is None:
             return False
         take(got[0], score, got[1])
@@ -1184,7 +1188,7 @@ def _pack_recall(
             if u.id in in_window or u.id in seen:
                 continue  # invariant 6: never repeat the window
             while waiting and score < EXCERPT_BEFORE * waiting[0][1]:
-                place_excerpt(*waiting.pop(0))
+                place_excerpt(*waiting.pop(0), int(EXCERPT_WAITING * room))
             if not u.complete:
                 if last:
                     seen.add(u.id)
