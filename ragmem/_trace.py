@@ -68,7 +68,7 @@ class EpisodeTrace:
 @dataclass(frozen=True)
 class ExcerptTrace:
     """A giant part of a unit shown as a marked excerpt (invariant 3's second exception), and what it left out:
-    a tool result, or a call's one giant argument (a file written whole, a patch).
+    a tool result, or one of a call's long arguments (a file written whole, a patch, an edit's old or new text).
 
     ``start`` .. ``end`` is the slice of the stored text that the prompt shows, verbatim, after a marker
     naming ``message_id`` and the full size (``chars`` characters, ``tokens`` tokens as a message):
