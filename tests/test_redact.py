@@ -515,7 +515,7 @@ def test_every_door_stores_a_secret_only_as_its_marker(tmp_path, embedder, hook_
     from ragmem import AsyncMemory, _mcp
     from ragmem._importing import follow
     from test_cli import run as cli
-    from test_hooks import event, hook
+    from test_hooks import event, hook, workers
 
     store = tmp_path / "store"
     done: dict[str, str] = {}
@@ -644,6 +644,13 @@ def test_every_door_stores_a_secret_only_as_its_marker(tmp_path, embedder, hook_
             if door.startswith("JSON API"):
                 through[door](door, kind, secret)
     assert set(done) == set(through) == {d for d, _, _ in DOORS}
+    # Every door's process has ended before the store is read back, the hook's worker too (killed, as the fixture
+    # would). Left running it owns the index, and late in the full suite it was found twice holding the owner's
+    # lock while refusing connections for 60 s (not reproduced alone: an open question of the index owner's,
+    # written in the closing note of 2026-12-05, 16:00-19:00); this test is about redaction, not that.
+    for worker in workers(tmp_path):
+        worker.kill()
+        worker.wait(30)
     with Memory(store, embedder=embedder) as mem:
         everything = json.dumps([mem.for_session(s.session).export() for s in mem.sessions()]
                                 + [mem.for_session(s.session).state.get() for s in mem.sessions()])
