@@ -16,10 +16,10 @@ every thread never lowered, pays nothing).
 from __future__ import annotations
 
 import contextlib
-import queue
 import sys
 import threading
-from typing import Any, Callable, TypeVar
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, TypeVar
 
 T = TypeVar("T")
 
@@ -27,34 +27,10 @@ T = TypeVar("T")
 BACKGROUND_NICE = 19
 
 _lowered = threading.local()
-_runner: _Runner | None = None
-_runner_lock = threading.Lock()
-
-
-class _Runner:
-    """One daemon thread, started at its starter's priority, running what :func:`normal` hands it, in turn."""
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], queue.SimpleQueue[tuple[bool, Any]]]] = \
-            queue.SimpleQueue()
-        self.thread = threading.Thread(target=self._run, name="ragmem-normal-priority", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while True:
-            fn, reply = self._jobs.get()
-            try:
-                reply.put((True, fn()))
-            except BaseException as exc:  # noqa: BLE001 - handed back to the caller, raised there
-                reply.put((False, exc))
-
-    def run(self, fn: Callable[[], T]) -> T:
-        reply: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
-        self._jobs.put((fn, reply))
-        ok, value = reply.get()
-        if not ok:
-            raise value
-        return value  # type: ignore[no-any-return]
+#: The kept thread (an executor of one, its thread started at once: an executor starts its thread at the first
+#: job, which would be a lowered thread's) and that thread.
+_kept: tuple[ThreadPoolExecutor, threading.Thread] | None = None
+_kept_lock = threading.Lock()
 
 
 def background() -> None:
@@ -71,16 +47,17 @@ def background() -> None:
 def keep_normal() -> None:
     """Keep a thread of the calling thread's priority for :func:`normal` (once per process; call it from the
     main thread before any thread is lowered: a thread can lower its priority, not raise it back)."""
-    global _runner
-    with _runner_lock:
-        if _runner is None:
-            _runner = _Runner()
+    global _kept
+    with _kept_lock:
+        if _kept is None:
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragmem-normal-priority")
+            _kept = pool, pool.submit(threading.current_thread).result()
 
 
 def normal(fn: Callable[[], T]) -> T:
     """``fn()``, run where the threads it starts get the process's normal priority: on the kept thread when the
     caller was lowered by :func:`background` (and :func:`keep_normal` was called), here otherwise."""
-    runner = _runner
-    if runner is None or not getattr(_lowered, "on", False) or threading.current_thread() is runner.thread:
+    kept = _kept
+    if kept is None or not getattr(_lowered, "on", False) or threading.current_thread() is kept[1]:
         return fn()
-    return runner.run(fn)
+    return kept[0].submit(fn).result()

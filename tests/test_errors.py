@@ -61,7 +61,6 @@ ALLOWED = {
     ("_store/owner.py", "_connect", "_Closed"): "no owner listening (yet): _Link.call tries the lock, then again",
     ("_store/owner.py", "_remote", "_Closed"): "cut off mid-request: _Link.call sends it again (idempotent ops)",
     ("_store/owner.py", "_await_reply", "socket.timeout"): "no reply in REPLY_TIMEOUT: _remote raises StoreUnavailable",
-    ("_priority.py", "run", "value"): "the caller's own exception, raised by its fn on the kept thread, raised to it",
     ("_cli.py", "_handle", "KeyboardInterrupt"): "a second Ctrl-C stops import-chats --follow at once, as Python's own",
     # pydantic turns a validator's ValueError into a ValidationError, which parse_message re-raises as InvalidMessage
     ("_messages.py", "_parts_have_type", "ValueError"): "pydantic validator; the caller gets InvalidMessage",

@@ -414,7 +414,7 @@ def test_what_a_lowered_thread_starts_through_normal_runs_at_the_kept_priority_a
     t.join()
     base = os.getpriority(os.PRIO_PROCESS, 0)
     assert seen["self"] == seen["plain"] == _priority.BACKGROUND_NICE
-    assert seen["normal"] == base and seen["where"] == "ragmem-normal-priority"
+    assert seen["normal"] == base and seen["where"] == "ragmem-normal-priority_0"
     assert isinstance(seen["error"], ZeroDivisionError)
     assert _priority.normal(lambda: threading.current_thread().name) == threading.current_thread().name
 
