@@ -32,6 +32,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from .._errors import EmbeddingMismatch, IndexCorrupt, MissingDependency, StoreError, StoreUnavailable
 from .faults import is_dimension_mismatch, is_disk_full, is_index_corruption, is_missing_collection
+from .slack import before_open, guarded, scrub_closed
 
 # 4: a collection per namespace beside each session's (one query for a namespace-wide search);
 # 3: injective collection names (a JSON key, not a NUL join) and chunk ids "<id>#<n>" for every chunk;
@@ -147,7 +148,10 @@ def make_client(path: str | None = None, url: str | None = None):
             client._ragmem_shared = True  # type: ignore[attr-defined]  # VectorIndex.close() leaves it open for the next Memory
             _SERVER_CLIENTS[key] = client
             return client
-    return chromadb.PersistentClient(path=str(path), settings=settings)
+    slack = before_open(Path(str(path)))  # what an earlier process's Chroma left of its memory, zeroed first
+    client = chromadb.PersistentClient(path=str(path), settings=settings)
+    client._ragmem_slack = slack  # type: ignore[attr-defined]
+    return client
 
 
 class Generations:
@@ -233,6 +237,7 @@ class VectorIndex(Generations):
         close = getattr(self.client, "close", None)
         if close is not None and not self._borrowed and not getattr(self.client, "_ragmem_shared", False):
             close()
+            scrub_closed(self.client)
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         """Run a Chroma call, retrying transient faults (a restarting server); all our writes are upserts.
@@ -243,7 +248,8 @@ class VectorIndex(Generations):
         delay = self._retry_delay
         for attempt in range(self._retries + 1):
             try:
-                return fn()
+                with guarded(self.client):
+                    return fn()
             except (EmbeddingMismatch, MissingDependency, IndexCorrupt):
                 raise
             except Exception as exc:
@@ -365,8 +371,9 @@ class VectorIndex(Generations):
                 change["ef_search"] = EF_SEARCH
             if not change:
                 return col
-            col.modify(configuration={"hnsw": change})
-            return self._existing(col.name) or col
+            with guarded(self.client):
+                col.modify(configuration={"hnsw": change})
+                return self._existing(col.name) or col
         except Exception:  # noqa: BLE001  # only speed and the pool's tail are at stake: a refusing Chroma keeps its own
             return col
 

@@ -60,6 +60,7 @@ from .._errors import (
 from .._priority import normal
 from ..embed._base import Embedder, Kind
 from .index import NAMESPACE_SCOPE, Generations, IndexHit, VectorIndex, make_client
+from .slack import guarded, scrub_closed
 
 #: The lock whose holder owns the store's embedded index (its pid inside).
 OWNER_LOCK = "index-owner.lock"
@@ -535,6 +536,7 @@ def _close_client(client: Any) -> None:
     if close is not None:
         with contextlib.suppress(Exception):
             close()
+    scrub_closed(client)  # what its last calls left of this process's memory in new graph files
 
 
 _OWNERS: dict[str, Owner] = {}
@@ -989,7 +991,8 @@ def lacking(view: VectorIndex, namespace: str, session: str, chunk_ids: Sequence
 
     def probe(ids: list[str]) -> None:
         try:
-            got = col.get(ids=ids, include=["embeddings"])
+            with guarded(view.client):
+                got = col.get(ids=ids, include=["embeddings"])
         except Exception as exc:  # noqa: BLE001 - the HNSW reader's "not found" for an id the metadata lists
             if is_index_corruption(exc) and not message_says(exc, "error finding id"):
                 raise IndexCorrupt(f"the vector index cannot read the collection of session {session!r} ({exc}); "
@@ -1026,7 +1029,7 @@ def index_files(chroma: Path, client: Any) -> list[dict[str, Any]]:
                           "ON c.id = s.collection WHERE s.scope = 'VECTOR'").fetchall()
     finally:
         db.close()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), guarded(client):
         warnings.simplefilter("ignore")
         counts = {}
         for col in client.list_collections():

@@ -1,0 +1,236 @@
+"""Zero what Chroma's HNSW files hold of this process's memory.
+
+Chroma's embedded index keeps each collection's graph in hnswlib files (``data_level0.bin``, ``length.bin``,
+``header.bin``, ``link_lists.bin`` in ``<store>/chroma/<segment>/``). When hnswlib makes a new index it
+allocates the element array with ``malloc`` and writes its whole capacity to disk at once
+(``initPersistentIndex``), before any element is in it. The slots no element uses yet hold whatever this
+process's heap held there before: measured, SQL statements, chunk metadata, message text, and in one CI run a
+secret that redaction had removed from everything ragmem stores. Every element's own slot is cleared when the
+element is added, and a grown index writes only the slots it uses, so what leaks is the slack of that first
+write: the slots from the element count (in ``header.bin``) to the capacity. Left alone, a short session's
+collection (under 100 vectors, Chroma's first capacity) keeps it for good, whatever was redacted or forgotten,
+and the memory of one store's work can land in another store's files when one process serves both.
+
+:class:`Slack` zeroes those slots: every segment of a store when this process opens its embedded Chroma and
+when it closes it, and each new segment after the call that made it. Chroma writes its files only inside a
+call (measured: no write between calls), so a scrub that runs while no call of this process is under way
+(:class:`Gate`) cannot race one; and only the store's owner opens its Chroma (``owner.py``), so no other
+process writes there. A header this code does not recognise leaves its segment untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import struct
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+#: hnswlib's persisted header (chroma-hnswlib's ``HEADER_FIELDS``): version, offsetLevel0, max_elements,
+#: cur_element_count, size_data_per_element, label_offset, offsetData, maxlevel, enterpoint_node, maxM,
+#: maxM0, M, mult, ef_construction.
+HEADER = struct.Struct("<iQQQQQQiiQQQdQ")
+#: The header versions whose layout :data:`HEADER` reads.
+KNOWN_VERSIONS = frozenset({1})
+_CHUNK = 1 << 20
+_SEEK_DATA: int | None = getattr(os, "SEEK_DATA", None)
+_SEEK_HOLE: int = getattr(os, "SEEK_HOLE", 4)
+
+
+def segment_slack(folder: Path) -> tuple[int, int, int] | None:
+    """``(elements, capacity, bytes per element)`` from a segment folder's ``header.bin``; None when there is
+    no header yet, or one this code does not know how to read (then nothing of the segment is touched)."""
+    try:
+        raw = (folder / "header.bin").read_bytes()
+    except OSError:
+        return None
+    if len(raw) < HEADER.size:
+        return None
+    version, _, capacity, count, per_element = HEADER.unpack_from(raw)[:5]
+    if version not in KNOWN_VERSIONS or not 0 < per_element < 1 << 24 or not 0 <= count <= capacity < 1 << 40:
+        return None
+    return count, capacity, per_element
+
+
+def _zero_range(path: Path, start: int, end: int) -> int:
+    """Overwrite with zeros the bytes of ``[start, end)`` of ``path`` that are not zero; how many it wrote.
+
+    Holes (a grown index's slots never written) are skipped without reading them, and the file never changes
+    size. A file system without ``SEEK_DATA`` is read whole.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return 0
+    written = 0
+    try:
+        end = min(end, os.fstat(fd).st_size)
+        pos = start
+        while pos < end:
+            if _SEEK_DATA is None:  # pragma: no cover - a platform without it
+                data_at, hole_at = pos, end
+            else:
+                try:
+                    data_at = os.lseek(fd, pos, _SEEK_DATA)
+                    hole_at = os.lseek(fd, data_at, _SEEK_HOLE)
+                except OSError as exc:
+                    if exc.errno == errno.ENXIO:  # no data after pos: holes to the end
+                        break
+                    data_at, hole_at = pos, end  # a file system that cannot tell: read it all
+            if data_at >= end:
+                break
+            stop = min(hole_at, end)
+            for at in range(data_at, stop, _CHUNK):
+                size = min(_CHUNK, stop - at)
+                block = os.pread(fd, size, at)
+                if block.count(0) != len(block):
+                    os.pwrite(fd, bytes(len(block)), at)
+                    written += len(block)
+            pos = stop
+        if written:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    return written
+
+
+def scrub_segment(folder: Path) -> int:
+    """Zero the slots past the element count in one segment's ``data_level0.bin`` and ``length.bin``; the
+    bytes it rewrote (0 when they were clean, or the header is unknown)."""
+    shape = segment_slack(folder)
+    if shape is None:
+        return 0
+    count, capacity, per_element = shape
+    return (_zero_range(folder / "data_level0.bin", count * per_element, capacity * per_element)
+            + _zero_range(folder / "length.bin", count * 4, capacity * 4))
+
+
+class Gate:
+    """Chroma calls of this process, many at once, or one scrub alone (a readers-writer lock).
+
+    A waiting scrub holds back new calls, so a busy index cannot starve it; a thread already inside a call
+    enters again at once (a call made from a call), and never scrubs from inside one.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._calls = 0
+        self._alone = False
+        self._waiting = 0
+        self._mine = threading.local()
+
+    def inside(self) -> bool:
+        """Whether this thread is inside a call."""
+        return getattr(self._mine, "depth", 0) > 0
+
+    @contextlib.contextmanager
+    def call(self) -> Iterator[None]:
+        """Hold the gate open for one Chroma call."""
+        depth = getattr(self._mine, "depth", 0)
+        with self._cond:
+            while depth == 0 and (self._alone or self._waiting):
+                self._cond.wait()
+            self._calls += 1
+        self._mine.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._mine.depth = depth
+            with self._cond:
+                self._calls -= 1
+                if not self._calls:
+                    self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[None]:
+        """Wait until no call is under way, and keep new ones out until the block ends."""
+        with self._cond:
+            self._waiting += 1
+            try:
+                while self._alone or self._calls:
+                    self._cond.wait()
+            finally:
+                self._waiting -= 1
+            self._alone = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._alone = False
+                self._cond.notify_all()
+
+
+class Slack:
+    """The scrubbing of one embedded Chroma folder, for the process that has it open (see the module)."""
+
+    def __init__(self, chroma: Path) -> None:
+        self.chroma = Path(chroma)
+        self.gate = Gate()
+        #: Bytes of leftover memory zeroed so far (for tests and ``ragmem check``).
+        self.zeroed = 0
+        self._done: set[str] = set()
+
+    def _segments(self) -> set[str]:
+        try:
+            with os.scandir(self.chroma) as entries:
+                return {e.name for e in entries if e.is_dir(follow_symlinks=False)}
+        except OSError:
+            return set()
+
+    def scrub_all(self) -> int:
+        """Scrub every segment (no call of this process may be under way: at open and at close)."""
+        zeroed = 0
+        for name in self._segments():
+            zeroed += scrub_segment(self.chroma / name)
+            if (self.chroma / name / "header.bin").exists():
+                self._done.add(name)
+        self.zeroed += zeroed
+        return zeroed
+
+    def after_call(self) -> None:
+        """Scrub the segments a call has just made (once each); nothing when there is none, or when this
+        thread is still inside an outer call (the outer one scrubs when it ends)."""
+        if self.gate.inside():
+            return
+        new = self._segments() - self._done
+        if not new:
+            return
+        with self.gate.alone():
+            for name in sorted(new):
+                if (self.chroma / name / "header.bin").exists():
+                    try:
+                        self.zeroed += scrub_segment(self.chroma / name)
+                    except OSError:  # a full disk, say: the call itself succeeded; the next one tries again
+                        continue
+                    self._done.add(name)
+
+
+@contextlib.contextmanager
+def guarded(client: Any) -> Iterator[None]:
+    """Run the block as one Chroma call on ``client``: inside its :class:`Gate`, and the segments it made
+    scrubbed after it (nothing to do for a server's client, which has no :class:`Slack`)."""
+    slack: Slack | None = getattr(client, "_ragmem_slack", None)
+    if slack is None:
+        yield
+        return
+    with slack.gate.call():
+        yield
+    slack.after_call()
+
+
+def before_open(chroma: Path) -> Slack:
+    """Scrub an embedded Chroma folder before this process opens it; the :class:`Slack` its client keeps."""
+    slack = Slack(chroma)
+    slack.scrub_all()
+    return slack
+
+
+def scrub_closed(client: Any) -> None:
+    """After ``client`` is closed: scrub its whole folder once more (what its last calls made)."""
+    slack: Slack | None = getattr(client, "_ragmem_slack", None)
+    if slack is not None:
+        with slack.gate.alone():
+            slack.scrub_all()
