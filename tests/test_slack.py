@@ -195,3 +195,26 @@ def test_a_call_inside_a_call_does_not_scrub_and_the_outer_one_does(tmp_path):
     slack.after_call()
     assert b"SECRET" not in (chroma / "seg" / "data_level0.bin").read_bytes()
     assert slack.zeroed == 9 * PER + 9 * 4
+
+
+def test_a_client_closed_from_inside_a_call_does_not_wait_for_itself(tmp_path):
+    from types import SimpleNamespace
+
+    from ragmem._store.slack import scrub_closed
+
+    chroma = tmp_path / "chroma"
+    chroma.mkdir()
+    client = SimpleNamespace(_ragmem_slack=Slack(chroma))
+    _fake_segment(chroma / "seg", count=1, capacity=10)
+    done = threading.Event()
+
+    def close_inside() -> None:
+        with client._ragmem_slack.gate.call():
+            scrub_closed(client)  # would wait for its own call to end
+        done.set()
+
+    t = threading.Thread(target=close_inside, daemon=True)
+    t.start()
+    assert done.wait(10)
+    scrub_closed(client)  # outside any call: scrubbed
+    assert b"SECRET" not in (chroma / "seg" / "data_level0.bin").read_bytes()

@@ -231,6 +231,6 @@ def before_open(chroma: Path) -> Slack:
 def scrub_closed(client: Any) -> None:
     """After ``client`` is closed: scrub its whole folder once more (what its last calls made)."""
     slack: Slack | None = getattr(client, "_ragmem_slack", None)
-    if slack is not None:
+    if slack is not None and not slack.gate.inside():  # (closed from inside a call: the next open scrubs)
         with slack.gate.alone():
             slack.scrub_all()
