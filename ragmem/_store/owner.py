@@ -628,6 +628,23 @@ def release(owner: Owner) -> None:
 # ------------------------------------------------------------------ a client's way to the owner
 
 
+def readable(sock: socket.socket, timeout: float) -> bool:
+    """Whether ``sock`` has something to read (or was closed) within ``timeout`` seconds.
+
+    ``poll``, not ``select``: ``select.select`` refuses a descriptor numbered 1,024 or more (``FD_SETSIZE``)
+    with a ``ValueError``, so a process holding many open files (a test suite late in its run, a long-lived
+    agent host) could reach no owner at all, every attempt failing as if the owner had cut it off, for
+    ``REACH_TIMEOUT`` (issue 43's minute of "did not answer").
+    """
+    import select
+
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(sock, select.POLLIN | select.POLLPRI)
+        return bool(poller.poll(max(0, int(timeout * 1000))))
+    return bool(select.select([sock], [], [], timeout)[0])  # pragma: no cover - no poll (Windows: no owner)
+
+
 class _Link:
     """How one store's index reaches its owner from this process: in process when it owns it, else a socket.
 
@@ -748,14 +765,12 @@ class _Link:
         """Wait until the reply starts to arrive (then :func:`_recv` reads it whole), looking every
         :data:`STOPPED_CHECK` seconds whether the owner was stopped meanwhile; ``socket.timeout`` after
         :data:`REPLY_TIMEOUT`."""
-        import select
-
         end = time.monotonic() + REPLY_TIMEOUT
         while True:
             left = end - time.monotonic()
             if left <= 0:
                 raise socket.timeout("no reply")
-            if select.select([sock], [], [], min(left, STOPPED_CHECK))[0]:
+            if readable(sock, min(left, STOPPED_CHECK)):
                 return
             self._not_stopped(req)
 
