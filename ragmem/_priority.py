@@ -7,14 +7,10 @@ runtime and the index owner's server when the import takes a store's index over 
 model's thread pool when the import loads the model. Every process reaching the index through this one, and the
 worker's own prompts, would then be served at the lowest priority, and on a busy machine wait for seconds.
 
-Nor may a lowered thread hold the GIL for long: Chroma holds it for a whole call (an upsert of 3,000 vectors kept
-every other thread of the process waiting 2.1 s), so a call made at nice 19 on a busy machine stops the whole
-worker, its servers included, for as long as the scheduler leaves that thread off the CPU.
-
 So a process that lowers threads keeps one thread of its normal priority (:func:`keep_normal`, from its main
-thread), and what starts long-lived threads (:func:`ragmem._store.owner.acquire`, the ONNX model's load) and every
-Chroma call (:meth:`ragmem._store.index.VectorIndex._call`) run through :func:`normal`: on that thread when the
-caller was lowered, in place otherwise (every other process, and every thread never lowered, pays nothing).
+thread), and what starts long-lived threads (:func:`ragmem._store.owner.acquire`, the ONNX model's load) runs
+through :func:`normal`: on that thread when the caller was lowered, in place otherwise (every other process, and
+every thread never lowered, pays nothing).
 """
 
 from __future__ import annotations

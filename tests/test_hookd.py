@@ -419,39 +419,6 @@ def test_what_a_lowered_thread_starts_through_normal_runs_at_the_kept_priority_a
     assert _priority.normal(lambda: threading.current_thread().name) == threading.current_thread().name
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread has a nice value of its own on Linux")
-def test_a_chroma_call_of_a_lowered_thread_runs_at_normal_priority(tmp_path):
-    """Chroma holds the GIL for a whole call (an upsert of 3,000 vectors: 2.1 s in which no other thread of the
-    process ran). Made from the worker's import thread at nice 19, a call on a busy machine stops every thread
-    of the worker, the owner's server included, for as long as the scheduler leaves that thread off the CPU.
-    So the index's calls from a lowered thread run on the kept thread, at the process's priority."""
-    import threading
-
-    from ragmem import _priority
-    from ragmem._store.index import VectorIndex, make_client
-
-    _priority.keep_normal()
-    index = VectorIndex(make_client(path=str(tmp_path / "chroma")), "hash")
-    seen: dict[str, object] = {}
-
-    def lowered() -> None:
-        _priority.background()
-        seen["self"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-        seen["call"] = index._call("probe", lambda: (threading.current_thread().name,
-                                                     os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
-        index.upsert("ns", ["m#0"], [[0.1] * 8], [{"session": "s", "message_id": "m"}])
-        seen["found"] = [h.message_id for h in index.query("ns", [0.1] * 8, 1)]
-
-    t = threading.Thread(target=lowered)
-    t.start()
-    t.join()
-    index.close()
-    base = os.getpriority(os.PRIO_PROCESS, 0)
-    assert seen["self"] == _priority.BACKGROUND_NICE
-    assert seen["call"] == ("ragmem-normal-priority_0", base)
-    assert seen["found"] == ["m"]
-
-
 def _nice(pid: int) -> dict[int, int]:
     """Each thread of ``pid`` and its nice value (/proc/PID/task/TID/stat, the 19th field)."""
     out = {}

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
 from .._errors import EmbeddingMismatch, IndexCorrupt, MissingDependency, StoreError, StoreUnavailable
-from .._priority import normal
 from .faults import is_dimension_mismatch, is_disk_full, is_index_corruption, is_missing_collection
 from .slack import before_open, guarded, scrub_closed
 
@@ -250,10 +249,7 @@ class VectorIndex(Generations):
         for attempt in range(self._retries + 1):
             try:
                 with guarded(self.client):
-                    # Chroma holds the GIL for a whole call (an upsert of 3,000 vectors: 2.1 s in which no
-                    # other thread of the process ran): made from the hook worker's import thread at nice 19
-                    # on a busy machine, one call took a minute, and the worker's server answered nobody
-                    return normal(fn)
+                    return fn()
             except (EmbeddingMismatch, MissingDependency, IndexCorrupt):
                 raise
             except Exception as exc:
