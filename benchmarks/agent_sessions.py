@@ -765,9 +765,11 @@ def variant_settings(settings, fields: dict):
 #: words alone, not around the chunk the dense search matched, issue 42; ``excerpt_first=0.35``: the first unit
 #: placed gets no larger share than any, :data:`ragmem._assemble.EXCERPT_FIRST`; ``excerpt_slices=1``: an excerpt
 #: shows one slice, around the best piece the search matched, :data:`ragmem._assemble.EXCERPT_SLICES`;
-#: ``excerpt_arguments=1``: a call's excerpt cuts its one longest argument only, :data:`ragmem._assemble.EXCERPT_ARGUMENT`).
+#: ``excerpt_arguments=1``: a call's excerpt cuts its one longest argument only, :data:`ragmem._assemble.EXCERPT_ARGUMENT`;
+#: ``excerpt_outline=0``: a result's excerpt keeps no head or error lines first, :data:`ragmem._assemble.EXCERPT_OUTLINE`;
+#: ``excerpt_head=0``: its error lines only, :data:`ragmem._assemble.EXCERPT_HEAD`).
 BENCHMARK_SIDE = ("code_words", "excerpt_focus", "excerpt_first", "excerpt_slices", "excerpt_arguments",
-                  "excerpt_waiting")
+                  "excerpt_waiting", "excerpt_outline", "excerpt_head")
 
 
 @contextmanager
@@ -776,7 +778,11 @@ def benchmark_side(fields: dict):
     from ragmem import _assemble, _pipeline
 
     saved = _pipeline.found_pieces, _assemble.EXCERPT_FIRST, _assemble.EXCERPT_SLICES, _assemble.EXCERPT_ARGUMENT
-    waiting = _assemble.EXCERPT_WAITING
+    waiting, outline, head = _assemble.EXCERPT_WAITING, _assemble.EXCERPT_OUTLINE, _assemble.EXCERPT_HEAD
+    if "excerpt_outline" in fields:
+        _assemble.EXCERPT_OUTLINE = float(fields["excerpt_outline"])
+    if "excerpt_head" in fields:
+        _assemble.EXCERPT_HEAD = int(fields["excerpt_head"])
     if "excerpt_waiting" in fields:
         _assemble.EXCERPT_WAITING = float(fields["excerpt_waiting"])
     if fields.get("excerpt_arguments") == 1:  # the longest only: no other argument is long enough
@@ -793,7 +799,7 @@ def benchmark_side(fields: dict):
             yield
     finally:
         _pipeline.found_pieces, _assemble.EXCERPT_FIRST, _assemble.EXCERPT_SLICES, _assemble.EXCERPT_ARGUMENT = saved
-        _assemble.EXCERPT_WAITING = waiting
+        _assemble.EXCERPT_WAITING, _assemble.EXCERPT_OUTLINE, _assemble.EXCERPT_HEAD = waiting, outline, head
         if fields.get("excerpt_arguments") == 1:
             _assemble._ARGUMENTS.clear(), _assemble._ARGUMENT_TOKENS.clear()
 

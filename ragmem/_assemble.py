@@ -573,6 +573,15 @@ EXCERPT_PIECE = 400
 EXCERPT_SLICES = 2
 #: The fewest characters a slice of several shows: below that, the excerpt is one slice around the best piece.
 EXCERPT_SLICE_MIN = 160
+#: The most characters of a long tool result's head that its excerpt keeps (whole lines, the first cut when it is
+#: longer): what ran and what it says first ("running 175 tests", the exit status). Issue 42: a ``cargo test``
+#: log of 10,754 characters answered "how many tests ran, which one failed" in its second line and one ``FAILED``
+#: line near its end, neither in the pieces the dense search ranked best among 19 near-identical ones.
+EXCERPT_HEAD = 240
+#: The most of an excerpt's characters that a tool result's outline takes: its head (:data:`EXCERPT_HEAD`) and
+#: the lines that say what went wrong (those the index gives a vector of their own,
+#: :func:`ragmem._indexing.error_lines`), the ones holding the question's words first; 0 turns it off.
+EXCERPT_OUTLINE = 0.35
 
 
 def excerpt_marker(message_id: str, start: int, end: int, chars: int, tokens: int) -> str:
@@ -694,8 +703,74 @@ def excerpt_span(text: str, query: str, max_chars: int, focus: tuple[int, int] |
     return start, end
 
 
+def outline(text: str, query: str) -> list[tuple[int, int]]:
+    r"""The spans of a long tool result that its excerpt shows first, best first (:data:`EXCERPT_OUTLINE`): its
+    head (whole lines within :data:`EXCERPT_HEAD` characters, at least the first line's start), then the lines
+    that say what went wrong (:func:`ragmem._indexing.error_lines`, those the index gives a vector of their own)
+    outside it, the ones holding more of the question's words (each by how rare it is in ``text``) first, the
+    earlier of equals. A log whose lines are mostly errors has none (nothing stands out). Pure.
+
+    >>> t = "running 3 tests\ntest a ... ok\n" + "test b ... ok\n" * 30 + "test c ... FAILED\nerror: 1 failed\n"
+    >>> [t[a:b] for a, b in outline(t, "which test failed?")][1:]
+    ['test c ... FAILED\n', 'error: 1 failed\n']
+    """
+    from ._indexing import error_lines  # the index's own reading of an output's failures
+
+    if not text or EXCERPT_HEAD <= 0:
+        head = 0
+    else:
+        head = 0
+        for line in text.splitlines(keepends=True):
+            if head + len(line) > EXCERPT_HEAD:
+                break
+            head += len(line)
+        head = head or min(len(text), EXCERPT_HEAD)
+    out = [(0, head)] if head else []
+    errors = error_lines(text)
+    if not errors:
+        return out
+    _, piece_terms = _piece_terms(text)
+    wanted = set(tokenize(query))
+    df: dict[str, int] = {}
+    for ts in piece_terms:
+        for t in wanted.intersection(ts):
+            df[t] = df.get(t, 0) + 1
+    found: list[tuple[float, int, int]] = []
+    at = 0
+    for line in errors:  # in order, each once: find each where the last one ended
+        a = text.find(line, at)
+        if a < 0:
+            continue
+        b = text.find("\n", a)
+        b = len(text) if b < 0 else b + 1
+        at = b
+        if a >= head:
+            terms = wanted.intersection(tokenize(text[a:b]))
+            found.append((-sum(1.0 / df[t] for t in terms if t in df), a, b))
+    return out + [(a, b) for _, a, b in sorted(found)]
+
+
+def is_command(arguments: str) -> bool:
+    """Whether a call's arguments (JSON) run a command, whose result is a command's output (an outline's head and
+    error lines say what ran and what failed, :func:`outline`): a ``command`` or ``cmd`` argument, as Claude
+    Code's ``Bash``, Codex's ``shell`` and ``exec_command`` and Gemini CLI's ``run_shell_command`` write it. A file
+    read (``Read``, ``read_file``) is not one: its head is the file's first lines, its "error" lines code.
+
+    >>> is_command('{"command": ["bash", "-lc", "cargo test"]}'), is_command('{"file_path": "a.py"}')
+    (True, False)
+    """
+    if '"command"' not in arguments and '"cmd"' not in arguments:
+        return False
+    try:
+        obj = json.loads(arguments)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and ("command" in obj or "cmd" in obj)
+
+
 def excerpt_spans(text: str, query: str, max_chars: int,
-                  focus: Sequence[tuple[int, int]] = (), slices: int | None = None) -> list[tuple[int, int]]:
+                  focus: Sequence[tuple[int, int]] = (), slices: int | None = None,
+                  keep: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int]]:
     r"""The slices of ``text`` (``start``, ``end``; in order, apart) of at most ``max_chars`` characters in all
     that an excerpt shows around the first ``slices`` (:data:`EXCERPT_SLICES`) spans of ``focus``: the pieces of
     ``text`` the search matched, best first (:func:`locate`).
@@ -704,7 +779,10 @@ def excerpt_spans(text: str, query: str, max_chars: int,
     else the run of it that the question's words weigh most; each next one has what the ones before leave (an
     even share when they take less), in a slice of its own after a continuation marker, and never less than
     :data:`EXCERPT_SLICE_MIN` characters (a room too small for that shows one slice). Slices that meet are
-    joined, and spans that one slice holds together are shown in one. Pure and deterministic.
+    joined, and spans that one slice holds together are shown in one. ``keep`` (a long tool result's
+    :func:`outline`), best first, is shown before all that, as much of it as fits :data:`EXCERPT_OUTLINE` of
+    ``max_chars`` (each span whole, in a slice of its own), when the rest leaves at least
+    :data:`EXCERPT_SLICE_MIN` to the slices above. Pure and deterministic.
 
     >>> t = "".join(f"{i:04d} {'x' * 14}\n" for i in range(100))  # 100 lines of 20 characters
     >>> excerpt_spans(t, "q", 500, [(1600, 1620), (0, 20)])
@@ -717,6 +795,16 @@ def excerpt_spans(text: str, query: str, max_chars: int,
         return [(0, 0)]
     if len(text) <= max_chars:
         return [(0, len(text))]
+    mark = len(excerpt_continued(len(text), len(text)))
+    kept: list[tuple[int, int]] = []
+    if keep and EXCERPT_OUTLINE > 0:
+        cap, used = int(EXCERPT_OUTLINE * max_chars), 0
+        for a, b in keep:
+            if used + b - a + mark <= cap:
+                kept.append((a, b))
+                used += b - a + mark
+        if kept and max_chars - used >= EXCERPT_SLICE_MIN:
+            return _joined([*kept, *excerpt_spans(text, query, max_chars - used, focus, slices)])
     anchors: list[tuple[int, int]] = []
     for f in focus:
         if len(anchors) >= slices:
@@ -727,7 +815,6 @@ def excerpt_spans(text: str, query: str, max_chars: int,
         lo, hi = min(a for a, _ in anchors), max(b for _, b in anchors)
         if hi - lo <= max_chars:  # one slice holds them all
             anchors = [(lo, hi)]
-    mark = len(excerpt_continued(len(text), len(text)))
     if len(anchors) < 2 or max_chars < len(anchors) * (mark + EXCERPT_SLICE_MIN):
         return [excerpt_span(text, query, max_chars, anchors[0] if anchors else None)]  # one slice, as alone
     out: list[tuple[int, int]] = []
@@ -740,9 +827,14 @@ def excerpt_spans(text: str, query: str, max_chars: int,
         start, end = excerpt_span(text, query, room, (a, b))
         out.append((start, end))
         left -= end - start + mark
+    return _joined(out)
+
+
+def _joined(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` in order, those that meet or overlap joined: slices that meet read as one."""
     joined: list[tuple[int, int]] = []
-    for a, b in sorted(out):
-        if joined and a <= joined[-1][1]:  # slices that meet read as one
+    for a, b in sorted(spans):
+        if joined and a <= joined[-1][1]:
             joined[-1] = (joined[-1][0], max(b, joined[-1][1]))
         else:
             joined.append((a, b))
@@ -949,7 +1041,8 @@ class _Excerpts:
         marked = self._make(m, parts, cuts)
         return marked, self._traces(m, parts, cuts, unit_id, count_message(self.counter, marked.to_openai()))
 
-    def _excerpt(self, m: Message, room: int, unit_id: str) -> tuple[Message, list[ExcerptTrace]] | None:
+    def _excerpt(self, m: Message, room: int, unit_id: str,
+                 command: bool = False) -> tuple[Message, list[ExcerptTrace]] | None:
         """``m`` with its giant parts as excerpts, costing at most ``room`` tokens, or None when too little would
         show. Several parts (files written in one message, an edit's old and new text) share the room: the
         parts the search found or the words match best first, as many as can each show a useful slice, the
@@ -984,7 +1077,8 @@ class _Excerpts:
             cuts: dict[int, Spans] = {k: [(0, 0)] for k in range(len(parts)) if k not in budget}
             for k, c in chars.items():
                 if c < len(parts[k].text):
-                    cuts[k] = excerpt_spans(parts[k].text, self.query, c, focus[k])
+                    cuts[k] = excerpt_spans(parts[k].text, self.query, c, focus[k],
+                                            keep=outline(parts[k].text, self.query) if command else ())
             if not cuts or all(k in cuts and sum(e - s for s, e in cuts[k]) == 0 for k in budget):
                 return None  # nothing of the parts chosen would show
             marked = self._make(m, parts, cuts)
@@ -1036,10 +1130,11 @@ class _Excerpts:
             rest += sum(cost[i] for i in empty)
         share = (room - rest) // len(chosen)
         picked = {m.id for m in chosen}
+        commands = {c.id for m in u.messages for c in m.tool_calls if is_command(c.arguments)}
         out: list[Message] = []
         made: list[ExcerptTrace] = []
         for m in u.messages:
-            got = self._excerpt(m, share, u.id) if m.id in picked else empty.get(m.id)
+            got = self._excerpt(m, share, u.id, m.tool_call_id in commands) if m.id in picked else empty.get(m.id)
             if m.id in ids:
                 if got is None:
                     return None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from contextlib import contextmanager
+from itertools import pairwise
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -391,7 +392,7 @@ def test_the_best_unit_too_big_for_the_room_goes_in_when_its_other_messages_are_
     recall = [(build, 1.0)] + [(u, 0.95 - 0.01 * i) for i, u in enumerate(low)]  # close below it: they fill the room
     ctx = assemble("which library could the linker not find?", budget=1000, counter=COUNTER, recall=recall)
     (x,) = ctx.trace.excerpts
-    assert x.message_id == "m1" and "libtimer.so" in log[x.start:x.end]
+    assert x.message_id == "m1" and any("libtimer.so" in log[a:b] for a, b in x.spans)
     assert ctx.trace.total_tokens <= 1000
 
 
@@ -559,3 +560,108 @@ def test_a_prompt_shows_each_file_a_message_wrote_and_both_pieces_the_search_fou
             (x,) = [x for x in ctx.trace.excerpts if x.message_id == "tests"]
             shown = json.dumps(ctx.messages)
             assert "IDENTITY level" in shown and "86400" in shown and len(x.spans) == 2, budget
+
+
+@contextmanager
+def _no_outline():
+    """A result's excerpt keeps no outline (its head, its error lines), as before issue 42's last round."""
+    from ragmem import _assemble
+
+    saved, _assemble.EXCERPT_OUTLINE = _assemble.EXCERPT_OUTLINE, 0.0
+    try:
+        yield
+    finally:
+        _assemble.EXCERPT_OUTLINE = saved
+
+
+def _cargo_log(n: int = 175, failed: int = 150) -> str:
+    """A ``cargo test`` output as Codex stores it: the exit status, ``running N tests``, N lines of ``... ok`` (one
+    ``FAILED``), the compiler's stderr."""
+    names = [f"test module_{i % 17}::tests::checks_case_{i}_of_the_parser ... ok" for i in range(n)]
+    names[failed] = "test shell::tests::test_current_shell_detects_zsh ... FAILED"
+    return ("failed in sandbox with execution error, exit code: 101, stdout: \nrunning 175 tests\n" + "\n".join(names)
+            + "\n, stderr:    Compiling codex-core v0.0.0\nerror: test failed, to rerun pass `-p codex-core --lib`\n")
+
+
+def test_a_long_command_output_keeps_its_head_and_the_lines_that_say_what_failed():
+    """Issue 42: "how many codex-core tests ran and which one still failed?" is answered by a ``cargo test`` log's
+    second line and one ``FAILED`` line near its end; the dense search ranked its near-identical pieces of ``... ok``
+    lines best, so the excerpt showed those and left both answers out. An excerpt of a long tool result now shows
+    its head and the lines that say what went wrong first (the question's words choosing among them), each slice
+    verbatim behind its marker, and the search's pieces in what is left."""
+    text = _cargo_log()
+    boring = (text[3000:3500], text[6000:6500])  # what the dense search ranked best: lines of "... ok"
+    raw = [{"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+               "name": "shell", "arguments": '{"command": ["cargo", "test", "-p", "codex-core"]}'}}]},
+           {"role": "tool", "tool_call_id": "c1", "content": text},
+           *[{"role": "user", "content": f"an unrelated turn {i} about lunch"} for i in range(4)]]
+    run, *rest = group_units(parse_message(r).with_(seq=i, session="s", namespace="n", id=f"m{i}")
+                             for i, r in enumerate(raw))
+    question = "Once the test fixtures were fixed, how many codex-core tests ran and which one still failed?"
+
+    def ask():
+        return assemble(question, budget=2000, counter=COUNTER, window=rest[-1:], recall=[(run, 1.0)],
+                        found=lambda m: boring if m.id == "m1" else ())
+    ctx = ask()
+    (x,) = ctx.trace.excerpts
+    shown = next(r for r in ctx.messages if r["role"] == "tool")["content"]
+    assert shown == excerpt_text(text, x.spans, excerpt_marker("m1", x.start, x.end, len(text), x.tokens))
+    assert x.start == 0 and "running 175 tests\n" in text[x.start:x.end]
+    assert "test_current_shell_detects_zsh ... FAILED" in shown and "error: test failed" in shown
+    assert any(text[a:b] in boring[0] or boring[0] in text[a:b] for a, b in x.spans)  # the search's piece still in
+    with _no_outline():
+        before = next(r for r in ask().messages if r["role"] == "tool")["content"]
+    assert "running 175 tests" not in before and "FAILED" not in before
+
+
+def test_the_outline_is_the_head_then_the_error_lines_the_question_names():
+    """:func:`ragmem._assemble.outline`: the head in whole lines within its characters, then the error lines
+    outside it, those holding the question's rarer words first; none of a log that is mostly errors; and
+    :func:`ragmem._assemble.excerpt_spans` keeps as much of it as fits its share, never taking the room the
+    search's slices need."""
+    from ragmem._assemble import EXCERPT_HEAD, EXCERPT_OUTLINE, excerpt_spans, outline
+
+    text = _cargo_log()
+    spans = outline(text, "which shell test failed?")
+    (a, b), *errors = spans
+    assert a == 0 and b <= EXCERPT_HEAD and text[b - 1] == "\n" and "running 175 tests" in text[a:b]
+    assert [text[s:e] for s, e in errors][:2] == ["test shell::tests::test_current_shell_detects_zsh ... FAILED\n",
+                                                   "error: test failed, to rerun pass `-p codex-core --lib`\n"]
+    assert outline("error: a\nerror: b\n" * 20, "what failed?") == [(0, 234)]  # all errors: the head alone (26 lines)
+    one_line = "x" * 1000
+    assert outline(one_line, "q") == [(0, EXCERPT_HEAD)]
+    for room in (150, 400, 1200, 3000):
+        got = excerpt_spans(text, "which test failed?", room, [(5000, 5400)], keep=spans)
+        assert sum(e - s for s, e in got) <= room and got == sorted(got)
+        assert all(e2 > s2 > e1 for (_, e1), (s2, e2) in pairwise(got))  # apart, in order
+        kept = sum(e - s for s, e in spans if any(s >= g and e <= h for g, h in got))
+        assert kept <= EXCERPT_OUTLINE * room
+
+
+def test_a_prompt_shows_how_many_tests_ran_and_which_failed_from_a_long_test_log(tmp_path, embedder):
+    """Issue 42, through ``Memory`` (the real model, Chroma and tiktoken): a ``cargo test`` log of about 10,000
+    characters whose answers are its second line and one ``FAILED`` line; the search's best pieces of it are lines
+    of ``... ok``. The prompt's excerpt of it shows both answers, each verbatim behind its marker; without the
+    outline it showed neither."""
+    from ragmem import Memory
+
+    text = _cargo_log()
+    with Memory(tmp_path / "s", session="s", embedder=embedder) as mem:
+        mem.add_many([
+            {"role": "user", "content": "fix the test fixtures, then run the codex-core tests"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+                "name": "shell", "arguments": '{"command": ["cargo", "test", "-p", "codex-core"]}'}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": text, "id": "log"},
+            *[{"role": "user" if k % 2 == 0 else "assistant", "content": f"turn {k} about the release notes"}
+              for k in range(30)],
+        ])
+        question = "Once the test fixtures were fixed, how many codex-core tests ran and which one still failed?"
+        for budget in (1500, 2000):
+            ctx = mem.prompt(question, budget=budget)
+            (x,) = [x for x in ctx.trace.excerpts if x.message_id == "log"]
+            shown = next(r["content"] for r in ctx.messages if r["role"] == "tool")
+            assert shown == excerpt_text(text, x.spans, excerpt_marker("log", x.start, x.end, len(text), x.tokens))
+            assert "running 175 tests" in shown and "test_current_shell_detects_zsh ... FAILED" in shown, budget
+        with _no_outline():
+            before = json.dumps(mem.prompt(question, budget=2000).messages)
+        assert "running 175 tests" not in before or "detects_zsh ... FAILED" not in before
