@@ -86,7 +86,7 @@ from ._store.owner import listen_private, peer_uid as _peer_uid, recv_line as _r
 __all__ = [
     "CONNECT_TIMEOUT", "DEADLINE", "DEFAULT_IDLE", "DEFAULT_UNLOAD", "IDLE_ENV", "INLINE_BYTES", "LOCK_NAME",
     "SOCKET_NAME", "STEP_BYTES", "SUN_PATH_MAX", "UNLOAD_ENV", "VERSION", "ask", "fingerprint", "hand_over",
-    "idle_seconds", "main", "run_worker", "socket_path", "spawn", "unload_seconds", "worker_pid",
+    "idle_seconds", "main", "run_worker", "socket_path", "spawn", "unload_seconds", "worker_fingerprint", "worker_pid",
 ]
 
 #: The worker's socket in the store folder.
@@ -200,8 +200,8 @@ def _try_lock(fd: int) -> bool:
     return True
 
 
-def worker_pid(store: str | os.PathLike[str]) -> int | None:
-    """The pid of the store's live worker (None: none holds the lock)."""
+def _lock_lines(store: str | os.PathLike[str]) -> list[str] | None:
+    """The lines the store's live worker wrote in its lock file (None: none holds the lock)."""
     if not _supported():  # pragma: no cover
         return None
     try:
@@ -211,10 +211,23 @@ def worker_pid(store: str | os.PathLike[str]) -> int | None:
     try:
         if _try_lock(fd):
             return None  # nobody holds it (closing the descriptor drops the probe's lock)
-        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-        return int(text) if text.isdigit() else None
+        return os.pread(fd, 128, 0).decode("ascii", "replace").splitlines()
     finally:
         os.close(fd)
+
+
+def worker_pid(store: str | os.PathLike[str]) -> int | None:
+    """The pid of the store's live worker (None: none holds the lock)."""
+    lines = _lock_lines(store)
+    text = lines[0].strip() if lines else ""
+    return int(text) if text.isdigit() else None
+
+
+def worker_fingerprint(store: str | os.PathLike[str]) -> str | None:
+    """The :func:`fingerprint` the store's live worker answers for (None: no worker, or one of a ragmem that
+    did not write it)."""
+    lines = _lock_lines(store)
+    return lines[1].strip() if lines and len(lines) > 1 and lines[1].strip() else None
 
 
 # ------------------------------------------------------------------ the client
@@ -258,9 +271,16 @@ def hand_over(store: str | os.PathLike[str], request: Mapping[str, Any]) -> bool
     The request lands in the socket's queue even while the worker is busy with another (the kernel
     accepts the connection and keeps the bytes); the worker reads it in its turn, imports, and its reply
     finds nobody. False when no worker of this user listens (the caller starts one; the next event
-    imports what this one did not, from the offset the store keeps). The same checks as :func:`ask`.
+    imports what this one did not, from the offset the store keeps), or when the live worker answers for
+    another :func:`fingerprint` (it would decline the request unseen: the caller imports in process). The
+    same checks as :func:`ask`.
     """
     if not _supported():  # pragma: no cover
+        return False
+    theirs = worker_fingerprint(store)
+    if theirs is not None and theirs != request.get("fingerprint"):
+        # a worker of another ragmem or other options would decline it, and nobody would hear: after an
+        # upgrade the old worker lived on and every Stop's import was dropped until it idled out
         return False
     try:
         path = socket_path(store)
@@ -572,7 +592,9 @@ def run_worker(store: str, opening: Mapping[str, Any], lock_fd: int | None = Non
     if not _try_lock(fd):  # the same open file as the spawner's: already ours; else another worker's
         return 0
     os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    # the pid, and which ragmem and options this worker answers for: a hook of another (an upgrade, another
+    # install) reads it and imports in process, where its hand-over would be declined unseen (hand_over)
+    os.pwrite(fd, f"{os.getpid()}\n{fingerprint(store, opening)}\n".encode(), 0)
 
     def stop(signum: int, frame: Any) -> None:
         raise _Stop

@@ -300,6 +300,30 @@ def _imported_to(store: Path, transcript: Path, end: int, worker: psutil.Process
 
 
 @pytest.mark.model
+def test_a_stop_a_worker_of_another_ragmem_would_decline_is_imported_in_process(tmp_path):
+    """After an upgrade (or beside another install) the store's worker is of another ragmem: it declines a
+    request whose fingerprint is not its own. A prompt's request is answered (declined, then done in process),
+    but a Stop's is handed over without waiting, so the decline went unseen: the turn's lines were imported by
+    nobody (0 of them in 30 s, and no line in hook.log) until the old worker idled out. The worker now writes its
+    fingerprint beside its pid, and a hook of another one imports in process."""
+    store, transcript = th.new_store(tmp_path / "store"), tmp_path / "t.jsonl"
+    sid = "a1b2c3d4-0000-4000-8000-00000000c0de"
+    whole = "".join(_turns(sid, 12).splitlines(keepends=True)[:-1])  # ending on a result: all of it is taken in
+    transcript.write_text("".join(whole.splitlines(keepends=True)[:4]))
+    other = {"RAGMEM_OTHER_BUILD": "1"}  # any RAGMEM_ variable that shapes an open: another fingerprint
+    assert run_hook(store, th.event("UserPromptSubmit", transcript, session=sid, prompt="Which job ran?"),
+                    extra_env=other).returncode == 0
+    worker = wait_worker(store)
+    assert _hookd.worker_fingerprint(store) is not None
+    assert _hookd.worker_fingerprint(store) != _hookd.fingerprint(store, {})  # this hook's: without the variable
+    transcript.write_text(whole)
+    stop = run_hook(store, th.event("Stop", transcript, session=sid))
+    assert stop.returncode == 0 and stop.stdout == ""
+    assert _offset(store, transcript) == transcript.stat().st_size  # imported by the hook itself, before it exited
+    assert _hookd.worker_pid(store) == worker and th.log_lines(store) == []
+
+
+@pytest.mark.model
 @pytest.mark.slow
 @pytest.mark.skipif(not LONG_TURN.exists(), reason="the shared Claude Code transcripts are not beside the clone")
 def test_a_long_turn_is_imported_to_its_end_off_the_prompts_path_and_the_idle_worker_gives_back_its_memory(tmp_path):
