@@ -74,6 +74,11 @@ WORTH_FLOOR = 30
 #: 0.2 to 0.33 held 63.5 to 64 (0.25 chosen, mid-plateau), 0.1 held 63, 0.75 and 1 held 60. With 0.5 a turn scoring a
 #: third better lost its place to one half its length.
 WORTH_POWER = 0.25
+#: A candidate among the weighed that does not fit whole any more goes in as its excerpt before the candidates
+#: scoring below this share of its score, whatever their worth (issue 42, item 2: a ``cargo test`` log ranked third,
+#: 2,669 tokens, came last by worth and found the budget full); 0 turns it off. The prompt's
+#: :data:`ragmem._assemble.EXCERPT_BEFORE`.
+WAITING_BEFORE = 0.8
 #: The events the hook answers with context, and when (None: always).
 ANSWERED: dict[str, tuple[str, ...] | None] = {"UserPromptSubmit": None, "SessionStart": ("compact", "resume")}
 #: The events after which the agent writes no more to the transcript (Claude Code's ``SessionEnd``: ``/exit``,
@@ -455,9 +460,27 @@ def _pack(mem: "Memory", found: list[tuple["Unit", float]], text: str, session: 
         cut = excerpt(best, [], EXCERPT_ROOM) or excerpt(best, [], EXCERPT_FIRST)
         if cut is not None:
             chosen, rest = [(cut, score)], found[1:]
-    for u, score in _by_worth(rest, counter):
+    def fits(u: "Unit", score: float) -> bool:
         trial = render([*chosen, (u, score)], session, boundary)
-        if len(trial) <= max_chars and counter.count_text(trial) <= budget:
+        return len(trial) <= max_chars and counter.count_text(trial) <= budget
+
+    order = _by_worth(rest, counter)
+    done: set[str] = set()
+    for u, score in order:
+        if u.id in done:
+            continue
+        if WAITING_BEFORE > 0:
+            # a long unit near the top that no longer fits whole goes in as its excerpt before the much lower units
+            # its size put it behind (the prompt's rule, ragmem._assemble.EXCERPT_BEFORE)
+            for g, gs in order[:WEIGHED]:
+                if g.id in done or g.id == u.id or WAITING_BEFORE * gs <= score or fits(g, gs):
+                    continue
+                cut = excerpt(g, chosen, EXCERPT_ROOM)
+                if cut is not None:
+                    chosen.append((cut, gs))
+                    done.add(g.id)
+        done.add(u.id)
+        if fits(u, score):
             chosen.append((u, score))
             continue
         cut = excerpt(u, chosen, EXCERPT_ROOM)

@@ -677,6 +677,34 @@ def test_the_hooks_packing_order_weighs_tokens_without_letting_a_shorter_weaker_
     assert [u.id for u, _ in got[-2:]] == [short.id, rest[-1][0].id]
 
 
+def test_a_long_unit_near_the_top_goes_in_as_its_excerpt_before_much_lower_short_ones(tmp_path, monkeypatch):
+    """Issue 42, item 2: a ``cargo test`` log scoring near the top is long, so the hook's weighing by tokens put it
+    behind a dozen short turns scoring much less, and they had filled the budget when its turn came: the answer
+    (how many tests ran, which one failed) was not recalled. It now goes in as its excerpt before the candidates
+    scoring below :data:`ragmem._hooks.WAITING_BEFORE` of it; turned off, it is left out as before."""
+    from ragmem import Memory, group_units, parse_message
+    from ragmem._tokens import default_counter
+
+    counter = default_counter()
+    log = "running 175 tests\n" + "\n".join(f"test module_{i}::tests::case_{i} ... ok" for i in range(400)) + \
+        "\ntest shell::tests::detects_zsh ... FAILED\nerror: test failed, to rerun pass `-p core --lib`\n"
+    call = parse_message({"role": "assistant", "content": None, "id": "a1", "tool_calls": [{"id": "c1", "type":
+        "function", "function": {"name": "shell", "arguments": '{"command": ["cargo", "test", "-p", "core"]}'}}]})
+    result = parse_message({"role": "tool", "tool_call_id": "c1", "content": log, "id": "r1"})
+    (run,) = group_units([call.with_(seq=0, session="s"), result.with_(seq=1, session="s")])
+    short = [(_turn(10 + i, 150, counter), 0.5) for i in range(_hooks.WEIGHED - 2)]
+    found = [(_turn(5, 100, counter), 0.95), (run, 0.9), *short]  # not first: the first's own rule does not apply
+    question = "how many tests ran and which one failed?"
+    assert [u.id for u, _ in _hooks._by_worth(found, counter)][-1] == run.id  # by worth it comes last
+    with Memory(tmp_path / "store") as mem:
+        out = _hooks._pack(mem, found, question, "s", None)
+        monkeypatch.setattr(_hooks, "WAITING_BEFORE", 0.0)
+        before = _hooks._pack(mem, found, question, "s", None)
+    assert "[excerpt of tool result r1" in out and "running 175 tests" in out and "detects_zsh ... FAILED" in out
+    assert counter.count_text(out) <= _hooks.DEFAULT_BUDGET and len(out) <= _hooks.MAX_CHARS
+    assert "detects_zsh ... FAILED" not in before
+
+
 def test_the_hooks_excerpt_holds_the_piece_the_search_found_as_a_prompts_does(tmp_path):
     """A file read whole, too big for the hook's answer, shows as an excerpt: around the piece the dense search
     matched (:func:`ragmem._recall.found_pieces`, what the prompt's excerpts hold since issue 42), not only where
