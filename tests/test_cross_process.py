@@ -750,6 +750,7 @@ time.sleep(120)
 """
 
 
+@pytest.mark.slow  # a second process (the owner): out of the fast lane
 def test_a_process_holding_many_open_files_reaches_the_owner(tmp_path):
     """The cause of issue 43's last defect: the client waited for the owner's reply with ``select.select``,
     which refuses a descriptor numbered 1,024 or more. Late in the full suite the test process held over a
