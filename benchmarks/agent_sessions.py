@@ -767,18 +767,26 @@ def variant_settings(settings, fields: dict):
 #: shows one slice, around the best piece the search matched, :data:`ragmem._assemble.EXCERPT_SLICES`;
 #: ``excerpt_arguments=1``: a call's excerpt cuts its one longest argument only, :data:`ragmem._assemble.EXCERPT_ARGUMENT`;
 #: ``excerpt_outline=0``: a result's excerpt keeps no head or error lines first, :data:`ragmem._assemble.EXCERPT_OUTLINE`;
-#: ``excerpt_head=0``: its error lines only, :data:`ragmem._assemble.EXCERPT_HEAD`).
+#: ``excerpt_head=0``: its error lines only, :data:`ragmem._assemble.EXCERPT_HEAD`; ``excerpt_passes=false``:
+#: excerpts measured by all of recall's room and kept as the pass that made them cut them,
+#: :data:`ragmem._assemble.EXCERPT_PASSES`; ``companion_words=false``: a tool exchange's companion may be a bare
+#: tool call, :func:`ragmem._recall.explains`).
 BENCHMARK_SIDE = ("code_words", "excerpt_focus", "excerpt_first", "excerpt_slices", "excerpt_arguments",
-                  "excerpt_waiting", "excerpt_outline", "excerpt_head")
+                  "excerpt_waiting", "excerpt_outline", "excerpt_head", "excerpt_passes", "companion_words")
 
 
 @contextmanager
 def benchmark_side(fields: dict):
     """The variant's :data:`BENCHMARK_SIDE` steps switched for the ``with`` block (none given: a no-op)."""
-    from ragmem import _assemble, _pipeline
+    from ragmem import _assemble, _pipeline, _recall
 
     saved = _pipeline.found_pieces, _assemble.EXCERPT_FIRST, _assemble.EXCERPT_SLICES, _assemble.EXCERPT_ARGUMENT
     waiting, outline, head = _assemble.EXCERPT_WAITING, _assemble.EXCERPT_OUTLINE, _assemble.EXCERPT_HEAD
+    passes, explains = _assemble.EXCERPT_PASSES, _recall.explains
+    if fields.get("excerpt_passes", True) is False:
+        _assemble.EXCERPT_PASSES = False
+    if fields.get("companion_words", True) is False:
+        _recall.explains = lambda after: True  # type: ignore[assignment]
     if "excerpt_outline" in fields:
         _assemble.EXCERPT_OUTLINE = float(fields["excerpt_outline"])
     if "excerpt_head" in fields:
@@ -800,6 +808,7 @@ def benchmark_side(fields: dict):
     finally:
         _pipeline.found_pieces, _assemble.EXCERPT_FIRST, _assemble.EXCERPT_SLICES, _assemble.EXCERPT_ARGUMENT = saved
         _assemble.EXCERPT_WAITING, _assemble.EXCERPT_OUTLINE, _assemble.EXCERPT_HEAD = waiting, outline, head
+        _assemble.EXCERPT_PASSES, _recall.explains = passes, explains
         if fields.get("excerpt_arguments") == 1:
             _assemble._ARGUMENTS.clear(), _assemble._ARGUMENT_TOKENS.clear()
 

@@ -563,6 +563,10 @@ EXCERPT_WAITING = 0.5
 #: The smallest room recall is packed into on its own first: a room of at least twice this is packed in passes,
 #: half of it first (:func:`_pack_recall`), so what a smaller budget places stays placed in a larger one.
 PASS_MIN = 1000
+#: Whether each pass of :func:`_pack_recall` measures excerpts by its own room, as a smaller budget would, and a
+#: later pass shows what an earlier one excerpted whole or larger (issue 42); False measures them by all of the
+#: room and keeps each as the pass that made it cut it (the benchmark's ``excerpt_passes=false``).
+EXCERPT_PASSES = True
 #: The fewest tokens of a result's text an excerpt shows: below that, a marker is most of what it says.
 EXCERPT_MIN_TOKENS = 48
 #: A line longer than this is matched in pieces of this many characters (minified files, one-line JSON).
@@ -1205,11 +1209,19 @@ def _pack_recall(
     size while much lower ones go in), and otherwise after every whole unit that fits. So an excerpt never
     takes the room of a whole unit ranked above it in its pass.
 
-    **A unit the room can never hold** (bigger than all of ``cap``) may excerpt any part over ``share`` of that
-    room, not only of the prompt's limit (issue 42): when the window and the summary leave recall half the
+    **A unit the room can never hold** (bigger than all of the pass's room) may excerpt any part over ``share`` of
+    that room, not only of the prompt's limit (issue 42): when the window and the summary leave recall half the
     budget, a unit of three files written whole (each under ``share`` of the limit) is bigger than the room
     and held no giant part, so it was dropped where half the budget, whose smaller limit made its files giant,
-    placed it as an excerpt.
+    placed it as an excerpt. A pass measures by its own room, as the smaller budget it stands for would.
+
+    **An excerpt an earlier pass placed grows in a later one** (issue 42, :data:`EXCERPT_PASSES`): at its rank
+    (at the end, when it was placed in what was left), it goes in whole when what is left holds it, else as a
+    larger excerpt within its share of the larger room (:data:`EXCERPT_ROOM`, :data:`EXCERPT_FIRST`,
+    :data:`EXCERPT_WAITING`, or all that is left). It never shrinks, so twice the room shows every unit half of
+    it shows, as much of it or more. Before, an excerpt cut to fit the first half stayed that small: a test log
+    ranked third, excerpted to 220 of its 2,659 tokens in the first half of a 2,652-token room, left out the
+    two lines the question asked about, which 2,000 tokens (one pass) showed.
 
     (Packing by score per token, kept when it held more total score, was
     measured too: +0.002 evidence on LoCoMo at 2,000 tokens, -0.008 on the hard
@@ -1239,7 +1251,13 @@ def _pack_recall(
             marks.add(u)
 
     def over(u: Unit) -> int | None:  # the size over which a part of u may be excerpted (None: share of the limit)
-        return int(share * cap) if size(u) > cap else None
+        within = room if EXCERPT_PASSES else cap  # the pass's room: what a smaller budget would do
+        return int(share * within) if size(u) > within else None
+
+    # each unit placed as an excerpt: its place in `chosen`, its excerpts, the share of the pass's room it could
+    # take (1.0: all that was left) and what its markers cost beside it; a later pass shows it whole or larger
+    shown: dict[str, tuple[int, Sequence[ExcerptTrace], float, int]] = {}
+    share_of = 0.0  # the share of the room the excerpt being made may take (recorded in `shown`)
 
     def excerpted(u: Unit, most: int) -> tuple[Unit, int] | None:  # u with excerpts, in at most `most` tokens
         if excerpts is None or not excerpts.giants(u, over(u)):
@@ -1255,7 +1273,33 @@ def _pack_recall(
         if cost is None:  # cannot happen (it was cut to fit), but never place what does not fit
             excerpts.undo(got[1])
             return None
+        shown[u.id] = (len(chosen), got[1], share_of, cost - size(got[0]))
         return got[0], cost
+
+    def grow(u: Unit) -> None:  # u, placed as an excerpt by a smaller pass: whole in this one's room, or larger
+        nonlocal used
+        assert excerpts is not None
+        at, made, part, extra = shown[u.id]
+        old = size(chosen[at][0])  # what it costs as shown (its excerpts are taken)
+        left = room - used
+        if left <= 0 or not EXCERPT_PASSES:
+            return
+        excerpts.undo(made)
+        if size(u) <= old + left:
+            chosen[at] = (u, chosen[at][1])
+            used += size(u) - old
+            del shown[u.id]
+            return
+        got = excerpts.unit(u, min(old + left, int(part * room) - extra), over(u))  # its share of this room
+        if got is not None:
+            excerpts.take(got[1])
+            if old < size(got[0]) <= old + left:
+                chosen[at] = (got[0], chosen[at][1])
+                used += size(got[0]) - old
+                shown[u.id] = (at, got[1], part, extra)
+                return
+            excerpts.undo(got[1])
+        excerpts.take(made)
 
     def companion(u: Unit, score: float) -> None:
         n = companions.get(u.id)
@@ -1266,6 +1310,8 @@ def _pack_recall(
             take(n, score, cost)
 
     def place_excerpt(u: Unit, score: float, most: int | None = None) -> bool:  # u in what is left, with excerpts
+        nonlocal share_of
+        share_of = 1.0 if most is None else most / room
         got = excerpted(u, room if most is None else most)
         if got is None:
             return False
@@ -1276,12 +1322,16 @@ def _pack_recall(
     ordered = sorted(recall, key=lambda us: -us[1])
 
     def fill(last: bool) -> None:  # one pass over what is not placed yet, into `room`
-        nonlocal bare
+        nonlocal bare, share_of
         crowded: list[tuple[Unit, float]] = []
         waiting: list[tuple[Unit, float]] = []  # crowded out, with a giant part: an excerpt before much lower units
         for u, score in ordered:
-            if u.id in in_window or u.id in seen:
+            if u.id in in_window:
                 continue  # invariant 6: never repeat the window
+            if u.id in seen:
+                if u.id in shown and shown[u.id][2] < 1:  # an excerpt a smaller pass placed at (or near) its rank
+                    grow(u)
+                continue
             while waiting and score < EXCERPT_BEFORE * waiting[0][1]:
                 place_excerpt(*waiting.pop(0), int(EXCERPT_WAITING * room))
             if not u.complete:
@@ -1293,8 +1343,10 @@ def _pack_recall(
             if cost is None and last and marks and not chosen and size(u) <= room:
                 bare, cost = True, size(u)  # the budget has room for the unit, not for its marker
             if cost is None:
+                share_of = EXCERPT_ROOM
                 got = excerpted(u, int(EXCERPT_ROOM * room)) if size(u) > room else None
                 if got is None and not chosen and size(u) > room:  # nothing ranks above it: a larger share
+                    share_of = EXCERPT_FIRST
                     got = excerpted(u, int(EXCERPT_FIRST * room))
                 if got is None:
                     crowded.append((u, score))
@@ -1304,6 +1356,9 @@ def _pack_recall(
                 u, cost = got
             take(u, score, cost)
             companion(u, score)
+        for u, _ in ordered:  # excerpts a smaller pass placed in what was left: larger in what is left now
+            if u.id in shown and shown[u.id][2] >= 1:
+                grow(u)
         for u, score in crowded:  # what is left after every whole unit that fits: excerpts of the crowded out
             if u.id not in seen and not place_excerpt(u, score) and last:
                 dropped.append(_drop("recall", u, costs.unit(u), "over budget", score))

@@ -698,11 +698,30 @@ def needs_next(u: Unit) -> bool:
     return u.messages[-1].role == "tool" or u.text.strip().endswith("?")
 
 
+def explains(after: Unit) -> bool:
+    """Whether ``after``, the unit right after a recalled tool exchange, can be its companion (:func:`companions`):
+    it says something in words (a message of text, or a tool call with the agent's words beside it). A bare tool
+    call is the agent's next step, not the explanation of the result before it (issue 42: a ``git commit``'s
+    result brought the ``TodoWrite`` after it, 218 tokens at the commit's score, which crowded out the evidence
+    ranked next). A question's companion may be a bare call: its result can be the answer.
+
+    >>> from ragmem._messages import parse_message
+    >>> call = {"role": "assistant", "content": None, "tool_calls": [
+    ...     {"id": "c1", "type": "function", "function": {"name": "TodoWrite", "arguments": "{}"}}]}
+    >>> done = {"role": "tool", "tool_call_id": "c1", "content": "Todos have been modified"}
+    >>> [explains(group_units([parse_message(m) for m in ms])[0])
+    ...  for ms in ([call, done], [{**call, "content": "I will update the list."}, done])]
+    [False, True]
+    """
+    return after.messages[-1].role != "tool" or bool(after.messages[0].text.strip())
+
+
 def companions(
     log: MessageLog, units: Sequence[Unit], *, namespace: str, session: str, before_seq: int,
     settings: RecallSettings = DEFAULT_RECALL,
 ) -> dict[str, Unit]:
-    """For each recalled unit that :func:`needs_next`, the unit after it (whole), if older than ``before_seq``.
+    """For each recalled unit that :func:`needs_next`, the unit after it (whole), if older than ``before_seq``;
+    after a tool exchange, only one that :func:`explains` it (a bare tool call goes in on its own score, if at all).
 
     ``before_seq`` is the window's start. Assembly adds each companion right
     after its unit when the budget allows. Empty when the settings' ``companions`` is off.
@@ -720,9 +739,11 @@ def companions(
     found = {n.id: n for n in group_units(sorted((m for u in set(wanted.values()) for m in by_unit.get(u, ())),
                                                  key=lambda m: m.seq))}
     out = {}
+    tools = {u.id for u in asking if u.messages[-1].role == "tool"}
     for uid, unit in wanted.items():
         n = found.get(unit)
-        if n is not None and n.complete and n.id != uid and n.last_seq < before_seq:
+        if n is not None and n.complete and n.id != uid and n.last_seq < before_seq and (
+                uid not in tools or explains(n)):
             out[uid] = n
     return out
 

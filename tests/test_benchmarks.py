@@ -167,16 +167,24 @@ def test_a_variant_switches_the_query_time_steps_of_issue_42_and_puts_them_back(
     the first unit no larger share, ``excerpt_slices=1`` shows one slice and ``excerpt_arguments=1`` cuts a call's
     longest argument only: what each step is worth, asked in the same run; today's arm is untouched."""
     from benchmarks.agent_sessions import benchmark_side, variant_settings
-    from ragmem import _assemble, _pipeline
+    from ragmem import _assemble, _pipeline, _recall, group_units, parse_message
     from ragmem._settings import MemorySettings
 
-    fields = {"excerpt_focus": False, "excerpt_first": 0.35, "excerpt_slices": 1, "excerpt_arguments": 1}
-    saved = (_pipeline.found_pieces, _assemble.EXCERPT_FIRST, _assemble.EXCERPT_SLICES, _assemble.EXCERPT_ARGUMENT)
+    fields = {"excerpt_focus": False, "excerpt_first": 0.35, "excerpt_slices": 1, "excerpt_arguments": 1,
+              "excerpt_passes": False, "companion_words": False}
+    saved = (_pipeline.found_pieces, _assemble.EXCERPT_FIRST, _assemble.EXCERPT_SLICES, _assemble.EXCERPT_ARGUMENT,
+             _assemble.EXCERPT_PASSES, _recall.explains)
+    bare = group_units([parse_message(m) for m in (
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "TodoWrite", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c", "content": "ok"})])[0]
+    assert not _recall.explains(bare)
     with benchmark_side(fields):
         assert _pipeline.found_pieces({"m": (1,)}, [], None)(object()) == () and _assemble.EXCERPT_FIRST == 0.35
         assert _assemble.EXCERPT_SLICES == 1 and _assemble.EXCERPT_ARGUMENT > 10**9
+        assert _assemble.EXCERPT_PASSES is False and _recall.explains(bare)
     assert (_pipeline.found_pieces, _assemble.EXCERPT_FIRST, _assemble.EXCERPT_SLICES,
-            _assemble.EXCERPT_ARGUMENT) == saved
+            _assemble.EXCERPT_ARGUMENT, _assemble.EXCERPT_PASSES, _recall.explains) == saved
     assert variant_settings(MemorySettings(), fields) == MemorySettings()
 
 

@@ -327,6 +327,68 @@ def test_what_less_room_places_stays_placed_in_twice_the_room(sizes, data):
     assert {u.id for u, _ in small} <= {u.id for u, _ in large}
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(history=histories(), data=st.data())
+def test_what_less_room_places_stays_placed_in_twice_the_room_as_much_of_it_or_more(history, data):
+    """Issue 42, with giant results and arguments: every unit half the room places, whole or as an excerpt, twice
+    the room places too, whole or as an excerpt at least as large (a pass packs the room as a smaller budget
+    would: a unit too big for the pass's room is excerpted at its rank there, and a later pass shows what an
+    earlier one excerpted whole, or larger within its share of the larger room; before, an excerpt cut to fit
+    the first half stayed that small in twice the room)."""
+    from ragmem._assemble import EXCERPT_SHARE, _Costs, _Excerpts, _pack_recall
+
+    units = group_units(history)
+    scores = data.draw(st.lists(st.floats(0, 1), min_size=len(units), max_size=len(units), unique=True))
+    recall = list(zip(units, scores))
+    cap = data.draw(st.integers(1000, 2999))
+    turn = "what did the " + data.draw(TEXT) + " say?"
+    limit = data.draw(st.integers(2 * cap, 8 * cap))  # the prompt's limit: what a giant part is measured by
+
+    def pack(room: int) -> dict[str, int]:
+        costs = _Costs(COUNTER)
+        got, _ = _pack_recall(recall, {}, set(), room, costs, [], excerpts=_Excerpts(
+            COUNTER, costs, turn, EXCERPT_SHARE, limit))
+        assert sum(costs.unit(u) for u, _ in got) <= room
+        return {u.id: costs.unit(u) for u, _ in got}
+
+    small, large = pack(cap), pack(2 * cap)
+    assert small.keys() <= large.keys()
+    assert all(large[k] >= small[k] for k in small)
+
+
+def test_a_unit_a_first_pass_excerpted_goes_in_whole_when_the_room_holds_it():
+    """Issue 42: in a room of twice PASS_MIN or more, packed half first, the best unit too big for that half went
+    in as an excerpt and stayed one, though the whole room held it whole; a 10,754-character test log, first in a
+    room of 2,652 tokens, showed 220 of its 2,659 tokens, without "running 175 tests" or the failed test. Now the
+    last pass shows it whole, and a unit too big for that too as an excerpt within its share of all the room."""
+    from ragmem._assemble import EXCERPT_ROOM, EXCERPT_SHARE, PASS_MIN, _Costs, _Excerpts, _pack_recall
+
+    question = "how many tests ran and which one failed?"
+    room = 2 * PASS_MIN
+
+    def pack(tests: int) -> tuple[int, int | None, set[str]]:  # the log's size, what it shows, the units placed
+        raw = [{"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+                   "name": "shell", "arguments": '{"command": "cargo test"}'}}]},
+               {"role": "tool", "tool_call_id": "c1", "content": _cargo_log(tests, tests // 2)},
+               *[{"role": "user", "content": f"an unrelated turn {i} about the weather"} for i in range(6)]]
+        test, *low = group_units(parse_message(r).with_(seq=i, session="s", namespace="n", id=f"m{i}")
+                                 for i, r in enumerate(raw))
+        recall = [(test, 1.0)] + [(u, 0.5 - 0.01 * i) for i, u in enumerate(low)]
+        costs = _Costs(COUNTER)
+        size = costs.unit(test)
+        got, _ = _pack_recall(recall, {}, set(), room, costs, [],
+                              excerpts=_Excerpts(COUNTER, costs, question, EXCERPT_SHARE, 2 * room))
+        shown = {u.id: costs.unit(u) for u, _ in got}
+        return size, shown.get(test.id), set(shown)
+
+    size, shown, placed = pack(80)
+    assert room // 2 < size < room - 200  # too big for the first half, whole in all of it
+    assert shown == size and len(placed) == 7  # whole: the first pass's excerpt grew into it
+    size, shown, placed = pack(150)
+    assert size > room and shown is not None  # never whole: an excerpt of its share of all the room
+    assert EXCERPT_ROOM * room // 2 < shown <= EXCERPT_ROOM * room and len(placed) == 7
+
+
 def test_an_excerpt_holds_the_piece_the_search_found_and_the_words_choose_within_a_longer_one():
     """Issue 42: the slice was chosen by the question's words alone, so a result whose evidence shares no word with
     the question showed its head (or whatever shared a common word). ``focus``, the span of the chunk the dense

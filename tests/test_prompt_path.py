@@ -319,9 +319,10 @@ def test_kept_counts_place_exactly_what_counting_places(tmp_path, hash_embedder,
 
 def companions_the_long_way(log, units, *, namespace, session, before_seq):
     """ragmem._recall.companions the long way: a walk for the next live message, ids_of, then the units' messages."""
-    from ragmem._recall import needs_next
+    from ragmem._recall import explains, needs_next
 
     asking = [u for u in units if needs_next(u)]
+    tools = {u.id for u in asking if u.messages[-1].role == "tool"}
     after = next_after(log, namespace, session, {u.last_seq for u in asking})
     wanted = {u.id: after[u.last_seq][0] for u in asking
               if u.last_seq in after and after[u.last_seq][1] < before_seq}
@@ -332,7 +333,8 @@ def companions_the_long_way(log, units, *, namespace, session, before_seq):
     out = {}
     for uid, mid in wanted.items():
         n = found.get(unit_of.get(mid, ""))
-        if n is not None and n.complete and n.id != uid and n.last_seq < before_seq:
+        if n is not None and n.complete and n.id != uid and n.last_seq < before_seq and (
+                uid not in tools or explains(n)):
             out[uid] = n
     return out
 

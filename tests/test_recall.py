@@ -129,6 +129,33 @@ def test_companions_are_whole_neighbouring_units_older_than_the_window(tmp_path,
     mem.close()
 
 
+def test_a_tool_exchange_brings_the_words_after_it_not_a_bare_call(tmp_path, hash_embedder):
+    """Issue 42: a recalled tool exchange brings the turn after it as the explanation of its result; a bare tool
+    call there is the agent's next step (a ``git commit`` brought the ``TodoWrite`` after it, at the commit's
+    score, and crowded out the evidence ranked next), so it is no companion. A call with the agent's words beside
+    it is one, and a question still brings a bare call: its result can be the answer."""
+    from ragmem import Memory
+    from ragmem._recall import companions
+
+    def call(cid: str, name: str, words: str | None = None) -> dict:
+        return {"role": "assistant", "content": words, "id": cid, "tool_calls": [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": "{}"}}]}
+
+    mem = Memory(tmp_path / "s", embedder=hash_embedder)
+    mem.add_many([
+        {"role": "user", "content": "Can you commit the plans?", "id": "ask"},
+        call("commit", "Bash"), {"role": "tool", "tool_call_id": "commit", "content": "[main 76701df] 2 files changed"},
+        call("todo", "TodoWrite"), {"role": "tool", "tool_call_id": "todo", "content": "Todos have been modified"},
+        call("look", "Bash", "I will check the log."), {"role": "tool", "tool_call_id": "look", "content": "76701df"},
+        {"role": "assistant", "content": "Committed as 76701df.", "id": "said"},
+        {"role": "user", "content": "OK.", "id": "ok"},
+    ])
+    units = [u for u in group_units(mem.store.log.messages("default", "default")) if u.id != "ok"]
+    got = companions(mem.store.log, units, namespace="default", session="default", before_seq=9)
+    assert {k: v.id for k, v in got.items()} == {"ask": "commit", "todo": "look", "look": "said"}
+    mem.close()
+
+
 def test_assembly_places_a_companion_beside_its_unit_only_when_it_fits():
     from ragmem import assemble
     from ragmem._tokens import default_counter
