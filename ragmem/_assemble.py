@@ -647,6 +647,17 @@ def _piece_terms(text: str) -> tuple[list[tuple[int, int]], list[frozenset[str]]
     return got
 
 
+def _frequency(term_sets: Iterable[Iterable[str]]) -> dict[str, int]:
+    """How many of ``term_sets`` (a text's pieces, or the parts of a message, each as the query's terms it holds)
+    hold each term: a term weighs one over that, so the rarer ones count most (:func:`excerpt_span`,
+    :func:`outline`, :meth:`_Excerpts._matches`)."""
+    df: dict[str, int] = {}
+    for ts in term_sets:
+        for t in ts:
+            df[t] = df.get(t, 0) + 1
+    return df
+
+
 def excerpt_span(text: str, query: str, max_chars: int, focus: tuple[int, int] | None = None) -> tuple[int, int]:
     r"""The slice of ``text`` (``start``, ``end``) of at most ``max_chars`` characters around what matches ``query``.
 
@@ -671,10 +682,7 @@ def excerpt_span(text: str, query: str, max_chars: int, focus: tuple[int, int] |
     pieces, piece_terms = _piece_terms(text)
     wanted = set(tokenize(query))
     terms = [wanted.intersection(ts) if wanted else set() for ts in piece_terms]
-    df: dict[str, int] = {}
-    for ts in terms:
-        for t in ts:
-            df[t] = df.get(t, 0) + 1
+    df = _frequency(terms)
     weight = [sum(1.0 / df[t] for t in ts) for ts in terms]
     lo, hi = 0, len(pieces) - 1  # the pieces a run may take
     inside = [k for k, (a, b) in enumerate(pieces) if focus and a < focus[1] and b > focus[0]]
@@ -720,10 +728,8 @@ def outline(text: str, query: str) -> list[tuple[int, int]]:
     """
     from ._indexing import error_lines  # the index's own reading of an output's failures
 
-    if not text or EXCERPT_HEAD <= 0:
-        head = 0
-    else:
-        head = 0
+    head = 0
+    if text and EXCERPT_HEAD > 0:
         for line in text.splitlines(keepends=True):
             if head + len(line) > EXCERPT_HEAD:
                 break
@@ -735,10 +741,7 @@ def outline(text: str, query: str) -> list[tuple[int, int]]:
         return out
     _, piece_terms = _piece_terms(text)
     wanted = set(tokenize(query))
-    df: dict[str, int] = {}
-    for ts in piece_terms:
-        for t in wanted.intersection(ts):
-            df[t] = df.get(t, 0) + 1
+    df = _frequency(wanted.intersection(ts) for ts in piece_terms)
     found: list[tuple[float, int, int]] = []
     at = 0
     for line in errors:  # in order, each once: find each where the last one ended
@@ -1096,10 +1099,7 @@ class _Excerpts:
         """How well each giant part matches the query: its terms, each by how few of the parts hold it."""
         wanted = frozenset(tokenize(self.query))
         terms = [wanted & frozenset().union(*_piece_terms(t)[1]) for t in texts]
-        df: dict[str, int] = {}
-        for ts in terms:
-            for t in ts:
-                df[t] = df.get(t, 0) + 1
+        df = _frequency(terms)
         return [sum(1.0 / df[t] for t in ts) for ts in terms]
 
     def unit(self, u: Unit, room: int, over: int | None = None) -> tuple[Unit, list[ExcerptTrace]] | None:
@@ -1257,9 +1257,9 @@ def _pack_recall(
     # each unit placed as an excerpt: its place in `chosen`, its excerpts, the share of the pass's room it could
     # take (1.0: all that was left) and what its markers cost beside it; a later pass shows it whole or larger
     shown: dict[str, tuple[int, Sequence[ExcerptTrace], float, int]] = {}
-    share_of = 0.0  # the share of the room the excerpt being made may take (recorded in `shown`)
 
-    def excerpted(u: Unit, most: int) -> tuple[Unit, int] | None:  # u with excerpts, in at most `most` tokens
+    def excerpted(u: Unit, most: int, part: float) -> tuple[Unit, int] | None:  # u with excerpts, in at most
+        # `most` tokens, which are `part` of the pass's room (`shown` keeps it: a later pass grows it to that share)
         if excerpts is None or not excerpts.giants(u, over(u)):
             return None
         extra = marks.delta(u, bare) if marks else 0
@@ -1273,7 +1273,7 @@ def _pack_recall(
         if cost is None:  # cannot happen (it was cut to fit), but never place what does not fit
             excerpts.undo(got[1])
             return None
-        shown[u.id] = (len(chosen), got[1], share_of, cost - size(got[0]))
+        shown[u.id] = (len(chosen), got[1], part, cost - size(got[0]))
         return got[0], cost
 
     def grow(u: Unit) -> None:  # u, placed as an excerpt by a smaller pass: whole in this one's room, or larger
@@ -1310,9 +1310,7 @@ def _pack_recall(
             take(n, score, cost)
 
     def place_excerpt(u: Unit, score: float, most: int | None = None) -> bool:  # u in what is left, with excerpts
-        nonlocal share_of
-        share_of = 1.0 if most is None else most / room
-        got = excerpted(u, room if most is None else most)
+        got = excerpted(u, room, 1.0) if most is None else excerpted(u, most, most / room)
         if got is None:
             return False
         take(got[0], score, got[1])
@@ -1322,7 +1320,7 @@ def _pack_recall(
     ordered = sorted(recall, key=lambda us: -us[1])
 
     def fill(last: bool) -> None:  # one pass over what is not placed yet, into `room`
-        nonlocal bare, share_of
+        nonlocal bare
         crowded: list[tuple[Unit, float]] = []
         waiting: list[tuple[Unit, float]] = []  # crowded out, with a giant part: an excerpt before much lower units
         for u, score in ordered:
@@ -1343,11 +1341,9 @@ def _pack_recall(
             if cost is None and last and marks and not chosen and size(u) <= room:
                 bare, cost = True, size(u)  # the budget has room for the unit, not for its marker
             if cost is None:
-                share_of = EXCERPT_ROOM
-                got = excerpted(u, int(EXCERPT_ROOM * room)) if size(u) > room else None
+                got = excerpted(u, int(EXCERPT_ROOM * room), EXCERPT_ROOM) if size(u) > room else None
                 if got is None and not chosen and size(u) > room:  # nothing ranks above it: a larger share
-                    share_of = EXCERPT_FIRST
-                    got = excerpted(u, int(EXCERPT_FIRST * room))
+                    got = excerpted(u, int(EXCERPT_FIRST * room), EXCERPT_FIRST)
                 if got is None:
                     crowded.append((u, score))
                     if excerpts is not None and excerpts.giants(u, over(u)):

@@ -466,14 +466,19 @@ def _pack(mem: "Memory", found: list[tuple["Unit", float]], text: str, session: 
 
     order = _by_worth(rest, counter)
     done: set[str] = set()
+    tried: dict[str, int] = {}  # a waiting unit -> how many were chosen when it neither fitted nor went in as excerpt
     for u, score in order:
         if u.id in done:
             continue
         if WAITING_BEFORE > 0:
             # a long unit near the top that no longer fits whole goes in as its excerpt before the much lower units
-            # its size put it behind (the prompt's rule, ragmem._assemble.EXCERPT_BEFORE)
+            # its size put it behind (the prompt's rule, ragmem._assemble.EXCERPT_BEFORE); tried again only once
+            # more went in (both renders depend on `chosen` alone, which only grows)
             for g, gs in order[:WEIGHED]:
-                if g.id in done or g.id == u.id or WAITING_BEFORE * gs <= score or fits(g, gs):
+                if g.id in done or g.id == u.id or WAITING_BEFORE * gs <= score or tried.get(g.id) == len(chosen):
+                    continue
+                tried[g.id] = len(chosen)
+                if fits(g, gs):
                     continue
                 cut = excerpt(g, chosen, EXCERPT_ROOM)
                 if cut is not None:
