@@ -323,6 +323,13 @@ def fresh_chroma_server(tmp_path):
     server.stop()
 
 
+def filler_turns(n: int = 30) -> list[dict]:
+    """``n`` turns that alternate user and assistant and say nothing a test asks about: what keeps a recalled
+    message out of the window and among others."""
+    return [{"role": "user" if k % 2 == 0 else "assistant", "content": f"turn {k} about the release notes"}
+            for k in range(n)]
+
+
 def put_indexed(log, namespace, session, texts, start=0):
     """Append user messages (ids ``<session>-<n>``) to a log and mark them indexed with their lexical rows,
     as ingest would without a vector index: for tests of the lexical search alone. Returns the ids."""

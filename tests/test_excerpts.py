@@ -19,6 +19,7 @@ from itertools import pairwise
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import filler_turns
 from ragmem import assemble, group_units, parse_message
 from ragmem._assemble import EXCERPT_PIECE, argument_marker, excerpt_marker, excerpt_span, excerpt_text
 from ragmem._tokens import count_messages, default_counter
@@ -607,8 +608,7 @@ def test_a_prompt_shows_each_file_a_message_wrote_and_both_pieces_the_search_fou
             {"role": "assistant", "content": None, "tool_calls": [{"id": "r1", "type": "function", "function": {
                 "name": "Read", "arguments": '{"file_path": "test/compliance.test.js"}'}}]},
             {"role": "tool", "tool_call_id": "r1", "content": test_file, "id": "tests"},
-            *[{"role": "user" if k % 2 == 0 else "assistant", "content": f"turn {k} about the release notes"}
-              for k in range(30)],
+            *filler_turns(),
         ])
         ctx = mem.prompt("what font size did the timer display use in the stylesheet?", budget=2000)
         assert ".timer-display { font-size: 72px; color: tomato; }" in json.dumps(ctx.messages)
@@ -714,8 +714,7 @@ def test_a_prompt_shows_how_many_tests_ran_and_which_failed_from_a_long_test_log
             {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
                 "name": "shell", "arguments": '{"command": ["cargo", "test", "-p", "codex-core"]}'}}]},
             {"role": "tool", "tool_call_id": "c1", "content": text, "id": "log"},
-            *[{"role": "user" if k % 2 == 0 else "assistant", "content": f"turn {k} about the release notes"}
-              for k in range(30)],
+            *filler_turns(),
         ])
         question = "Once the test fixtures were fixed, how many codex-core tests ran and which one still failed?"
         for budget in (1500, 2000):

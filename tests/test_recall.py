@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import filler_turns
 from ragmem import Memory, RecallSettings, group_units
 from ragmem._recall import Candidate, fuse, phrases
 
@@ -516,8 +517,7 @@ def test_a_prompt_excerpts_a_long_result_where_the_search_found_it(tmp_path, emb
             {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
                 "name": "Read", "arguments": '{"file_path": "app.js"}'}}]},
             {"role": "tool", "tool_call_id": "c1", "content": code, "id": "result"},
-            *[{"role": "user" if k % 2 == 0 else "assistant", "content": f"turn {k} about the release notes"}
-              for k in range(30)],
+            *filler_turns(),
         ])
         found, _ = retrieve(mem, question, 10, grain="unit", scope="session")
         assert found.chunks.get("result", (0,))[0] > 0  # a chunk past the head matched
