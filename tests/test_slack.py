@@ -148,6 +148,28 @@ def test_a_store_opened_again_is_scrubbed_and_still_answers(tmp_path):
         mem.close()
 
 
+def test_a_segment_chroma_writes_again_after_the_open_is_scrubbed_again(tmp_path):
+    """A collection Chroma has not saved an element of (fewer than its batch) is written anew, its whole
+    capacity from memory, when a later process first reads it. The scrub at open had already seen that
+    segment, so before the fix the rewrite kept whatever the heap held until the store closed: the CI run that
+    found a removed secret in ``data_level0.bin`` after ``ragmem redact``, while the next Memory was open."""
+    store = tmp_path / "s"
+    with Memory(store, embedder=HashEmbedder()) as mem:
+        mem.add_many([{"role": "user", "content": f"the build of step {i} uses cache key k{i}"} for i in range(30)])
+        mem.store.flush()
+    mem = Memory(store, embedder=HashEmbedder())
+    try:
+        junk = [f"LEFTOVER-ghp_{i:08d} " * (1 + i % 50) for i in range(40_000)]  # a heap with a past
+        del junk[::2]
+        assert [h.message.content for h in mem.search("cache key k7", k=1)] == ["the build of step 7 uses cache key k7"]
+        del junk
+        for seg in _segments(store):
+            data, lengths = _slack_bytes(seg)
+            assert data.count(0) == len(data) and lengths.count(0) == len(lengths), seg.name
+    finally:
+        mem.close()
+
+
 def test_the_gate_keeps_a_scrub_apart_from_every_call():
     gate = Gate()
     events: list[str] = []

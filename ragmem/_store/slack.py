@@ -12,7 +12,10 @@ collection (under 100 vectors, Chroma's first capacity) keeps it for good, whate
 and the memory of one store's work can land in another store's files when one process serves both.
 
 :class:`Slack` zeroes those slots: every segment of a store when this process opens its embedded Chroma and
-when it closes it, and each new segment after the call that made it. Chroma writes its files only inside a
+when it closes it, and after any call, each segment whose files that call wrote. New segments are not the only
+ones: a collection none of whose elements Chroma has saved yet (fewer than its batch) is written anew, its whole
+capacity from memory, when a later process first reads it (measured: the segment the open had scrubbed held
+87 KB of the heap after the first search). Chroma writes its files only inside a
 call (measured: no write between calls), so a scrub that runs while no call of this process is under way
 (:class:`Gate`) cannot race one; and only the store's owner opens its Chroma (``owner.py``), so no other
 process writes there. A header this code does not recognise leaves its segment untouched.
@@ -25,6 +28,7 @@ import errno
 import os
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -163,6 +167,24 @@ class Gate:
                 self._cond.notify_all()
 
 
+#: A file written this close to its scrub (ns) is looked at again after the next call: a rewrite within the
+#: same clock tick would leave its size and time as the scrub left them (git's "racy" timestamps).
+_RACY_NS = 50_000_000
+
+
+def _signature(folder: Path) -> tuple[tuple[int, int, int] | None, ...]:
+    """What a write to a segment changes: each graph file's inode, size and modification time."""
+    sig: list[tuple[int, int, int] | None] = []
+    for name in ("header.bin", "data_level0.bin", "length.bin"):
+        try:
+            st = os.stat(folder / name)
+        except OSError:
+            sig.append(None)
+            continue
+        sig.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(sig)
+
+
 class Slack:
     """The scrubbing of one embedded Chroma folder, for the process that has it open (see the module)."""
 
@@ -171,7 +193,8 @@ class Slack:
         self.gate = Gate()
         #: Bytes of leftover memory zeroed so far (for tests and ``ragmem check``).
         self.zeroed = 0
-        self._done: set[str] = set()
+        #: Each scrubbed segment's files as the scrub left them; a segment whose files differ is scrubbed again.
+        self._clean: dict[str, tuple[tuple[int, int, int] | None, ...]] = {}
 
     def _segments(self) -> set[str]:
         try:
@@ -180,32 +203,40 @@ class Slack:
         except OSError:
             return set()
 
+    def _scrub(self, name: str) -> int:
+        """Scrub one segment and remember its files as clean (unless they are too fresh to trust, or it has
+        no header yet: then the next call looks again)."""
+        folder = self.chroma / name
+        zeroed = scrub_segment(folder)
+        sig = _signature(folder)
+        now = time.time_ns()
+        fresh = any(part is not None and now - part[2] < _RACY_NS for part in sig)
+        if sig[0] is None or fresh:
+            self._clean.pop(name, None)
+        else:
+            self._clean[name] = sig
+        return zeroed
+
     def scrub_all(self) -> int:
         """Scrub every segment (no call of this process may be under way: at open and at close)."""
-        zeroed = 0
-        for name in self._segments():
-            zeroed += scrub_segment(self.chroma / name)
-            if (self.chroma / name / "header.bin").exists():
-                self._done.add(name)
+        zeroed = sum(self._scrub(name) for name in self._segments())
         self.zeroed += zeroed
         return zeroed
 
     def after_call(self) -> None:
-        """Scrub the segments a call has just made (once each); nothing when there is none, or when this
-        thread is still inside an outer call (the outer one scrubs when it ends)."""
+        """Scrub the segments whose files the call just wrote (a few ``stat`` calls when it wrote none);
+        nothing when this thread is still inside an outer call (the outer one scrubs when it ends)."""
         if self.gate.inside():
             return
-        new = self._segments() - self._done
-        if not new:
+        changed = [n for n in self._segments() if self._clean.get(n) != _signature(self.chroma / n)]
+        if not changed:
             return
         with self.gate.alone():
-            for name in sorted(new):
-                if (self.chroma / name / "header.bin").exists():
-                    try:
-                        self.zeroed += scrub_segment(self.chroma / name)
-                    except OSError:  # a full disk, say: the call itself succeeded; the next one tries again
-                        continue
-                    self._done.add(name)
+            for name in sorted(changed):
+                try:
+                    self.zeroed += self._scrub(name)
+                except OSError:  # a full disk, say: the call itself succeeded; the next one tries again
+                    self._clean.pop(name, None)
 
 
 @contextlib.contextmanager
