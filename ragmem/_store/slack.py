@@ -172,17 +172,14 @@ class Gate:
 _RACY_NS = 50_000_000
 
 
-def _signature(folder: Path) -> tuple[tuple[int, int, int] | None, ...]:
-    """What a write to a segment changes: each graph file's inode, size and modification time."""
-    sig: list[tuple[int, int, int] | None] = []
-    for name in ("header.bin", "data_level0.bin", "length.bin"):
-        try:
-            st = os.stat(folder / name)
-        except OSError:
-            sig.append(None)
-            continue
-        sig.append((st.st_ino, st.st_size, st.st_mtime_ns))
-    return tuple(sig)
+def _signature(folder: str) -> tuple[int, int, int] | None:
+    """What a write to a segment changes: its ``data_level0.bin``'s inode, size and modification time (Chroma
+    writes ``length.bin`` only beside it, when it makes an index or saves elements); None without one."""
+    try:
+        st = os.stat(os.path.join(folder, "data_level0.bin"))
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 class Slack:
@@ -193,8 +190,8 @@ class Slack:
         self.gate = Gate()
         #: Bytes of leftover memory zeroed so far (for tests and ``ragmem check``).
         self.zeroed = 0
-        #: Each scrubbed segment's files as the scrub left them; a segment whose files differ is scrubbed again.
-        self._clean: dict[str, tuple[tuple[int, int, int] | None, ...]] = {}
+        #: Each scrubbed segment's graph file as the scrub left it; a segment whose file differs is scrubbed again.
+        self._clean: dict[str, tuple[int, int, int]] = {}
 
     def _segments(self) -> set[str]:
         try:
@@ -203,15 +200,24 @@ class Slack:
         except OSError:
             return set()
 
+    def _changed(self) -> list[str]:
+        """The segments whose graph file differs from what the last scrub left (a ``stat`` each: this runs after
+        every call, on stores of a thousand sessions too)."""
+        clean = self._clean
+        try:
+            with os.scandir(self.chroma) as entries:
+                return sorted(e.name for e in entries
+                              if e.is_dir(follow_symlinks=False) and clean.get(e.name) != _signature(e.path))
+        except OSError:
+            return []
+
     def _scrub(self, name: str) -> int:
-        """Scrub one segment and remember its files as clean (unless they are too fresh to trust, or it has
-        no header yet: then the next call looks again)."""
+        """Scrub one segment and remember its graph file as clean (unless it is too fresh to trust, or the
+        segment has no header yet: then the next call looks again)."""
         folder = self.chroma / name
         zeroed = scrub_segment(folder)
-        sig = _signature(folder)
-        now = time.time_ns()
-        fresh = any(part is not None and now - part[2] < _RACY_NS for part in sig)
-        if sig[0] is None or fresh:
+        sig = _signature(str(folder))
+        if sig is None or not (folder / "header.bin").exists() or time.time_ns() - sig[2] < _RACY_NS:
             self._clean.pop(name, None)
         else:
             self._clean[name] = sig
@@ -224,15 +230,15 @@ class Slack:
         return zeroed
 
     def after_call(self) -> None:
-        """Scrub the segments whose files the call just wrote (a few ``stat`` calls when it wrote none);
+        """Scrub the segments whose files the call just wrote (a ``stat`` per segment when it wrote none);
         nothing when this thread is still inside an outer call (the outer one scrubs when it ends)."""
         if self.gate.inside():
             return
-        changed = [n for n in self._segments() if self._clean.get(n) != _signature(self.chroma / n)]
+        changed = self._changed()
         if not changed:
             return
         with self.gate.alone():
-            for name in sorted(changed):
+            for name in changed:
                 try:
                     self.zeroed += self._scrub(name)
                 except OSError:  # a full disk, say: the call itself succeeded; the next one tries again
@@ -241,7 +247,7 @@ class Slack:
 
 @contextlib.contextmanager
 def guarded(client: Any) -> Iterator[None]:
-    """Run the block as one Chroma call on ``client``: inside its :class:`Gate`, and the segments it made
+    """Run the block as one Chroma call on ``client``: inside its :class:`Gate`, and the segments it wrote
     scrubbed after it (nothing to do for a server's client, which has no :class:`Slack`)."""
     slack: Slack | None = getattr(client, "_ragmem_slack", None)
     if slack is None:
