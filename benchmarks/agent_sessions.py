@@ -770,9 +770,11 @@ def variant_settings(settings, fields: dict):
 #: ``excerpt_head=0``: its error lines only, :data:`ragmem._assemble.EXCERPT_HEAD`; ``excerpt_passes=false``:
 #: excerpts measured by all of recall's room and kept as the pass that made them cut them,
 #: :data:`ragmem._assemble.EXCERPT_PASSES`; ``companion_words=false``: a tool exchange's companion may be a bare
-#: tool call, :func:`ragmem._recall.explains`).
+#: tool call, :func:`ragmem._recall.explains`; ``excerpt_at_rank=false``: a crowded-out unit's excerpt waits for
+#: lower scores, :data:`ragmem._assemble.EXCERPT_AT_RANK`).
 BENCHMARK_SIDE = ("code_words", "excerpt_focus", "excerpt_first", "excerpt_slices", "excerpt_arguments",
-                  "excerpt_waiting", "excerpt_outline", "excerpt_head", "excerpt_passes", "companion_words")
+                  "excerpt_waiting", "excerpt_outline", "excerpt_head", "excerpt_passes", "companion_words",
+                  "excerpt_at_rank")
 
 
 @contextmanager
@@ -782,7 +784,9 @@ def benchmark_side(fields: dict):
 
     saved = _pipeline.found_pieces, _assemble.EXCERPT_FIRST, _assemble.EXCERPT_SLICES, _assemble.EXCERPT_ARGUMENT
     waiting, outline, head = _assemble.EXCERPT_WAITING, _assemble.EXCERPT_OUTLINE, _assemble.EXCERPT_HEAD
-    passes, explains = _assemble.EXCERPT_PASSES, _recall.explains
+    passes, explains, at_rank = _assemble.EXCERPT_PASSES, _recall.explains, _assemble.EXCERPT_AT_RANK
+    if fields.get("excerpt_at_rank", True) is False:
+        _assemble.EXCERPT_AT_RANK = False
     if fields.get("excerpt_passes", True) is False:
         _assemble.EXCERPT_PASSES = False
     if fields.get("companion_words", True) is False:
@@ -808,7 +812,7 @@ def benchmark_side(fields: dict):
     finally:
         _pipeline.found_pieces, _assemble.EXCERPT_FIRST, _assemble.EXCERPT_SLICES, _assemble.EXCERPT_ARGUMENT = saved
         _assemble.EXCERPT_WAITING, _assemble.EXCERPT_OUTLINE, _assemble.EXCERPT_HEAD = waiting, outline, head
-        _assemble.EXCERPT_PASSES, _recall.explains = passes, explains
+        _assemble.EXCERPT_PASSES, _recall.explains, _assemble.EXCERPT_AT_RANK = passes, explains, at_rank
         if fields.get("excerpt_arguments") == 1:
             _assemble._ARGUMENTS.clear(), _assemble._ARGUMENT_TOKENS.clear()
 

@@ -560,6 +560,12 @@ EXCERPT_BEFORE = 0.8
 #: it still find some (issue 42, chosen on the agent transcripts' tuning halves: all that was left, 0.5 and 0.35
 #: measured; 0.35 lost a long-session question at 8,000 tokens).
 EXCERPT_WAITING = 0.5
+#: Whether a unit crowded out of the last pass whose giant part could show as an excerpt goes in as one at its rank,
+#: in at most ``excerpt_share`` of the room, when what is left holds that (issue 42); else, or when False (the
+#: benchmark's ``excerpt_at_rank=false``), it waits for :data:`EXCERPT_BEFORE`. A commit's log ranked fourth, 721
+#: tokens with 2,431 characters of hook output after its first two lines, waited while a to-do list at 0.94 of its
+#: score took the 355 tokens left, and 2,000 tokens showed neither the commit nor its size.
+EXCERPT_AT_RANK = True
 #: The smallest room recall is packed into on its own first: a room of at least twice this is packed in passes,
 #: half of it first (:func:`_pack_recall`), so what a smaller budget places stays placed in a larger one.
 PASS_MIN = 1000
@@ -1204,9 +1210,11 @@ def _pack_recall(
     With ``excerpts``, a unit holding a giant part (:class:`_Excerpts`: a tool result, or a call's one giant
     argument such as a file written whole) that does not fit whole may go in with that part as a marked
     excerpt: at its rank when the unit is bigger than all of the room (it could never go in whole), in at most
-    :data:`EXCERPT_ROOM` of the room (:data:`EXCERPT_FIRST` for the first unit placed, when that is too little); when better-ranked units crowded it out, before the first unit that scores
-    below :data:`EXCERPT_BEFORE` of its score, in what is left (a unit found near the top is not lost to its
-    size while much lower ones go in), and otherwise after every whole unit that fits. So an excerpt never
+    :data:`EXCERPT_ROOM` of the room (:data:`EXCERPT_FIRST` for the first unit placed, when that is too little);
+    when better-ranked units crowded it out, at its rank in at most ``share`` of the room when what is left holds
+    that (the last pass, :data:`EXCERPT_AT_RANK`), else before the first unit that scores below
+    :data:`EXCERPT_BEFORE` of its score, in what is left (a unit found near the top is not lost to its size while
+    much lower ones go in), and otherwise after every whole unit that fits. So an excerpt never
     takes the room of a whole unit ranked above it in its pass.
 
     **A unit the room can never hold** (bigger than all of the pass's room) may excerpt any part over ``share`` of
@@ -1344,6 +1352,8 @@ def _pack_recall(
                 got = excerpted(u, int(EXCERPT_ROOM * room), EXCERPT_ROOM) if size(u) > room else None
                 if got is None and not chosen and size(u) > room:  # nothing ranks above it: a larger share
                     got = excerpted(u, int(EXCERPT_FIRST * room), EXCERPT_FIRST)
+                if got is None and last and EXCERPT_AT_RANK:  # crowded out: a small excerpt at its rank first
+                    got = excerpted(u, int(share * room), share)
                 if got is None:
                     crowded.append((u, score))
                     if excerpts is not None and excerpts.giants(u, over(u)):

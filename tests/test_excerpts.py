@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import pairwise
 
@@ -274,11 +275,13 @@ def test_excerpts_never_take_the_room_of_a_whole_unit_ranked_above_them(history,
             assert u.unit_id in whole_on
 
 
-def test_a_unit_found_near_the_top_goes_in_as_an_excerpt_before_much_lower_units():
+def test_a_unit_found_near_the_top_goes_in_as_an_excerpt_before_lower_units():
     """Issue 42: a unit ranked second, crowded out of the room by the first, is not lost to its size while units
-    scoring far below it fill the room: its giant part goes in as an excerpt before the first unit scoring below
-    EXCERPT_BEFORE of its score (before, the low units took the room and the excerpt found none left)."""
-    from ragmem._assemble import EXCERPT_BEFORE
+    scoring below it fill the room: its giant part goes in as an excerpt, at its rank in the last pass (a commit's
+    log ranked fourth waited while a to-do list at 0.94 of its score took what was left), and at the latest
+    before the first unit scoring below EXCERPT_BEFORE of its score (before, the low units took the room and the
+    excerpt found none left)."""
+    from ragmem._assemble import EXCERPT_BEFORE, EXCERPT_SHARE
 
     css = "\n".join(f".rule{i} {{ color: #{i:06x}; margin: {i}px; }}" for i in range(48)) + \
         "\n.timer-display { font-size: 72px; color: tomato; }\n" + \
@@ -301,9 +304,16 @@ def test_a_unit_found_near_the_top_goes_in_as_an_excerpt_before_much_lower_units
     assert ".timer-display { font-size: 72px; color: tomato; }" in css[x.start:x.end]
     placed = [u.unit_id for u in ctx.trace.included if u.section == "recall"]
     assert top.id in placed and read.id in placed
-    # units scoring about as high as the crowded one still go in whole before it, as they did: no room is left
+    # units scoring about as high as the crowded one: it goes in at its rank, in at most the share of the room,
+    # and they fill what is left after it (EXCERPT_AT_RANK); before, they took the room and it was dropped
     even = [(top, 1.0), (read, 0.9)] + [(u, 0.89 - 0.001 * i) for i, u in enumerate(low)]
     ctx = assemble(question, budget=1600, counter=COUNTER, recall=even)
+    assert [x.message_id for x in ctx.trace.excerpts] == [read.messages[1].id]
+    assert ctx.trace.excerpts[0].shown_tokens <= EXCERPT_SHARE * room
+    placed = [u.unit_id for u in ctx.trace.included if u.section == "recall"]
+    assert read.id in placed and low[0].id in placed
+    with _switched("EXCERPT_AT_RANK", False):
+        ctx = assemble(question, budget=1600, counter=COUNTER, recall=even)
     assert not ctx.trace.excerpts and any(d.unit_id == read.id for d in ctx.trace.dropped)
 
 
@@ -457,6 +467,19 @@ def test_the_best_unit_too_big_for_the_room_goes_in_when_its_other_messages_are_
     (x,) = ctx.trace.excerpts
     assert x.message_id == "m1" and any("libtimer.so" in log[a:b] for a, b in x.spans)
     assert ctx.trace.total_tokens <= 1000
+
+
+@contextmanager
+def _switched(name: str, value: object) -> Iterator[None]:
+    """One of ``ragmem._assemble``'s module switches set to ``value`` for the block (the rule before a change)."""
+    from ragmem import _assemble
+
+    saved = getattr(_assemble, name)
+    setattr(_assemble, name, value)
+    try:
+        yield
+    finally:
+        setattr(_assemble, name, saved)
 
 
 @contextmanager
