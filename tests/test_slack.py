@@ -170,6 +170,41 @@ def test_a_segment_chroma_writes_again_after_the_open_is_scrubbed_again(tmp_path
         mem.close()
 
 
+def test_a_call_that_names_its_collection_looks_at_its_segments_and_new_ones_only(tmp_path):
+    """After a search or an upsert, only the collection's own graph files (Chroma's database names its segments)
+    and any new segment are looked at: a few ``stat`` calls on a store of a thousand sessions, not a thousand. A
+    call that names none looks at every segment."""
+    import sqlite3
+
+    chroma = tmp_path / "chroma"
+    chroma.mkdir()
+    db = sqlite3.connect(chroma / "chroma.sqlite3")
+    db.execute("CREATE TABLE segments (id TEXT, type TEXT, scope TEXT, collection TEXT)")
+    db.executemany("INSERT INTO segments VALUES (?, 'x', ?, ?)",
+                   [("seg-a", "VECTOR", "col-a"), ("meta-a", "METADATA", "col-a"), ("seg-b", "VECTOR", "col-b")])
+    db.commit()
+    db.close()
+    for name in ("seg-a", "seg-b"):
+        _fake_segment(chroma / name, count=1, capacity=4, slack=b"\0")
+        past = time.time_ns() - 10**9  # written a second ago (a file fresher than that is looked at again anyway)
+        os.utime(chroma / name / "data_level0.bin", ns=(past, past))
+    os.utime(chroma, ns=(past, past))
+    slack = Slack(chroma)
+    slack.scrub_all()
+    for name in ("seg-a", "seg-b"):  # Chroma writes both anew, its heap in the slack
+        with open(chroma / name / "data_level0.bin", "r+b") as f:
+            f.seek(PER)
+            f.write(b"SECRET-" + name.encode())
+    slack.after_call(["col-a"])
+    assert b"SECRET" not in (chroma / "seg-a" / "data_level0.bin").read_bytes()
+    assert b"SECRET" in (chroma / "seg-b" / "data_level0.bin").read_bytes()  # not looked at: col-b had no call
+    _fake_segment(chroma / "seg-new", count=0, capacity=4)  # a segment a call made
+    slack.after_call(["col-a"])
+    assert b"SECRET" not in (chroma / "seg-new" / "data_level0.bin").read_bytes()
+    slack.after_call(["col-unknown"])  # a collection Chroma's database does not name yet: every segment
+    assert b"SECRET" not in (chroma / "seg-b" / "data_level0.bin").read_bytes()
+
+
 def test_the_gate_keeps_a_scrub_apart_from_every_call():
     gate = Gate()
     events: list[str] = []

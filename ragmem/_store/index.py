@@ -239,8 +239,11 @@ class VectorIndex(Generations):
             close()
             scrub_closed(self.client)
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
+    def _call(self, what: str, fn: Callable[[], T], *collections: Any) -> T:
         """Run a Chroma call, retrying transient faults (a restarting server); all our writes are upserts.
+
+        ``collections``: the ones the call uses, when it is a read or write of some (the embedded index then
+        looks at their graph files alone for leftover memory, ``slack.py``).
 
         A rejected argument (a vector of the wrong dimension, say) is not a
         transient fault: it is raised at once, never retried.
@@ -248,7 +251,7 @@ class VectorIndex(Generations):
         delay = self._retry_delay
         for attempt in range(self._retries + 1):
             try:
-                with guarded(self.client):
+                with guarded(self.client, *collections):
                     return fn()
             except (EmbeddingMismatch, MissingDependency, IndexCorrupt):
                 raise
@@ -400,12 +403,14 @@ class VectorIndex(Generations):
                     ids=[ids[i] for i in rows], embeddings=[list(vectors[i]) for i in rows],
                     metadatas=[metadatas[i] for i in rows],
                 ),
+                col,
             )
         if self.namespace_collections:  # the same chunks once more, for one-query namespace-wide search
             whole = self.collection(namespace, NAMESPACE_SCOPE)
             self._call(
                 "add vectors",
                 lambda: whole.upsert(ids=list(ids), embeddings=[list(v) for v in vectors], metadatas=list(metadatas)),
+                whole,
             )
 
     def query(
@@ -430,6 +435,7 @@ class VectorIndex(Generations):
             res = self._call(
                 "search",
                 lambda: col.query(query_embeddings=[list(vector)], n_results=n, where=where, include=include),
+                col,
             )
             metas = res["metadatas"][0] if metadata else [{}] * len(res["ids"][0])
             for cid, dist, meta in zip(res["ids"][0], res["distances"][0], metas):
@@ -447,17 +453,17 @@ class VectorIndex(Generations):
                 scoped = {"$and": [where, only]}
             col = self.collection(namespace, NAMESPACE_SCOPE, create=False)
             if col is not None:
-                self._call("delete vectors", lambda: col.delete(where=scoped))
+                self._call("delete vectors", lambda: col.delete(where=scoped), col)
         for session in targets:
             col = self.collection(namespace, session, create=False)
             if col is not None:
-                self._call("delete vectors", lambda: col.delete(where=where))
+                self._call("delete vectors", lambda: col.delete(where=where), col)
 
     def count(self, namespace: str, sessions: Sequence[str] | None = None) -> int:
         total = 0
         for session in self._sessions(namespace, sessions):
             col = self.collection(namespace, session, create=False)
-            total += int(self._call("count", col.count)) if col is not None else 0
+            total += int(self._call("count", col.count, col)) if col is not None else 0
         return total
 
     def matching(self, namespace: str, message_ids: Sequence[str], where: dict[str, Any],
@@ -477,7 +483,7 @@ class VectorIndex(Generations):
         for session in scopes:
             col = self.collection(namespace, session, create=False)
             if col is not None:
-                res = self._call("search", lambda: col.get(where=clause, include=["metadatas"]))
+                res = self._call("search", lambda: col.get(where=clause, include=["metadatas"]), col)
                 found |= {str(m.get("message_id", "")) for m in res["metadatas"] or []}
         return found
 
@@ -488,14 +494,14 @@ class VectorIndex(Generations):
             col = self.collection(namespace, session, create=False)
             if col is None:
                 continue
-            res = self._call("list vectors", lambda: col.get(include=["metadatas"]))
+            res = self._call("list vectors", lambda: col.get(include=["metadatas"]), col)
             for cid, meta in zip(res["ids"], res["metadatas"]):
                 mid = (meta or {}).get("message_id") or message_of_chunk(cid)
                 counts[mid] = counts.get(mid, 0) + 1
         return counts
 
     def _held(self, col) -> set[str]:
-        res = self._call("list vectors", lambda: col.get(include=["metadatas"]))
+        res = self._call("list vectors", lambda: col.get(include=["metadatas"]), col)
         return {m.get("message_id", i) for i, m in zip(res["ids"], res["metadatas"])}
 
     def all_message_ids(self, namespace: str, sessions: Sequence[str] | None = None) -> set[str]:
@@ -548,7 +554,7 @@ class VectorIndex(Generations):
         if self.namespace_collections and session != NAMESPACE_SCOPE:
             col = self.collection(namespace, NAMESPACE_SCOPE, create=False)
             if col is not None:
-                self._call("delete vectors", lambda: col.delete(where={"session": session}))
+                self._call("delete vectors", lambda: col.delete(where={"session": session}), col)
         self._collections.pop((namespace, session), None)
         name = collection_name(namespace, self.store_id, session, self.generation(namespace))
         try:

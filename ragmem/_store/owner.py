@@ -1006,7 +1006,7 @@ def lacking(view: VectorIndex, namespace: str, session: str, chunk_ids: Sequence
 
     def probe(ids: list[str]) -> None:
         try:
-            with guarded(view.client):
+            with guarded(view.client, col):
                 got = col.get(ids=ids, include=["embeddings"])
         except Exception as exc:  # noqa: BLE001 - the HNSW reader's "not found" for an id the metadata lists
             if is_index_corruption(exc) and not message_says(exc, "error finding id"):

@@ -15,7 +15,11 @@ and the memory of one store's work can land in another store's files when one pr
 when it closes it, and after any call, each segment whose files that call wrote. New segments are not the only
 ones: a collection none of whose elements Chroma has saved yet (fewer than its batch) is written anew, its whole
 capacity from memory, when a later process first reads it (measured: the segment the open had scrubbed held
-87 KB of the heap after the first search). Chroma writes its files only inside a
+87 KB of the heap after the first search). A call that names its collections (a search, an upsert) has only
+their segments and any new one looked at, so a store of a thousand sessions pays a few ``stat`` calls, not a
+thousand (Chroma's database says which segment folders are a collection's; measured: a search, a namespace search
+and an add, each after a fresh open of six collections, rewrote one segment each, of a collection it used).
+Chroma writes its files only inside a
 call (measured: no write between calls), so a scrub that runs while no call of this process is under way
 (:class:`Gate`) cannot race one; and only the store's owner opens its Chroma (``owner.py``), so no other
 process writes there. A header this code does not recognise leaves its segment untouched.
@@ -26,10 +30,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import sqlite3
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +197,11 @@ class Slack:
         self.zeroed = 0
         #: Each scrubbed segment's graph file as the scrub left it; a segment whose file differs is scrubbed again.
         self._clean: dict[str, tuple[int, int, int]] = {}
+        #: The segment folders of each collection a call named (:meth:`_folders_of`).
+        self._folders: dict[str, frozenset[str]] = {}
+        #: The segment folders at the last look, and the folder's time then (None: look again).
+        self._known: set[str] = set()
+        self._listed: int | None = None
 
     def _segments(self) -> set[str]:
         try:
@@ -200,16 +210,54 @@ class Slack:
         except OSError:
             return set()
 
-    def _changed(self) -> list[str]:
-        """The segments whose graph file differs from what the last scrub left (a ``stat`` each: this runs after
-        every call, on stores of a thousand sessions too)."""
+    def _changed(self, names: set[str] | None = None) -> list[str]:
+        """Of ``names`` (every segment by default), those whose graph file differs from what the last scrub left
+        (a ``stat`` each)."""
         clean = self._clean
+        if names is not None:
+            base = str(self.chroma)
+            return sorted(n for n in names if clean.get(n) != _signature(os.path.join(base, n)))
         try:
             with os.scandir(self.chroma) as entries:
                 return sorted(e.name for e in entries
                               if e.is_dir(follow_symlinks=False) and clean.get(e.name) != _signature(e.path))
         except OSError:
             return []
+
+    def _folders_of(self, collection: str) -> frozenset[str] | None:
+        """The segment folders of one collection's graph (its ``VECTOR`` segments in Chroma's own database, read
+        only; cached once found), or None when that cannot be told (then every segment is looked at)."""
+        got = self._folders.get(collection)
+        if got is not None:
+            return got
+        try:
+            db = sqlite3.connect(f"file:{self.chroma / 'chroma.sqlite3'}?mode=ro", uri=True, timeout=5)
+            try:
+                rows = db.execute("SELECT id FROM segments WHERE collection = ? AND scope = 'VECTOR'",
+                                  (collection,)).fetchall()
+            finally:
+                db.close()
+        except sqlite3.Error:
+            return None
+        if not rows:
+            return None
+        got = self._folders[collection] = frozenset(str(r[0]) for r in rows)
+        return got
+
+    def _new_folders(self) -> set[str]:
+        """Segment folders made since the last look (a ``stat`` of the folder when none was: its time moves
+        when one is made; within :data:`_RACY_NS` of that time, the next call looks again)."""
+        try:
+            stamp = os.stat(self.chroma).st_mtime_ns
+        except OSError:
+            return set()
+        if stamp == self._listed:
+            return set()
+        names = self._segments()
+        new = names - self._known
+        self._known = names
+        self._listed = stamp if time.time_ns() - stamp >= _RACY_NS else None
+        return new
 
     def _scrub(self, name: str) -> int:
         """Scrub one segment and remember its graph file as clean (unless it is too fresh to trust, or the
@@ -225,16 +273,35 @@ class Slack:
 
     def scrub_all(self) -> int:
         """Scrub every segment (no call of this process may be under way: at open and at close)."""
-        zeroed = sum(self._scrub(name) for name in self._segments())
+        self._listed = None
+        self._new_folders()
+        zeroed = sum(self._scrub(name) for name in self._known)
         self.zeroed += zeroed
         return zeroed
 
-    def after_call(self) -> None:
-        """Scrub the segments whose files the call just wrote (a ``stat`` per segment when it wrote none);
-        nothing when this thread is still inside an outer call (the outer one scrubs when it ends)."""
+    def after_call(self, collections: Sequence[str] | None = None) -> None:
+        """Scrub the segments whose files the call just wrote; nothing when this thread is still inside an outer
+        call (the outer one scrubs when it ends).
+
+        ``collections`` names the collections the call used (their ids): then only their segments and any new
+        one are looked at, a few ``stat`` calls whatever the store's size (a store of a thousand sessions has a
+        thousand segments). None: a call that may have written anywhere, and every segment is looked at.
+        """
         if self.gate.inside():
             return
-        changed = self._changed()
+        look: set[str] | None = None
+        if collections is not None:
+            look = self._new_folders()
+            for c in collections:
+                folders = self._folders_of(c)
+                if folders is None:
+                    look = None
+                    break
+                look |= folders
+        if look is None:
+            self._listed = None
+            self._new_folders()
+        changed = self._changed(look)
         if not changed:
             return
         with self.gate.alone():
@@ -246,16 +313,20 @@ class Slack:
 
 
 @contextlib.contextmanager
-def guarded(client: Any) -> Iterator[None]:
+def guarded(client: Any, *collections: Any) -> Iterator[None]:
     """Run the block as one Chroma call on ``client``: inside its :class:`Gate`, and the segments it wrote
-    scrubbed after it (nothing to do for a server's client, which has no :class:`Slack`)."""
+    scrubbed after it (nothing to do for a server's client, which has no :class:`Slack`).
+
+    ``collections``: the Chroma collections the call reads or writes, when the caller knows them (a search, an
+    upsert): only their segments are looked at after it. None given: every segment is."""
     slack: Slack | None = getattr(client, "_ragmem_slack", None)
     if slack is None:
         yield
         return
     with slack.gate.call():
         yield
-    slack.after_call()
+    ids = [str(getattr(c, "id", "")) for c in collections]
+    slack.after_call(ids if collections and all(ids) else None)
 
 
 def before_open(chroma: Path) -> Slack:
