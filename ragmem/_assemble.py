@@ -1349,10 +1349,12 @@ def _pack_recall(
             if cost is None and last and marks and not chosen and size(u) <= room:
                 bare, cost = True, size(u)  # the budget has room for the unit, not for its marker
             if cost is None:
-                got = excerpted(u, int(EXCERPT_ROOM * room), EXCERPT_ROOM) if size(u) > room else None
-                if got is None and not chosen and size(u) > room:  # nothing ranks above it: a larger share
-                    got = excerpted(u, int(EXCERPT_FIRST * room), EXCERPT_FIRST)
-                if got is None and last and EXCERPT_AT_RANK:  # crowded out: a small excerpt at its rank first
+                got = None
+                if size(u) > room:  # it could never go in whole
+                    got = excerpted(u, int(EXCERPT_ROOM * room), EXCERPT_ROOM)
+                    if got is None and not chosen:  # nothing ranks above it: a larger share
+                        got = excerpted(u, int(EXCERPT_FIRST * room), EXCERPT_FIRST)
+                elif last and EXCERPT_AT_RANK:  # crowded out: a small excerpt at its rank first
                     got = excerpted(u, int(share * room), share)
                 if got is None:
                     crowded.append((u, score))

@@ -647,18 +647,6 @@ def test_a_prompt_shows_each_file_a_message_wrote_and_both_pieces_the_search_fou
             assert "IDENTITY level" in shown and "86400" in shown and len(x.spans) == 2, budget
 
 
-@contextmanager
-def _no_outline():
-    """A result's excerpt keeps no outline (its head, its error lines), as before issue 42's last round."""
-    from ragmem import _assemble
-
-    saved, _assemble.EXCERPT_OUTLINE = _assemble.EXCERPT_OUTLINE, 0.0
-    try:
-        yield
-    finally:
-        _assemble.EXCERPT_OUTLINE = saved
-
-
 def _cargo_log(n: int = 175, failed: int = 150) -> str:
     """A ``cargo test`` output as Codex stores it: the exit status, ``running N tests``, N lines of ``... ok`` (one
     ``FAILED``), the compiler's stderr."""
@@ -694,7 +682,7 @@ def test_a_long_command_output_keeps_its_head_and_the_lines_that_say_what_failed
     assert x.start == 0 and "running 175 tests\n" in text[x.start:x.end]
     assert "test_current_shell_detects_zsh ... FAILED" in shown and "error: test failed" in shown
     assert any(text[a:b] in boring[0] or boring[0] in text[a:b] for a, b in x.spans)  # the search's piece still in
-    with _no_outline():
+    with _switched("EXCERPT_OUTLINE", 0.0):  # no outline (head, error lines), as before
         before = next(r for r in ask().messages if r["role"] == "tool")["content"]
     assert "running 175 tests" not in before and "FAILED" not in before
 
@@ -746,6 +734,6 @@ def test_a_prompt_shows_how_many_tests_ran_and_which_failed_from_a_long_test_log
             shown = next(r["content"] for r in ctx.messages if r["role"] == "tool")
             assert shown == excerpt_text(text, x.spans, excerpt_marker("log", x.start, x.end, len(text), x.tokens))
             assert "running 175 tests" in shown and "test_current_shell_detects_zsh ... FAILED" in shown, budget
-        with _no_outline():
+        with _switched("EXCERPT_OUTLINE", 0.0):  # no outline (head, error lines), as before
             before = json.dumps(mem.prompt(question, budget=2000).messages)
         assert "running 175 tests" not in before or "detects_zsh ... FAILED" not in before

@@ -203,26 +203,10 @@ class Slack:
         self._known: set[str] = set()
         self._listed: int | None = None
 
-    def _segments(self) -> set[str]:
-        try:
-            with os.scandir(self.chroma) as entries:
-                return {e.name for e in entries if e.is_dir(follow_symlinks=False)}
-        except OSError:
-            return set()
-
-    def _changed(self, names: set[str] | None = None) -> list[str]:
-        """Of ``names`` (every segment by default), those whose graph file differs from what the last scrub left
-        (a ``stat`` each)."""
-        clean = self._clean
-        if names is not None:
-            base = str(self.chroma)
-            return sorted(n for n in names if clean.get(n) != _signature(os.path.join(base, n)))
-        try:
-            with os.scandir(self.chroma) as entries:
-                return sorted(e.name for e in entries
-                              if e.is_dir(follow_symlinks=False) and clean.get(e.name) != _signature(e.path))
-        except OSError:
-            return []
+    def _changed(self, names: set[str]) -> list[str]:
+        """Of ``names``, the segments whose graph file differs from what the last scrub left (a ``stat`` each)."""
+        base, clean = str(self.chroma), self._clean
+        return sorted(n for n in names if clean.get(n) != _signature(os.path.join(base, n)))
 
     def _folders_of(self, collection: str) -> frozenset[str] | None:
         """The segment folders of one collection's graph (its ``VECTOR`` segments in Chroma's own database, read
@@ -244,16 +228,21 @@ class Slack:
         got = self._folders[collection] = frozenset(str(r[0]) for r in rows)
         return got
 
-    def _new_folders(self) -> set[str]:
+    def _new_folders(self, listed: bool = True) -> set[str]:
         """Segment folders made since the last look (a ``stat`` of the folder when none was: its time moves
-        when one is made; within :data:`_RACY_NS` of that time, the next call looks again)."""
+        when one is made; within :data:`_RACY_NS` of that time, the next call looks again). ``listed=False``
+        lists the folder whatever its time (then :attr:`_known` is every segment)."""
         try:
             stamp = os.stat(self.chroma).st_mtime_ns
         except OSError:
             return set()
-        if stamp == self._listed:
+        if listed and stamp == self._listed:
             return set()
-        names = self._segments()
+        try:
+            with os.scandir(self.chroma) as entries:
+                names = {e.name for e in entries if e.is_dir(follow_symlinks=False)}
+        except OSError:
+            return set()
         new = names - self._known
         self._known = names
         self._listed = stamp if time.time_ns() - stamp >= _RACY_NS else None
@@ -273,8 +262,7 @@ class Slack:
 
     def scrub_all(self) -> int:
         """Scrub every segment (no call of this process may be under way: at open and at close)."""
-        self._listed = None
-        self._new_folders()
+        self._new_folders(listed=False)
         zeroed = sum(self._scrub(name) for name in self._known)
         self.zeroed += zeroed
         return zeroed
@@ -299,8 +287,8 @@ class Slack:
                     break
                 look |= folders
         if look is None:
-            self._listed = None
-            self._new_folders()
+            self._new_folders(listed=False)
+            look = self._known
         changed = self._changed(look)
         if not changed:
             return
